@@ -1,0 +1,74 @@
+import { createHash } from 'node:crypto';
+import type { UniqueAcross } from '../interfaces/unique-job-options.interface.js';
+import { deduplicationId, UniqueJobsKeys } from '../redis/keys.js';
+import { canonicalJson } from './canonical-json.js';
+
+/** Version of the digest recipe; it is part of every digest, so a future recipe never collides with this one. */
+export const DIGEST_VERSION = 'v1';
+
+/** What a digest is computed from. */
+export interface DigestInput {
+  /** Queue name (left out when unique across queues). */
+  queue: string;
+  /** Job name (left out when unique across names). */
+  name: string;
+  /** The lock arguments: what `lockArgs` returned, or the whole job data. */
+  lockArgs: unknown;
+  /** Leave the queue and/or the job name out. */
+  uniqueAcross?: UniqueAcross | readonly UniqueAcross[];
+}
+
+/**
+ * The uniqueness digest of a job: `v1:` + the sha256 (hex) of the canonical JSON (sorted keys) of
+ * `["v1", queue | null, name | null, lockArgs]`. The run time or delay is not part of it. Raw job data never reaches
+ * a Redis key: keys embed only this hash.
+ *
+ * @throws UnserializableLockArgsError when the lock arguments cannot be hashed canonically.
+ */
+export function digest(input: DigestInput): string {
+  const across = new Set(input.uniqueAcross === undefined ? [] : [input.uniqueAcross].flat());
+  const material = canonicalJson([
+    DIGEST_VERSION,
+    across.has('queues') ? null : input.queue,
+    across.has('names') ? null : input.name,
+    input.lockArgs,
+  ]);
+  return `${DIGEST_VERSION}:${createHash('sha256').update(material).digest('hex')}`;
+}
+
+/** Where a lock lives, for {@link lockKey}. */
+export interface LockKeyInput extends DigestInput {
+  /** The module's key prefix. Default `'uniquejobs'`. */
+  prefix?: string;
+  /** BullMQ's key prefix of the queue. Default `'bull'`. */
+  queuePrefix?: string;
+  /** `lockLimit` of the job (a limit above 1 moves the enqueue lock to the library's own key). Default 1. */
+  lockLimit?: number;
+  /** Which lock: the enqueue lock (default) or the run-time lock. */
+  kind?: 'enqueue' | 'runtime';
+}
+
+/**
+ * The Redis key that holds a job's lock, for inspecting it with redis-cli. Enqueue locks with `lockLimit` 1 on one
+ * queue are BullMQ deduplication keys in the queue's key space; the others are the library's own keys under `prefix`.
+ */
+export function lockKey(input: LockKeyInput): string {
+  const value = digest(input);
+  const keys = new UniqueJobsKeys(input.prefix ?? 'uniquejobs');
+  if (input.kind === 'runtime') return keys.runtimeLock(value);
+  if (usesDeduplicationKey(input.lockLimit ?? 1, input.uniqueAcross)) {
+    return `${input.queuePrefix ?? 'bull'}:${input.queue}:de:${deduplicationId(value)}`;
+  }
+  return keys.enqueueLock(value);
+}
+
+/**
+ * Whether an enqueue lock rides on BullMQ's native deduplication (one Redis call: the lock is taken inside BullMQ's add
+ * script). It can when one holder is admitted and the lock is per queue.
+ */
+export function usesDeduplicationKey(
+  lockLimit: number,
+  uniqueAcross: UniqueAcross | readonly UniqueAcross[] | undefined,
+): boolean {
+  return lockLimit === 1 && !(uniqueAcross === undefined ? [] : [uniqueAcross].flat()).includes('queues');
+}

@@ -1,0 +1,28 @@
+/**
+ * nestjs-unique-jobs: unique jobs (sidekiq-unique-jobs semantics) for NestJS + BullMQ.
+ * @packageDocumentation
+ */
+export { UniqueJobsModule } from './unique-jobs.module.js';
+export { UniqueJobsService } from './unique-jobs.service.js';
+export { UniqueJob } from './decorators/unique-job.decorator.js';
+export { defineUniqueJob } from './interceptor/job-definitions.js';
+export type { ResolvedJobDefinition } from './interceptor/job-definitions.js';
+export { JobInterceptor } from './interceptor/job.interceptor.js';
+export type { BulkJob, UniqueJobMarker } from './interceptor/job.interceptor.js';
+export { UniqueJobsWorkerGuard } from './interceptor/worker.guard.js';
+export { UniqueJobsQueueGuard } from './interceptor/queue.guard.js';
+export { digest, lockKey, DIGEST_VERSION } from './digest/digest.js';
+export type { DigestInput, LockKeyInput } from './digest/digest.js';
+export { canonicalJson } from './digest/canonical-json.js';
+export { UniqueJobsEvents } from './events/unique-jobs.events.js';
+export type { UniqueJobEvent } from './events/unique-jobs.events.js';
+export { DeadSetService } from './dead-set/dead-set.service.js';
+export type { DeadSetEntry } from './dead-set/dead-set-entry.interface.js';
+export { Lock, LOCKS } from './locks/index.js';
+export { DEFAULT_JOB_OPTIONS, DEFAULT_PREFIX } from './unique-jobs.options.js';
+export { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
+export * from './errors/index.js';
+export type * from './interfaces/unique-job-options.interface.js';
+export type * from './interfaces/unique-jobs-module-options.interface.js';
+export type * from './interfaces/enqueue-result.interface.js';
+export type * from './interfaces/conflict-strategy.interface.js';

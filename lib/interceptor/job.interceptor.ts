@@ -1,0 +1,560 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  DelayedError,
+  Job,
+  RateLimitError,
+  UnrecoverableError,
+  WaitingChildrenError,
+  WaitingError,
+  type JobsOptions,
+  type Queue,
+} from 'bullmq';
+import type { Cluster, Redis } from 'ioredis';
+import { DeadSetService } from '../dead-set/dead-set.service.js';
+import type { DeadSetEntry } from '../dead-set/dead-set-entry.interface.js';
+import { UniqueJobsError } from '../errors/unique-jobs.error.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type {
+  ClientConflict,
+  ClientResolution,
+  ConflictStrategy,
+  ConflictTools,
+  ServerConflict,
+} from '../interfaces/conflict-strategy.interface.js';
+import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
+import { LeaseKeeper } from '../locks/lease-keeper.js';
+import type { AcquireResult, LockStore } from '../locks/lock-store.js';
+import { deduplicationId, type UniqueJobsKeys } from '../redis/keys.js';
+import type { RedisScripts } from '../redis/redis-scripts.js';
+import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_LEASE } from '../unique-jobs.options.js';
+import type { JobDefinitions, ResolvedJobDefinition } from './job-definitions.js';
+
+/** What the library stores on a unique job's options: the digest, fixed at enqueue. */
+export interface UniqueJobMarker {
+  digest: string;
+}
+
+/** The job options field holding {@link UniqueJobMarker}. */
+export const MARKER_FIELD = 'uniqueJobs';
+
+/** A job bulk entry as `Queue#addBulk` takes it. */
+export interface BulkJob {
+  name: string;
+  data: unknown;
+  opts?: JobsOptions;
+}
+
+type AddFn = (name: string, data: unknown, opts?: JobsOptions) => Promise<Job>;
+type AddBulkFn = (jobs: BulkJob[]) => Promise<Job[]>;
+type Processor = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
+
+/** The minimal logger the library writes to. */
+export interface LoggerLike {
+  log(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** Everything the interceptor works with, built by the module. */
+export interface JobInterceptorDeps {
+  definitions: JobDefinitions;
+  strategies: ReadonlyMap<string, ConflictStrategy>;
+  client: Redis | Cluster;
+  scripts: RedisScripts;
+  store: LockStore;
+  keys: UniqueJobsKeys;
+  events: UniqueJobsEvents;
+  logger: LoggerLike;
+  enabled: boolean;
+  deadSetBounds?: { maxSize?: number; maxAge?: number };
+}
+
+type LockAndAdd = { job: Job } | { existingJobId: string | undefined };
+
+/**
+ * The one place where locks are taken and released and conflicts are handled, for both sides:
+ * `enqueue` (producer → digest → lock → queue) and `process` (worker → lock → handler → release).
+ * Queues and processors are wired to it by the queue and worker guards.
+ */
+export class JobInterceptor {
+  /** Rejected duplicates. */
+  readonly deadSet: DeadSetService;
+  /** Guarded queues by name (to retry dead entries) and each queue's own add/addBulk. */
+  private readonly queues = new Map<string, Queue>();
+  private readonly originalMethods = new WeakMap<Queue, { add: AddFn; addBulk: AddBulkFn }>();
+  private readonly tools: ConflictTools;
+
+  constructor(private readonly deps: JobInterceptorDeps) {
+    this.deadSet = new DeadSetService(
+      deps.client,
+      deps.scripts,
+      deps.keys,
+      { ...DEFAULT_DEAD_SET, ...deps.deadSetBounds },
+      (entry) => this.requeue(entry),
+    );
+    this.tools = {
+      logger: deps.logger,
+      events: deps.events,
+      deadSet: this.deadSet,
+      replaceExisting: (conflict) => this.replaceExisting(conflict),
+      strategy: (name) => deps.strategies.get(name)!,
+      countReschedule: (job) => deps.client.hincrby(queueKey(job, job.id!), 'ujReschedules', 1),
+    };
+  }
+
+  /** Remembers a queue's own `add`/`addBulk`, so guarded calls reach BullMQ (and dead entries can be retried). */
+  registerQueue(queue: Queue, add: AddFn, addBulk: AddBulkFn): void {
+    this.queues.set(queue.name, queue);
+    this.originalMethods.set(queue, { add, addBulk });
+  }
+
+  // ───────────────────────────── enqueue (client side) ─────────────────────────────
+
+  /**
+   * Enqueues a job under its uniqueness rules. Resolves what happened; `error` is what plain `queue.add` throws
+   * (the `raise` strategy). Nothing is enqueued when the lock arguments cannot be hashed.
+   */
+  async enqueue(queue: Queue, name: string, data: unknown, opts: JobsOptions = {}): Promise<ClientResolution> {
+    const { add } = this.originals(queue);
+    const definition = this.definitionOf(queue.name, name);
+    if (!definition) return { result: { status: 'enqueued', job: await add(name, data, opts) } };
+    const digest = this.digestAtEnqueue(definition, queue, name, data, opts);
+    if (!definition.lock.locksAtEnqueue) {
+      const job = await add(name, data, withMarker(opts, digest));
+      return { result: { status: 'enqueued', job, digest } };
+    }
+    const outcome = await this.lockAndAdd(queue, definition, name, data, opts, digest);
+    if ('job' in outcome) return { result: { status: 'enqueued', job: outcome.job, digest } };
+    return this.clientConflict({
+      side: 'client',
+      queue,
+      name,
+      data,
+      opts,
+      digest,
+      existingJobId: outcome.existingJobId,
+      definition,
+    });
+  }
+
+  /**
+   * Enqueues many jobs. Jobs whose enqueue lock rides on BullMQ's deduplication go to Redis in one `addBulk`; the
+   * others are locked one by one. Every digest is computed first, so a bad entry enqueues nothing.
+   */
+  async enqueueBulk(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
+    const { addBulk } = this.originals(queue);
+    const prepared = jobs.map((entry) => {
+      const opts = entry.opts ?? {};
+      const definition = this.definitionOf(queue.name, entry.name);
+      if (!definition) return { entry, bulk: entry };
+      const digest = this.digestAtEnqueue(definition, queue, entry.name, entry.data, opts);
+      if (!definition.lock.locksAtEnqueue) {
+        return { entry, definition, digest, bulk: { ...entry, opts: withMarker(opts, digest) } };
+      }
+      if (definition.enqueueLockPath === 'semaphore') return { entry, definition, digest };
+      const jobId = opts.jobId ?? randomUUID();
+      const bulkOpts = this.deduplicationOpts(queue, definition, opts, digest, jobId);
+      return { entry, definition, digest, jobId, bulk: { ...entry, opts: bulkOpts } };
+    });
+    const bulk = prepared.flatMap((p) => (p.bulk ? [p.bulk] : []));
+    const added = bulk.length > 0 ? await addBulk(bulk) : [];
+    const results: ClientResolution[] = [];
+    let next = 0;
+    for (const p of prepared) {
+      if (!p.definition || !p.digest) {
+        results.push({ result: { status: 'enqueued', job: added[next++] } });
+        continue;
+      }
+      const { entry, definition, digest } = p;
+      const opts = entry.opts ?? {};
+      const outcome: LockAndAdd = p.bulk
+        ? this.settleDeduplicatedAdd(added[next++], p.jobId)
+        : await this.lockAndAdd(queue, definition, entry.name, entry.data, opts, digest);
+      if ('job' in outcome) {
+        if (p.jobId !== undefined) this.emitLocked(definition, entry.name, digest, outcome.job.id!);
+        results.push({ result: { status: 'enqueued', job: outcome.job, digest } });
+      } else {
+        const conflict: ClientConflict = {
+          side: 'client',
+          queue,
+          name: entry.name,
+          data: entry.data,
+          opts,
+          digest,
+          existingJobId: outcome.existingJobId,
+          definition,
+        };
+        results.push(await this.clientConflict(conflict));
+      }
+    }
+    return results;
+  }
+
+  /** `queue.add` as users call it: the strategy decides between returning the existing job and throwing. */
+  async add(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<Job> {
+    return this.toJob(queue, name, data, opts, await this.enqueue(queue, name, data, opts));
+  }
+
+  /** `queue.addBulk` as users call it; throws the first strategy error after every other job was handled. */
+  async addBulk(queue: Queue, jobs: BulkJob[]): Promise<Job[]> {
+    const resolutions = await this.enqueueBulk(queue, jobs);
+    const failure = resolutions.find((r) => r.error);
+    if (failure?.error) throw failure.error;
+    return Promise.all(resolutions.map((r, i) => this.toJob(queue, jobs[i].name, jobs[i].data, jobs[i].opts, r)));
+  }
+
+  private digestAtEnqueue(
+    definition: ResolvedJobDefinition,
+    queue: Queue,
+    name: string,
+    data: unknown,
+    opts: JobsOptions,
+  ): string {
+    if (opts.deduplication) {
+      throw new UniqueJobsError(
+        `Job "${name}" on queue "${queue.name}" sets BullMQ's "deduplication" option, but it is a unique job (${definition.source}): the library owns deduplication for it; drop the option`,
+      );
+    }
+    return definition.digestOf({ name, queueName: queue.name, data, opts });
+  }
+
+  /** Takes the enqueue lock and adds the job; one Redis call on the deduplication path. */
+  private async lockAndAdd(
+    queue: Queue,
+    definition: ResolvedJobDefinition,
+    name: string,
+    data: unknown,
+    opts: JobsOptions,
+    digest: string,
+  ): Promise<LockAndAdd> {
+    const { add } = this.originals(queue);
+    const jobId = opts.jobId ?? randomUUID();
+    if (definition.enqueueLockPath === 'deduplication') {
+      const outcome = this.settleDeduplicatedAdd(
+        await add(name, data, this.deduplicationOpts(queue, definition, opts, digest, jobId)),
+        jobId,
+      );
+      if ('job' in outcome) this.emitLocked(definition, name, digest, jobId);
+      return outcome;
+    }
+    const key = this.deps.keys.enqueueLock(digest);
+    const lease = (definition.options.lockTtl ?? DEFAULT_ENQUEUE_LEASE) + delayOf(queue, opts);
+    const held = await this.deps.store.acquire(key, jobId, lease, definition.options.lockLimit);
+    if (!held.acquired) return { existingJobId: held.holder };
+    try {
+      const job = await add(name, data, withMarker({ ...opts, jobId }, digest));
+      this.emitLocked(definition, name, digest, jobId);
+      return { job };
+    } catch (error) {
+      await this.deps.store.release(key, jobId).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private deduplicationOpts(
+    queue: Queue,
+    definition: ResolvedJobDefinition,
+    opts: JobsOptions,
+    digest: string,
+    jobId: string,
+  ): JobsOptions {
+    const ttl = definition.options.lockTtl;
+    return withMarker(
+      {
+        ...opts,
+        jobId,
+        deduplication: {
+          id: deduplicationId(digest),
+          ...(ttl === undefined ? {} : { ttl: ttl + delayOf(queue, opts) }),
+        },
+      },
+      digest,
+    );
+  }
+
+  /** BullMQ answers a deduplicated add with the existing job's id instead of the one we chose. */
+  private settleDeduplicatedAdd(job: Job, jobId: string | undefined): LockAndAdd {
+    return job.id === jobId ? { job } : { existingJobId: job.id };
+  }
+
+  private clientConflict(conflict: ClientConflict): Promise<ClientResolution> {
+    return conflict.definition.clientStrategy!.onClientConflict!(conflict, this.tools);
+  }
+
+  /** For `replace`: removes the holder if it has not started, then adds the job in its place. */
+  private async replaceExisting(conflict: ClientConflict): Promise<EnqueueResult | undefined> {
+    const { queue, definition, digest, name, data, opts } = conflict;
+    let holder = conflict.existingJobId;
+    for (let attempt = 0; attempt < 3 && holder !== undefined; attempt++) {
+      const removed = await queue.remove(holder);
+      if (removed !== 1) {
+        const state = await queue.getJobState(holder);
+        if (state !== 'unknown') return undefined; // running (locked) or otherwise not removable
+      }
+      if (definition.enqueueLockPath === 'semaphore') {
+        await this.deps.store.release(this.deps.keys.enqueueLock(digest), holder);
+      }
+      const outcome = await this.lockAndAdd(queue, definition, name, data, opts, digest);
+      if ('job' in outcome) {
+        this.deps.events.emit({
+          type: 'replaced',
+          queue: definition.queue,
+          jobName: name,
+          digest,
+          jobId: outcome.job.id!,
+          replacedJobId: holder,
+        });
+        return { status: 'enqueued', job: outcome.job, digest, replacedJobId: holder };
+      }
+      holder = outcome.existingJobId; // another producer got in between: replace that one
+    }
+    return undefined;
+  }
+
+  private async toJob(
+    queue: Queue,
+    name: string,
+    data: unknown,
+    opts: JobsOptions | undefined,
+    { result, error }: ClientResolution,
+  ): Promise<Job> {
+    if (error) throw error;
+    if (result.status === 'enqueued') return result.job;
+    const existing = result.existingJobId ? await Job.fromId(queue, result.existingJobId) : undefined;
+    return existing ?? new Job(queue, name, data, opts, result.existingJobId);
+  }
+
+  private async requeue(entry: DeadSetEntry): Promise<EnqueueResult> {
+    const queue = this.queues.get(entry.queue);
+    if (!queue) {
+      throw new UniqueJobsError(
+        `Cannot retry dead-set entry ${entry.id}: queue "${entry.queue}" is not registered in this application`,
+      );
+    }
+    return (await this.enqueue(queue, entry.jobName, entry.data, entry.opts)).result;
+  }
+
+  // ───────────────────────────── process (server side) ─────────────────────────────
+
+  /** Runs a job's handler inside its locks. */
+  async process(job: Job, token: string | undefined, signal: AbortSignal | undefined, run: Processor): Promise<unknown> {
+    const definition = this.definitionOf(job.queueName, job.name);
+    if (!definition) return run(job, token, signal);
+    const marker = job.opts[MARKER_FIELD as keyof JobsOptions] as UniqueJobMarker | undefined;
+    const digest = marker?.digest ?? definition.digestOf(job);
+    const { lock } = definition;
+    const holdsEnqueueLock = lock.locksAtEnqueue && marker !== undefined;
+    const jobId = job.id!;
+
+    let runtimeKey: string | undefined;
+    if (lock.locksWhileRunning) {
+      runtimeKey = this.deps.keys.runtimeLock(digest);
+      const held = await this.acquireRuntimeLock(runtimeKey, jobId, definition);
+      if (!held.acquired) {
+        return this.serverConflict(
+          { side: 'server', job, token, digest, existingJobId: held.holder, definition },
+          holdsEnqueueLock,
+        );
+      }
+      this.deps.events.emit({ type: 'locked', lock: 'runtime', queue: job.queueName, jobName: job.name, digest, jobId });
+    }
+    const keeper = runtimeKey ? this.keepLease(runtimeKey, job, definition, digest) : undefined;
+    try {
+      if (holdsEnqueueLock && lock.releaseEnqueueLock === 'on-start') {
+        await this.releaseEnqueueLock(job, definition, digest);
+      }
+      const result = await run(job, token, signal);
+      if (holdsEnqueueLock && lock.releaseEnqueueLock === 'on-finish') {
+        await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
+      }
+      return result;
+    } catch (error) {
+      if (holdsEnqueueLock) {
+        await this.quietly(job, digest, () => this.afterFailedAttempt(job, definition, digest, error));
+      }
+      throw error;
+    } finally {
+      keeper?.stop();
+      if (runtimeKey) {
+        await this.quietly(job, digest, async () => {
+          if (await this.deps.store.release(runtimeKey, jobId)) {
+            this.deps.events.emit({
+              type: 'unlocked',
+              lock: 'runtime',
+              queue: job.queueName,
+              jobName: job.name,
+              digest,
+              jobId,
+            });
+          }
+        });
+      }
+    }
+  }
+
+  /** Waits up to `lockTimeout` for a run-time lock, backing off (25 ms doubling to 1 s) rather than polling hot. */
+  private async acquireRuntimeLock(
+    key: string,
+    owner: string,
+    definition: ResolvedJobDefinition,
+  ): Promise<AcquireResult> {
+    const { lockTimeout, runtimeLockLease, lockLimit } = definition.options;
+    const deadline = Date.now() + lockTimeout;
+    let wait = 25;
+    for (;;) {
+      const held = await this.deps.store.acquire(key, owner, runtimeLockLease, lockLimit);
+      const left = deadline - Date.now();
+      if (held.acquired || left <= 0) return held;
+      await sleep(Math.min(wait, left));
+      wait = Math.min(wait * 2, 1000);
+    }
+  }
+
+  private keepLease(key: string, job: Job, definition: ResolvedJobDefinition, digest: string): LeaseKeeper {
+    return new LeaseKeeper(this.deps.store, key, job.id!, definition.options.runtimeLockLease, {
+      lost: () => {
+        this.deps.logger.error(
+          `Run-time lock of job ${job.id} (queue "${job.queueName}", digest ${digest}) was lost: its lease ended before it was renewed, so a duplicate may run concurrently`,
+        );
+        this.deps.events.emit({ type: 'lockLost', queue: job.queueName, jobName: job.name, digest, jobId: job.id! });
+      },
+      error: (error) => this.reportError(job, digest, error),
+    });
+  }
+
+  private async serverConflict(conflict: ServerConflict, holdsEnqueueLock: boolean): Promise<unknown> {
+    const { job, definition, digest } = conflict;
+    try {
+      const value = await definition.serverStrategy!.onServerConflict!(conflict, this.tools);
+      if (holdsEnqueueLock) await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
+      return value;
+    } catch (error) {
+      if (holdsEnqueueLock && !willRunAgain(job, error)) {
+        await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
+      }
+      throw error;
+    }
+  }
+
+  /** A failed attempt: the job waits for a retry (keep / take back the lock) or dies (release it). */
+  private async afterFailedAttempt(
+    job: Job,
+    definition: ResolvedJobDefinition,
+    digest: string,
+    error: unknown,
+  ): Promise<void> {
+    const { lock, options } = definition;
+    if (willRunAgain(job, error)) {
+      if (!lock.relockOnRetry) return;
+      if (definition.enqueueLockPath === 'deduplication') {
+        await this.deps.store.relockDeduplication(
+          queueKey(job, `de:${deduplicationId(digest)}`),
+          job.id!,
+          options.lockTtl,
+          queueKey(job, ''),
+        );
+      } else {
+        await this.deps.store.acquire(
+          this.deps.keys.enqueueLock(digest),
+          job.id!,
+          options.lockTtl ?? DEFAULT_ENQUEUE_LEASE,
+          options.lockLimit,
+        );
+      }
+    } else if (lock.releaseEnqueueLock === 'on-finish') {
+      await this.releaseEnqueueLock(job, definition, digest, 'finish');
+    }
+  }
+
+  /**
+   * Releases the job's own enqueue lock (compare-and-delete on the job id). A deduplication key without TTL needs no
+   * call when the job finishes: BullMQ deletes it in the same script that moves the job to completed or failed.
+   */
+  private async releaseEnqueueLock(
+    job: Job,
+    definition: ResolvedJobDefinition,
+    digest: string,
+    when: 'start' | 'finish' = 'start',
+  ): Promise<void> {
+    let released: boolean;
+    if (definition.enqueueLockPath === 'deduplication') {
+      if (when === 'finish' && definition.options.lockTtl === undefined) return;
+      released = await job.removeDeduplicationKey();
+    } else {
+      released = await this.deps.store.release(this.deps.keys.enqueueLock(digest), job.id!);
+    }
+    if (released) {
+      this.deps.events.emit({
+        type: 'unlocked',
+        lock: 'enqueue',
+        queue: job.queueName,
+        jobName: job.name,
+        digest,
+        jobId: job.id!,
+      });
+    }
+  }
+
+  /** Runs a bookkeeping step whose failure must not change the job's outcome; the failure is reported. */
+  private async quietly(job: Job, digest: string, step: () => Promise<void>): Promise<void> {
+    try {
+      await step();
+    } catch (error) {
+      this.reportError(job, digest, error);
+    }
+  }
+
+  private reportError(job: Job, digest: string, error: unknown): void {
+    const err = error instanceof Error ? error : new Error(String(error));
+    this.deps.logger.error(`Lock bookkeeping for job ${job.id} (queue "${job.queueName}") failed: ${err.message}`);
+    this.deps.events.emit({ type: 'error', queue: job.queueName, jobName: job.name, digest, jobId: job.id, error: err });
+  }
+
+  // ───────────────────────────── shared ─────────────────────────────
+
+  private definitionOf(queue: string, name: string): ResolvedJobDefinition | undefined {
+    return this.deps.enabled ? this.deps.definitions.find(queue, name) : undefined;
+  }
+
+  private originals(queue: Queue): { add: AddFn; addBulk: AddBulkFn } {
+    return (
+      this.originalMethods.get(queue) ?? {
+      add: (name, data, opts) => queue.add(name, data, opts),
+        addBulk: (jobs) => queue.addBulk(jobs),
+      }
+    );
+  }
+
+  private emitLocked(definition: ResolvedJobDefinition, jobName: string, digest: string, jobId: string): void {
+    this.deps.events.emit({ type: 'locked', lock: 'enqueue', queue: definition.queue, jobName, digest, jobId });
+  }
+}
+
+/** Whether BullMQ will run the job again after this error (a retry, or a move back to delayed/waiting). */
+export function willRunAgain(job: Job, error: unknown): boolean {
+  if (error instanceof UnrecoverableError) return false;
+  if (
+    error instanceof DelayedError ||
+    error instanceof WaitingError ||
+    error instanceof WaitingChildrenError ||
+    error instanceof RateLimitError
+  ) {
+    return true;
+  }
+  return job.attemptsMade + 1 < Math.max(job.opts.attempts ?? 1, 1);
+}
+
+/** Job options with the library's marker (the digest, fixed at enqueue). */
+function withMarker(opts: JobsOptions, digest: string): JobsOptions {
+  return { ...opts, [MARKER_FIELD]: { digest } satisfies UniqueJobMarker } as JobsOptions;
+}
+
+/** A key in the job's queue key space (`<prefix>:<queue>:<suffix>`), as BullMQ builds them. */
+function queueKey(job: Job, suffix: string): string {
+  return `${job.queueQualifiedName}:${suffix}`;
+}
+
+function delayOf(queue: Queue, opts: JobsOptions): number {
+  return Math.max(opts.delay ?? queue.defaultJobOptions?.delay ?? 0, 0);
+}

@@ -1,0 +1,88 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { WorkerHost } from '@nestjs/bullmq';
+import type { Job } from 'bullmq';
+import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
+import type { UniqueJobOptions } from '../interfaces/unique-job-options.interface.js';
+import {
+  PROCESSOR_METADATA,
+  UNIQUE_JOB_METADATA,
+  UNIQUE_JOBS_DEFINITIONS,
+  WORKER_GUARD_PROPERTY,
+} from '../unique-jobs.constants.js';
+import { JobInterceptor } from './job.interceptor.js';
+import type { JobDefinitions } from './job-definitions.js';
+
+type ProcessFn = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
+
+/**
+ * Wraps a processor's `process` with the job interceptor. It runs while Nest instantiates the processor (the guard is
+ * property-injected and installs itself in the property's setter), which is before any `onModuleInit`, so it is in
+ * place before `@nestjs/bullmq` creates the worker and starts fetching jobs, whatever the module order.
+ */
+@Injectable()
+export class UniqueJobsWorkerGuard {
+  private readonly installed = new Set<WorkerHost>();
+
+  constructor(
+    private readonly interceptor: JobInterceptor,
+    @Inject(UNIQUE_JOBS_DEFINITIONS) private readonly definitions: JobDefinitions,
+  ) {}
+
+  /** Registers the processor's `@UniqueJob` options and wraps its `process` (keeping its arity). */
+  install(instance: object): void {
+    const processorClass = instance.constructor;
+    const queue = (Reflect.getMetadata(PROCESSOR_METADATA, processorClass) as { name?: string } | undefined)?.name;
+    if (!queue) {
+      throw new InvalidUniqueJobOptionsError(
+        processorClass.name,
+        '@UniqueJob',
+        'must decorate a class decorated with @Processor(queueName) from @nestjs/bullmq',
+      );
+    }
+    const declared = (Reflect.getOwnMetadata(UNIQUE_JOB_METADATA, processorClass) ?? []) as UniqueJobOptions[];
+    declared.forEach((options, i) =>
+      this.definitions.register(queue, options, `${processorClass.name} (@UniqueJob #${i + 1})`, processorClass),
+    );
+    const process = (instance as { process?: ProcessFn }).process;
+    if (typeof process !== 'function') {
+      throw new InvalidUniqueJobOptionsError(processorClass.name, 'process', 'must be a method (extend WorkerHost)');
+    }
+    const interceptor = this.interceptor;
+    const guarded = function (this: object, job: Job, token?: string, signal?: AbortSignal) {
+      return interceptor.process(job, token, signal, (j, t, s) => process.call(this, j, t, s));
+    };
+    Object.defineProperty(guarded, 'length', { value: process.length });
+    Object.defineProperty(instance, 'process', { value: guarded, writable: true, configurable: true });
+    this.installed.add(instance as WorkerHost);
+  }
+
+  /** Whether a processor instance was guarded. */
+  isInstalled(instance: object): boolean {
+    return this.installed.has(instance as WorkerHost);
+  }
+
+  /** Closes the workers of guarded processors (waiting for their active jobs), before the lock client closes. */
+  async closeWorkers(): Promise<void> {
+    await Promise.all(
+      [...this.installed].map((instance) => (instance as unknown as { _worker?: { close(): Promise<void> } })._worker?.close()),
+    );
+  }
+}
+
+/**
+ * Asks Nest to inject the worker guard into every instance of `target` through a property whose setter installs it.
+ * Called by `@UniqueJob` (and any decorator that needs the processor guarded); idempotent.
+ */
+export function requestWorkerGuard(target: abstract new (...args: never[]) => unknown): void {
+  const prototype = target.prototype as object;
+  if (Object.prototype.hasOwnProperty.call(prototype, WORKER_GUARD_PROPERTY)) return;
+  Object.defineProperty(prototype, WORKER_GUARD_PROPERTY, {
+    configurable: true,
+    enumerable: false,
+    get: () => undefined,
+    set(this: object, guard: UniqueJobsWorkerGuard) {
+      guard.install(this);
+    },
+  });
+  Inject(UniqueJobsWorkerGuard)(prototype, WORKER_GUARD_PROPERTY);
+}

@@ -1,0 +1,77 @@
+import type { Job, JobsOptions, Queue } from 'bullmq';
+import type { DeadSetService } from '../dead-set/dead-set.service.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { ResolvedJobDefinition } from '../interceptor/job-definitions.js';
+import type { EnqueueResult } from './enqueue-result.interface.js';
+
+/** `client`: at enqueue, before the job exists. `server`: in the worker, when a run-time lock is taken. */
+export type ConflictSide = 'client' | 'server';
+
+/** A duplicate found at enqueue. */
+export interface ClientConflict {
+  readonly side: 'client';
+  readonly queue: Queue;
+  readonly name: string;
+  readonly data: unknown;
+  /** The options the producer passed (the library's own additions removed). */
+  readonly opts: JobsOptions;
+  readonly digest: string;
+  /** Id of the job that holds the lock. */
+  readonly existingJobId: string | undefined;
+  readonly definition: ResolvedJobDefinition;
+}
+
+/** A duplicate found when a worker tried to take a run-time lock. */
+export interface ServerConflict {
+  readonly side: 'server';
+  readonly job: Job;
+  /** The worker's lock token for the job (needed to move it, e.g. back to delayed). */
+  readonly token: string | undefined;
+  readonly digest: string;
+  /** Id of a job that holds the lock. */
+  readonly existingJobId: string | undefined;
+  readonly definition: ResolvedJobDefinition;
+}
+
+/** How a strategy resolved a client conflict. */
+export interface ClientResolution {
+  /** What the explicit producer API returns. */
+  readonly result: EnqueueResult;
+  /** If set, plain `queue.add` throws this instead of returning a job. */
+  readonly error?: Error;
+}
+
+/** What the library hands a strategy to act with. */
+export interface ConflictTools {
+  readonly logger: { warn(message: string): void; log(message: string): void };
+  readonly events: UniqueJobsEvents;
+  readonly deadSet: DeadSetService;
+  /**
+   * Removes the job holding the lock if it has not started, then enqueues the duplicate in its place. Resolves to
+   * `undefined` when the existing job is running (or could not be removed), so the strategy can fall back.
+   */
+  replaceExisting(conflict: ClientConflict): Promise<EnqueueResult | undefined>;
+  /** The strategy registered under a name (used for fallbacks). */
+  strategy(name: string): ConflictStrategy;
+  /** Counts one more reschedule of a job and returns the count (kept on the job's own hash, so it dies with it). */
+  countReschedule(job: Job): Promise<number>;
+}
+
+/**
+ * A conflict strategy: what happens to a duplicate. Implement it and register an instance with
+ * `UniqueJobsModule.forRoot({ strategies: [...] })` to add your own; `sides` says where it can apply, and the options
+ * of every job are checked against it at bootstrap.
+ */
+export interface ConflictStrategy {
+  /** The name used in `onConflict`. */
+  readonly name: string;
+  /** The sides this strategy can handle. */
+  readonly sides: readonly ConflictSide[];
+  /** Resolves a duplicate at enqueue; may throw to fail `queue.add` and the explicit API alike. */
+  onClientConflict?(conflict: ClientConflict, tools: ConflictTools): Promise<ClientResolution>;
+  /**
+   * Resolves a duplicate in the worker. The value returned becomes the job's return value (the job completes without
+   * running); throwing fails the attempt (BullMQ control errors such as `DelayedError` included).
+   */
+  onServerConflict?(conflict: ServerConflict, tools: ConflictTools): Promise<unknown>;
+}

@@ -1,0 +1,26 @@
+import type { Job } from 'bullmq';
+
+/** A job that was added to the queue (or replaced the job that held its lock). */
+export interface EnqueuedResult<DataType = unknown> {
+  status: 'enqueued';
+  job: Job<DataType>;
+  /** The digest the job is locked under, when it has an enqueue lock. */
+  digest?: string;
+  /** Id of the job this one replaced (`replace` strategy). */
+  replacedJobId?: string;
+}
+
+/** A job that was not added because another job holds its lock. */
+export interface DuplicateResult {
+  status: 'duplicate';
+  /** Id of the job that holds the lock. */
+  existingJobId: string | undefined;
+  /** The strategy that handled the duplicate. */
+  strategy: string;
+  digest: string;
+  /** The dead-set entry holding the duplicate (`reject` strategy). */
+  deadSetEntryId?: string;
+}
+
+/** What the explicit producer API returns: the caller can always tell what happened. */
+export type EnqueueResult<DataType = unknown> = EnqueuedResult<DataType> | DuplicateResult;

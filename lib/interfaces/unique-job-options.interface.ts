@@ -1,0 +1,93 @@
+import type { JobsOptions } from 'bullmq';
+
+/** The lock types, with the semantics of sidekiq-unique-jobs 8.1 (see docs/how-locks-move.md). */
+export type LockType =
+  | 'until_executing'
+  | 'until_executed'
+  | 'until_expired'
+  | 'while_executing'
+  | 'until_and_while_executing';
+
+/** Names of the built-in conflict strategies. */
+export type BuiltInStrategyName = 'log' | 'raise' | 'reject' | 'replace' | 'reschedule';
+
+/** A built-in strategy name or the name of a custom strategy registered in `UniqueJobsModule.forRoot({ strategies })`. */
+// eslint-disable-next-line @typescript-eslint/no-restricted-types -- `string & {}` keeps literal completion
+export type StrategyName = BuiltInStrategyName | (string & {});
+
+/**
+ * What happens to a duplicate. One name applies to every side the lock has; an object sets the enqueue side
+ * (`client`) and the run-time side (`server`) separately.
+ */
+export type OnConflict = StrategyName | { client?: StrategyName; server?: StrategyName };
+
+/** What a uniqueness digest can be made unique across. */
+export type UniqueAcross = 'queues' | 'names';
+
+/**
+ * The job as `lockArgs` sees it. At enqueue there is no BullMQ job yet, so this carries what the producer passed; in a
+ * worker it is the real job (which has these fields too).
+ */
+export interface LockArgsJob<DataType = unknown> {
+  readonly name: string;
+  readonly queueName: string;
+  readonly data: DataType;
+  readonly opts?: JobsOptions;
+}
+
+/**
+ * Picks the part of the job that decides uniqueness. The result is hashed as canonical JSON. (Declared as a method so
+ * a definition typed for your data fits wherever options for unknown data are expected.)
+ */
+export type LockArgsFunction<DataType = unknown> = {
+  pick(data: DataType, job: LockArgsJob<DataType>): unknown;
+}['pick'];
+
+/** Per-job options with a module-wide default (`UniqueJobsModule.forRoot({ defaults })`). */
+export interface UniqueJobDefaults {
+  /** What happens to a duplicate. Default `'log'`. */
+  onConflict: OnConflict;
+  /**
+   * Milliseconds the enqueue lock lives, counted from the job's run time (enqueue time plus `delay`). Required for
+   * `until_expired`. For the other enqueue locks the default is no TTL: the lock lives exactly as long as its job
+   * exists (BullMQ drops a lock whose job is gone on the next enqueue of that digest).
+   */
+  lockTtl: number | undefined;
+  /** Milliseconds a run-time lock conflict waits for the holder before the strategy applies. Default `0`. */
+  lockTimeout: number;
+  /** How many holders a lock admits (N queued jobs, or N concurrent runs). Default `1`. */
+  lockLimit: number;
+  /** Lease of a run-time lock in ms, renewed every third of it while the handler runs. Default `30000`. */
+  runtimeLockLease: number;
+  /** `reschedule`: how far back into delayed a conflicting job is moved, in ms. Default `5000`. */
+  rescheduleIn: number;
+  /** `reschedule`: how many times one job may be rescheduled before the `reject` fallback applies. Default `10`. */
+  maxReschedules: number;
+}
+
+/** Options of `@UniqueJob` and of a job definition. */
+export interface UniqueJobOptions<DataType = unknown> extends Partial<UniqueJobDefaults> {
+  /** The lock type. */
+  lock: LockType;
+  /**
+   * Job names these options apply to. Absent: every job name of the queue that has no options of its own.
+   * Put one `@UniqueJob` per name (or list several names) to give names on one queue different options.
+   */
+  jobName?: string | readonly string[];
+  /**
+   * What decides uniqueness: a function of the job data, the name of a static method of the processor class (called
+   * with the same arguments), or absent for the whole of `data`.
+   */
+  lockArgs?: LockArgsFunction<DataType> | string;
+  /** Leave the queue name or the job name out of the digest, so the lock spans queues or job names. */
+  uniqueAcross?: UniqueAcross | readonly UniqueAcross[];
+}
+
+/**
+ * Options bound to a queue, shareable between a producer that never loads the processor class and the processor
+ * itself. Create one with {@link defineUniqueJob}.
+ */
+export interface UniqueJobDefinition<DataType = unknown> extends UniqueJobOptions<DataType> {
+  /** The queue the options apply to. */
+  queue: string;
+}

@@ -1,0 +1,36 @@
+import type { LoggerService } from '@nestjs/common';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { ConflictStrategy } from './conflict-strategy.interface.js';
+import type { UniqueJobDefaults, UniqueJobDefinition } from './unique-job-options.interface.js';
+
+/** Options of `UniqueJobsModule.forRoot` / `forRootAsync`. */
+export interface UniqueJobsModuleOptions {
+  /**
+   * The Redis the locks live in: connection options, or a client the module will use but not close. It must be the
+   * Redis server (and database) your queues live on. Default: the connection of `BullModule.forRoot`, else
+   * 127.0.0.1:6379.
+   */
+  connection?: RedisOptions | Redis | Cluster;
+  /** Prefix of every key the library writes itself. Default `'uniquejobs'`. */
+  prefix?: string;
+  /** Defaults for every per-job option. */
+  defaults?: Partial<UniqueJobDefaults>;
+  /**
+   * Job definitions enforced by this application's queues even when it does not load the processor classes (a
+   * producer-only service). Create them with `defineUniqueJob` and share them with the processor's `@UniqueJob`.
+   */
+  jobs?: readonly UniqueJobDefinition[];
+  /** Custom conflict strategies, usable by name in `onConflict`. */
+  strategies?: readonly ConflictStrategy[];
+  /** The logger. Default: Nest's `Logger` with context `UniqueJobs`. `false` silences the library. */
+  logger?: LoggerService | false;
+  /** `false` turns every lock off (jobs pass straight through). Default `true`. */
+  enabled?: boolean;
+  /** Bounds of the dead set that keeps rejected duplicates. */
+  deadSet?: {
+    /** Most entries kept; the oldest are dropped first. Default `10000`. */
+    maxSize?: number;
+    /** Entries older than this (ms) are dropped. Default 7 days. */
+    maxAge?: number;
+  };
+}

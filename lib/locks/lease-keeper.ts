@@ -1,0 +1,40 @@
+import type { LockStore } from './lock-store.js';
+
+/**
+ * Renews a run-time lease every third of its length while a handler runs (a BullMQ job has no deadline, so a lease is
+ * what keeps a crashed holder from blocking forever). Reports a lost lease once: the lease ended before a renewal (an
+ * event-loop stall longer than the lease, or Redis unreachable for that long).
+ */
+export class LeaseKeeper {
+  private readonly timer: NodeJS.Timeout;
+  private lost = false;
+
+  constructor(
+    private readonly store: LockStore,
+    private readonly key: string,
+    private readonly owner: string,
+    private readonly leaseMs: number,
+    private readonly report: { lost(): void; error(error: unknown): void },
+  ) {
+    this.timer = setInterval(() => void this.renew(), Math.max(1, Math.floor(leaseMs / 3)));
+    this.timer.unref();
+  }
+
+  private async renew(): Promise<void> {
+    if (this.lost) return;
+    try {
+      if (!(await this.store.renew(this.key, this.owner, this.leaseMs))) {
+        this.lost = true;
+        this.report.lost();
+      }
+    } catch (error) {
+      // Redis unreachable: try again at the next tick; the lease itself decides whether it is lost.
+      this.report.error(error);
+    }
+  }
+
+  /** Stops renewing. */
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}

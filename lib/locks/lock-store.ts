@@ -1,0 +1,39 @@
+import type { RedisScripts } from '../redis/redis-scripts.js';
+
+/** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
+export type AcquireResult =
+  | { acquired: true }
+  | { acquired: false; holder: string | undefined; retryAfter: number };
+
+/**
+ * The lock operations on Redis, each one script call: counted slots with owner leases (run-time locks and the general
+ * enqueue path), and re-taking BullMQ's deduplication key. Every release and renewal is compare-and-set on the owner.
+ */
+export class LockStore {
+  constructor(private readonly scripts: RedisScripts) {}
+
+  /** Takes one of `limit` slots of `key` for `owner` with a lease of `leaseMs`; re-entrant for the same owner. */
+  async acquire(key: string, owner: string, leaseMs: number, limit: number): Promise<AcquireResult> {
+    const [held, holder, retryAfter] = (await this.scripts.run('acquireLock', [key], [owner, leaseMs, limit])) as [
+      number,
+      string | null,
+      number | undefined,
+    ];
+    return held === 1 ? { acquired: true } : { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
+  }
+
+  /** Renews the owner's lease; `false` when the owner no longer holds the lock. */
+  async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
+    return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) === 1;
+  }
+
+  /** Releases the owner's slot; `false` when it held none. */
+  async release(key: string, owner: string): Promise<boolean> {
+    return (await this.scripts.run('releaseLock', [key], [owner])) === 1;
+  }
+
+  /** Takes BullMQ's deduplication key back for `owner` unless another live job holds it. */
+  async relockDeduplication(key: string, owner: string, ttl: number | undefined, jobKeyPrefix: string): Promise<boolean> {
+    return (await this.scripts.run('relockDeduplication', [key], [owner, ttl ?? 0, jobKeyPrefix])) === 1;
+  }
+}

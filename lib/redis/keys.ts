@@ -1,0 +1,36 @@
+/**
+ * Every key name the library writes, in one place. Keys of one lock share a hash tag (`{<digest>}`), so on Redis
+ * Cluster every script touches one slot. Enqueue locks of the fast path are BullMQ deduplication keys
+ * (`<queue prefix>:<queue>:de:uj:<digest>`), which live in the queue's key space; see docs/how-locks-move.md.
+ */
+export class UniqueJobsKeys {
+  constructor(
+    /** The configured prefix. */
+    readonly prefix: string,
+  ) {}
+
+  /** Enqueue lock of the general path (lockLimit > 1 or unique across queues): a sorted set of owner job ids. */
+  enqueueLock(digest: string): string {
+    return `${this.prefix}:{${digest}}:queued`;
+  }
+
+  /** Run-time lock (while_executing, until_and_while_executing): a sorted set of owner job ids with leases. */
+  runtimeLock(digest: string): string {
+    return `${this.prefix}:{${digest}}:running`;
+  }
+
+  /** Dead set index (sorted set: entry id → time). */
+  get deadSetIndex(): string {
+    return `${this.prefix}:{dead}:index`;
+  }
+
+  /** Dead set entries (hash: entry id → JSON). */
+  get deadSetEntries(): string {
+    return `${this.prefix}:{dead}:entries`;
+  }
+}
+
+/** The BullMQ deduplication id of a digest: the fast-path enqueue lock is BullMQ's key `…:de:<this id>`. */
+export function deduplicationId(digest: string): string {
+  return `uj:${digest}`;
+}

@@ -1,0 +1,67 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+
+/** Names of the library's Redis scripts (`lib/redis/scripts/<name>-<number of keys>.lua`). */
+export type ScriptName =
+  | 'acquireLock'
+  | 'renewLock'
+  | 'releaseLock'
+  | 'relockDeduplication'
+  | 'deadSetAdd'
+  | 'deadSetTake';
+
+const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
+const INCLUDE = /^--- @include "([\w/]+)"$/gm;
+
+interface ScriptSource {
+  readonly name: ScriptName;
+  readonly numberOfKeys: number;
+  readonly lua: string;
+}
+
+let sources: readonly ScriptSource[] | undefined;
+
+/** Reads every script once per process, resolving `--- @include "includes/x"` lines (each include once). */
+function loadSources(): readonly ScriptSource[] {
+  if (sources) return sources;
+  const read = (file: string) => readFileSync(new URL(file, SCRIPTS_DIR), 'utf8');
+  const expand = (lua: string, seen: Set<string>): string =>
+    lua.replace(INCLUDE, (_line, include: string) => {
+      if (seen.has(include)) return '';
+      seen.add(include);
+      return expand(read(`${include}.lua`), seen);
+    });
+  sources = readdirSync(SCRIPTS_DIR)
+    .filter((file) => file.endsWith('.lua'))
+    .map((file) => {
+      const match = /^(\w+)-(\d+)\.lua$/.exec(file);
+      if (!match) throw new Error(`Unexpected script file name ${file}`);
+      return { name: match[1] as ScriptName, numberOfKeys: Number(match[2]), lua: expand(read(file), new Set()) };
+    });
+  return sources;
+}
+
+type ScriptCommand = (...args: (string | number)[]) => Promise<unknown>;
+
+/**
+ * The library's Lua scripts on one client. ioredis sends each by SHA (EVALSHA) and falls back to the source when the
+ * server answers NOSCRIPT (after a restart, failover or SCRIPT FLUSH), so scripts are loaded once and re-loaded only
+ * when needed.
+ */
+export class RedisScripts {
+  constructor(private readonly client: Redis | Cluster) {
+    for (const { name, numberOfKeys, lua } of loadSources()) {
+      if (!(commandName(name) in client)) client.defineCommand(commandName(name), { numberOfKeys, lua });
+    }
+  }
+
+  /** Runs a script: every key it touches is passed in `keys`. */
+  run(name: ScriptName, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    const command = (this.client as unknown as Record<string, ScriptCommand>)[commandName(name)];
+    return command.call(this.client, ...keys, ...args);
+  }
+}
+
+function commandName(name: ScriptName): string {
+  return `uniqueJobs_${name}`;
+}

@@ -1,0 +1,28 @@
+--[[
+  Takes one of `limit` slots of a lock for an owner, with a lease.
+  The lock is a sorted set: member = owner (a job id), score = the owner's lease expiry (server ms).
+  Expired leases (crashed holders) are dropped first; the same owner taking it again renews its lease.
+
+  KEYS[1] the lock
+  ARGV[1] owner
+  ARGV[2] lease, ms
+  ARGV[3] limit (holders admitted)
+
+  Returns {1, owner} when held, {0, oldest holder, ms until its lease ends} when full.
+]]
+--- @include "includes/nowMs"
+--- @include "includes/extendKeyTtl"
+local key = KEYS[1]
+local owner = ARGV[1]
+local lease = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local now = nowMs()
+
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+if redis.call('ZSCORE', key, owner) or redis.call('ZCARD', key) < limit then
+  redis.call('ZADD', key, now + lease, owner)
+  extendKeyTtl(key, lease)
+  return {1, owner}
+end
+local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+return {0, oldest[1], tonumber(oldest[2]) - now}

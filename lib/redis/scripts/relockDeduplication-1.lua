@@ -1,0 +1,36 @@
+--[[
+  Takes BullMQ's deduplication key back for a job that will run again (an `until_executing` lock re-taken when an
+  attempt fails and will be retried). A key held by another live job is left alone; a key without TTL whose job is
+  gone is stale and taken over, as BullMQ's own add script does.
+
+  KEYS[1] the deduplication key (<queue prefix>:<queue>:de:<id>)
+  ARGV[1] owner job id
+  ARGV[2] ttl ms (0: none)
+  ARGV[3] the queue's job key prefix (<queue prefix>:<queue>:)
+
+  Returns 1 when the job holds the key, 0 when another job does.
+]]
+local key = KEYS[1]
+local owner = ARGV[1]
+local ttl = tonumber(ARGV[2])
+
+local function take()
+  if ttl > 0 then
+    redis.call('SET', key, owner, 'PX', ttl)
+  else
+    redis.call('SET', key, owner)
+  end
+  return 1
+end
+
+local holder = redis.call('GET', key)
+if not holder then
+  return take()
+end
+if holder == owner then
+  return 1
+end
+if redis.call('PTTL', key) == -1 and redis.call('EXISTS', ARGV[3] .. holder) == 0 then
+  return take()
+end
+return 0

@@ -1,0 +1,17 @@
+/** Metadata key under which `@UniqueJob` records its options on a processor class. */
+export const UNIQUE_JOB_METADATA = 'nestjs-unique-jobs:unique-job';
+
+/** `@nestjs/bullmq`'s metadata key for `@Processor` (not exported by the package). */
+export const PROCESSOR_METADATA = 'bullmq:processor_metadata';
+
+/** Injection token of the Redis client the library uses. */
+export const UNIQUE_JOBS_REDIS = Symbol('UNIQUE_JOBS_REDIS');
+
+/** Injection token of the job definitions registry. */
+export const UNIQUE_JOBS_DEFINITIONS = Symbol('UNIQUE_JOBS_DEFINITIONS');
+
+/** Injection token of the strategy registry. */
+export const UNIQUE_JOBS_STRATEGIES = Symbol('UNIQUE_JOBS_STRATEGIES');
+
+/** Property of a processor instance through which the worker guard is injected (and installs itself). */
+export const WORKER_GUARD_PROPERTY = '__uniqueJobsWorkerGuard';

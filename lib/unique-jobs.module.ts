@@ -1,0 +1,121 @@
+import { Inject, Logger, Module, Optional, type OnApplicationShutdown } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { getSharedConfigToken } from '@nestjs/bullmq';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { strategyRegistry } from './conflicts/index.js';
+import { UniqueJobsEvents } from './events/unique-jobs.events.js';
+import type { ConflictStrategy } from './interfaces/conflict-strategy.interface.js';
+import type { UniqueJobsModuleOptions } from './interfaces/unique-jobs-module-options.interface.js';
+import { JobInterceptor, type LoggerLike } from './interceptor/job.interceptor.js';
+import { JobDefinitions } from './interceptor/job-definitions.js';
+import { UniqueJobsQueueGuard } from './interceptor/queue.guard.js';
+import { UniqueJobsWorkerGuard } from './interceptor/worker.guard.js';
+import { LockStore } from './locks/lock-store.js';
+import { UniqueJobsKeys } from './redis/keys.js';
+import { RedisScripts } from './redis/redis-scripts.js';
+import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS, UNIQUE_JOBS_STRATEGIES } from './unique-jobs.constants.js';
+import { ConfigurableModuleClass, UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
+import { DEFAULT_PREFIX, validateModuleOptions } from './unique-jobs.options.js';
+import { UniqueJobsService } from './unique-jobs.service.js';
+
+/** The Redis client of the library, and whether the module created it (and so closes it). */
+interface RedisHandle {
+  client: Redis | Cluster;
+  owned: boolean;
+}
+
+type ConnectionOption = UniqueJobsModuleOptions['connection'];
+
+function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: unknown } | undefined): RedisHandle {
+  const connection = (options.connection ?? bullConfig?.connection) as ConnectionOption;
+  if (connection instanceof Redis || connection instanceof Cluster) return { client: connection, owned: false };
+  return { client: new Redis({ host: '127.0.0.1', port: 6379, ...(connection as RedisOptions | undefined) }), owned: true };
+}
+
+function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
+  if (option === false) return { log: () => undefined, warn: () => undefined, error: () => undefined };
+  const logger = option ?? new Logger('UniqueJobs');
+  return {
+    log: (message) => logger.log(message, 'UniqueJobs'),
+    warn: (message) => logger.warn(message, 'UniqueJobs'),
+    error: (message) => logger.error(message, undefined, 'UniqueJobs'),
+  };
+}
+
+/**
+ * Unique jobs for `@nestjs/bullmq`: import it once with `UniqueJobsModule.forRoot(options)` (or `forRootAsync`),
+ * annotate processors with `@UniqueJob`, and keep calling `queue.add`. Global by default (`isGlobal: true`).
+ */
+@Module({
+  imports: [DiscoveryModule],
+  providers: [
+    {
+      provide: UNIQUE_JOBS_REDIS,
+      useFactory: (options: UniqueJobsModuleOptions, bullConfig?: { connection?: unknown }): RedisHandle => {
+        validateModuleOptions(options);
+        return openRedis(options, bullConfig);
+      },
+      inject: [UNIQUE_JOBS_MODULE_OPTIONS, { token: getSharedConfigToken(), optional: true }],
+    },
+    {
+      provide: UNIQUE_JOBS_STRATEGIES,
+      useFactory: (options: UniqueJobsModuleOptions) => strategyRegistry(options.strategies),
+      inject: [UNIQUE_JOBS_MODULE_OPTIONS],
+    },
+    {
+      provide: UNIQUE_JOBS_DEFINITIONS,
+      useFactory: (options: UniqueJobsModuleOptions, strategies: ReadonlyMap<string, ConflictStrategy>) => {
+        const definitions = new JobDefinitions(options.defaults, strategies);
+        (options.jobs ?? []).forEach((job, i) => definitions.register(job.queue, job, `forRoot jobs[${i}] (queue "${job.queue}")`));
+        return definitions;
+      },
+      inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_STRATEGIES],
+    },
+    UniqueJobsEvents,
+    {
+      provide: JobInterceptor,
+      useFactory: (
+        options: UniqueJobsModuleOptions,
+        redis: RedisHandle,
+        definitions: JobDefinitions,
+        strategies: ReadonlyMap<string, ConflictStrategy>,
+        events: UniqueJobsEvents,
+      ) => {
+        const scripts = new RedisScripts(redis.client);
+        return new JobInterceptor({
+          definitions,
+          strategies,
+          client: redis.client,
+          scripts,
+          store: new LockStore(scripts),
+          keys: new UniqueJobsKeys(options.prefix ?? DEFAULT_PREFIX),
+          events,
+          logger: loggerOf(options.logger),
+          enabled: options.enabled ?? true,
+          ...(options.deadSet ? { deadSetBounds: options.deadSet } : {}),
+        });
+      },
+      inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_REDIS, UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_STRATEGIES, UniqueJobsEvents],
+    },
+    UniqueJobsWorkerGuard,
+    UniqueJobsQueueGuard,
+    UniqueJobsService,
+  ],
+  exports: [UniqueJobsService, UniqueJobsWorkerGuard, UniqueJobsEvents, JobInterceptor],
+})
+export class UniqueJobsModule extends ConfigurableModuleClass implements OnApplicationShutdown {
+  constructor(
+    @Inject(UNIQUE_JOBS_REDIS) private readonly redis: RedisHandle,
+    private readonly workerGuard: UniqueJobsWorkerGuard,
+    @Optional() private readonly events?: UniqueJobsEvents,
+  ) {
+    super();
+  }
+
+  /** Lets guarded workers finish their active jobs (and release their locks) before the lock client closes. */
+  async onApplicationShutdown(): Promise<void> {
+    await this.workerGuard.closeWorkers();
+    this.events?.complete();
+    if (this.redis.owned) await this.redis.client.quit().catch(() => undefined);
+  }
+}

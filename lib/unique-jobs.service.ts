@@ -1,0 +1,64 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { JobsOptions, Queue } from 'bullmq';
+import type { Observable } from 'rxjs';
+import type { DeadSetService } from './dead-set/dead-set.service.js';
+import { UniqueJobsEvents, type UniqueJobEvent } from './events/unique-jobs.events.js';
+import type { EnqueueResult } from './interfaces/enqueue-result.interface.js';
+import { JobInterceptor, type BulkJob } from './interceptor/job.interceptor.js';
+import type { JobDefinitions } from './interceptor/job-definitions.js';
+import { UniqueJobsQueueGuard } from './interceptor/queue.guard.js';
+import { UNIQUE_JOBS_DEFINITIONS } from './unique-jobs.constants.js';
+
+/**
+ * The library's public service: the explicit producer API (a typed result instead of a job or an exception), the dead
+ * set, the event stream, and guarding queues created outside `BullModule.registerQueue`.
+ */
+@Injectable()
+export class UniqueJobsService {
+  constructor(
+    private readonly interceptor: JobInterceptor,
+    private readonly queueGuard: UniqueJobsQueueGuard,
+    private readonly events: UniqueJobsEvents,
+    @Inject(UNIQUE_JOBS_DEFINITIONS) private readonly definitions: JobDefinitions,
+  ) {}
+
+  /**
+   * Enqueues a job and says what happened: `{ status: 'enqueued', job }` or
+   * `{ status: 'duplicate', existingJobId, strategy }`. Never throws for a duplicate (even with `raise`).
+   *
+   * @throws UnserializableLockArgsError when the lock arguments cannot be hashed (nothing is enqueued).
+   */
+  async enqueue<DataType>(
+    queue: Queue,
+    name: string,
+    data: DataType,
+    opts?: JobsOptions,
+  ): Promise<EnqueueResult<DataType>> {
+    return (await this.interceptor.enqueue(queue, name, data, opts)).result as EnqueueResult<DataType>;
+  }
+
+  /** {@link enqueue} for many jobs (deduplicated jobs go to Redis in one round trip). */
+  async enqueueBulk(queue: Queue, jobs: readonly BulkJob[]): Promise<EnqueueResult[]> {
+    return (await this.interceptor.enqueueBulk(queue, jobs)).map((resolution) => resolution.result);
+  }
+
+  /** Routes `add`/`addBulk` of a queue you created yourself through the library (idempotent). */
+  guardQueue<Q extends Queue>(queue: Q): Q {
+    return this.queueGuard.install(queue);
+  }
+
+  /** The digest a job would get, or `undefined` when (queue, name) is not a unique job. */
+  digestOf(queueName: string, name: string, data: unknown, opts?: JobsOptions): string | undefined {
+    return this.definitions.find(queueName, name)?.digestOf({ name, queueName, data, opts });
+  }
+
+  /** Rejected duplicates: list, get, retry, delete. */
+  get deadSet(): DeadSetService {
+    return this.interceptor.deadSet;
+  }
+
+  /** Every lock transition (locked, unlocked, duplicate, rescheduled, rejected, replaced, lockLost, error). */
+  get events$(): Observable<UniqueJobEvent> {
+    return this.events.events$;
+  }
+}

@@ -1,0 +1,102 @@
+import 'reflect-metadata';
+import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { QueueEvents, type Job, type Queue, type WorkerOptions } from 'bullmq';
+import {
+  UniqueJob,
+  UniqueJobsModule,
+  UniqueJobsService,
+  type UniqueJobDefinition,
+  type UniqueJobOptions,
+  type UniqueJobsModuleOptions,
+} from '../../lib/index.js';
+import { redisOptions, uniqueName } from './redis.js';
+
+export type Handler = (job: Job) => Promise<unknown>;
+
+export interface TestAppOptions {
+  /** The queue (also the processor's). */
+  queue: string;
+  /** `@UniqueJob` options of the processor; each entry is one decorator. Omit for an app with no processor. */
+  unique?: UniqueJobOptions | UniqueJobDefinition | (UniqueJobOptions | UniqueJobDefinition)[];
+  /** The processor's body. Default: resolves `undefined`. */
+  handler?: Handler;
+  /** Static members of the processor class (e.g. a `lockArgs` method). */
+  statics?: Record<string, unknown>;
+  /** Module options (the prefix defaults to a fresh one). */
+  module?: Partial<UniqueJobsModuleOptions>;
+  /** Worker options of the processor. */
+  worker?: Partial<WorkerOptions>;
+  /** Leave the worker paused (not fetching) until `start()` is called. */
+  paused?: boolean;
+}
+
+export interface TestApp {
+  moduleRef: TestingModule;
+  queue: Queue;
+  queueEvents: QueueEvents;
+  service: UniqueJobsService;
+  prefix: string;
+  /** Jobs the handler was called with, in order. */
+  runs: Job[];
+  /** Starts the worker when created with `paused`. */
+  start(): void;
+  /** Waits for a job to finish; resolves its return value or rejects with its failure. */
+  finished(job: Job | string): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** Builds a processor class for a queue, decorated like a user's. */
+export function processorClass(options: TestAppOptions, runs: Job[]): new () => WorkerHost {
+  const handler = options.handler ?? (async () => undefined);
+  const workerOptions = { autorun: !options.paused, ...options.worker } as WorkerOptions;
+  @Processor(options.queue, workerOptions)
+  class TestProcessor extends WorkerHost {
+    async process(job: Job): Promise<unknown> {
+      runs.push(job);
+      return handler(job);
+    }
+  }
+  Object.assign(TestProcessor, options.statics ?? {});
+  for (const unique of [options.unique ?? []].flat().reverse()) UniqueJob(unique)(TestProcessor);
+  return TestProcessor;
+}
+
+/** A Nest application with BullMQ, the unique-jobs module, a queue and (optionally) its processor. */
+export async function startApp(options: TestAppOptions): Promise<TestApp> {
+  const runs: Job[] = [];
+  const prefix = options.module?.prefix ?? uniqueName('ujt');
+  const providers = options.unique !== undefined || options.handler ? [processorClass(options, runs)] : [];
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      BullModule.forRoot({ connection: redisOptions() }),
+      BullModule.registerQueue({ name: options.queue }),
+      UniqueJobsModule.forRoot({ logger: false, ...options.module, prefix }),
+    ],
+    providers,
+  }).compile();
+  await moduleRef.init();
+  const queue = moduleRef.get<Queue>(getQueueToken(options.queue));
+  const queueEvents = new QueueEvents(options.queue, { connection: redisOptions() });
+  await queueEvents.waitUntilReady();
+  const processor = providers[0] ? moduleRef.get<WorkerHost>(providers[0]) : undefined;
+  if (processor && !options.paused) await processor.worker.waitUntilReady();
+  return {
+    moduleRef,
+    queue,
+    queueEvents,
+    service: moduleRef.get(UniqueJobsService),
+    prefix,
+    runs,
+    start: () => void processor?.worker.run(),
+    finished: async (job) => {
+      const found = typeof job === 'string' ? await queue.getJob(job) : job;
+      if (!found) throw new Error(`job ${String(job)} not found`);
+      return found.waitUntilFinished(queueEvents);
+    },
+    close: async () => {
+      await moduleRef.close();
+      await queueEvents.close();
+    },
+  };
+}
