@@ -24,21 +24,22 @@ interface RedisHandle {
   owned: boolean;
 }
 
-type ConnectionOption = UniqueJobsModuleOptions['connection'];
-
 function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: unknown } | undefined): RedisHandle {
-  const connection = (options.connection ?? bullConfig?.connection) as ConnectionOption;
+  const connection: unknown = options.connection ?? bullConfig?.connection;
   if (connection instanceof Redis || connection instanceof Cluster) return { client: connection, owned: false };
-  return { client: new Redis({ host: '127.0.0.1', port: 6379, ...(connection as RedisOptions | undefined) }), owned: true };
+  return {
+    client: new Redis({ host: '127.0.0.1', port: 6379, ...(connection as RedisOptions | undefined) }),
+    owned: true,
+  };
 }
 
 function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
   if (option === false) return { log: () => undefined, warn: () => undefined, error: () => undefined };
   const logger = option ?? new Logger('UniqueJobs');
   return {
-    log: (message) => logger.log(message, 'UniqueJobs'),
-    warn: (message) => logger.warn(message, 'UniqueJobs'),
-    error: (message) => logger.error(message, undefined, 'UniqueJobs'),
+    log: (message) => void logger.log(message, 'UniqueJobs'),
+    warn: (message) => void logger.warn(message, 'UniqueJobs'),
+    error: (message) => void logger.error(message, undefined, 'UniqueJobs'),
   };
 }
 
@@ -66,7 +67,9 @@ function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
       provide: UNIQUE_JOBS_DEFINITIONS,
       useFactory: (options: UniqueJobsModuleOptions, strategies: ReadonlyMap<string, ConflictStrategy>) => {
         const definitions = new JobDefinitions(options.defaults, strategies);
-        (options.jobs ?? []).forEach((job, i) => definitions.register(job.queue, job, `forRoot jobs[${i}] (queue "${job.queue}")`));
+        (options.jobs ?? []).forEach((job, i) =>
+          definitions.register(job.queue, job, `forRoot jobs[${i}] (queue "${job.queue}")`),
+        );
         return definitions;
       },
       inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_STRATEGIES],
@@ -95,7 +98,13 @@ function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
           ...(options.deadSet ? { deadSetBounds: options.deadSet } : {}),
         });
       },
-      inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_REDIS, UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_STRATEGIES, UniqueJobsEvents],
+      inject: [
+        UNIQUE_JOBS_MODULE_OPTIONS,
+        UNIQUE_JOBS_REDIS,
+        UNIQUE_JOBS_DEFINITIONS,
+        UNIQUE_JOBS_STRATEGIES,
+        UniqueJobsEvents,
+      ],
     },
     UniqueJobsWorkerGuard,
     UniqueJobsQueueGuard,

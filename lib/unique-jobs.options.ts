@@ -73,7 +73,7 @@ export function resolveJobOptions(
     if (!allowed.includes(key)) fail(key, `is not an option; valid options: ${allowed.join(', ')}`);
   }
   const lockNames = Object.keys(LOCKS);
-  if (!lockNames.includes(options.lock as string)) {
+  if (!lockNames.includes(options.lock)) {
     fail('lock', `must be one of ${lockNames.join(', ')} (got ${JSON.stringify(options.lock)})`);
   }
   const lock = LOCKS[options.lock];
@@ -81,7 +81,10 @@ export function resolveJobOptions(
 
   const integer = (option: keyof UniqueJobDefaults, min: number, value: unknown) => {
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-      fail(option, `must be an integer ≥ ${min}${option === 'lockLimit' ? '' : ' (milliseconds)'} (got ${String(value)})`);
+      fail(
+        option,
+        `must be an integer ≥ ${min}${option === 'lockLimit' ? '' : ' (milliseconds)'} (got ${String(value)})`,
+      );
     }
   };
   integer('lockTimeout', 0, merged.lockTimeout);
@@ -110,7 +113,10 @@ export function resolveJobOptions(
     if (typeof options.lockArgs === 'string') {
       const method = (processorClass as Record<string, unknown> | undefined)?.[options.lockArgs];
       if (!processorClass) {
-        fail('lockArgs', `names a static method ("${options.lockArgs}"), which needs a processor class; use a function in a job definition`);
+        fail(
+          'lockArgs',
+          `names a static method ("${options.lockArgs}"), which needs a processor class; use a function in a job definition`,
+        );
       } else if (typeof method !== 'function') {
         fail('lockArgs', `names "${options.lockArgs}", which is not a static method of the processor class`);
       }
@@ -150,13 +156,19 @@ function chooseStrategies(
       continue;
     }
     if (!sides.includes(side)) {
-      fail(option, `sets a ${side}-side strategy, but lock "${lockType}" has no ${side}-side conflicts (it has: ${sides.join(', ') || 'none'})`);
+      fail(
+        option,
+        `sets a ${side}-side strategy, but lock "${lockType}" has no ${side}-side conflicts (it has: ${sides.join(', ') || 'none'})`,
+      );
     }
     const strategy = registry.get(name);
     const valid = [...registry.values()].filter((s) => s.sides.includes(side)).map((s) => s.name);
     if (!strategy) fail(option, `must be one of ${valid.join(', ')} (got ${JSON.stringify(name)})`);
     else if (!strategy.sides.includes(side)) {
-      fail(option, `"${name}" cannot apply on the ${side} side (${side === 'client' ? 'at enqueue' : 'in the worker'}) for lock "${lockType}"; valid ${side}-side strategies: ${valid.join(', ')}`);
+      fail(
+        option,
+        `"${name}" cannot apply on the ${side} side (${side === 'client' ? 'at enqueue' : 'in the worker'}) for lock "${lockType}"; valid ${side}-side strategies: ${valid.join(', ')}`,
+      );
     }
     chosen[side] = strategy;
   }
@@ -176,7 +188,7 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
     fail('prefix', 'must be a non-empty string of letters, digits, _ . : - (no braces: the library adds hash tags)');
   }
   for (const [option, value] of Object.entries(options.deadSet ?? {})) {
-    if (value !== undefined && (!Number.isSafeInteger(value) || (value as number) < 1)) {
+    if (value !== undefined && (!Number.isSafeInteger(value) || value < 1)) {
       fail(`deadSet.${option}`, 'must be an integer ≥ 1');
     }
   }

@@ -46,13 +46,19 @@ export async function ensureRedis() {
   }
   if (await ping('127.0.0.1', 6379)) return { url: 'redis://127.0.0.1:6379', stop: async () => undefined };
   if (!onPath('redis-server')) {
-    throw new Error('Redis is not running and redis-server is not installed: install Redis (e.g. `apt-get install redis-server`) or set REDIS_URL');
+    throw new Error(
+      'Redis is not running and redis-server is not installed: install Redis (e.g. `apt-get install redis-server`) or set REDIS_URL',
+    );
   }
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'unique-jobs-redis-'));
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
-    stdio: 'ignore',
-  });
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    {
+      stdio: 'ignore',
+    },
+  );
   for (let i = 0; i < 100 && !(await ping('127.0.0.1', port)); i++) await new Promise((r) => setTimeout(r, 50));
   if (!(await ping('127.0.0.1', port))) throw new Error(`redis-server did not start on port ${port}`);
   console.log(`Started redis-server on 127.0.0.1:${port} for this run`);

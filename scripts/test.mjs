@@ -13,16 +13,29 @@ try {
   console.error(error.message);
   process.exit(1);
 }
-const env = { ...process.env, REDIS_URL: redis.url, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --experimental-vm-modules`.trim() };
+const env = {
+  ...process.env,
+  REDIS_URL: redis.url,
+  NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --experimental-vm-modules`.trim(),
+};
 let status = 1;
 try {
-  const build = spawnSync('sh', ['-c', 'npx tsc -p tsconfig.fixtures.json && node scripts/copy-lua.mjs .build/lib/redis'], { stdio: 'inherit', env });
+  const build = spawnSync(
+    'sh',
+    ['-c', 'npx tsc -p tsconfig.fixtures.json && node scripts/copy-lua.mjs .build/lib/redis'],
+    { stdio: 'inherit', env },
+  );
   if (build.status !== 0) throw new Error('compiling the test fixtures failed');
   const report = join(tmpdir(), `unique-jobs-jest-${process.pid}.json`);
-  const jest = spawnSync('npx', ['jest', '--json', `--outputFile=${report}`, ...process.argv.slice(2)], { stdio: 'inherit', env });
+  const jest = spawnSync('npx', ['jest', '--json', `--outputFile=${report}`, ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env,
+  });
   status = jest.status ?? 1;
   if (existsSync(report)) {
-    const { numPassedTests, numFailedTests, numTotalTests, numRuntimeErrorTestSuites } = JSON.parse(readFileSync(report, 'utf8'));
+    const { numPassedTests, numFailedTests, numTotalTests, numRuntimeErrorTestSuites } = JSON.parse(
+      readFileSync(report, 'utf8'),
+    );
     rmSync(report);
     if (numTotalTests === 0) status = 1;
     console.log(`${numPassedTests} passed, ${numFailedTests + numRuntimeErrorTestSuites} failed`);

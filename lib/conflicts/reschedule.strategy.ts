@@ -28,7 +28,8 @@ export class RescheduleStrategy implements ConflictStrategy {
       delay: definition.options.rescheduleIn,
       reschedules,
     });
-    throw new DelayedError(`Rescheduled: digest ${conflict.digest} is locked by job ${conflict.existingJobId ?? '(unknown)'}`);
+    throw new DelayedError(
+      `Rescheduled: digest ${conflict.digest} is locked by job ${conflict.existingJobId ?? '(unknown)'}`,
+    );
   }
 }
-

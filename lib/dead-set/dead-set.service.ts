@@ -81,8 +81,7 @@ export class DeadSetService {
 
   private async take(id: string): Promise<DeadSetEntry | undefined> {
     const value = (await this.scripts.run('deadSetTake', [this.keys.deadSetIndex, this.keys.deadSetEntries], [id])) as
-      | string
-      | null;
+      string | null;
     return value === null ? undefined : (JSON.parse(value) as DeadSetEntry);
   }
 }

@@ -40,7 +40,7 @@ export class UniqueJobsEvents {
   /** Publishes an event (used by the library and by custom strategies). */
   emit(event: DistributiveOmit<UniqueJobEvent, 'at'>): void {
     try {
-      this.subject.next({ ...event, at: Date.now() } as UniqueJobEvent);
+      this.subject.next({ ...event, at: Date.now() });
     } catch {
       // A throwing subscriber must never break the job that emitted the event.
     }

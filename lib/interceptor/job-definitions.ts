@@ -106,7 +106,8 @@ function resolve(
     lockArgs === undefined
       ? (data) => data
       : typeof lockArgs === 'string'
-        ? (data, job) => (processorClass as Record<string, (d: unknown, j: LockArgsJob) => unknown>)[lockArgs](data, job)
+        ? (data, job) =>
+            (processorClass as Record<string, (d: unknown, j: LockArgsJob) => unknown>)[lockArgs](data, job)
         : lockArgs;
   return {
     queue,

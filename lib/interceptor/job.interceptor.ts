@@ -338,7 +338,12 @@ export class JobInterceptor {
   // ───────────────────────────── process (server side) ─────────────────────────────
 
   /** Runs a job's handler inside its locks. */
-  async process(job: Job, token: string | undefined, signal: AbortSignal | undefined, run: Processor): Promise<unknown> {
+  async process(
+    job: Job,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    run: Processor,
+  ): Promise<unknown> {
     const definition = this.definitionOf(job.queueName, job.name);
     if (!definition) return run(job, token, signal);
     const marker = job.opts[MARKER_FIELD as keyof JobsOptions] as UniqueJobMarker | undefined;
@@ -357,7 +362,14 @@ export class JobInterceptor {
           holdsEnqueueLock,
         );
       }
-      this.deps.events.emit({ type: 'locked', lock: 'runtime', queue: job.queueName, jobName: job.name, digest, jobId });
+      this.deps.events.emit({
+        type: 'locked',
+        lock: 'runtime',
+        queue: job.queueName,
+        jobName: job.name,
+        digest,
+        jobId,
+      });
     }
     const keeper = runtimeKey ? this.keepLease(runtimeKey, job, definition, digest) : undefined;
     try {
@@ -427,7 +439,8 @@ export class JobInterceptor {
     const { job, definition, digest } = conflict;
     try {
       const value = await definition.serverStrategy!.onServerConflict!(conflict, this.tools);
-      if (holdsEnqueueLock) await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
+      if (holdsEnqueueLock)
+        await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
       return value;
     } catch (error) {
       if (holdsEnqueueLock && !willRunAgain(job, error)) {
@@ -508,7 +521,14 @@ export class JobInterceptor {
   private reportError(job: Job, digest: string, error: unknown): void {
     const err = error instanceof Error ? error : new Error(String(error));
     this.deps.logger.error(`Lock bookkeeping for job ${job.id} (queue "${job.queueName}") failed: ${err.message}`);
-    this.deps.events.emit({ type: 'error', queue: job.queueName, jobName: job.name, digest, jobId: job.id, error: err });
+    this.deps.events.emit({
+      type: 'error',
+      queue: job.queueName,
+      jobName: job.name,
+      digest,
+      jobId: job.id,
+      error: err,
+    });
   }
 
   // ───────────────────────────── shared ─────────────────────────────
@@ -520,7 +540,7 @@ export class JobInterceptor {
   private originals(queue: Queue): { add: AddFn; addBulk: AddBulkFn } {
     return (
       this.originalMethods.get(queue) ?? {
-      add: (name, data, opts) => queue.add(name, data, opts),
+        add: (name, data, opts) => queue.add(name, data, opts),
         addBulk: (jobs) => queue.addBulk(jobs),
       }
     );

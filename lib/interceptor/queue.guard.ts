@@ -48,7 +48,8 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
 
   /** A processor of a queue with unique job definitions must be guarded, or its locks would never be released. */
   private checkProcessor(instance: object): void {
-    const queue = (Reflect.getMetadata(PROCESSOR_METADATA, instance.constructor) as { name?: string } | undefined)?.name;
+    const queue = (Reflect.getMetadata(PROCESSOR_METADATA, instance.constructor) as { name?: string } | undefined)
+      ?.name;
     if (queue && this.definitions.hasQueue(queue) && !this.workerGuard.isInstalled(instance)) {
       throw new InvalidUniqueJobOptionsError(
         instance.constructor.name,

@@ -63,9 +63,11 @@ export class UniqueJobsWorkerGuard {
 
   /** Closes the workers of guarded processors (waiting for their active jobs), before the lock client closes. */
   async closeWorkers(): Promise<void> {
-    await Promise.all(
-      [...this.installed].map((instance) => (instance as unknown as { _worker?: { close(): Promise<void> } })._worker?.close()),
-    );
+    const workers = [...this.installed].flatMap((instance) => {
+      const worker = (instance as unknown as { _worker?: { close(): Promise<void> } })._worker;
+      return worker ? [worker] : [];
+    });
+    await Promise.all(workers.map((worker) => worker.close()));
   }
 }
 

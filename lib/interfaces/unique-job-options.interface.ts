@@ -2,17 +2,12 @@ import type { JobsOptions } from 'bullmq';
 
 /** The lock types, with the semantics of sidekiq-unique-jobs 8.1 (see docs/how-locks-move.md). */
 export type LockType =
-  | 'until_executing'
-  | 'until_executed'
-  | 'until_expired'
-  | 'while_executing'
-  | 'until_and_while_executing';
+  'until_executing' | 'until_executed' | 'until_expired' | 'while_executing' | 'until_and_while_executing';
 
 /** Names of the built-in conflict strategies. */
 export type BuiltInStrategyName = 'log' | 'raise' | 'reject' | 'replace' | 'reschedule';
 
 /** A built-in strategy name or the name of a custom strategy registered in `UniqueJobsModule.forRoot({ strategies })`. */
-// eslint-disable-next-line @typescript-eslint/no-restricted-types -- `string & {}` keeps literal completion
 export type StrategyName = BuiltInStrategyName | (string & {});
 
 /**

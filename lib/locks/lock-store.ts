@@ -1,9 +1,7 @@
 import type { RedisScripts } from '../redis/redis-scripts.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
-export type AcquireResult =
-  | { acquired: true }
-  | { acquired: false; holder: string | undefined; retryAfter: number };
+export type AcquireResult = { acquired: true } | { acquired: false; holder: string | undefined; retryAfter: number };
 
 /**
  * The lock operations on Redis, each one script call: counted slots with owner leases (run-time locks and the general
@@ -19,7 +17,9 @@ export class LockStore {
       string | null,
       number | undefined,
     ];
-    return held === 1 ? { acquired: true } : { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
+    return held === 1
+      ? { acquired: true }
+      : { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
   }
 
   /** Renews the owner's lease; `false` when the owner no longer holds the lock. */
@@ -33,7 +33,12 @@ export class LockStore {
   }
 
   /** Takes BullMQ's deduplication key back for `owner` unless another live job holds it. */
-  async relockDeduplication(key: string, owner: string, ttl: number | undefined, jobKeyPrefix: string): Promise<boolean> {
+  async relockDeduplication(
+    key: string,
+    owner: string,
+    ttl: number | undefined,
+    jobKeyPrefix: string,
+  ): Promise<boolean> {
     return (await this.scripts.run('relockDeduplication', [key], [owner, ttl ?? 0, jobKeyPrefix])) === 1;
   }
 }

@@ -88,11 +88,13 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     service: moduleRef.get(UniqueJobsService),
     prefix,
     runs,
-    start: () => void processor?.worker.run(),
+    start: () => {
+      void processor?.worker.run();
+    },
     finished: async (job) => {
       const found = typeof job === 'string' ? await queue.getJob(job) : job;
-      if (!found) throw new Error(`job ${String(job)} not found`);
-      return found.waitUntilFinished(queueEvents);
+      if (!found) throw new Error(`job ${typeof job === 'string' ? job : job.id} not found`);
+      return (await found.waitUntilFinished(queueEvents)) as unknown;
     },
     close: async () => {
       await moduleRef.close();
