@@ -14,6 +14,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { DeadSetService } from '../dead-set/dead-set.service.js';
 import type { DeadSetEntry } from '../dead-set/dead-set-entry.interface.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
+import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type {
   ClientConflict,
@@ -71,6 +72,19 @@ export interface JobInterceptorDeps {
 }
 
 type LockAndAdd = { job: Job } | { existingJobId: string | undefined };
+
+/** A bulk entry, sorted by how it is enqueued. */
+type PreparedBulkJob =
+  | { kind: 'plain'; entry: BulkJob; digest?: string; bulk: BulkJob }
+  | {
+      kind: 'deduplicated';
+      entry: BulkJob;
+      definition: ResolvedJobDefinition;
+      digest: string;
+      jobId: string;
+      bulk: BulkJob;
+    }
+  | { kind: 'semaphore'; entry: BulkJob; definition: ResolvedJobDefinition; digest: string };
 
 /**
  * The one place where locks are taken and released and conflicts are handled, for both sides:
@@ -144,49 +158,52 @@ export class JobInterceptor {
    */
   async enqueueBulk(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
     const { addBulk } = this.originals(queue);
-    const prepared = jobs.map((entry) => {
+    const prepared = jobs.map((entry): PreparedBulkJob => {
       const opts = entry.opts ?? {};
       const definition = this.definitionOf(queue.name, entry.name);
-      if (!definition) return { entry, bulk: entry };
+      if (!definition) return { kind: 'plain', entry, bulk: entry };
       const digest = this.digestAtEnqueue(definition, queue, entry.name, entry.data, opts);
       if (!definition.lock.locksAtEnqueue) {
-        return { entry, definition, digest, bulk: { ...entry, opts: withMarker(opts, digest) } };
+        return { kind: 'plain', entry, digest, bulk: { ...entry, opts: withMarker(opts, digest) } };
       }
-      if (definition.enqueueLockPath === 'semaphore') return { entry, definition, digest };
+      if (definition.enqueueLockPath === 'semaphore') return { kind: 'semaphore', entry, definition, digest };
       const jobId = opts.jobId ?? randomUUID();
-      const bulkOpts = this.deduplicationOpts(queue, definition, opts, digest, jobId);
-      return { entry, definition, digest, jobId, bulk: { ...entry, opts: bulkOpts } };
+      const bulk = { ...entry, opts: this.deduplicationOpts(queue, definition, opts, digest, jobId) };
+      return { kind: 'deduplicated', entry, definition, digest, jobId, bulk };
     });
-    const bulk = prepared.flatMap((p) => (p.bulk ? [p.bulk] : []));
+    const bulk = prepared.flatMap((p) => (p.kind === 'semaphore' ? [] : [p.bulk]));
     const added = bulk.length > 0 ? await addBulk(bulk) : [];
     const results: ClientResolution[] = [];
     let next = 0;
     for (const p of prepared) {
-      if (!p.definition || !p.digest) {
-        results.push({ result: { status: 'enqueued', job: added[next++] } });
+      if (p.kind === 'plain') {
+        results.push({ result: { status: 'enqueued', job: added[next++], ...(p.digest ? { digest: p.digest } : {}) } });
         continue;
       }
       const { entry, definition, digest } = p;
       const opts = entry.opts ?? {};
-      const outcome: LockAndAdd = p.bulk
-        ? this.settleDeduplicatedAdd(added[next++], p.jobId)
-        : await this.lockAndAdd(queue, definition, entry.name, entry.data, opts, digest);
-      if ('job' in outcome) {
-        if (p.jobId !== undefined) this.emitLocked(definition, entry.name, digest, outcome.job.id!);
-        results.push({ result: { status: 'enqueued', job: outcome.job, digest } });
+      let outcome: LockAndAdd;
+      if (p.kind === 'deduplicated') {
+        outcome = this.settleDeduplicatedAdd(added[next++], p.jobId);
+        if ('job' in outcome) this.emitLocked(definition, entry.name, digest, p.jobId);
       } else {
-        const conflict: ClientConflict = {
-          side: 'client',
-          queue,
-          name: entry.name,
-          data: entry.data,
-          opts,
-          digest,
-          existingJobId: outcome.existingJobId,
-          definition,
-        };
-        results.push(await this.clientConflict(conflict));
+        outcome = await this.lockAndAdd(queue, definition, entry.name, entry.data, opts, digest);
       }
+      if ('job' in outcome) {
+        results.push({ result: { status: 'enqueued', job: outcome.job, digest } });
+        continue;
+      }
+      const conflict: ClientConflict = {
+        side: 'client',
+        queue,
+        name: entry.name,
+        data: entry.data,
+        opts,
+        digest,
+        existingJobId: outcome.existingJobId,
+        definition,
+      };
+      results.push(await this.clientConflict(conflict));
     }
     return results;
   }
@@ -347,7 +364,7 @@ export class JobInterceptor {
     const definition = this.definitionOf(job.queueName, job.name);
     if (!definition) return run(job, token, signal);
     const marker = job.opts[MARKER_FIELD as keyof JobsOptions] as UniqueJobMarker | undefined;
-    const digest = marker?.digest ?? definition.digestOf(job);
+    const digest = marker?.digest ?? this.digestInWorker(definition, job);
     const { lock } = definition;
     const holdsEnqueueLock = lock.locksAtEnqueue && marker !== undefined;
     const jobId = job.id!;
@@ -402,6 +419,19 @@ export class JobInterceptor {
           }
         });
       }
+    }
+  }
+
+  /**
+   * The digest of a job added without the library (no marker). Lock arguments that cannot be hashed will never be
+   * hashable: the job fails for good instead of retrying.
+   */
+  private digestInWorker(definition: ResolvedJobDefinition, job: Job): string {
+    try {
+      return definition.digestOf(job);
+    } catch (error) {
+      if (error instanceof UnserializableLockArgsError) throw new UnrecoverableError(error.message);
+      throw error;
     }
   }
 

@@ -18,7 +18,13 @@ local maxSize = tonumber(ARGV[3])
 local maxAge = tonumber(ARGV[4])
 local now = nowMs()
 
-redis.call('ZADD', index, now, ARGV[1])
+-- Scores strictly increase, so "oldest first" is the order of addition even for entries added in the same ms.
+local score = now
+local newest = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
+if newest[2] and tonumber(newest[2]) >= score then
+  score = tonumber(newest[2]) + 0.001
+end
+redis.call('ZADD', index, score, ARGV[1])
 redis.call('HSET', entries, ARGV[1], ARGV[2])
 
 local dropped = 0

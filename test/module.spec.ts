@@ -1,0 +1,146 @@
+import 'reflect-metadata';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { BullModule, getQueueToken, InjectQueue } from '@nestjs/bullmq';
+import { Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { Queue, QueueEvents, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { defineUniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
+import { processorClass } from './support/app.js';
+import { deferred } from './support/deferred.js';
+import { redisClient, redisOptions, scanKeys, uniqueName } from './support/redis.js';
+
+describe('UniqueJobsModule wiring', () => {
+  const redis = redisClient();
+  afterAll(async () => redis.quit());
+
+  it('forRootAsync builds the options from a factory with injected dependencies', async () => {
+    const queueName = uniqueName('async');
+    const prefix = uniqueName('ujasync');
+    const CONFIG = Symbol('CONFIG');
+    @Module({ providers: [{ provide: CONFIG, useValue: { prefix } }], exports: [CONFIG] })
+    class ConfigModule {}
+    const definition = defineUniqueJob({ queue: queueName, lock: 'until_executed', lockLimit: 2 });
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions() }),
+        BullModule.registerQueue({ name: queueName }),
+        UniqueJobsModule.forRootAsync({
+          imports: [ConfigModule],
+          inject: [CONFIG],
+          useFactory: (config: { prefix: string }) => ({ prefix: config.prefix, jobs: [definition], logger: false }),
+        }),
+      ],
+    }).compile();
+    await moduleRef.init();
+    try {
+      const queue = moduleRef.get<Queue>(getQueueToken(queueName));
+      const service = moduleRef.get(UniqueJobsService);
+      const results = await Promise.all([1, 2, 3].map(() => service.enqueue(queue, 'x', { same: true })));
+      expect(results.map((r) => r.status).sort()).toEqual(['duplicate', 'enqueued', 'enqueued']);
+      // lockLimit 2 uses the library's own key, under the configured prefix: the options reached the module.
+      expect(await scanKeys(redis, `${prefix}:*`)).toHaveLength(1);
+    } finally {
+      await moduleRef.close();
+    }
+  });
+
+  it('guards queue.add in a user module onModuleInit, and guards a queue created by hand', async () => {
+    const queueName = uniqueName('hooks');
+    const enqueued = deferred<Job[]>();
+    @Injectable()
+    class Producer implements OnModuleInit {
+      constructor(@InjectQueue(queueName) private readonly queue: Queue) {}
+      async onModuleInit() {
+        enqueued.resolve([await this.queue.add('x', { id: 1 }), await this.queue.add('x', { id: 1 })]);
+      }
+    }
+    @Module({ imports: [BullModule.registerQueue({ name: queueName })], providers: [Producer] })
+    class FeatureModule {}
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions() }),
+        FeatureModule,
+        UniqueJobsModule.forRoot({
+          logger: false,
+          prefix: uniqueName('ujhooks'),
+          jobs: [defineUniqueJob({ queue: queueName, lock: 'until_executed' })],
+        }),
+      ],
+    }).compile();
+    await moduleRef.init();
+    const manual = new Queue(queueName, { connection: redisOptions() });
+    try {
+      const [first, second] = await enqueued.promise;
+      expect(second.id).toBe(first.id);
+      const service = moduleRef.get(UniqueJobsService);
+      service.guardQueue(manual);
+      const third = await manual.add('x', { id: 1 });
+      expect(third.id).toBe(first.id);
+      expect(await manual.getJobCounts('waiting')).toEqual({ waiting: 1 });
+    } finally {
+      await manual.close();
+      await moduleRef.close();
+    }
+  });
+
+  it('guards the processor before its worker fetches the first job (a job already waiting at boot)', async () => {
+    const queueName = uniqueName('boot');
+    const prefix = uniqueName('ujboot');
+    const plain = new Queue(queueName, { connection: redisOptions() });
+    await plain.add('x', { account: 'a' }); // added without the library: the worker computes the digest
+    const started = deferred();
+    const gate = deferred();
+    const runs: Job[] = [];
+    const Processor = processorClass(
+      {
+        queue: queueName,
+        unique: { lock: 'while_executing' },
+        handler: async () => {
+          started.resolve();
+          await gate.promise;
+        },
+      },
+      runs,
+    );
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions() }),
+        BullModule.registerQueue({ name: queueName }),
+        UniqueJobsModule.forRoot({ logger: false, prefix }),
+      ],
+      providers: [Processor],
+    }).compile();
+    await moduleRef.init();
+    const events = new QueueEvents(queueName, { connection: redisOptions() });
+    try {
+      await started.promise;
+      expect(await scanKeys(redis, `${prefix}:*:running`)).toHaveLength(1);
+      gate.resolve();
+      await events.waitUntilReady();
+      await runs[0].waitUntilFinished(events).catch(() => undefined);
+      expect(runs).toHaveLength(1);
+    } finally {
+      gate.resolve();
+      await events.close();
+      await plain.close();
+      await moduleRef.close();
+    }
+  });
+
+  it('uses a Redis client passed in the options and leaves it open at shutdown', async () => {
+    const queueName = uniqueName('client');
+    const client = new Redis(redisOptions());
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions() }),
+        BullModule.registerQueue({ name: queueName }),
+        UniqueJobsModule.forRoot({ logger: false, connection: client, prefix: uniqueName('ujclient') }),
+      ],
+    }).compile();
+    await moduleRef.init();
+    await moduleRef.close();
+    expect(await client.ping()).toBe('PONG');
+    await client.quit();
+  });
+});
