@@ -9,7 +9,14 @@ import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.
  * `toJSON` (Date, Buffer) are serialized through it.
  */
 export function canonicalJson(value: unknown): string {
-  return write(value, '$', new Set<object>());
+  try {
+    return write(value, '$', new Set<object>());
+  } catch (error) {
+    if (error instanceof RangeError) {
+      throw new UnserializableLockArgsError('$', 'nested too deeply to serialize (JSON.stringify fails here too)');
+    }
+    throw error;
+  }
 }
 
 function write(value: unknown, path: string, seen: Set<object>): string {

@@ -27,12 +27,9 @@ export interface DigestInput {
  */
 export function digest(input: DigestInput): string {
   const across = new Set(input.uniqueAcross === undefined ? [] : [input.uniqueAcross].flat());
-  const material = canonicalJson([
-    DIGEST_VERSION,
-    across.has('queues') ? null : input.queue,
-    across.has('names') ? null : input.name,
-    input.lockArgs,
-  ]);
+  // Serialized apart so an error's path starts at the lock arguments ($.amount), not at this wrapper array.
+  const lockArgs = canonicalJson(input.lockArgs);
+  const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(across.has('queues') ? null : input.queue)},${JSON.stringify(across.has('names') ? null : input.name)},${lockArgs}]`;
   return `${DIGEST_VERSION}:${createHash('sha256').update(material).digest('hex')}`;
 }
 

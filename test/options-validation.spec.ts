@@ -1,0 +1,527 @@
+import 'reflect-metadata';
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Injectable, type Provider } from '@nestjs/common';
+import { BullModule, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Test, type TestingModule } from '@nestjs/testing';
+import type { Job } from 'bullmq';
+import {
+  defineUniqueJob,
+  digest,
+  InvalidUniqueJobOptionsError,
+  UniqueJob,
+  UniqueJobsModule,
+  type LockType,
+  type UniqueJobDefinition,
+  type UniqueJobOptions,
+  type UniqueJobsModuleOptions,
+} from '../lib/index.js';
+import { startApp, type TestApp } from './support/app.js';
+import { lockKeys, redisClient, uniqueName } from './support/redis.js';
+
+/** Options as a user might mistype them (the type system would catch most of these in TypeScript). */
+const loose = (options: Record<string, unknown>) => options as unknown as UniqueJobOptions;
+
+interface BootOptions {
+  queues: string[];
+  providers?: Provider[];
+  module?: Partial<UniqueJobsModuleOptions>;
+}
+
+/**
+ * Bootstraps a Nest application (compile + init) with BullMQ, the queues, the unique-jobs module and the providers,
+ * closes it, and resolves the bootstrap error (or `undefined`). BullMQ and the library share one client the test
+ * owns, so a bootstrap that fails half-way leaves no connection open.
+ */
+async function bootstrapError(options: BootOptions): Promise<unknown> {
+  const connection = redisClient();
+  let moduleRef: TestingModule | undefined;
+  try {
+    moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection }),
+        ...options.queues.map((name) => BullModule.registerQueue({ name })),
+        UniqueJobsModule.forRoot({ logger: false, prefix: uniqueName('ujv'), ...options.module }),
+      ],
+      providers: options.providers ?? [],
+    })
+      .setLogger({ log: () => undefined, error: () => undefined, warn: () => undefined })
+      .compile();
+    await moduleRef.init();
+    return undefined;
+  } catch (error) {
+    return error;
+  } finally {
+    await moduleRef?.close().catch(() => undefined);
+    connection.disconnect();
+  }
+}
+
+/** The bootstrap error, asserted to be an InvalidUniqueJobOptionsError. */
+async function invalidOptions(options: BootOptions): Promise<InvalidUniqueJobOptionsError> {
+  const error = await bootstrapError(options);
+  expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
+  return error as InvalidUniqueJobOptionsError;
+}
+
+/** A processor of `queue` named `name`, decorated with `@UniqueJob(options)` for each entry (topmost first). */
+function processor(
+  name: string,
+  queue: string,
+  unique: (UniqueJobOptions | UniqueJobDefinition)[],
+  statics: Record<string, unknown> = {},
+): new () => WorkerHost {
+  @Processor(queue, { autorun: false })
+  class Dynamic extends WorkerHost {
+    async process(): Promise<void> {}
+  }
+  Object.defineProperty(Dynamic, 'name', { value: name });
+  Object.assign(Dynamic, statics);
+  for (const options of [...unique].reverse()) UniqueJob(options)(Dynamic);
+  return Dynamic;
+}
+
+const CLIENT_STRATEGIES = ['log', 'raise', 'reject', 'replace'];
+const SERVER_STRATEGIES = ['log', 'raise', 'reject', 'reschedule'];
+const LOCK_NAMES = [
+  'until_executing',
+  'until_executed',
+  'until_expired',
+  'while_executing',
+  'until_and_while_executing',
+];
+
+describe('invalid unique-job options fail the bootstrap', () => {
+  it('an unknown lock name', async () => {
+    const queue = uniqueName('val');
+    @Processor(queue, { autorun: false })
+    @UniqueJob({ lock: 'until_done' as LockType })
+    class SettlePaymentProcessor extends WorkerHost {
+      async process(): Promise<void> {}
+    }
+    const error = await invalidOptions({ queues: [queue], providers: [SettlePaymentProcessor] });
+    expect(error.source).toBe('SettlePaymentProcessor (@UniqueJob #1)');
+    expect(error.option).toBe('lock');
+    expect(error.message).toContain('SettlePaymentProcessor');
+    expect(error.message).toContain('"lock"');
+    expect(error.message).toContain('"until_done"');
+    for (const lock of LOCK_NAMES) expect(error.message).toContain(lock);
+  });
+
+  it('a missing lock', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('NoLockProcessor', queue, [loose({ onConflict: 'log' })])],
+    });
+    expect(error.option).toBe('lock');
+    expect(error.message).toContain('NoLockProcessor');
+    for (const lock of LOCK_NAMES) expect(error.message).toContain(lock);
+  });
+
+  it('an unknown strategy', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('UnknownStrategyProcessor', queue, [{ lock: 'until_executed', onConflict: 'ignore' }])],
+    });
+    expect(error.source).toContain('UnknownStrategyProcessor');
+    expect(error.option).toBe('onConflict');
+    expect(error.message).toContain('"ignore"');
+    for (const strategy of CLIENT_STRATEGIES) expect(error.message).toContain(strategy);
+  });
+
+  it.each([
+    [
+      'reschedule on until_executed (client side only)',
+      { lock: 'until_executed', onConflict: 'reschedule' },
+      'onConflict',
+      'client',
+      CLIENT_STRATEGIES,
+    ],
+    [
+      'replace on while_executing (server side only)',
+      { lock: 'while_executing', onConflict: 'replace' },
+      'onConflict',
+      'server',
+      SERVER_STRATEGIES,
+    ],
+    [
+      'replace on the server side of until_and_while_executing',
+      { lock: 'until_and_while_executing', onConflict: 'replace' },
+      'onConflict',
+      'server',
+      SERVER_STRATEGIES,
+    ],
+    [
+      'reschedule as the client strategy',
+      { lock: 'until_and_while_executing', onConflict: { client: 'reschedule', server: 'log' } },
+      'onConflict.client',
+      'client',
+      CLIENT_STRATEGIES,
+    ],
+  ] as const)('a strategy that cannot apply on its side: %s', async (_label, options, option, side, valid) => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('SideProcessor', queue, [options])],
+    });
+    expect(error.source).toContain('SideProcessor');
+    expect(error.option).toBe(option);
+    expect(error.message).toContain(`${side} side`);
+    expect(error.message).toContain(`valid ${side}-side strategies: ${valid.join(', ')}`);
+  });
+
+  it('a server strategy on a lock without run-time conflicts (until_executed)', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('ServerSideProcessor', queue, [{ lock: 'until_executed', onConflict: { server: 'log' } }])],
+    });
+    expect(error.source).toContain('ServerSideProcessor');
+    expect(error.option).toBe('onConflict.server');
+    expect(error.message).toContain('"until_executed"');
+    expect(error.message).toMatch(/no server-side conflicts \(it has: client\)/);
+  });
+
+  it('a client strategy on a lock without enqueue conflicts (while_executing)', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [
+        processor('ClientSideProcessor', queue, [{ lock: 'while_executing', onConflict: { client: 'raise' } }]),
+      ],
+    });
+    expect(error.option).toBe('onConflict.client');
+    expect(error.message).toMatch(/no client-side conflicts \(it has: server\)/);
+  });
+
+  it('an onConflict side that does not exist', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [
+        processor('TypoSideProcessor', queue, [loose({ lock: 'until_executed', onConflict: { clinet: 'log' } })]),
+      ],
+    });
+    expect(error.option).toBe('onConflict.clinet');
+    expect(error.message).toContain('valid sides: client, server');
+  });
+
+  it('until_expired without lockTtl', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('ExpiringProcessor', queue, [{ lock: 'until_expired' }])],
+    });
+    expect(error.source).toContain('ExpiringProcessor');
+    expect(error.option).toBe('lockTtl');
+    expect(error.message).toContain('"until_expired"');
+    expect(error.message).toContain('required');
+  });
+
+  it.each([
+    ['a negative lockTimeout', { lock: 'while_executing', lockTimeout: -1 }, 'lockTimeout', '≥ 0', '-1'],
+    ['a fractional lockTimeout', { lock: 'while_executing', lockTimeout: 1.5 }, 'lockTimeout', '≥ 0', '1.5'],
+    ['lockLimit 0', { lock: 'until_executed', lockLimit: 0 }, 'lockLimit', '≥ 1', '0'],
+    ['a non-number lockLimit', { lock: 'until_executed', lockLimit: '2' }, 'lockLimit', '≥ 1', '2'],
+    ['lockTtl 0', { lock: 'until_expired', lockTtl: 0 }, 'lockTtl', '≥ 1', '0'],
+    [
+      'a runtimeLockLease below 100 ms',
+      { lock: 'while_executing', runtimeLockLease: 10 },
+      'runtimeLockLease',
+      '≥ 100',
+      '10',
+    ],
+    ['a negative maxReschedules', { lock: 'while_executing', maxReschedules: -2 }, 'maxReschedules', '≥ 0', '-2'],
+  ])('%s', async (_label, options, option, bound, got) => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('NumbersProcessor', queue, [loose(options)])],
+    });
+    expect(error.source).toContain('NumbersProcessor');
+    expect(error.option).toBe(option);
+    expect(error.message).toContain(`"${option}"`);
+    expect(error.message).toContain(`integer ${bound}`);
+    expect(error.message).toContain(`(got ${got})`);
+  });
+
+  it('lockArgs naming a static method that does not exist', async () => {
+    const queue = uniqueName('val');
+    @Processor(queue, { autorun: false })
+    @UniqueJob({ lock: 'until_executed', lockArgs: 'lockArgz' })
+    class TypoLockArgsProcessor extends WorkerHost {
+      static lockArgs(data: { id: string }) {
+        return data.id;
+      }
+      async process(): Promise<void> {}
+    }
+    const error = await invalidOptions({ queues: [queue], providers: [TypoLockArgsProcessor] });
+    expect(error.source).toBe('TypoLockArgsProcessor (@UniqueJob #1)');
+    expect(error.option).toBe('lockArgs');
+    expect(error.message).toContain('"lockArgz"');
+    expect(error.message).toContain('static method');
+  });
+
+  it('lockArgs naming an instance method (not a static one)', async () => {
+    const queue = uniqueName('val');
+    @Processor(queue, { autorun: false })
+    @UniqueJob({ lock: 'until_executed', lockArgs: 'pick' })
+    class InstanceMethodProcessor extends WorkerHost {
+      pick(data: { id: string }) {
+        return data.id;
+      }
+      async process(): Promise<void> {}
+    }
+    const error = await invalidOptions({ queues: [queue], providers: [InstanceMethodProcessor] });
+    expect(error.option).toBe('lockArgs');
+    expect(error.message).toContain('"pick"');
+    expect(error.message).toContain('not a static method');
+  });
+
+  it('lockArgs of the wrong type', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('WrongTypeProcessor', queue, [loose({ lock: 'until_executed', lockArgs: ['id'] })])],
+    });
+    expect(error.option).toBe('lockArgs');
+    expect(error.message).toContain('must be a function');
+  });
+
+  it('lockArgs as a string in a forRoot job definition', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      module: { jobs: [defineUniqueJob({ queue, lock: 'until_executed', lockArgs: 'lockArgs' })] },
+    });
+    expect(error.source).toBe(`forRoot jobs[0] (queue "${queue}")`);
+    expect(error.option).toBe('lockArgs');
+    expect(error.message).toContain('"lockArgs"');
+    expect(error.message).toContain('use a function');
+  });
+
+  it('an unknown option key (a typo like lock_ttl)', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('TypoProcessor', queue, [loose({ lock: 'until_expired', lock_ttl: 1000 })])],
+    });
+    expect(error.source).toContain('TypoProcessor');
+    expect(error.option).toBe('lock_ttl');
+    expect(error.message).toContain('"lock_ttl" is not an option');
+    for (const key of ['lock', 'lockTtl', 'lockArgs', 'onConflict', 'uniqueAcross', 'jobName']) {
+      expect(error.message).toContain(key);
+    }
+  });
+
+  it('an unknown option key in a forRoot job definition', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      module: {
+        jobs: [defineUniqueJob(loose({ queue, lock: 'until_executed', lockargs: () => 1 }) as UniqueJobDefinition)],
+      },
+    });
+    expect(error.source).toContain('forRoot jobs[0]');
+    expect(error.option).toBe('lockargs');
+    expect(error.message).toContain('queue');
+  });
+
+  it.each([
+    ['an unknown value', 'everything'],
+    ['a list with an unknown value', ['queues', 'jobs']],
+  ])('uniqueAcross with %s', async (_label, uniqueAcross) => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('AcrossProcessor', queue, [loose({ lock: 'until_executed', uniqueAcross })])],
+    });
+    expect(error.source).toContain('AcrossProcessor');
+    expect(error.option).toBe('uniqueAcross');
+    expect(error.message).toContain('queues, names');
+  });
+
+  it('a definition whose queue differs from the processor queue', async () => {
+    const queue = uniqueName('val');
+    const other = uniqueName('other');
+    const definition = defineUniqueJob({ queue: other, lock: 'until_executed' });
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('WrongQueueProcessor', queue, [definition])],
+    });
+    expect(error.source).toContain('WrongQueueProcessor');
+    expect(error.option).toBe('queue');
+    expect(error.message).toContain(other);
+    expect(error.message).toContain(queue);
+  });
+
+  it('two @UniqueJob with overlapping job names', async () => {
+    const queue = uniqueName('val');
+    @Processor(queue, { autorun: false })
+    @UniqueJob({ lock: 'until_executed', jobName: ['charge', 'refund'] })
+    @UniqueJob({ lock: 'while_executing', jobName: ['refund', 'payout'] })
+    class OverlapProcessor extends WorkerHost {
+      async process(): Promise<void> {}
+    }
+    const error = await invalidOptions({ queues: [queue], providers: [OverlapProcessor] });
+    expect(error.source).toBe('OverlapProcessor (@UniqueJob #2)');
+    expect(error.option).toBe('jobName');
+    expect(error.message).toContain('job "refund"');
+    expect(error.message).toContain('OverlapProcessor (@UniqueJob #1)');
+  });
+
+  it('two @UniqueJob without job names (both for every name)', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('TwiceProcessor', queue, [{ lock: 'until_executed' }, { lock: 'until_executing' }])],
+    });
+    expect(error.option).toBe('jobName');
+    expect(error.message).toContain('every job name');
+  });
+
+  it('a forRoot definition and a different @UniqueJob for the same job name', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      module: { jobs: [defineUniqueJob({ queue, lock: 'until_executed', jobName: 'charge' })] },
+      providers: [
+        processor('DivergedProcessor', queue, [defineUniqueJob({ queue, lock: 'until_executed', jobName: 'charge' })]),
+      ],
+    });
+    expect(error.source).toContain('DivergedProcessor');
+    expect(error.option).toBe('jobName');
+    expect(error.message).toContain('forRoot jobs[0]');
+  });
+
+  it('an empty jobName list', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      providers: [processor('EmptyNamesProcessor', queue, [{ lock: 'until_executed', jobName: [] }])],
+    });
+    expect(error.option).toBe('jobName');
+  });
+
+  it('a @UniqueJob class without @Processor', async () => {
+    const queue = uniqueName('val');
+    @Injectable()
+    @UniqueJob({ lock: 'until_executed' })
+    class NotAProcessor extends WorkerHost {
+      async process(): Promise<void> {}
+    }
+    const error = await invalidOptions({ queues: [queue], providers: [NotAProcessor] });
+    expect(error.source).toBe('NotAProcessor');
+    expect(error.option).toBe('@UniqueJob');
+    expect(error.message).toContain('@Processor');
+  });
+
+  it.each(['app{1}', 'a{b', 'has space', ''])('a module prefix %j', async (prefix) => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({ queues: [queue], module: { prefix } });
+    expect(error.source).toBe('UniqueJobsModule.forRoot');
+    expect(error.option).toBe('prefix');
+    expect(error.message).toContain('no braces');
+  });
+
+  it('a processor of a queue with forRoot job definitions but no @UniqueJob', async () => {
+    const queue = uniqueName('val');
+    @Processor(queue, { autorun: false })
+    class UnguardedProcessor extends WorkerHost {
+      async process(): Promise<void> {}
+    }
+    const error = await invalidOptions({
+      queues: [queue],
+      module: { jobs: [defineUniqueJob({ queue, lock: 'until_executed', lockArgs: (d: { id: string }) => d.id })] },
+      providers: [UnguardedProcessor],
+    });
+    expect(error.source).toBe('UnguardedProcessor');
+    expect(error.option).toBe('@UniqueJob');
+    expect(error.message).toContain(queue);
+    expect(error.message).toContain('is missing');
+  });
+
+  it('a valid configuration boots (control for the cases above)', async () => {
+    const queue = uniqueName('val');
+    const definition = defineUniqueJob({ queue, lock: 'until_executed', lockArgs: (d: { id: string }) => d.id });
+    const error = await bootstrapError({
+      queues: [queue],
+      module: { jobs: [definition] },
+      providers: [processor('SharedDefinitionProcessor', queue, [definition])],
+    });
+    expect(error).toBeUndefined();
+  });
+});
+
+describe('lockArgs naming a static method', () => {
+  const apps: TestApp[] = [];
+  const redis = redisClient();
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((app) => app.close()));
+  });
+  afterAll(async () => redis.quit());
+
+  it('works: its digest equals the one from the equivalent function, and it locks real jobs', async () => {
+    const queue = uniqueName('val');
+    const calls: { data: unknown; name: string; queueName: string }[] = [];
+    const byName = await startApp({
+      queue,
+      paused: true,
+      unique: { lock: 'until_executed', lockArgs: 'uniqueBy' },
+      statics: {
+        uniqueBy(data: { orderId: string }, job: { name: string; queueName: string }) {
+          calls.push({ data, name: job.name, queueName: job.queueName });
+          return { order: data.orderId };
+        },
+      },
+    });
+    apps.push(byName);
+    const byFunction = await startApp({
+      queue,
+      unique: { lock: 'until_executed', lockArgs: (data: { orderId: string }) => ({ order: data.orderId }) },
+      module: { prefix: byName.prefix, enabled: true },
+      paused: true,
+    });
+    apps.push(byFunction);
+
+    const data = { orderId: 'ord_7', amount: 12 };
+    const expected = digest({ queue, name: 'charge', lockArgs: { order: 'ord_7' } });
+    expect(byName.service.digestOf(queue, 'charge', data)).toBe(expected);
+    expect(byFunction.service.digestOf(queue, 'charge', data)).toBe(expected);
+    expect(calls).toContainEqual({ data, name: 'charge', queueName: queue });
+
+    const first = await byName.service.enqueue(byName.queue, 'charge', data);
+    expect(first).toMatchObject({ status: 'enqueued', digest: expected });
+    // another order id: another lock; the same order id with other data: a duplicate, from either app
+    expect(await byName.service.enqueue(byName.queue, 'charge', { orderId: 'ord_8', amount: 12 })).toMatchObject({
+      status: 'enqueued',
+    });
+    const again = await byFunction.service.enqueue(byFunction.queue, 'charge', { orderId: 'ord_7', amount: 99 });
+    if (first.status !== 'enqueued') throw new Error('unexpected');
+    expect(again).toMatchObject({ status: 'duplicate', digest: expected, existingJobId: first.job.id });
+    expect(await byName.queue.getJobCounts('wait')).toEqual({ wait: 2 });
+    expect(await lockKeys(redis, byName.prefix, queue)).toContain(`bull:${queue}:de:uj:${expected}`);
+  });
+
+  it('is called in the worker with the job (digest from the marker matches)', async () => {
+    const queue = uniqueName('val');
+    const seen: Job[] = [];
+    const app = await startApp({
+      queue,
+      unique: { lock: 'while_executing', lockArgs: 'key' },
+      statics: { key: (data: { k: string }) => data.k },
+      handler: async (job) => {
+        seen.push(job);
+        return 'ok';
+      },
+    });
+    apps.push(app);
+    const job = await app.queue.add('run', { k: 'alpha' });
+    await expect(app.finished(job)).resolves.toBe('ok');
+    expect(seen).toHaveLength(1);
+    expect((seen[0].opts as Record<string, unknown>).uniqueJobs).toEqual({
+      digest: digest({ queue, name: 'run', lockArgs: 'alpha' }),
+    });
+  });
+});
