@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { UniqueAcross } from '../interfaces/unique-job-options.interface.js';
 import { deduplicationId, UniqueJobsKeys } from '../redis/keys.js';
 import { canonicalJson } from './canonical-json.js';
@@ -30,7 +30,7 @@ export function digest(input: DigestInput): string {
   // Serialized apart so an error's path starts at the lock arguments ($.amount), not at this wrapper array.
   const lockArgs = canonicalJson(input.lockArgs);
   const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(across.has('queues') ? null : input.queue)},${JSON.stringify(across.has('names') ? null : input.name)},${lockArgs}]`;
-  return `${DIGEST_VERSION}:${createHash('sha256').update(material).digest('hex')}`;
+  return `${DIGEST_VERSION}:${hash('sha256', material, 'hex')}`;
 }
 
 /** Where a lock lives, for {@link lockKey}. */

@@ -39,6 +39,7 @@ export class UniqueJobsEvents {
 
   /** Publishes an event (used by the library and by custom strategies). */
   emit(event: DistributiveOmit<UniqueJobEvent, 'at'>): void {
+    if (!this.subject.observed) return;
     try {
       this.subject.next({ ...event, at: Date.now() });
     } catch {

@@ -135,7 +135,7 @@ export class JobInterceptor {
     if (!definition) return { result: { status: 'enqueued', job: await add(name, data, opts) } };
     const digest = this.digestAtEnqueue(definition, queue, name, data, opts);
     if (!definition.lock.locksAtEnqueue) {
-      const job = await add(name, data, withMarker(opts, digest));
+      const job = await add(name, data, runtimeOnlyOpts(definition, opts, digest));
       return { result: { status: 'enqueued', job, digest } };
     }
     const outcome = await this.lockAndAdd(queue, definition, name, data, opts, digest);
@@ -164,7 +164,7 @@ export class JobInterceptor {
       if (!definition) return { kind: 'plain', entry, bulk: entry };
       const digest = this.digestAtEnqueue(definition, queue, entry.name, entry.data, opts);
       if (!definition.lock.locksAtEnqueue) {
-        return { kind: 'plain', entry, digest, bulk: { ...entry, opts: withMarker(opts, digest) } };
+        return { kind: 'plain', entry, digest, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts, digest) } };
       }
       if (definition.enqueueLockPath === 'semaphore') return { kind: 'semaphore', entry, definition, digest };
       const jobId = opts.jobId ?? randomUUID();
@@ -593,6 +593,16 @@ export function willRunAgain(job: Job, error: unknown): boolean {
     return true;
   }
   return job.attemptsMade + 1 < Math.max(job.opts.attempts ?? 1, 1);
+}
+
+/**
+ * Options of a job with a run-time lock only. The lock's owner is the job id; unique across queues, the id must not
+ * repeat on another queue, as BullMQ's counter ids ("1", "2", …) do, so such a job gets a random id unless the caller
+ * chose one.
+ */
+function runtimeOnlyOpts(definition: ResolvedJobDefinition, opts: JobsOptions, digest: string): JobsOptions {
+  const acrossQueues = definition.options.uniqueAcross.includes('queues') && opts.jobId === undefined;
+  return withMarker(acrossQueues ? { ...opts, jobId: randomUUID() } : opts, digest);
 }
 
 /** Job options with the library's marker (the digest, fixed at enqueue). */

@@ -1,0 +1,227 @@
+// `npm run bench [-- --quick]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
+// interleaved rounds so machine drift cancels; each figure is a ratio to plain BullMQ in the same round (the median
+// over rounds), plus Redis commands per operation counted on the client side (stable across machines) and enqueue
+// latency percentiles. Writes bench/results.json.
+import 'reflect-metadata';
+import { writeFileSync } from 'node:fs';
+import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { defineUniqueJob, UniqueJob, UniqueJobsModule, UniqueJobsService } from '../dist/index.js';
+import { ensureRedis } from '../scripts/services.mjs';
+
+const quick = process.argv.includes('--quick');
+const ROUNDS = quick ? 3 : 7;
+const ENQUEUE_N = quick ? 1500 : 6000;
+const WORKER_N = quick ? 1000 : 4000;
+
+// Count every command this process sends, per operation: the figure does not drift with machine load.
+let commands = 0;
+const sendCommand = Redis.prototype.sendCommand;
+Redis.prototype.sendCommand = function (...args) {
+  commands++;
+  return sendCommand.apply(this, args);
+};
+
+const redis = await ensureRedis();
+const url = new URL(redis.url);
+const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
+const run = `bench${process.pid}`;
+const q = (name) => `${run}-${name}`;
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const percentile = (values, p) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+};
+
+/** Runs `n` operations with `inFlight` at a time; returns ops/s, commands/op and per-op latencies (ms). */
+async function measure(n, inFlight, op) {
+  let next = 0;
+  const latencies = [];
+  const before = commands;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < n) {
+        const i = next++;
+        const s = performance.now();
+        await op(i);
+        latencies.push(performance.now() - s);
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  return { rate: n / seconds, commandsPerOp: (commands - before) / n, latencies };
+}
+
+// ── enqueue ──
+class EnqueueApp {}
+const uniqueDefinition = defineUniqueJob({
+  queue: q('unique'),
+  jobName: 'u',
+  lock: 'until_executed',
+  lockArgs: (d) => d.id,
+});
+Module({
+  imports: [
+    BullModule.forRoot({ connection }),
+    BullModule.registerQueue({ name: q('plain') }, { name: q('native') }, { name: q('unique') }),
+    UniqueJobsModule.forRoot({ logger: false, prefix: run, jobs: [uniqueDefinition] }),
+  ],
+})(EnqueueApp);
+const enqueueApp = await NestFactory.createApplicationContext(EnqueueApp, { logger: false });
+const plainQueue = enqueueApp.get(getQueueToken(q('plain')));
+const nativeQueue = enqueueApp.get(getQueueToken(q('native')));
+const uniqueQueue = enqueueApp.get(getQueueToken(q('unique')));
+const uniqueJobs = enqueueApp.get(UniqueJobsService);
+await uniqueJobs.enqueue(uniqueQueue, 'u', { id: 'dup' }); // the holder every duplicate meets
+
+let serial = 0;
+const enqueueVariants = {
+  'plain queue.add': (i) => plainQueue.add('p', { id: i }),
+  'BullMQ native deduplication': () => nativeQueue.add('p', { id: ++serial }, { deduplication: { id: `d${serial}` } }),
+  'unique enqueue, new digests': () => uniqueJobs.enqueue(uniqueQueue, 'u', { id: `n${++serial}` }),
+  'unique enqueue, duplicates (rejected)': () => uniqueJobs.enqueue(uniqueQueue, 'u', { id: 'dup' }),
+};
+
+const results = { machine: { quick, rounds: ROUNDS }, enqueue: {}, worker: {} };
+for (const inFlight of [1, 32]) {
+  const rounds = Object.fromEntries(Object.keys(enqueueVariants).map((k) => [k, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    process.stdout.write(`\renqueue, ${inFlight} in flight: round ${round + 1}/${ROUNDS}   `);
+    for (const [name, op] of Object.entries(enqueueVariants)) rounds[name].push(await measure(ENQUEUE_N, inFlight, op));
+  }
+  results.enqueue[inFlight] = summarize(rounds, 'plain queue.add');
+}
+await enqueueApp.close();
+
+// ── workers ──
+function processorFor(queueName, unique) {
+  class BenchProcessor extends WorkerHost {
+    async process() {
+      return undefined;
+    }
+  }
+  Processor(queueName, { autorun: false })(BenchProcessor);
+  if (unique) UniqueJob(unique)(BenchProcessor);
+  return BenchProcessor;
+}
+const workerVariants = {
+  'plain worker': null,
+  until_executed: { lock: 'until_executed', lockArgs: (d) => d.id },
+  while_executing: { lock: 'while_executing', lockArgs: (d) => d.id },
+};
+for (const concurrency of [1, 16]) {
+  const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    process.stdout.write(`\rworkers, concurrency ${concurrency}: round ${round + 1}/${ROUNDS}   `);
+    for (const [name, unique] of Object.entries(workerVariants)) {
+      rounds[name].push(await measureWorker(`${name}-${concurrency}-${round}`.replace(/\W/g, ''), unique, concurrency));
+    }
+  }
+  results.worker[concurrency] = summarize(rounds, 'plain worker');
+}
+
+/** Enqueues WORKER_N jobs (through the library for unique variants), then times a worker draining them. */
+async function measureWorker(label, unique, concurrency) {
+  const queueName = q(label);
+  const Bench = processorFor(queueName, unique);
+  class WorkerApp {}
+  Module({
+    imports: [
+      BullModule.forRoot({ connection }),
+      BullModule.registerQueue({ name: queueName }),
+      UniqueJobsModule.forRoot({ logger: false, prefix: run }),
+    ],
+    providers: [Bench],
+  })(WorkerApp);
+  const app = await NestFactory.createApplicationContext(WorkerApp, { logger: false });
+  const queue = app.get(getQueueToken(queueName));
+  for (let i = 0; i < WORKER_N; i += 500) {
+    await queue.addBulk(
+      Array.from({ length: Math.min(500, WORKER_N - i) }, (_, k) => ({ name: 'w', data: { id: i + k } })),
+    );
+  }
+  const worker = app.get(Bench).worker;
+  worker.concurrency = concurrency;
+  let done = 0;
+  const finished = new Promise((resolve) => worker.on('completed', () => ++done === WORKER_N && resolve()));
+  const before = commands;
+  const t0 = performance.now();
+  void worker.run();
+  await finished;
+  const seconds = (performance.now() - t0) / 1000;
+  const commandsPerOp = (commands - before) / WORKER_N;
+  await worker.close();
+  await queue.obliterate({ force: true });
+  await app.close();
+  return { rate: WORKER_N / seconds, commandsPerOp, latencies: [] };
+}
+
+function summarize(rounds, baseline) {
+  const out = {};
+  for (const [name, samples] of Object.entries(rounds)) {
+    const ratios = samples.map((s, i) => s.rate / rounds[baseline][i].rate);
+    const latencies = samples.flatMap((s) => s.latencies);
+    out[name] = {
+      rate: Math.round(median(samples.map((s) => s.rate))),
+      ratio: Number(median(ratios).toFixed(3)),
+      commandsPerOp: Number(median(samples.map((s) => s.commandsPerOp)).toFixed(2)),
+      extraCommandsPerOp: Number(
+        (median(samples.map((s) => s.commandsPerOp)) - median(rounds[baseline].map((s) => s.commandsPerOp))).toFixed(2),
+      ),
+      ...(latencies.length
+        ? { p50ms: Number(percentile(latencies, 50).toFixed(3)), p99ms: Number(percentile(latencies, 99).toFixed(3)) }
+        : {}),
+    };
+  }
+  return out;
+}
+
+// ── report ──
+process.stdout.write('\r'.padEnd(60) + '\r');
+const rows = [];
+for (const [inFlight, variants] of Object.entries(results.enqueue)) {
+  for (const [name, r] of Object.entries(variants)) {
+    rows.push({
+      measure: `enqueue @${inFlight} in flight`,
+      variant: name,
+      'ops/s': r.rate,
+      'ratio to plain': r.ratio,
+      'cmds/op': r.commandsPerOp,
+      'p50 ms': r.p50ms,
+      'p99 ms': r.p99ms,
+    });
+  }
+}
+for (const [concurrency, variants] of Object.entries(results.worker)) {
+  for (const [name, r] of Object.entries(variants)) {
+    rows.push({
+      measure: `worker @concurrency ${concurrency}`,
+      variant: name,
+      'ops/s': r.rate,
+      'ratio to plain': r.ratio,
+      'cmds/op': r.commandsPerOp,
+    });
+  }
+}
+console.table(rows);
+console.log('@IdempotencyKey (Redis, PostgreSQL): not measured yet (the idempotency layer is the next milestone).');
+writeFileSync(new URL('./results.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
+console.log('Wrote bench/results.json');
+
+const cleanup = new Redis(connection);
+for (const name of ['plain', 'native', 'unique'])
+  await new Queue(q(name), { connection }).obliterate({ force: true }).catch(() => undefined);
+let cursor = '0';
+do {
+  const [nextCursor, keys] = await cleanup.scan(cursor, 'MATCH', `${run}*`, 'COUNT', 1000);
+  cursor = nextCursor;
+  if (keys.length) await cleanup.del(...keys);
+} while (cursor !== '0');
+await cleanup.quit();
+await redis.stop();
+process.exit(0);
