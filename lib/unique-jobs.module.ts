@@ -28,7 +28,13 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
   const connection: unknown = options.connection ?? bullConfig?.connection;
   if (connection instanceof Redis || connection instanceof Cluster) return { client: connection, owned: false };
   return {
-    client: new Redis({ host: '127.0.0.1', port: 6379, ...(connection as RedisOptions | undefined) }),
+    // Lazy: a bootstrap that fails before the first lock operation leaves no connection open.
+    client: new Redis({
+      host: '127.0.0.1',
+      port: 6379,
+      ...(connection as RedisOptions | undefined),
+      lazyConnect: true,
+    }),
     owned: true,
   };
 }

@@ -1,0 +1,152 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { startApp, type TestApp } from '../support/app.js';
+import { lockKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { asDuplicate, asEnqueued, dedupHolder, Gates, waitFor } from './helpers.js';
+
+type Data = { id: string; n: number; tag?: string };
+const byId = (data: Data) => data.id;
+
+describe('dead set (client-side reject, until_executed)', () => {
+  let app: TestApp | undefined;
+  const redis = redisClient();
+  afterEach(async () => {
+    Gates.releaseEverything();
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(async () => redis.quit());
+
+  async function rejectApp(queueName: string, deadSet?: { maxSize?: number; maxAge?: number }): Promise<TestApp> {
+    return startApp({
+      queue: queueName,
+      unique: { lock: 'until_executed', onConflict: 'reject', lockArgs: byId },
+      paused: true,
+      ...(deadSet ? { module: { deadSet } } : {}),
+    });
+  }
+
+  it('list (newest first), get, delete and size', async () => {
+    const queueName = uniqueName('dead');
+    app = await rejectApp(queueName);
+    await app.queue.add('job', { id: 'a', n: 0 });
+    const one = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
+    const two = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 2 }));
+
+    expect(await app.service.deadSet.size()).toBe(2);
+    const listed = await app.service.deadSet.list();
+    expect(listed.map((entry) => entry.id)).toEqual([two.deadSetEntryId, one.deadSetEntryId]);
+    expect(listed.map((entry) => (entry.data as Data).n)).toEqual([2, 1]);
+    expect(await app.service.deadSet.list({ offset: 1, limit: 1 })).toEqual([listed[1]]);
+    expect(await app.service.deadSet.get(one.deadSetEntryId!)).toEqual(listed[1]);
+    expect(await app.service.deadSet.get('no-such-entry')).toBeUndefined();
+
+    await expect(app.service.deadSet.delete(one.deadSetEntryId!)).resolves.toBe(true);
+    expect(await app.service.deadSet.get(one.deadSetEntryId!)).toBeUndefined();
+    expect(await app.service.deadSet.size()).toBe(1);
+    expect((await app.service.deadSet.list()).map((entry) => entry.id)).toEqual([two.deadSetEntryId]);
+    await expect(app.service.deadSet.delete(one.deadSetEntryId!)).resolves.toBe(false);
+    await expect(app.service.deadSet.retry(one.deadSetEntryId!)).resolves.toBeUndefined();
+
+    // Deleting touches neither the queue nor the lock.
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+    expect(await lockKeys(redis, app.prefix, queueName)).toHaveLength(1);
+    await expect(app.service.deadSet.delete(two.deadSetEntryId!)).resolves.toBe(true);
+    expect(await app.service.deadSet.size()).toBe(0);
+    expect(await scanKeys(redis, `${app.prefix}:{dead}:*`)).toEqual([]);
+  });
+
+  it('retry while the lock is still held is another duplicate: the entry is replaced by a new one', async () => {
+    const queueName = uniqueName('dead');
+    app = await rejectApp(queueName);
+    const holder = await app.queue.add('job', { id: 'a', n: 0 });
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }, { attempts: 4 }));
+    const original = (await app.service.deadSet.get(dup.deadSetEntryId!))!;
+
+    const retried = asDuplicate((await app.service.deadSet.retry(dup.deadSetEntryId!))!);
+    expect(retried).toMatchObject({ strategy: 'reject', existingJobId: holder.id, digest: dup.digest });
+    expect(retried.deadSetEntryId).toEqual(expect.any(String));
+    expect(retried.deadSetEntryId).not.toBe(dup.deadSetEntryId);
+    expect(await app.service.deadSet.get(dup.deadSetEntryId!)).toBeUndefined();
+    const replacement = await app.service.deadSet.get(retried.deadSetEntryId!);
+    expect(replacement).toMatchObject({
+      data: original.data,
+      opts: original.opts,
+      digest: original.digest,
+      existingJobId: holder.id,
+      side: 'client',
+    });
+    expect(await app.service.deadSet.size()).toBe(1);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+    expect(await dedupHolder(redis, queueName, dup.digest)).toBe(holder.id);
+  });
+
+  it('retry after the lock was released enqueues the job (payload and options) and removes the entry', async () => {
+    const queueName = uniqueName('dead');
+    app = await rejectApp(queueName);
+    const holder = await app.queue.add('job', { id: 'a', n: 0 });
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }, { attempts: 4 }));
+    app.start();
+    await app.finished(holder);
+    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+
+    const retried = asEnqueued((await app.service.deadSet.retry(dup.deadSetEntryId!))!);
+    expect(retried.job.data).toEqual({ id: 'a', n: 1 });
+    expect(retried.job.opts.attempts).toBe(4);
+    expect(retried.digest).toBe(dup.digest);
+    expect(await app.service.deadSet.size()).toBe(0);
+    expect(await app.service.deadSet.get(dup.deadSetEntryId!)).toBeUndefined();
+    await app.finished(retried.job);
+    expect(app.runs.map((job) => (job.data as Data).n)).toEqual([0, 1]);
+    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+  });
+
+  it('a retried entry takes the lock: a duplicate of it is rejected in turn', async () => {
+    const queueName = uniqueName('dead');
+    app = await rejectApp(queueName);
+    const holder = asEnqueued(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 0 }));
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
+    // Free the lock without running anything: remove the holder (its deduplication key goes with it).
+    await app.queue.remove(holder.job.id!);
+    await waitFor('the lock to go', async () => (await lockKeys(redis, app!.prefix, queueName)).length === 0);
+
+    const retried = asEnqueued((await app.service.deadSet.retry(dup.deadSetEntryId!))!);
+    expect(await dedupHolder(redis, queueName, dup.digest)).toBe(retried.job.id);
+    const next = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 2 }));
+    expect(next.existingJobId).toBe(retried.job.id);
+    expect((await app.service.deadSet.list()).map((entry) => (entry.data as Data).n)).toEqual([2]);
+  });
+
+  it('stays bounded by maxSize: the oldest entries are dropped', async () => {
+    const queueName = uniqueName('dead');
+    app = await rejectApp(queueName, { maxSize: 3 });
+    await app.queue.add('job', { id: 'a', n: 0 });
+    const ids: string[] = [];
+    for (let n = 1; n <= 5; n++) {
+      ids.push(asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n })).deadSetEntryId!);
+    }
+    expect(await app.service.deadSet.size()).toBe(3);
+    const listed = await app.service.deadSet.list();
+    expect(listed.map((entry) => (entry.data as Data).n)).toEqual([5, 4, 3]);
+    expect(listed.map((entry) => entry.id)).toEqual([ids[4], ids[3], ids[2]]);
+    expect(await app.service.deadSet.get(ids[0])).toBeUndefined();
+    expect(await app.service.deadSet.get(ids[1])).toBeUndefined();
+    expect(await redis.hlen(`${app.prefix}:{dead}:entries`)).toBe(3);
+  });
+
+  it('stays bounded by maxAge: entries older than it are dropped when the set changes', async () => {
+    const queueName = uniqueName('dead');
+    app = await rejectApp(queueName, { maxAge: 200 });
+    await app.queue.add('job', { id: 'a', n: 0 });
+    const old = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 })).deadSetEntryId!;
+    let n = 2;
+    let latest = '';
+    await waitFor('the old entry to age out', async () => {
+      latest = asDuplicate(await app!.service.enqueue(app!.queue, 'job', { id: 'a', n: n++ })).deadSetEntryId!;
+      return (await app!.service.deadSet.get(old)) === undefined;
+    });
+    expect(await app.service.deadSet.get(latest)).toBeDefined();
+    expect(
+      (await app.service.deadSet.list({ limit: 1000 })).every((entry) => Date.now() - entry.rejectedAt < 5000),
+    ).toBe(true);
+  });
+});

@@ -1,0 +1,179 @@
+import { once } from 'node:events';
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { UnrecoverableError, type Job } from 'bullmq';
+import { startApp, type TestApp } from '../support/app.js';
+import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
+import { asDuplicate, asEnqueued, captureLogger, dedupHolder, EventLog, Gates, workerOf, runData } from './helpers.js';
+
+type Data = { id: string; tag?: string; n?: number };
+const byId = (data: Data) => data.id;
+
+describe('onConflict: reject', () => {
+  let app: TestApp | undefined;
+  let events: EventLog | undefined;
+  const redis = redisClient();
+  afterEach(async () => {
+    Gates.releaseEverything();
+    events?.stop();
+    events = undefined;
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(async () => redis.quit());
+
+  describe('client side (until_executed)', () => {
+    it('a duplicate lands in the dead set with its payload, digest, existing job id and side "client"', async () => {
+      const queueName = uniqueName('rej-c');
+      const capture = captureLogger();
+      app = await startApp({
+        queue: queueName,
+        unique: { lock: 'until_executed', onConflict: 'reject', lockArgs: byId },
+        paused: true,
+        module: { logger: capture.logger },
+      });
+      events = new EventLog(app);
+      const first = asEnqueued(await app.service.enqueue(app.queue, 'refund', { id: 'a', n: 1 }));
+      const before = Date.now();
+      const dup = asDuplicate(
+        await app.service.enqueue(app.queue, 'refund', { id: 'a', n: 2 }, { priority: 3, attempts: 2 }),
+      );
+      expect(dup).toMatchObject({ strategy: 'reject', existingJobId: first.job.id, digest: first.digest });
+      expect(dup.deadSetEntryId).toEqual(expect.any(String));
+
+      const entry = await app.service.deadSet.get(dup.deadSetEntryId!);
+      expect(entry).toEqual({
+        id: dup.deadSetEntryId,
+        queue: queueName,
+        jobName: 'refund',
+        data: { id: 'a', n: 2 },
+        opts: { priority: 3, attempts: 2 },
+        digest: first.digest,
+        existingJobId: first.job.id,
+        side: 'client',
+        reason: expect.stringContaining(`locked by job ${first.job.id}`),
+        rejectedAt: expect.any(Number),
+      });
+      expect(entry!.rejectedAt).toBeGreaterThanOrEqual(before - 1000);
+      expect(entry!.jobId).toBeUndefined();
+      expect(await app.service.deadSet.list()).toEqual([entry]);
+      expect(await app.service.deadSet.size()).toBe(1);
+
+      // Nothing more was enqueued and the lock stays with the existing job.
+      expect(await app.queue.getJobCounts('waiting', 'prioritized', 'delayed')).toEqual({
+        waiting: 1,
+        prioritized: 0,
+        delayed: 0,
+      });
+      expect(await dedupHolder(redis, queueName, first.digest!)).toBe(first.job.id);
+      expect(events.of('rejected')).toEqual([
+        expect.objectContaining({
+          side: 'client',
+          digest: first.digest,
+          existingJobId: first.job.id,
+          deadSetEntryId: dup.deadSetEntryId,
+        }),
+      ]);
+      expect(capture.lines.warn.some((line) => line.includes(dup.deadSetEntryId!))).toBe(true);
+    });
+
+    it('plain queue.add returns the existing job and still keeps the duplicate in the dead set', async () => {
+      const queueName = uniqueName('rej-c');
+      app = await startApp({
+        queue: queueName,
+        unique: { lock: 'until_executed', onConflict: 'reject', lockArgs: byId },
+        paused: true,
+      });
+      const first = await app.queue.add('refund', { id: 'a', n: 1 });
+      const second = await app.queue.add('refund', { id: 'a', n: 2 });
+      expect(second.id).toBe(first.id);
+      expect(second.data).toEqual({ id: 'a', n: 1 });
+      const entries = await app.service.deadSet.list();
+      expect(entries).toHaveLength(1);
+      expect(entries[0]).toMatchObject({ data: { id: 'a', n: 2 }, existingJobId: first.id, side: 'client' });
+      expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+    });
+  });
+
+  describe('server side (while_executing)', () => {
+    it('a job meeting the run-time lock goes to the dead set and fails unrecoverably without running', async () => {
+      const queueName = uniqueName('rej-s');
+      const gates = new Gates().hold('first');
+      app = await startApp({
+        queue: queueName,
+        unique: { lock: 'while_executing', onConflict: 'reject', lockArgs: byId },
+        handler: gates.handler,
+        worker: { concurrency: 2 },
+      });
+      events = new EventLog(app);
+      const worker = workerOf(app);
+      const first = await app.queue.add('refund', { id: 'a', tag: 'first' });
+      await gates.started('first');
+      const failed = once(worker, 'failed') as Promise<[Job, Error]>;
+      // attempts: 3 shows the failure is unrecoverable: no retry is made.
+      const second = await app.queue.add('refund', { id: 'a', tag: 'second' }, { attempts: 3, priority: 2 });
+
+      const [failedJob, error] = await failed;
+      expect(failedJob.id).toBe(second.id);
+      expect(error).toBeInstanceOf(UnrecoverableError);
+      await expect(app.finished(second)).rejects.toThrow(/Rejected duplicate job "refund"/);
+      expect(await app.queue.getJobState(second.id!)).toBe('failed');
+      expect((await app.queue.getJob(second.id!))?.attemptsMade).toBe(1);
+      expect(app.runs.map((job) => job.id)).toEqual([first.id]);
+
+      const digest = app.service.digestOf(queueName, 'refund', { id: 'a' })!;
+      const entries = await app.service.deadSet.list();
+      expect(entries).toEqual([
+        {
+          id: expect.any(String),
+          queue: queueName,
+          jobName: 'refund',
+          data: { id: 'a', tag: 'second' },
+          opts: expect.objectContaining({ attempts: 3, priority: 2 }),
+          digest,
+          existingJobId: first.id,
+          jobId: second.id,
+          side: 'server',
+          reason: expect.stringContaining(`locked by job ${first.id}`),
+          rejectedAt: expect.any(Number),
+        },
+      ]);
+      expect(entries[0].opts).not.toHaveProperty('jobId');
+      expect(entries[0].opts).not.toHaveProperty('uniqueJobs');
+      expect(error.message).toContain(entries[0].id);
+      expect(events.of('rejected')).toEqual([
+        expect.objectContaining({ side: 'server', digest, existingJobId: first.id, deadSetEntryId: entries[0].id }),
+      ]);
+
+      // The holder was untouched.
+      expect(await app.queue.getJobState(first.id!)).toBe('active');
+      gates.release('first');
+      await expect(app.finished(first)).resolves.toBe('ran:first');
+      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    });
+
+    it('a server-side entry retried after the holder finished is enqueued again and runs', async () => {
+      const queueName = uniqueName('rej-s');
+      const gates = new Gates().hold('first');
+      app = await startApp({
+        queue: queueName,
+        unique: { lock: 'while_executing', onConflict: 'reject', lockArgs: byId },
+        handler: gates.handler,
+        worker: { concurrency: 2 },
+      });
+      const first = await app.queue.add('refund', { id: 'a', tag: 'first' });
+      await gates.started('first');
+      const second = await app.queue.add('refund', { id: 'a', tag: 'second' });
+      await expect(app.finished(second)).rejects.toThrow(/Rejected/);
+      const [entry] = await app.service.deadSet.list();
+      gates.release('first');
+      await app.finished(first);
+
+      const retried = asEnqueued((await app.service.deadSet.retry(entry.id))!);
+      expect(retried.job.id).not.toBe(second.id);
+      expect(retried.job.data).toEqual({ id: 'a', tag: 'second' });
+      await expect(app.finished(retried.job)).resolves.toBe('ran:second');
+      expect(await app.service.deadSet.size()).toBe(0);
+      expect(runData<Data>(app).map((data) => data.tag)).toEqual(['first', 'second']);
+    });
+  });
+});

@@ -1,0 +1,155 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { startApp, type TestApp } from '../support/app.js';
+import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
+import { asDuplicate, asEnqueued, dedupHolder, dedupKey, EventLog, Gates, runData } from './helpers.js';
+
+type Data = { id: string; tag?: string; n?: number };
+const byId = (data: Data) => data.id;
+
+describe('onConflict: replace (client side, until_executed)', () => {
+  let app: TestApp | undefined;
+  let events: EventLog | undefined;
+  const redis = redisClient();
+  afterEach(async () => {
+    Gates.releaseEverything();
+    events?.stop();
+    events = undefined;
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(async () => redis.quit());
+
+  it('explicit API: the waiting job is removed and the new one enqueued with the lock (replacedJobId)', async () => {
+    const queueName = uniqueName('repl');
+    app = await startApp({
+      queue: queueName,
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
+      paused: true,
+    });
+    events = new EventLog(app);
+    const first = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 1 }));
+    const second = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 }));
+
+    expect(second.replacedJobId).toBe(first.job.id);
+    expect(second.job.id).not.toBe(first.job.id);
+    expect(second.digest).toBe(first.digest);
+    expect(await app.queue.getJob(first.job.id!)).toBeUndefined();
+    expect(await app.queue.getJobState(first.job.id!)).toBe('unknown');
+    expect(await app.queue.getJobState(second.job.id!)).toBe('waiting');
+    expect((await app.queue.getJob(second.job.id!))?.data).toEqual({ id: 'a', n: 2 });
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+    // The new job holds the lock.
+    expect(await dedupHolder(redis, queueName, first.digest!)).toBe(second.job.id);
+    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([dedupKey(queueName, first.digest!)]);
+    expect(events.of('replaced')).toEqual([
+      expect.objectContaining({ digest: first.digest, jobId: second.job.id, replacedJobId: first.job.id }),
+    ]);
+    expect(await app.service.deadSet.size()).toBe(0);
+
+    // Only the replacement runs, and it releases the lock.
+    app.start();
+    await app.finished(second.job);
+    expect(runData<Data>(app)).toEqual([{ id: 'a', n: 2 }]);
+    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+  });
+
+  it('plain queue.add returns the new job; replacing again replaces the replacement', async () => {
+    const queueName = uniqueName('repl');
+    app = await startApp({
+      queue: queueName,
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
+      paused: true,
+    });
+    const first = await app.queue.add('price', { id: 'a', n: 1 });
+    const second = await app.queue.add('price', { id: 'a', n: 2 });
+    const third = await app.queue.add('price', { id: 'a', n: 3 });
+    expect(new Set([first.id, second.id, third.id]).size).toBe(3);
+    expect(third.data).toEqual({ id: 'a', n: 3 });
+    expect(await app.queue.getJob(first.id!)).toBeUndefined();
+    expect(await app.queue.getJob(second.id!)).toBeUndefined();
+    expect((await app.queue.getJobs(['waiting'])).map((job) => job.id)).toEqual([third.id]);
+    const digest = app.service.digestOf(queueName, 'price', { id: 'a' })!;
+    expect(await dedupHolder(redis, queueName, digest)).toBe(third.id);
+    // A job with another digest is not touched.
+    const other = await app.queue.add('price', { id: 'b', n: 1 });
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 2 });
+    expect(await app.queue.getJobState(other.id!)).toBe('waiting');
+  });
+
+  it('an existing delayed job is replaced too', async () => {
+    const queueName = uniqueName('repl');
+    app = await startApp({
+      queue: queueName,
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
+      paused: true,
+    });
+    const first = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 1 }, { delay: 60_000 }));
+    expect(await app.queue.getJobState(first.job.id!)).toBe('delayed');
+    const second = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 }));
+    expect(second.replacedJobId).toBe(first.job.id);
+    expect(await app.queue.getJob(first.job.id!)).toBeUndefined();
+    expect(await app.queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 1, delayed: 0 });
+    expect(await dedupHolder(redis, queueName, first.digest!)).toBe(second.job.id);
+
+    // And a delayed replacement replaces a delayed job, keeping its own delay.
+    const third = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 3 }, { delay: 60_000 }));
+    expect(third.replacedJobId).toBe(second.job.id);
+    expect(await app.queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 1 });
+    expect(await app.queue.getJobState(third.job.id!)).toBe('delayed');
+  });
+
+  it('an existing ACTIVE job cannot be replaced: falls back to reject and the active job is untouched', async () => {
+    const queueName = uniqueName('repl');
+    const gates = new Gates().hold('first');
+    app = await startApp({
+      queue: queueName,
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
+      handler: gates.handler,
+    });
+    events = new EventLog(app);
+    const first = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'first' }));
+    await gates.started('first');
+
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'second' }));
+    expect(dup).toMatchObject({ strategy: 'reject', existingJobId: first.job.id, digest: first.digest });
+    // Plain queue.add falls back the same way and returns the running job.
+    const viaAdd = await app.queue.add('price', { id: 'a', tag: 'third' });
+    expect(viaAdd.id).toBe(first.job.id);
+
+    expect(await app.queue.getJobState(first.job.id!)).toBe('active');
+    expect(await dedupHolder(redis, queueName, first.digest!)).toBe(first.job.id);
+    expect(await app.queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 0 });
+    const entries = await app.service.deadSet.list();
+    expect(entries.map((entry) => entry.data)).toEqual([
+      { id: 'a', tag: 'third' },
+      { id: 'a', tag: 'second' },
+    ]);
+    expect(entries[1]).toMatchObject({ id: dup.deadSetEntryId, side: 'client', existingJobId: first.job.id });
+    expect(events.of('replaced')).toEqual([]);
+    expect(events.of('rejected')).toHaveLength(2);
+
+    gates.release('first');
+    await expect(app.finished(first.job)).resolves.toBe('ran:first');
+    expect(runData<Data>(app).map((data) => data.tag)).toEqual(['first']);
+    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+  });
+
+  it('the semaphore path (lockLimit 2) replaces the oldest holder once both slots are taken', async () => {
+    const queueName = uniqueName('repl');
+    app = await startApp({
+      queue: queueName,
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId, lockLimit: 2 },
+      paused: true,
+    });
+    const one = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 1 }));
+    const two = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 }));
+    const three = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 3 }));
+    expect(two.replacedJobId).toBeUndefined();
+    expect([one.job.id, two.job.id]).toContain(three.replacedJobId);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 2 });
+    const holders = await redis.zrange(`${app.prefix}:{${one.digest}}:queued`, '0', '-1');
+    expect(holders.sort()).toEqual(
+      [one.job.id, two.job.id, three.job.id].filter((id) => id !== three.replacedJobId).sort(),
+    );
+  });
+});
