@@ -1,0 +1,208 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { digest, lockKey, type UniqueJobEvent, type UniqueJobOptions } from '../../lib/index.js';
+import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
+import { lockKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import {
+  dedupKey,
+  digestOf,
+  enqueuedJob,
+  gates,
+  owners,
+  queuedKey,
+  recordEvents,
+  runningKey,
+  type TestJob,
+} from './helpers.js';
+
+const lockArgs = (data: { id: string }) => data.id;
+
+describe('uniqueAcross', () => {
+  const apps: TestApp[] = [];
+  const redis = redisClient();
+  const { hold, openAll } = gates();
+  afterEach(async () => {
+    openAll();
+    for (const app of apps.splice(0)) await app.close();
+  });
+  afterAll(async () => redis.quit());
+
+  async function start(options: Omit<TestAppOptions, 'queue'> & { queue?: string; unique: UniqueJobOptions }) {
+    const app = await startApp({ queue: uniqueName('ua'), ...options });
+    apps.push(app);
+    return app;
+  }
+  const serverDuplicates = (events: UniqueJobEvent[]) =>
+    events.filter((event) => event.type === 'duplicate' && event.side === 'server');
+
+  describe("'names'", () => {
+    it('two job names with the same lock arguments collide on one queue', async () => {
+      const a = await start({ unique: { lock: 'until_executed', lockArgs, uniqueAcross: 'names' }, paused: true });
+      const charge = enqueuedJob(await a.service.enqueue(a.queue, 'charge', { id: 'u1' }));
+      expect(await a.service.enqueue(a.queue, 'refund', { id: 'u1' })).toMatchObject({
+        status: 'duplicate',
+        existingJobId: charge.id,
+      });
+      const value = digestOf(a, 'charge', { id: 'u1' });
+      expect(digestOf(a, 'refund', { id: 'u1' })).toBe(value);
+      expect(value).toBe(digest({ queue: a.queue.name, name: 'anything', lockArgs: 'u1', uniqueAcross: 'names' }));
+      // Still one queue: the lock rides on BullMQ's deduplication key.
+      expect(await lockKeys(redis, a.prefix, a.queue.name)).toEqual([dedupKey(a.queue.name, value)]);
+      expect(dedupKey(a.queue.name, value)).toBe(
+        lockKey({ queue: a.queue.name, name: 'x', lockArgs: 'u1', uniqueAcross: 'names', prefix: a.prefix }),
+      );
+      // Other lock arguments do not collide.
+      const other = enqueuedJob(await a.service.enqueue(a.queue, 'refund', { id: 'u2' }));
+
+      a.start();
+      await Promise.all([a.finished(charge), a.finished(other)]);
+      expect(await lockKeys(redis, a.prefix, a.queue.name)).toEqual([]);
+      enqueuedJob(await a.service.enqueue(a.queue, 'refund', { id: 'u1' }));
+    });
+
+    it('without it, two job names with the same lock arguments do not collide', async () => {
+      const a = await start({ unique: { lock: 'until_executed', lockArgs }, paused: true });
+      const charge = enqueuedJob(await a.service.enqueue(a.queue, 'charge', { id: 'u1' }));
+      const refund = enqueuedJob(await a.service.enqueue(a.queue, 'refund', { id: 'u1' }));
+      expect(await lockKeys(redis, a.prefix, a.queue.name)).toHaveLength(2);
+      a.start();
+      await Promise.all([a.finished(charge), a.finished(refund)]);
+      expect(await lockKeys(redis, a.prefix, a.queue.name)).toEqual([]);
+    });
+
+    it('while_executing: two job names with the same lock arguments never run at once', async () => {
+      const gate = hold();
+      const started = hold();
+      const a = await start({
+        unique: { lock: 'while_executing', lockArgs, uniqueAcross: 'names' },
+        worker: { concurrency: 2 },
+        handler: async (job: TestJob) => {
+          if (job.name === 'charge') {
+            started.resolve();
+            await gate.promise;
+          }
+          return job.name;
+        },
+      });
+      const events = recordEvents(a);
+      const charge = enqueuedJob(await a.service.enqueue(a.queue, 'charge', { id: 'u1' }));
+      await started.promise;
+      const refund = enqueuedJob(await a.service.enqueue(a.queue, 'refund', { id: 'u1' }));
+      await expect(a.finished(refund)).resolves.toBeNull(); // completed without running
+      expect(serverDuplicates(events)).toEqual([
+        expect.objectContaining({ jobId: refund.id, existingJobId: charge.id }),
+      ]);
+      gate.resolve();
+      await expect(a.finished(charge)).resolves.toBe('charge');
+      expect(await lockKeys(redis, a.prefix, a.queue.name)).toEqual([]);
+    });
+  });
+
+  describe("'queues'", () => {
+    it('the same job on two queues collides on the semaphore key <prefix>:{digest}:queued', async () => {
+      const prefix = uniqueName('ujt');
+      const unique: UniqueJobOptions = { lock: 'until_executed', lockArgs, uniqueAcross: 'queues' };
+      const a = await start({ unique, module: { prefix }, paused: true });
+      const b = await start({ unique, module: { prefix }, paused: true });
+      const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
+      const value = digestOf(a, 'sync', { id: 'u1' });
+      expect(digestOf(b, 'sync', { id: 'u1' })).toBe(value);
+      expect(await b.service.enqueue(b.queue, 'sync', { id: 'u1', n: 2 })).toMatchObject({
+        status: 'duplicate',
+        existingJobId: fromA.id,
+      });
+      expect(await scanKeys(redis, `${prefix}:*`)).toEqual([queuedKey(prefix, value)]);
+      expect(await owners(redis, queuedKey(prefix, value))).toEqual([fromA.id]);
+      // No BullMQ deduplication key on either queue: a per-queue key could not see the other queue.
+      expect(await scanKeys(redis, `bull:${a.queue.name}:de:*`)).toEqual([]);
+      expect(await scanKeys(redis, `bull:${b.queue.name}:de:*`)).toEqual([]);
+      expect(await b.queue.getJobCounts('waiting')).toEqual({ waiting: 0 });
+
+      a.start();
+      await a.finished(fromA);
+      expect(await lockKeys(redis, prefix, a.queue.name)).toEqual([]);
+      const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1', n: 3 }));
+      expect(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 4 })).toMatchObject({
+        status: 'duplicate',
+        existingJobId: fromB.id,
+      });
+      b.start();
+      await b.finished(fromB);
+      expect(await lockKeys(redis, prefix, b.queue.name)).toEqual([]);
+    });
+
+    it('without it, the same job on two queues does not collide', async () => {
+      const prefix = uniqueName('ujt');
+      const unique: UniqueJobOptions = { lock: 'until_executed', lockArgs };
+      const a = await start({ unique, module: { prefix }, paused: true });
+      const b = await start({ unique, module: { prefix }, paused: true });
+      const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
+      const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }));
+      expect(digestOf(a, 'sync', { id: 'u1' })).not.toBe(digestOf(b, 'sync', { id: 'u1' }));
+      a.start();
+      b.start();
+      await Promise.all([a.finished(fromA), b.finished(fromB)]);
+      expect(await lockKeys(redis, prefix, a.queue.name)).toEqual([]);
+      expect(await lockKeys(redis, prefix, b.queue.name)).toEqual([]);
+    });
+
+    it("['queues', 'names']: different job names on different queues collide", async () => {
+      const prefix = uniqueName('ujt');
+      const unique: UniqueJobOptions = { lock: 'until_executing', lockArgs, uniqueAcross: ['queues', 'names'] };
+      const a = await start({ unique, module: { prefix }, paused: true });
+      const b = await start({ unique, module: { prefix }, paused: true });
+      const charge = enqueuedJob(await a.service.enqueue(a.queue, 'charge', { id: 'u1' }));
+      expect(await b.service.enqueue(b.queue, 'refund', { id: 'u1' })).toMatchObject({
+        status: 'duplicate',
+        existingJobId: charge.id,
+      });
+      a.start();
+      await a.finished(charge);
+      expect(await scanKeys(redis, `${prefix}:*`)).toEqual([]);
+      const refund = enqueuedJob(await b.service.enqueue(b.queue, 'refund', { id: 'u1' }));
+      b.start();
+      await b.finished(refund);
+      expect(await lockKeys(redis, prefix, b.queue.name)).toEqual([]);
+    });
+
+    it('while_executing: the same job on two queues never runs at once', async () => {
+      const prefix = uniqueName('ujt');
+      const gate = hold();
+      const started = hold();
+      const unique: UniqueJobOptions = { lock: 'while_executing', lockArgs, uniqueAcross: 'queues' };
+      const a = await start({
+        unique,
+        module: { prefix },
+        handler: async () => {
+          started.resolve();
+          await gate.promise;
+          return 'a';
+        },
+      });
+      const b = await start({ unique, module: { prefix }, handler: async () => 'b' });
+      const events = recordEvents(b);
+      const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
+      await started.promise;
+      const value = digestOf(a, 'sync', { id: 'u1' });
+      expect(await owners(redis, runningKey(prefix, value))).toEqual([fromA.id]);
+      const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }));
+      await expect(b.finished(fromB)).resolves.toBeNull(); // completed without running
+      expect(b.runs).toEqual([]);
+      // The same through a bulk enqueue.
+      const [bulk] = await b.service.enqueueBulk(b.queue, [{ name: 'sync', data: { id: 'u1', n: 2 } }]);
+      const fromBulk = enqueuedJob(bulk);
+      await expect(b.finished(fromBulk)).resolves.toBeNull();
+      expect(b.runs).toEqual([]);
+      expect(serverDuplicates(events)).toEqual([
+        expect.objectContaining({ jobId: fromB.id, existingJobId: fromA.id }),
+        expect.objectContaining({ jobId: fromBulk.id, existingJobId: fromA.id }),
+      ]);
+      gate.resolve();
+      await expect(a.finished(fromA)).resolves.toBe('a');
+      expect(await scanKeys(redis, `${prefix}:*`)).toEqual([]);
+      // With the holder gone, the job on the other queue runs.
+      const again = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }));
+      await expect(b.finished(again)).resolves.toBe('b');
+      expect(await scanKeys(redis, `${prefix}:*`)).toEqual([]);
+    });
+  });
+});

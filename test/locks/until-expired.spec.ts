@@ -1,0 +1,207 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import type { UniqueJobOptions } from '../../lib/index.js';
+import { deferred } from '../support/deferred.js';
+import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
+import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
+import { dedupKey, enqueuedJob, gates, queueEvent, takeWithCrashingWorker, waitFor, type TestJob } from './helpers.js';
+
+const lockArgs = (data: { id: string }) => data.id;
+const withTtl = (lockTtl: number): UniqueJobOptions => ({ lock: 'until_expired', lockArgs, lockTtl });
+
+describe('until_expired', () => {
+  let app: TestApp | undefined;
+  const cleanups: (() => Promise<void>)[] = [];
+  const redis = redisClient();
+  const { hold, openAll } = gates();
+  afterEach(async () => {
+    openAll();
+    for (const cleanup of cleanups.splice(0)) await cleanup();
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(async () => redis.quit());
+
+  async function start(options: Omit<TestAppOptions, 'queue'> & { unique: UniqueJobOptions }): Promise<TestApp> {
+    app = await startApp({ queue: uniqueName('uex'), ...options });
+    return app;
+  }
+  const keysOf = (a: TestApp) => lockKeys(redis, a.prefix, a.queue.name);
+  const keyOf = (a: TestApp, id: string) => dedupKey(a.queue.name, a.service.digestOf(a.queue.name, 'sync', { id })!);
+  const expired = (key: string) => waitFor(async () => (await redis.exists(key)) === 0, `${key} to expire`);
+
+  it('takes a lock with TTL lockTtl at enqueue: a duplicate while the first is queued is dropped', async () => {
+    const a = await start({ unique: withTtl(60_000), paused: true });
+    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
+    const key = keyOf(a, 'u1');
+    expect(await keysOf(a)).toEqual([key]);
+    expect(await redis.get(key)).toBe(first.id);
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(55_000);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    expect(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).toMatchObject({
+      status: 'duplicate',
+      strategy: 'log',
+      existingJobId: first.id,
+    });
+    a.start();
+    await a.finished(first);
+    expect(a.runs.map((job) => job.id)).toEqual([first.id]);
+    // Not released on completion: only the TTL ends it.
+    expect(await keysOf(a)).toEqual([key]);
+  });
+
+  it('keeps the lock while the job runs: a duplicate while it runs is dropped', async () => {
+    const gate = hold();
+    const started = hold();
+    const a = await start({
+      unique: withTtl(60_000),
+      handler: async () => {
+        started.resolve();
+        await gate.promise;
+      },
+    });
+    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
+    await started.promise;
+    expect(await redis.get(keyOf(a, 'u1'))).toBe(first.id);
+    expect(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).toMatchObject({
+      status: 'duplicate',
+      existingJobId: first.id,
+    });
+    gate.resolve();
+    await a.finished(first);
+    expect(a.runs).toHaveLength(1);
+  });
+
+  it('after completion a duplicate is still dropped until the TTL passes, then accepted', async () => {
+    const a = await start({ unique: withTtl(2_000) });
+    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
+    await a.finished(first);
+    const key = keyOf(a, 'u1');
+    expect(await keysOf(a)).toEqual([key]);
+    expect(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).toMatchObject({
+      status: 'duplicate',
+      existingJobId: first.id,
+    });
+    await expired(key);
+    expect(await keysOf(a)).toEqual([]);
+    const again = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 3 }));
+    await a.finished(again);
+    expect(a.runs.map((job) => job.id)).toEqual([first.id, again.id]);
+  });
+
+  it('keeps the lock while a failed job waits for its retry, and after it completes', async () => {
+    const gate = hold();
+    const started = hold();
+    const a = await start({
+      unique: withTtl(60_000),
+      handler: async (job: TestJob) => {
+        if (job.attemptsMade === 0) {
+          started.resolve();
+          await gate.promise;
+          throw new Error('transient');
+        }
+        return 'retried';
+      },
+    });
+    const first = enqueuedJob(
+      await a.service.enqueue(
+        a.queue,
+        'sync',
+        { id: 'u1' },
+        { attempts: 2, backoff: { type: 'fixed', delay: 60_000 } },
+      ),
+    );
+    await started.promise;
+    const delayed = queueEvent(a.queueEvents, 'delayed', first.id!);
+    gate.resolve();
+    await delayed;
+    const key = keyOf(a, 'u1');
+    expect(await keysOf(a)).toEqual([key]);
+    expect(await redis.get(key)).toBe(first.id);
+    expect(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).toMatchObject({
+      status: 'duplicate',
+      existingJobId: first.id,
+    });
+    await (await a.queue.getJob(first.id!))!.promote();
+    await expect(a.finished(first)).resolves.toBe('retried');
+    expect(a.runs.map((job) => job.id)).toEqual([first.id, first.id]);
+    expect(await redis.get(key)).toBe(first.id);
+    expect(await redis.pttl(key)).toBeGreaterThan(0);
+  });
+
+  it('after the final failure the lock is not held forever: it expires with its TTL', async () => {
+    const a = await start({
+      unique: withTtl(2_000),
+      handler: async () => {
+        throw new Error('always');
+      },
+    });
+    const failing = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { attempts: 2 }));
+    await expect(a.finished(failing)).rejects.toThrow('always');
+    const key = keyOf(a, 'u1');
+    const ttl = await redis.pttl(key);
+    // Still locked (until_expired never releases early), but with a TTL, not forever.
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(2_000);
+    expect((await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).status).toBe('duplicate');
+    await expired(key);
+    expect(await keysOf(a)).toEqual([]);
+    enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 3 }));
+  });
+
+  it('a job taken by a crashed worker keeps its lock through the stalled-job recovery, and runs once more', async () => {
+    const gate = hold();
+    const running = hold();
+    const a = await start({
+      unique: withTtl(60_000),
+      paused: true,
+      worker: { stalledInterval: 300 },
+      handler: async () => {
+        running.resolve();
+        await gate.promise;
+      },
+    });
+    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
+    const crashed = await takeWithCrashingWorker(a.queue.name);
+    cleanups.push(crashed.close);
+    expect(crashed.job.id).toBe(first.id);
+    const key = keyOf(a, 'u1');
+    expect((await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).status).toBe('duplicate');
+
+    const stalled = queueEvent(a.queueEvents, 'stalled', first.id!);
+    a.start();
+    await stalled;
+    await running.promise;
+    expect(await redis.get(key)).toBe(first.id);
+    gate.resolve();
+    await a.finished(first);
+    expect(a.runs.map((job) => job.id)).toEqual([first.id]);
+    expect(await keysOf(a)).toEqual([key]);
+    expect(await redis.get(key)).toBe(first.id);
+    expect(await redis.pttl(key)).toBeGreaterThan(0);
+  });
+
+  it('the TTL of a delayed job counts from its run time (lockTtl + delay)', async () => {
+    const atRun = deferred<number>();
+    const lockTtl = 2_000;
+    const delay = 2_000;
+    const a = await start({
+      unique: withTtl(lockTtl),
+      handler: async (job: TestJob) => {
+        atRun.resolve(await redis.pttl(`bull:${job.queueName}:de:${job.opts.deduplication!.id}`));
+      },
+    });
+    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { delay }));
+    const key = keyOf(a, 'u1');
+    expect(await a.queue.getJobState(first.id!)).toBe('delayed');
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(lockTtl + delay - 1_000);
+    expect(ttl).toBeLessThanOrEqual(lockTtl + delay);
+    expect((await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).status).toBe('duplicate');
+    await a.finished(first);
+    // When the job ran, its lock still had (about) lockTtl to live, not lockTtl - delay.
+    expect(await atRun.promise).toBeGreaterThan(0);
+    expect((await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 3 })).status).toBe('duplicate');
+    expect(a.runs.map((job) => job.id)).toEqual([first.id]);
+  });
+});
