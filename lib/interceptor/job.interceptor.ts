@@ -26,12 +26,16 @@ import type {
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
-import { deduplicationId, type UniqueJobsKeys } from '../redis/keys.js';
+import { deduplicationId, digestOfDeduplicationId, type UniqueJobsKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_LEASE } from '../unique-jobs.options.js';
 import type { JobDefinitions, ResolvedJobDefinition } from './job-definitions.js';
 
-/** What the library stores on a unique job's options: the digest, fixed at enqueue. */
+/**
+ * What the library stores on the options of a job locked on the general path: the digest, fixed at enqueue. (A job on
+ * the fast path carries its digest in BullMQ's deduplication id, so it needs no marker: every byte of job options costs
+ * enqueue throughput.)
+ */
 export interface UniqueJobMarker {
   digest: string;
 }
@@ -135,7 +139,7 @@ export class JobInterceptor {
     if (!definition) return { result: { status: 'enqueued', job: await add(name, data, opts) } };
     const digest = this.digestAtEnqueue(definition, queue, name, data, opts);
     if (!definition.lock.locksAtEnqueue) {
-      const job = await add(name, data, runtimeOnlyOpts(definition, opts, digest));
+      const job = await add(name, data, runtimeOnlyOpts(definition, opts));
       return { result: { status: 'enqueued', job, digest } };
     }
     const outcome = await this.lockAndAdd(queue, definition, name, data, opts, digest);
@@ -164,7 +168,7 @@ export class JobInterceptor {
       if (!definition) return { kind: 'plain', entry, bulk: entry };
       const digest = this.digestAtEnqueue(definition, queue, entry.name, entry.data, opts);
       if (!definition.lock.locksAtEnqueue) {
-        return { kind: 'plain', entry, digest, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts, digest) } };
+        return { kind: 'plain', entry, digest, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) } };
       }
       if (definition.enqueueLockPath === 'semaphore') return { kind: 'semaphore', entry, definition, digest };
       const jobId = opts.jobId ?? randomUUID();
@@ -277,17 +281,14 @@ export class JobInterceptor {
     jobId: string,
   ): JobsOptions {
     const ttl = definition.options.lockTtl;
-    return withMarker(
-      {
-        ...opts,
-        jobId,
-        deduplication: {
-          id: deduplicationId(digest),
-          ...(ttl === undefined ? {} : { ttl: ttl + delayOf(queue, opts) }),
-        },
+    return {
+      ...opts,
+      jobId,
+      deduplication: {
+        id: deduplicationId(digest),
+        ...(ttl === undefined ? {} : { ttl: ttl + delayOf(queue, opts) }),
       },
-      digest,
-    );
+    };
   }
 
   /** BullMQ answers a deduplicated add with the existing job's id instead of the one we chose. */
@@ -363,10 +364,10 @@ export class JobInterceptor {
   ): Promise<unknown> {
     const definition = this.definitionOf(job.queueName, job.name);
     if (!definition) return run(job, token, signal);
-    const marker = job.opts[MARKER_FIELD as keyof JobsOptions] as UniqueJobMarker | undefined;
-    const digest = marker?.digest ?? this.digestInWorker(definition, job);
+    const lockedDigest = enqueueLockDigest(job);
+    const digest = lockedDigest ?? this.digestInWorker(definition, job);
     const { lock } = definition;
-    const holdsEnqueueLock = lock.locksAtEnqueue && marker !== undefined;
+    const holdsEnqueueLock = lock.locksAtEnqueue && lockedDigest !== undefined;
     const jobId = job.id!;
 
     let runtimeKey: string | undefined;
@@ -423,8 +424,9 @@ export class JobInterceptor {
   }
 
   /**
-   * The digest of a job added without the library (no marker). Lock arguments that cannot be hashed will never be
-   * hashable: the job fails for good instead of retrying.
+   * The digest of a job that took no enqueue lock (a run-time lock only, or a job added without the library). The data
+   * is what the producer stored, so it is the digest the producer computed. Lock arguments that cannot be hashed will
+   * never be hashable: the job fails for good instead of retrying.
    */
   private digestInWorker(definition: ResolvedJobDefinition, job: Job): string {
     try {
@@ -596,13 +598,20 @@ export function willRunAgain(job: Job, error: unknown): boolean {
 }
 
 /**
- * Options of a job with a run-time lock only. The lock's owner is the job id; unique across queues, the id must not
- * repeat on another queue, as BullMQ's counter ids ("1", "2", …) do, so such a job gets a random id unless the caller
- * chose one.
+ * Options of a job with a run-time lock only (its digest is computed again in the worker, from the same data). The
+ * lock's owner is the job id; unique across queues, the id must not repeat on another queue, as BullMQ's counter ids
+ * ("1", "2", …) do, so such a job gets a random id unless the caller chose one.
  */
-function runtimeOnlyOpts(definition: ResolvedJobDefinition, opts: JobsOptions, digest: string): JobsOptions {
+function runtimeOnlyOpts(definition: ResolvedJobDefinition, opts: JobsOptions): JobsOptions {
   const acrossQueues = definition.options.uniqueAcross.includes('queues') && opts.jobId === undefined;
-  return withMarker(acrossQueues ? { ...opts, jobId: randomUUID() } : opts, digest);
+  return acrossQueues ? { ...opts, jobId: randomUUID() } : opts;
+}
+
+/** The digest of the enqueue lock a job took: from its BullMQ deduplication id (fast path) or its marker. */
+function enqueueLockDigest(job: Job): string | undefined {
+  const fromDeduplication = digestOfDeduplicationId(job.deduplicationId);
+  if (fromDeduplication !== undefined) return fromDeduplication;
+  return (job.opts[MARKER_FIELD as keyof JobsOptions] as UniqueJobMarker | undefined)?.digest;
 }
 
 /** Job options with the library's marker (the digest, fixed at enqueue). */

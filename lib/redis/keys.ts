@@ -30,7 +30,14 @@ export class UniqueJobsKeys {
   }
 }
 
+const DEDUPLICATION_PREFIX = 'uj:';
+
 /** The BullMQ deduplication id of a digest: the fast-path enqueue lock is BullMQ's key `…:de:<this id>`. */
 export function deduplicationId(digest: string): string {
-  return `uj:${digest}`;
+  return `${DEDUPLICATION_PREFIX}${digest}`;
+}
+
+/** The digest behind a deduplication id set by the library, or `undefined` for any other id. */
+export function digestOfDeduplicationId(id: string | undefined): string | undefined {
+  return id?.startsWith(DEDUPLICATION_PREFIX) ? id.slice(DEDUPLICATION_PREFIX.length) : undefined;
 }
