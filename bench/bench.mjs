@@ -37,6 +37,9 @@ const percentile = (values, p) => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 };
 
+/** The variants of a round, in reverse order every other round so position effects (warm-up, GC) cancel. */
+const inRoundOrder = (variants, round) => (round % 2 ? Object.entries(variants).reverse() : Object.entries(variants));
+
 /** Runs `n` operations with `inFlight` at a time; returns ops/s, commands/op and per-op latencies (ms). */
 async function measure(n, inFlight, op) {
   let next = 0;
@@ -92,7 +95,9 @@ for (const inFlight of [1, 32]) {
   const rounds = Object.fromEntries(Object.keys(enqueueVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\renqueue, ${inFlight} in flight: round ${round + 1}/${ROUNDS}   `);
-    for (const [name, op] of Object.entries(enqueueVariants)) rounds[name].push(await measure(ENQUEUE_N, inFlight, op));
+    for (const [name, op] of inRoundOrder(enqueueVariants, round)) {
+      rounds[name].push(await measure(ENQUEUE_N, inFlight, op));
+    }
   }
   results.enqueue[inFlight] = summarize(rounds, 'plain queue.add');
 }
@@ -118,7 +123,7 @@ for (const concurrency of [1, 16]) {
   const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\rworkers, concurrency ${concurrency}: round ${round + 1}/${ROUNDS}   `);
-    for (const [name, unique] of Object.entries(workerVariants)) {
+    for (const [name, unique] of inRoundOrder(workerVariants, round)) {
       rounds[name].push(await measureWorker(`${name}-${concurrency}-${round}`.replace(/\W/g, ''), unique, concurrency));
     }
   }

@@ -10,7 +10,7 @@ import {
   type UniqueJobOptions,
   type UniqueJobsModuleOptions,
 } from '../../lib/index.js';
-import { redisOptions, uniqueName } from './redis.js';
+import { redisClient, redisOptions, scanKeys, uniqueName } from './redis.js';
 
 export type Handler = (job: Job) => Promise<unknown>;
 
@@ -44,6 +44,19 @@ export interface TestApp {
   /** Waits for a job to finish; resolves its return value or rejects with its failure. */
   finished(job: Job | string): Promise<unknown>;
   close(): Promise<void>;
+}
+
+/** Deletes what a test left in Redis: the queue's keys and the library's keys under the test's prefix. */
+async function cleanUp(queue: string, prefix: string): Promise<void> {
+  const client = redisClient();
+  try {
+    for (const pattern of [`bull:${queue}:*`, `${prefix}:*`]) {
+      const keys = await scanKeys(client, pattern);
+      for (let i = 0; i < keys.length; i += 500) await client.del(...keys.slice(i, i + 500));
+    }
+  } finally {
+    await client.quit();
+  }
 }
 
 /** Builds a processor class for a queue, decorated like a user's. */
@@ -99,6 +112,7 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     close: async () => {
       await moduleRef.close();
       await queueEvents.close();
+      await cleanUp(options.queue, prefix);
     },
   };
 }
