@@ -21,7 +21,11 @@ type ProcessFn = (job: Job, token?: string, signal?: AbortSignal) => Promise<unk
  */
 @Injectable()
 export class UniqueJobsWorkerGuard {
-  private readonly installed = new Set<WorkerHost>();
+  /**
+   * The first instance of each guarded processor class: the one `@nestjs/bullmq` attaches the worker to. (A
+   * request-scoped processor gets an instance per job; keeping one per class keeps this bounded.)
+   */
+  private readonly installed = new Map<object, WorkerHost>();
 
   constructor(
     private readonly interceptor: JobInterceptor,
@@ -39,10 +43,13 @@ export class UniqueJobsWorkerGuard {
         'must decorate a class decorated with @Processor(queueName) from @nestjs/bullmq',
       );
     }
-    const declared = (Reflect.getOwnMetadata(UNIQUE_JOB_METADATA, processorClass) ?? []) as UniqueJobOptions[];
-    declared.forEach((options, i) =>
-      this.definitions.register(queue, options, `${processorClass.name} (@UniqueJob #${i + 1})`, processorClass),
-    );
+    if (!this.installed.has(processorClass)) {
+      const declared = (Reflect.getOwnMetadata(UNIQUE_JOB_METADATA, processorClass) ?? []) as UniqueJobOptions[];
+      declared.forEach((options, i) =>
+        this.definitions.register(queue, options, `${processorClass.name} (@UniqueJob #${i + 1})`, processorClass),
+      );
+      this.installed.set(processorClass, instance as WorkerHost);
+    }
     const process = (instance as { process?: ProcessFn }).process;
     if (typeof process !== 'function') {
       throw new InvalidUniqueJobOptionsError(processorClass.name, 'process', 'must be a method (extend WorkerHost)');
@@ -53,17 +60,16 @@ export class UniqueJobsWorkerGuard {
     };
     Object.defineProperty(guarded, 'length', { value: process.length });
     Object.defineProperty(instance, 'process', { value: guarded, writable: true, configurable: true });
-    this.installed.add(instance as WorkerHost);
   }
 
-  /** Whether a processor instance was guarded. */
+  /** Whether instances of a processor's class are guarded. */
   isInstalled(instance: object): boolean {
-    return this.installed.has(instance as WorkerHost);
+    return this.installed.has(instance.constructor);
   }
 
   /** Closes the workers of guarded processors (waiting for their active jobs), before the lock client closes. */
   async closeWorkers(): Promise<void> {
-    const workers = [...this.installed].flatMap((instance) => {
+    const workers = [...this.installed.values()].flatMap((instance) => {
       const worker = (instance as unknown as { _worker?: { close(): Promise<void> } })._worker;
       return worker ? [worker] : [];
     });
