@@ -2,7 +2,7 @@ import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import { Queue, type JobsOptions } from 'bullmq';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
-import { PROCESSOR_METADATA, UNIQUE_JOBS_DEFINITIONS } from '../unique-jobs.constants.js';
+import { PROCESSOR_METADATA, UNIQUE_JOB_METADATA, UNIQUE_JOBS_DEFINITIONS } from '../unique-jobs.constants.js';
 import { JobInterceptor, type BulkJob } from './job.interceptor.js';
 import type { JobDefinitions } from './job-definitions.js';
 import { UniqueJobsWorkerGuard } from './worker.guard.js';
@@ -25,9 +25,16 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
 
   onModuleInit(): void {
     for (const wrapper of this.discovery.getProviders()) {
-      const instance: unknown = wrapper.isDependencyTreeStatic() ? wrapper.instance : undefined;
-      if (instance instanceof Queue) this.install(instance);
-      else if (instance && typeof instance === 'object') this.checkProcessor(instance);
+      const isStatic = wrapper.isDependencyTreeStatic();
+      const instance: unknown = isStatic ? wrapper.instance : undefined;
+      if (instance instanceof Queue) {
+        this.install(instance);
+        continue;
+      }
+      // As @nestjs/bullmq finds processor classes: factory and value providers through their instance.
+      const providerClass: unknown =
+        !wrapper.metatype || wrapper.inject ? (wrapper.instance as object | undefined)?.constructor : wrapper.metatype;
+      if (typeof providerClass === 'function') this.checkProcessor(providerClass, isStatic);
     }
   }
 
@@ -46,13 +53,19 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
     return queue;
   }
 
-  /** A processor of a queue with unique job definitions must be guarded, or its locks would never be released. */
-  private checkProcessor(instance: object): void {
-    const queue = (Reflect.getMetadata(PROCESSOR_METADATA, instance.constructor) as { name?: string } | undefined)
-      ?.name;
-    if (queue && this.definitions.hasQueue(queue) && !this.workerGuard.isInstalled(instance)) {
+  /**
+   * Registers the options of request-scoped processors (Nest creates them only when a job arrives, too late for a
+   * producer), and fails the bootstrap when a processor of a queue with `forRoot` job definitions has no `@UniqueJob`:
+   * its worker would never take or release the locks.
+   */
+  private checkProcessor(providerClass: object, isStatic: boolean): void {
+    const queue = (Reflect.getMetadata(PROCESSOR_METADATA, providerClass) as { name?: string } | undefined)?.name;
+    if (!queue) return;
+    const guarded = Reflect.hasOwnMetadata(UNIQUE_JOB_METADATA, providerClass);
+    if (guarded && !isStatic) this.workerGuard.register(providerClass);
+    if (!guarded && this.definitions.hasQueue(queue)) {
       throw new InvalidUniqueJobOptionsError(
-        instance.constructor.name,
+        (providerClass as { name?: string }).name ?? 'processor',
         '@UniqueJob',
         `is missing: the processor consumes queue "${queue}", which has unique job definitions (forRoot jobs); add @UniqueJob(definition) so its worker takes and releases the locks`,
       );

@@ -26,30 +26,41 @@ export class UniqueJobsWorkerGuard {
    * request-scoped processor gets an instance per job; keeping one per class keeps this bounded.)
    */
   private readonly installed = new Map<object, WorkerHost>();
+  /** Processor classes whose options are registered. */
+  private readonly registered = new Set<object>();
 
   constructor(
     private readonly interceptor: JobInterceptor,
     @Inject(UNIQUE_JOBS_DEFINITIONS) private readonly definitions: JobDefinitions,
   ) {}
 
-  /** Registers the processor's `@UniqueJob` options and wraps its `process` (keeping its arity). */
-  install(instance: object): void {
-    const processorClass = instance.constructor;
+  /**
+   * Registers a processor class's `@UniqueJob` options (once per class). Runs when Nest instantiates the processor, and
+   * at module init for request-scoped processors, which Nest does not instantiate until a job arrives.
+   */
+  register(processorClass: object): void {
+    if (this.registered.has(processorClass)) return;
+    const name = (processorClass as { name?: string }).name ?? 'processor';
     const queue = (Reflect.getMetadata(PROCESSOR_METADATA, processorClass) as { name?: string } | undefined)?.name;
     if (!queue) {
       throw new InvalidUniqueJobOptionsError(
-        processorClass.name,
+        name,
         '@UniqueJob',
         'must decorate a class decorated with @Processor(queueName) from @nestjs/bullmq',
       );
     }
-    if (!this.installed.has(processorClass)) {
-      const declared = (Reflect.getOwnMetadata(UNIQUE_JOB_METADATA, processorClass) ?? []) as UniqueJobOptions[];
-      declared.forEach((options, i) =>
-        this.definitions.register(queue, options, `${processorClass.name} (@UniqueJob #${i + 1})`, processorClass),
-      );
-      this.installed.set(processorClass, instance as WorkerHost);
-    }
+    const declared = (Reflect.getOwnMetadata(UNIQUE_JOB_METADATA, processorClass) ?? []) as UniqueJobOptions[];
+    declared.forEach((options, i) =>
+      this.definitions.register(queue, options, `${name} (@UniqueJob #${i + 1})`, processorClass),
+    );
+    this.registered.add(processorClass);
+  }
+
+  /** Registers the processor's options and wraps its `process` (keeping its arity). */
+  install(instance: object): void {
+    const processorClass = instance.constructor;
+    this.register(processorClass);
+    if (!this.installed.has(processorClass)) this.installed.set(processorClass, instance as WorkerHost);
     const process = (instance as { process?: ProcessFn }).process;
     if (typeof process !== 'function') {
       throw new InvalidUniqueJobOptionsError(processorClass.name, 'process', 'must be a method (extend WorkerHost)');
@@ -60,11 +71,6 @@ export class UniqueJobsWorkerGuard {
     };
     Object.defineProperty(guarded, 'length', { value: process.length });
     Object.defineProperty(instance, 'process', { value: guarded, writable: true, configurable: true });
-  }
-
-  /** Whether instances of a processor's class are guarded. */
-  isInstalled(instance: object): boolean {
-    return this.installed.has(instance.constructor);
   }
 
   /** Closes the workers of guarded processors (waiting for their active jobs), before the lock client closes. */

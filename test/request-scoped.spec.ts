@@ -1,0 +1,69 @@
+import 'reflect-metadata';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Scope } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { QueueEvents, type Job, type Queue } from 'bullmq';
+import { UniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
+import { deferred } from './support/deferred.js';
+import { lockKeys, redisClient, redisOptions, uniqueName } from './support/redis.js';
+
+describe('a request-scoped processor', () => {
+  const redis = redisClient();
+  afterAll(async () => redis.quit());
+
+  it('is guarded on every per-job instance, and its options are registered once', async () => {
+    const queueName = uniqueName('scoped');
+    const prefix = uniqueName('ujscoped');
+    const started = deferred();
+    const gate = deferred();
+    const instances = new Set<object>();
+
+    @Processor({ name: queueName, scope: Scope.REQUEST })
+    @UniqueJob({ lock: 'until_executed', lockArgs: (data: { id: string }) => data.id })
+    class ScopedProcessor extends WorkerHost {
+      async process(job: Job<{ id: string }>) {
+        instances.add(this);
+        if (job.data.id === 'hold') {
+          started.resolve();
+          await gate.promise;
+        }
+        return job.data.id;
+      }
+    }
+
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions() }),
+        BullModule.registerQueue({ name: queueName }),
+        UniqueJobsModule.forRoot({ logger: false, prefix }),
+      ],
+      providers: [ScopedProcessor],
+    }).compile();
+    await moduleRef.init();
+    const events = new QueueEvents(queueName, { connection: redisOptions() });
+    await events.waitUntilReady();
+    try {
+      const queue = moduleRef.get<Queue>(getQueueToken(queueName));
+      const service = moduleRef.get(UniqueJobsService);
+      const held = await service.enqueue(queue, 'x', { id: 'hold' });
+      if (held.status !== 'enqueued') throw new Error('not enqueued');
+      await started.promise;
+      await expect(service.enqueue(queue, 'x', { id: 'hold' })).resolves.toMatchObject({
+        status: 'duplicate',
+        existingJobId: held.job.id,
+      });
+      const other = await service.enqueue(queue, 'x', { id: 'other' });
+      gate.resolve();
+      await expect(held.job.waitUntilFinished(events)).resolves.toBe('hold');
+      if (other.status !== 'enqueued') throw new Error('not enqueued');
+      await expect(other.job.waitUntilFinished(events)).resolves.toBe('other');
+      expect(instances.size).toBe(2); // one instance per job
+      expect(await lockKeys(redis, prefix, queueName)).toEqual([]);
+    } finally {
+      gate.resolve();
+      await events.close();
+      await moduleRef.close();
+    }
+  });
+});
