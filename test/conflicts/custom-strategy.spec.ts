@@ -1,4 +1,4 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import type {
   ClientConflict,
   ClientResolution,
@@ -7,12 +7,13 @@ import type {
   ServerConflict,
 } from '../../lib/index.js';
 import { UniqueJobsError } from '../../lib/index.js';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { asEnqueued, EventLog, Gates } from './helpers.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
+import { asEnqueued, byId } from '../support/locks.js';
+import { clientSide, serverSide } from './helpers.js';
 
 type Data = { id: string; tag: string };
-const byId = (data: Data) => data.id;
 
 /** Remembers every duplicate it sees; at enqueue drops it (or throws for `tag: 'boom'`), in the worker skips it. */
 class AuditStrategy implements ConflictStrategy {
@@ -63,25 +64,12 @@ class DeadLetterStrategy implements ConflictStrategy {
 }
 
 describe('custom conflict strategies (forRoot({ strategies }))', () => {
-  let app: TestApp | undefined;
-  let events: EventLog | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    events?.stop();
-    events = undefined;
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { start, keysOf } = useApps('custom');
 
   it('client side (until_executed): used by name, receives the conflict, decides the result', async () => {
-    const queueName = uniqueName('custom');
     const audit = new AuditStrategy();
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'until_executed', onConflict: 'audit', lockArgs: byId },
-      paused: true,
+    const app = await start({
+      ...clientSide('audit'),
       module: { strategies: [audit] },
     });
     const first = asEnqueued(await app.service.enqueue(app.queue, 'task', { id: 'a', tag: 'one' }));
@@ -109,17 +97,13 @@ describe('custom conflict strategies (forRoot({ strategies }))', () => {
   });
 
   it("server side (while_executing): its return value becomes the skipped job's return value", async () => {
-    const queueName = uniqueName('custom');
     const audit = new AuditStrategy();
     const gates = new Gates().hold('first');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'while_executing', onConflict: 'audit', lockArgs: byId },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
+    const app = await start({
+      ...serverSide('audit', gates),
       module: { strategies: [audit] },
     });
-    events = new EventLog(app);
+    const events = new EventLog(app);
     const first = await app.queue.add('task', { id: 'a', tag: 'first' });
     await gates.started('first');
     const second = await app.queue.add('task', { id: 'a', tag: 'second' });
@@ -134,15 +118,13 @@ describe('custom conflict strategies (forRoot({ strategies }))', () => {
 
     gates.release('first');
     await app.finished(first);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 
   it('a client-only custom strategy next to a built-in server one, delegating to reject', async () => {
-    const queueName = uniqueName('custom');
     const deadLetter = new DeadLetterStrategy();
     const gates = new Gates().hold('A');
-    app = await startApp({
-      queue: queueName,
+    const app = await start({
       unique: {
         lock: 'until_and_while_executing',
         onConflict: { client: 'dead-letter', server: 'log' },

@@ -1,33 +1,17 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
-import { asDuplicate, asEnqueued, dedupHolder, Gates, waitFor } from './helpers.js';
+import { describe, expect, it } from '@jest/globals';
+import { useApps } from '../support/apps.js';
+import { asDuplicate, asEnqueued, dedupHolder } from '../support/locks.js';
+import { scanKeys } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
+import { clientSide } from './helpers.js';
 
 type Data = { id: string; n: number; tag?: string };
-const byId = (data: Data) => data.id;
 
 describe('dead set (client-side reject, until_executed)', () => {
-  let app: TestApp | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
-
-  async function rejectApp(queueName: string, deadSet?: { maxSize?: number; maxAge?: number }): Promise<TestApp> {
-    return startApp({
-      queue: queueName,
-      unique: { lock: 'until_executed', onConflict: 'reject', lockArgs: byId },
-      paused: true,
-      ...(deadSet ? { module: { deadSet } } : {}),
-    });
-  }
+  const { redis, start, keysOf } = useApps('dead', clientSide('reject'));
 
   it('list (newest first), get, delete and size', async () => {
-    const queueName = uniqueName('dead');
-    app = await rejectApp(queueName);
+    const app = await start();
     await app.queue.add('job', { id: 'a', n: 0 });
     const one = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
     const two = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 2 }));
@@ -49,15 +33,14 @@ describe('dead set (client-side reject, until_executed)', () => {
 
     // Deleting touches neither the queue nor the lock.
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
-    expect(await lockKeys(redis, app.prefix, queueName)).toHaveLength(1);
+    expect(await keysOf(app)).toHaveLength(1);
     await expect(app.service.deadSet.delete(two.deadSetEntryId!)).resolves.toBe(true);
     expect(await app.service.deadSet.size()).toBe(0);
     expect(await scanKeys(redis, `${app.prefix}:{dead}:*`)).toEqual([]);
   });
 
   it('retry while the lock is still held is another duplicate: the entry is replaced by a new one', async () => {
-    const queueName = uniqueName('dead');
-    app = await rejectApp(queueName);
+    const app = await start();
     const holder = await app.queue.add('job', { id: 'a', n: 0 });
     const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }, { attempts: 4 }));
     const original = (await app.service.deadSet.get(dup.deadSetEntryId!))!;
@@ -77,17 +60,16 @@ describe('dead set (client-side reject, until_executed)', () => {
     });
     expect(await app.service.deadSet.size()).toBe(1);
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
-    expect(await dedupHolder(redis, queueName, dup.digest)).toBe(holder.id);
+    expect(await dedupHolder(redis, app.queue.name, dup.digest)).toBe(holder.id);
   });
 
   it('retry after the lock was released enqueues the job (payload and options) and removes the entry', async () => {
-    const queueName = uniqueName('dead');
-    app = await rejectApp(queueName);
+    const app = await start();
     const holder = await app.queue.add('job', { id: 'a', n: 0 });
     const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }, { attempts: 4 }));
     app.start();
     await app.finished(holder);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
 
     const retried = asEnqueued((await app.service.deadSet.retry(dup.deadSetEntryId!))!);
     expect(retried.job.data).toEqual({ id: 'a', n: 1 });
@@ -97,28 +79,26 @@ describe('dead set (client-side reject, until_executed)', () => {
     expect(await app.service.deadSet.get(dup.deadSetEntryId!)).toBeUndefined();
     await app.finished(retried.job);
     expect(app.runs.map((job) => (job.data as Data).n)).toEqual([0, 1]);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 
   it('a retried entry takes the lock: a duplicate of it is rejected in turn', async () => {
-    const queueName = uniqueName('dead');
-    app = await rejectApp(queueName);
+    const app = await start();
     const holder = asEnqueued(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 0 }));
     const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
     // Free the lock without running anything: remove the holder (its deduplication key goes with it).
     await app.queue.remove(holder.job.id!);
-    await waitFor('the lock to go', async () => (await lockKeys(redis, app!.prefix, queueName)).length === 0);
+    await waitFor('the lock to go', async () => (await keysOf(app)).length === 0);
 
     const retried = asEnqueued((await app.service.deadSet.retry(dup.deadSetEntryId!))!);
-    expect(await dedupHolder(redis, queueName, dup.digest)).toBe(retried.job.id);
+    expect(await dedupHolder(redis, app.queue.name, dup.digest)).toBe(retried.job.id);
     const next = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 2 }));
     expect(next.existingJobId).toBe(retried.job.id);
     expect((await app.service.deadSet.list()).map((entry) => (entry.data as Data).n)).toEqual([2]);
   });
 
   it('stays bounded by maxSize: the oldest entries are dropped', async () => {
-    const queueName = uniqueName('dead');
-    app = await rejectApp(queueName, { maxSize: 3 });
+    const app = await start({ module: { deadSet: { maxSize: 3 } } });
     await app.queue.add('job', { id: 'a', n: 0 });
     const ids: string[] = [];
     for (let n = 1; n <= 5; n++) {
@@ -134,15 +114,14 @@ describe('dead set (client-side reject, until_executed)', () => {
   });
 
   it('stays bounded by maxAge: entries older than it are dropped when the set changes', async () => {
-    const queueName = uniqueName('dead');
-    app = await rejectApp(queueName, { maxAge: 200 });
+    const app = await start({ module: { deadSet: { maxAge: 200 } } });
     await app.queue.add('job', { id: 'a', n: 0 });
     const old = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 })).deadSetEntryId!;
     let n = 2;
     let latest = '';
     await waitFor('the old entry to age out', async () => {
-      latest = asDuplicate(await app!.service.enqueue(app!.queue, 'job', { id: 'a', n: n++ })).deadSetEntryId!;
-      return (await app!.service.deadSet.get(old)) === undefined;
+      latest = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: n++ })).deadSetEntryId!;
+      return (await app.service.deadSet.get(old)) === undefined;
     });
     expect(await app.service.deadSet.get(latest)).toBeDefined();
     expect(

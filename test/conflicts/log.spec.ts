@@ -1,32 +1,20 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { asDuplicate, asEnqueued, captureLogger, dedupHolder, EventLog, Gates, runData } from './helpers.js';
+import { describe, expect, it } from '@jest/globals';
+import { useApps } from '../support/apps.js';
+import { captureLogger, EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
+import { asDuplicate, asEnqueued, byId, dedupHolder } from '../support/locks.js';
+import { clientSide, runData, serverSide } from './helpers.js';
 
 type Data = { id: string; tag?: string; n?: number };
-const byId = (data: Data) => data.id;
 
 describe('onConflict: log', () => {
-  let app: TestApp | undefined;
-  let events: EventLog | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    events?.stop();
-    events = undefined;
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { redis, start, keysOf } = useApps('log');
 
   describe('client side (until_executed)', () => {
     it('explicit API: the duplicate is reported with the existing job id and nothing more is enqueued', async () => {
-      const queueName = uniqueName('log-c');
       const { logger } = captureLogger();
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'log', lockArgs: byId },
-        paused: true,
+      const app = await start({
+        ...clientSide('log'),
         module: { logger },
       });
       const first = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 1 }));
@@ -43,20 +31,17 @@ describe('onConflict: log', () => {
         delayed: 0,
         active: 0,
       });
-      expect(await dedupHolder(redis, queueName, first.digest!)).toBe(first.job.id);
-      expect(await lockKeys(redis, app.prefix, queueName)).toHaveLength(1);
+      expect(await dedupHolder(redis, app.queue.name, first.digest!)).toBe(first.job.id);
+      expect(await keysOf(app)).toHaveLength(1);
     });
 
     it('plain queue.add returns the existing job (its id and data), emits "duplicate" and logs a warning', async () => {
-      const queueName = uniqueName('log-c');
       const capture = captureLogger();
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'log', lockArgs: byId },
-        paused: true,
+      const app = await start({
+        ...clientSide('log'),
         module: { logger: capture.logger },
       });
-      events = new EventLog(app);
+      const events = new EventLog(app);
       const first = await app.queue.add('sync', { id: 'a', n: 1 });
       const second = await app.queue.add('sync', { id: 'a', n: 2 });
 
@@ -65,30 +50,28 @@ describe('onConflict: log', () => {
       expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
       expect((await app.queue.getJob(first.id!))?.data).toEqual({ id: 'a', n: 1 });
 
-      const digest = app.service.digestOf(queueName, 'sync', { id: 'a' })!;
+      const digest = app.service.digestOf(app.queue.name, 'sync', { id: 'a' })!;
       const duplicates = events.of('duplicate');
       expect(duplicates).toHaveLength(1);
       expect(duplicates[0]).toMatchObject({
         type: 'duplicate',
         side: 'client',
         strategy: 'log',
-        queue: queueName,
+        queue: app.queue.name,
         jobName: 'sync',
         digest,
         existingJobId: first.id,
       });
       const warnings = capture.lines.warn.filter((line) => line.includes(digest));
       expect(warnings).toHaveLength(1);
-      expect(warnings[0]).toContain(queueName);
+      expect(warnings[0]).toContain(app.queue.name);
       expect(warnings[0]).toContain('"sync"');
       expect(warnings[0]).toContain(`locked by job ${first.id}`);
     });
 
     it('a duplicate of a running job is dropped too; once the job completed the digest is free again', async () => {
-      const queueName = uniqueName('log-c');
       const gates = new Gates().hold('first');
-      app = await startApp({
-        queue: queueName,
+      const app = await start({
         unique: { lock: 'until_executed', onConflict: 'log', lockArgs: byId },
         handler: gates.handler,
       });
@@ -98,7 +81,7 @@ describe('onConflict: log', () => {
       expect(dup.existingJobId).toBe(first.job.id);
       gates.release('first');
       await expect(app.finished(first.job)).resolves.toBe('ran:first');
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
 
       const again = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'a', tag: 'third' }));
       await expect(app.finished(again.job)).resolves.toBe('ran:third');
@@ -108,17 +91,13 @@ describe('onConflict: log', () => {
 
   describe('server side (while_executing)', () => {
     it('a second job meeting the run-time lock completes without its handler running (return value undefined)', async () => {
-      const queueName = uniqueName('log-s');
       const gates = new Gates().hold('first');
       const capture = captureLogger();
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'while_executing', onConflict: 'log', lockArgs: byId },
-        handler: gates.handler,
-        worker: { concurrency: 2 },
+      const app = await start({
+        ...serverSide('log', gates),
         module: { logger: capture.logger },
       });
-      events = new EventLog(app);
+      const events = new EventLog(app);
       const first = await app.queue.add('sync', { id: 'a', tag: 'first' });
       await gates.started('first');
       // while_executing has no enqueue lock: the second job is enqueued...
@@ -132,24 +111,22 @@ describe('onConflict: log', () => {
       expect(app.runs.map((job) => job.id)).toEqual([first.id]);
       expect(await app.queue.getJobState(first.id!)).toBe('active');
 
-      const digest = app.service.digestOf(queueName, 'sync', { id: 'a' })!;
+      const digest = app.service.digestOf(app.queue.name, 'sync', { id: 'a' })!;
       expect(events.of('duplicate')).toEqual([
         expect.objectContaining({ side: 'server', strategy: 'log', digest, jobId: second.id, existingJobId: first.id }),
       ]);
       expect(capture.lines.warn.some((line) => line.includes(digest) && line.includes(`job ${second.id}`))).toBe(true);
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([`${app.prefix}:{${digest}}:running`]);
+      expect(await keysOf(app)).toEqual([`${app.prefix}:{${digest}}:running`]);
 
       gates.release('first');
       await expect(app.finished(first)).resolves.toBe('ran:first');
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
       expect(app.runs).toHaveLength(1);
     });
 
     it('jobs with different digests are not conflicts: both run concurrently', async () => {
-      const queueName = uniqueName('log-s');
       const gates = new Gates().hold('a', 'b');
-      app = await startApp({
-        queue: queueName,
+      const app = await start({
         unique: { lock: 'while_executing', onConflict: 'log', lockArgs: (data: { tag: string }) => data.tag },
         handler: gates.handler,
         worker: { concurrency: 2 },
@@ -157,7 +134,7 @@ describe('onConflict: log', () => {
       const a = await app.queue.add('sync', { tag: 'a' });
       const b = await app.queue.add('sync', { tag: 'b' });
       await Promise.all([gates.started('a'), gates.started('b')]);
-      expect(await lockKeys(redis, app.prefix, queueName)).toHaveLength(2);
+      expect(await keysOf(app)).toHaveLength(2);
       gates.releaseAll();
       await expect(app.finished(a)).resolves.toBe('ran:a');
       await expect(app.finished(b)).resolves.toBe('ran:b');

@@ -1,25 +1,19 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { DuplicateJobError, UniqueJobsError, UnserializableLockArgsError } from '../../lib/index.js';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { asDuplicate, asEnqueued, dedupHolder, dedupKey, Gates, runData } from './helpers.js';
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { Gates } from '../support/gates.js';
+import { asDuplicate, asEnqueued, byId, dedupHolder, dedupKey } from '../support/locks.js';
+import { clientSide, runData, serverSide } from './helpers.js';
 
 type Data = { id: string; n?: number; tag?: string };
-const byId = (data: Data) => data.id;
 
 const ZERO_COUNTS = { waiting: 0, delayed: 0, active: 0, prioritized: 0, completed: 0, failed: 0 };
 const countsOf = (app: TestApp) =>
   app.queue.getJobCounts('waiting', 'delayed', 'active', 'prioritized', 'completed', 'failed');
 
 describe('producer paths through a guarded queue', () => {
-  let app: TestApp | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { redis, start, keysOf } = useApps('prod');
 
   describe('addBulk', () => {
     const bulk = () => [
@@ -31,12 +25,7 @@ describe('producer paths through a guarded queue', () => {
     ];
 
     it('queue.addBulk: mixed new and duplicate digests give exactly one job per digest', async () => {
-      const queueName = uniqueName('bulk');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'log', lockArgs: byId },
-        paused: true,
-      });
+      const app = await start(clientSide('log'));
       const existing = await app.queue.add('sync', { id: 'a', n: 0 });
       const jobs = await app.queue.addBulk(bulk());
 
@@ -55,25 +44,20 @@ describe('producer paths through a guarded queue', () => {
         { id: 'd', n: 1 },
       ]);
       for (const id of ['a', 'b', 'c', 'd']) {
-        const digest = app.service.digestOf(queueName, 'sync', { id })!;
-        expect(await dedupHolder(redis, queueName, digest)).toBe(
+        const digest = app.service.digestOf(app.queue.name, 'sync', { id })!;
+        expect(await dedupHolder(redis, app.queue.name, digest)).toBe(
           waiting.find((job) => (job.data as Data).id === id)!.id,
         );
       }
 
       app.start();
-      await Promise.all(waiting.map((job) => app!.finished(job)));
+      await Promise.all(waiting.map((job) => app.finished(job)));
       expect(app.runs).toHaveLength(4);
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
     });
 
     it('service.enqueueBulk returns a result per entry', async () => {
-      const queueName = uniqueName('bulk');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'raise', lockArgs: byId },
-        paused: true,
-      });
+      const app = await start(clientSide('raise'));
       const existing = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 0 }));
       const results = await app.service.enqueueBulk(app.queue, bulk());
 
@@ -91,19 +75,14 @@ describe('producer paths through a guarded queue', () => {
       });
       const b = asEnqueued(results[1]);
       expect(b.job.data).toEqual({ id: 'b', n: 1 });
-      expect(b.digest).toBe(app.service.digestOf(queueName, 'sync', { id: 'b' }));
+      expect(b.digest).toBe(app.service.digestOf(app.queue.name, 'sync', { id: 'b' }));
       expect(asDuplicate(results[3])).toMatchObject({ existingJobId: b.job.id, digest: b.digest });
       expect(asEnqueued(results[4]).job.data).toEqual({ id: 'd', n: 1 });
       expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 4 });
     });
 
     it('queue.addBulk with raise throws the first DuplicateJobError after enqueueing the new digests', async () => {
-      const queueName = uniqueName('bulk');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'raise', lockArgs: byId },
-        paused: true,
-      });
+      const app = await start(clientSide('raise'));
       const existing = await app.queue.add('sync', { id: 'a', n: 0 });
       const error = await app.queue.addBulk(bulk()).then(
         () => undefined,
@@ -115,12 +94,7 @@ describe('producer paths through a guarded queue', () => {
     });
 
     it('a semaphore-path job (lockLimit 2) in a bulk admits two per digest', async () => {
-      const queueName = uniqueName('bulk');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'log', lockArgs: byId, lockLimit: 2 },
-        paused: true,
-      });
+      const app = await start(clientSide('log', { lockLimit: 2 }));
       const results = await app.service.enqueueBulk(app.queue, [
         { name: 'sync', data: { id: 'a', n: 1 } },
         { name: 'sync', data: { id: 'a', n: 2 } },
@@ -134,15 +108,13 @@ describe('producer paths through a guarded queue', () => {
 
   describe('delayed jobs', () => {
     it('queue.add with delay takes the lock at enqueue', async () => {
-      const queueName = uniqueName('delay');
-      app = await startApp({
-        queue: queueName,
+      const app = await start({
         unique: { lock: 'until_executed', onConflict: 'log', lockArgs: byId },
       });
       const delayed = await app.queue.add('sync', { id: 'a', n: 1 }, { delay: 60_000 });
       expect(await app.queue.getJobState(delayed.id!)).toBe('delayed');
-      const digest = app.service.digestOf(queueName, 'sync', { id: 'a' })!;
-      expect(await dedupHolder(redis, queueName, digest)).toBe(delayed.id);
+      const digest = app.service.digestOf(app.queue.name, 'sync', { id: 'a' })!;
+      expect(await dedupHolder(redis, app.queue.name, digest)).toBe(delayed.id);
 
       const dup = await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 2 });
       expect(dup).toMatchObject({ status: 'duplicate', existingJobId: delayed.id });
@@ -151,30 +123,23 @@ describe('producer paths through a guarded queue', () => {
     });
 
     it('a lockTtl is counted from the run time: the lock lives lockTtl + delay', async () => {
-      const queueName = uniqueName('delay');
-      app = await startApp({
-        queue: queueName,
+      const app = await start({
         unique: { lock: 'until_expired', lockTtl: 5_000, onConflict: 'log', lockArgs: byId },
         paused: true,
       });
       const delayed = await app.queue.add('sync', { id: 'a' }, { delay: 60_000 });
-      const digest = app.service.digestOf(queueName, 'sync', { id: 'a' })!;
-      expect(await dedupHolder(redis, queueName, digest)).toBe(delayed.id);
-      const ttl = await redis.pttl(dedupKey(queueName, digest));
+      const digest = app.service.digestOf(app.queue.name, 'sync', { id: 'a' })!;
+      expect(await dedupHolder(redis, app.queue.name, digest)).toBe(delayed.id);
+      const ttl = await redis.pttl(dedupKey(app.queue.name, digest));
       expect(ttl).toBeGreaterThan(60_000);
       expect(ttl).toBeLessThanOrEqual(65_000);
     });
 
     it('a delayed job on the semaphore path (lockLimit 2) holds its slot', async () => {
-      const queueName = uniqueName('delay');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'log', lockArgs: byId, lockLimit: 2 },
-        paused: true,
-      });
+      const app = await start(clientSide('log', { lockLimit: 2 }));
       const one = await app.queue.add('sync', { id: 'a', n: 1 }, { delay: 60_000 });
       const two = await app.queue.add('sync', { id: 'a', n: 2 }, { delay: 60_000 });
-      const digest = app.service.digestOf(queueName, 'sync', { id: 'a' })!;
+      const digest = app.service.digestOf(app.queue.name, 'sync', { id: 'a' })!;
       expect((await redis.zrange(`${app.prefix}:{${digest}}:queued`, '0', '-1')).sort()).toEqual(
         [one.id, two.id].sort(),
       );
@@ -187,9 +152,7 @@ describe('producer paths through a guarded queue', () => {
 
   describe("BullMQ's own deduplication option on a unique job", () => {
     it('queue.add throws a clear error and enqueues nothing', async () => {
-      const queueName = uniqueName('dedup');
-      app = await startApp({
-        queue: queueName,
+      const app = await start({
         unique: { lock: 'until_executed', lockArgs: byId },
         paused: true,
       });
@@ -208,13 +171,11 @@ describe('producer paths through a guarded queue', () => {
         ]),
       ).rejects.toThrow(/deduplication/);
       expect(await countsOf(app)).toEqual(ZERO_COUNTS);
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
     });
 
     it('a job name that is not unique keeps BullMQ deduplication working as usual', async () => {
-      const queueName = uniqueName('dedup');
-      app = await startApp({
-        queue: queueName,
+      const app = await start({
         unique: { lock: 'until_executed', lockArgs: byId, jobName: 'unique-one' },
         paused: true,
       });
@@ -239,9 +200,7 @@ describe('producer paths through a guarded queue', () => {
     it.each(cases)(
       'lockArgs returning %s: queue.add rejects, nothing is enqueued, no lock key',
       async (_, lockArgs) => {
-        const queueName = uniqueName('unser');
-        app = await startApp({
-          queue: queueName,
+        const app = await start({
           unique: { lock: 'until_executed', lockArgs: () => lockArgs },
           paused: true,
         });
@@ -250,14 +209,12 @@ describe('producer paths through a guarded queue', () => {
           UnserializableLockArgsError,
         );
         expect(await countsOf(app)).toEqual(ZERO_COUNTS);
-        expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+        expect(await keysOf(app)).toEqual([]);
       },
     );
 
     it('one bad entry in addBulk enqueues none of the bulk', async () => {
-      const queueName = uniqueName('unser');
-      app = await startApp({
-        queue: queueName,
+      const app = await start({
         unique: { lock: 'until_executed', lockArgs: (data: { v: unknown }) => data.v },
         paused: true,
       });
@@ -269,13 +226,11 @@ describe('producer paths through a guarded queue', () => {
         ]),
       ).rejects.toBeInstanceOf(UnserializableLockArgsError);
       expect(await countsOf(app)).toEqual(ZERO_COUNTS);
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
     });
 
     it('the error names where the bad value is', async () => {
-      const queueName = uniqueName('unser');
-      app = await startApp({
-        queue: queueName,
+      const app = await start({
         unique: { lock: 'while_executing', lockArgs: (data: Data) => ({ id: data.id, when: data.n }) },
         paused: true,
       });
@@ -291,11 +246,8 @@ describe('producer paths through a guarded queue', () => {
 
   describe('enabled: false', () => {
     it('no locks at all: duplicates are enqueued and run', async () => {
-      const queueName = uniqueName('off');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'raise', lockArgs: byId },
-        paused: true,
+      const app = await start({
+        ...clientSide('raise'),
         module: { enabled: false },
       });
       const one = await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 1 });
@@ -303,31 +255,27 @@ describe('producer paths through a guarded queue', () => {
       const bulk = await app.queue.addBulk([{ name: 'sync', data: { id: 'a', n: 3 } }]);
       expect(one.status).toBe('enqueued');
       expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 3 });
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
       app.start();
-      await Promise.all([asEnqueued(one).job, two, bulk[0]].map((job) => app!.finished(job)));
+      await Promise.all([asEnqueued(one).job, two, bulk[0]].map((job) => app.finished(job)));
       expect(
         runData<Data>(app)
           .map((data) => data.n)
           .sort(),
       ).toEqual([1, 2, 3]);
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
     });
 
     it('no run-time lock either: two jobs with one digest run at the same time', async () => {
-      const queueName = uniqueName('off');
       const gates = new Gates().hold('x', 'y');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'while_executing', onConflict: 'reject', lockArgs: byId },
-        handler: gates.handler,
-        worker: { concurrency: 2 },
+      const app = await start({
+        ...serverSide('reject', gates),
         module: { enabled: false },
       });
       const x = await app.queue.add('sync', { id: 'a', tag: 'x' });
       const y = await app.queue.add('sync', { id: 'a', tag: 'y' });
       await Promise.all([gates.started('x'), gates.started('y')]);
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
       gates.releaseAll();
       await expect(app.finished(x)).resolves.toBe('ran:x');
       await expect(app.finished(y)).resolves.toBe('ran:y');

@@ -1,45 +1,31 @@
 import { once } from 'node:events';
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { DuplicateJobError, UniqueJobsError } from '../../lib/index.js';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { asEnqueued, dedupHolder, EventLog, Gates, workerOf, runData } from './helpers.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
+import { asEnqueued, dedupHolder } from '../support/locks.js';
+import { clientSide, runData, serverSide, workerOf } from './helpers.js';
 
 type Data = { id: string; tag?: string; n?: number };
-const byId = (data: Data) => data.id;
 
 describe('onConflict: raise', () => {
-  let app: TestApp | undefined;
-  let events: EventLog | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    events?.stop();
-    events = undefined;
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { redis, start, keysOf } = useApps('raise');
 
   describe('client side (until_executed)', () => {
     it('plain queue.add throws DuplicateJobError carrying the existing job id; nothing is enqueued', async () => {
-      const queueName = uniqueName('raise-c');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'raise', lockArgs: byId },
-        paused: true,
-      });
-      events = new EventLog(app);
+      const app = await start(clientSide('raise'));
+      const events = new EventLog(app);
       const first = await app.queue.add('charge', { id: 'a', n: 1 });
       const error = await app.queue.add('charge', { id: 'a', n: 2 }).then(
         () => undefined,
         (e: unknown) => e,
       );
-      const digest = app.service.digestOf(queueName, 'charge', { id: 'a' })!;
+      const digest = app.service.digestOf(app.queue.name, 'charge', { id: 'a' })!;
       expect(error).toBeInstanceOf(DuplicateJobError);
       expect(error).toBeInstanceOf(UniqueJobsError);
-      expect(error).toMatchObject({ existingJobId: first.id, digest, queueName, jobName: 'charge' });
+      expect(error).toMatchObject({ existingJobId: first.id, digest, queueName: app.queue.name, jobName: 'charge' });
       expect((error as Error).message).toContain(`locked by job ${first.id}`);
 
       expect(await app.queue.getJobCounts('waiting', 'delayed', 'active')).toEqual({
@@ -48,19 +34,14 @@ describe('onConflict: raise', () => {
         active: 0,
       });
       expect((await app.queue.getJob(first.id!))?.data).toEqual({ id: 'a', n: 1 });
-      expect(await dedupHolder(redis, queueName, digest)).toBe(first.id);
+      expect(await dedupHolder(redis, app.queue.name, digest)).toBe(first.id);
       expect(events.of('duplicate')).toEqual([
         expect.objectContaining({ side: 'client', strategy: 'raise', digest, existingJobId: first.id }),
       ]);
     });
 
     it('explicit API returns the duplicate result and never throws', async () => {
-      const queueName = uniqueName('raise-c');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'raise', lockArgs: byId },
-        paused: true,
-      });
+      const app = await start(clientSide('raise'));
       const first = asEnqueued(await app.service.enqueue(app.queue, 'charge', { id: 'a', n: 1 }));
       await expect(app.service.enqueue(app.queue, 'charge', { id: 'a', n: 2 })).resolves.toEqual({
         status: 'duplicate',
@@ -72,17 +53,12 @@ describe('onConflict: raise', () => {
     });
 
     it('a raised duplicate leaves the lock with its holder: the holder runs, then the digest can be enqueued again', async () => {
-      const queueName = uniqueName('raise-c');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'raise', lockArgs: byId },
-        paused: true,
-      });
+      const app = await start(clientSide('raise'));
       const first = await app.queue.add('charge', { id: 'a', n: 1 });
       await expect(app.queue.add('charge', { id: 'a', n: 2 })).rejects.toBeInstanceOf(DuplicateJobError);
       app.start();
       await app.finished(first);
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
       const third = await app.queue.add('charge', { id: 'a', n: 3 });
       expect(third.id).not.toBe(first.id);
       await app.finished(third);
@@ -92,15 +68,9 @@ describe('onConflict: raise', () => {
 
   describe('server side (while_executing)', () => {
     it('the attempt of a job meeting the run-time lock fails with DuplicateJobError (no retries: the job fails)', async () => {
-      const queueName = uniqueName('raise-s');
       const gates = new Gates().hold('first');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'while_executing', onConflict: 'raise', lockArgs: byId },
-        handler: gates.handler,
-        worker: { concurrency: 2 },
-      });
-      events = new EventLog(app);
+      const app = await start(serverSide('raise', gates));
+      const events = new EventLog(app);
       const worker = workerOf(app);
       const first = await app.queue.add('charge', { id: 'a', tag: 'first' });
       await gates.started('first');
@@ -121,18 +91,12 @@ describe('onConflict: raise', () => {
 
       gates.release('first');
       await expect(app.finished(first)).resolves.toBe('ran:first');
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
     });
 
     it('with attempts and a backoff the job is retried and runs once the holder finished', async () => {
-      const queueName = uniqueName('raise-s');
       const gates = new Gates().hold('first');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'while_executing', onConflict: 'raise', lockArgs: byId },
-        handler: gates.handler,
-        worker: { concurrency: 2 },
-      });
+      const app = await start(serverSide('raise', gates));
       const worker = workerOf(app);
       const failures: [string | undefined, unknown][] = [];
       worker.on('failed', (job, error) => failures.push([job?.id, error]));
@@ -163,7 +127,7 @@ describe('onConflict: raise', () => {
         expect(jobId).toBe(second.id);
         expect(error).toBeInstanceOf(DuplicateJobError);
       }
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
     });
   });
 });

@@ -1,37 +1,25 @@
 import { once } from 'node:events';
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { UnrecoverableError, type Job } from 'bullmq';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { asDuplicate, asEnqueued, captureLogger, dedupHolder, EventLog, Gates, workerOf, runData } from './helpers.js';
+import { useApps } from '../support/apps.js';
+import { captureLogger, EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
+import { asDuplicate, asEnqueued, dedupHolder } from '../support/locks.js';
+import { clientSide, runData, serverSide, workerOf } from './helpers.js';
 
 type Data = { id: string; tag?: string; n?: number };
-const byId = (data: Data) => data.id;
 
 describe('onConflict: reject', () => {
-  let app: TestApp | undefined;
-  let events: EventLog | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    events?.stop();
-    events = undefined;
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { redis, start, keysOf } = useApps('rej');
 
   describe('client side (until_executed)', () => {
     it('a duplicate lands in the dead set with its payload, digest, existing job id and side "client"', async () => {
-      const queueName = uniqueName('rej-c');
       const capture = captureLogger();
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'reject', lockArgs: byId },
-        paused: true,
+      const app = await start({
+        ...clientSide('reject'),
         module: { logger: capture.logger },
       });
-      events = new EventLog(app);
+      const events = new EventLog(app);
       const first = asEnqueued(await app.service.enqueue(app.queue, 'refund', { id: 'a', n: 1 }));
       const before = Date.now();
       const dup = asDuplicate(
@@ -43,7 +31,7 @@ describe('onConflict: reject', () => {
       const entry = await app.service.deadSet.get(dup.deadSetEntryId!);
       expect(entry).toEqual({
         id: dup.deadSetEntryId,
-        queue: queueName,
+        queue: app.queue.name,
         jobName: 'refund',
         data: { id: 'a', n: 2 },
         opts: { priority: 3, attempts: 2 },
@@ -64,7 +52,7 @@ describe('onConflict: reject', () => {
         prioritized: 0,
         delayed: 0,
       });
-      expect(await dedupHolder(redis, queueName, first.digest!)).toBe(first.job.id);
+      expect(await dedupHolder(redis, app.queue.name, first.digest!)).toBe(first.job.id);
       expect(events.of('rejected')).toEqual([
         expect.objectContaining({
           side: 'client',
@@ -77,12 +65,7 @@ describe('onConflict: reject', () => {
     });
 
     it('plain queue.add returns the existing job and still keeps the duplicate in the dead set', async () => {
-      const queueName = uniqueName('rej-c');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'until_executed', onConflict: 'reject', lockArgs: byId },
-        paused: true,
-      });
+      const app = await start(clientSide('reject'));
       const first = await app.queue.add('refund', { id: 'a', n: 1 });
       const second = await app.queue.add('refund', { id: 'a', n: 2 });
       expect(second.id).toBe(first.id);
@@ -96,15 +79,9 @@ describe('onConflict: reject', () => {
 
   describe('server side (while_executing)', () => {
     it('a job meeting the run-time lock goes to the dead set and fails unrecoverably without running', async () => {
-      const queueName = uniqueName('rej-s');
       const gates = new Gates().hold('first');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'while_executing', onConflict: 'reject', lockArgs: byId },
-        handler: gates.handler,
-        worker: { concurrency: 2 },
-      });
-      events = new EventLog(app);
+      const app = await start(serverSide('reject', gates));
+      const events = new EventLog(app);
       const worker = workerOf(app);
       const first = await app.queue.add('refund', { id: 'a', tag: 'first' });
       await gates.started('first');
@@ -120,12 +97,12 @@ describe('onConflict: reject', () => {
       expect((await app.queue.getJob(second.id!))?.attemptsMade).toBe(1);
       expect(app.runs.map((job) => job.id)).toEqual([first.id]);
 
-      const digest = app.service.digestOf(queueName, 'refund', { id: 'a' })!;
+      const digest = app.service.digestOf(app.queue.name, 'refund', { id: 'a' })!;
       const entries = await app.service.deadSet.list();
       expect(entries).toEqual([
         {
           id: expect.any(String),
-          queue: queueName,
+          queue: app.queue.name,
           jobName: 'refund',
           data: { id: 'a', tag: 'second' },
           opts: expect.objectContaining({ attempts: 3, priority: 2 }),
@@ -148,18 +125,12 @@ describe('onConflict: reject', () => {
       expect(await app.queue.getJobState(first.id!)).toBe('active');
       gates.release('first');
       await expect(app.finished(first)).resolves.toBe('ran:first');
-      expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+      expect(await keysOf(app)).toEqual([]);
     });
 
     it('a server-side entry retried after the holder finished is enqueued again and runs', async () => {
-      const queueName = uniqueName('rej-s');
       const gates = new Gates().hold('first');
-      app = await startApp({
-        queue: queueName,
-        unique: { lock: 'while_executing', onConflict: 'reject', lockArgs: byId },
-        handler: gates.handler,
-        worker: { concurrency: 2 },
-      });
+      const app = await start(serverSide('reject', gates));
       const first = await app.queue.add('refund', { id: 'a', tag: 'first' });
       await gates.started('first');
       const second = await app.queue.add('refund', { id: 'a', tag: 'second' });

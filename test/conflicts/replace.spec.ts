@@ -1,32 +1,18 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { asDuplicate, asEnqueued, dedupHolder, dedupKey, EventLog, Gates, runData } from './helpers.js';
+import { describe, expect, it } from '@jest/globals';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
+import { asDuplicate, asEnqueued, byId, dedupHolder, dedupKey } from '../support/locks.js';
+import { clientSide, runData } from './helpers.js';
 
 type Data = { id: string; tag?: string; n?: number };
-const byId = (data: Data) => data.id;
 
 describe('onConflict: replace (client side, until_executed)', () => {
-  let app: TestApp | undefined;
-  let events: EventLog | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    events?.stop();
-    events = undefined;
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { redis, start, keysOf } = useApps('repl');
 
   it('explicit API: the waiting job is removed and the new one enqueued with the lock (replacedJobId)', async () => {
-    const queueName = uniqueName('repl');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
-      paused: true,
-    });
-    events = new EventLog(app);
+    const app = await start(clientSide('replace'));
+    const events = new EventLog(app);
     const first = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 1 }));
     const second = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 }));
 
@@ -39,8 +25,8 @@ describe('onConflict: replace (client side, until_executed)', () => {
     expect((await app.queue.getJob(second.job.id!))?.data).toEqual({ id: 'a', n: 2 });
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
     // The new job holds the lock.
-    expect(await dedupHolder(redis, queueName, first.digest!)).toBe(second.job.id);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([dedupKey(queueName, first.digest!)]);
+    expect(await dedupHolder(redis, app.queue.name, first.digest!)).toBe(second.job.id);
+    expect(await keysOf(app)).toEqual([dedupKey(app.queue.name, first.digest!)]);
     expect(events.of('replaced')).toEqual([
       expect.objectContaining({ digest: first.digest, jobId: second.job.id, replacedJobId: first.job.id }),
     ]);
@@ -50,16 +36,11 @@ describe('onConflict: replace (client side, until_executed)', () => {
     app.start();
     await app.finished(second.job);
     expect(runData<Data>(app)).toEqual([{ id: 'a', n: 2 }]);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 
   it('plain queue.add returns the new job; replacing again replaces the replacement', async () => {
-    const queueName = uniqueName('repl');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
-      paused: true,
-    });
+    const app = await start(clientSide('replace'));
     const first = await app.queue.add('price', { id: 'a', n: 1 });
     const second = await app.queue.add('price', { id: 'a', n: 2 });
     const third = await app.queue.add('price', { id: 'a', n: 3 });
@@ -68,8 +49,8 @@ describe('onConflict: replace (client side, until_executed)', () => {
     expect(await app.queue.getJob(first.id!)).toBeUndefined();
     expect(await app.queue.getJob(second.id!)).toBeUndefined();
     expect((await app.queue.getJobs(['waiting'])).map((job) => job.id)).toEqual([third.id]);
-    const digest = app.service.digestOf(queueName, 'price', { id: 'a' })!;
-    expect(await dedupHolder(redis, queueName, digest)).toBe(third.id);
+    const digest = app.service.digestOf(app.queue.name, 'price', { id: 'a' })!;
+    expect(await dedupHolder(redis, app.queue.name, digest)).toBe(third.id);
     // A job with another digest is not touched.
     const other = await app.queue.add('price', { id: 'b', n: 1 });
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 2 });
@@ -77,19 +58,14 @@ describe('onConflict: replace (client side, until_executed)', () => {
   });
 
   it('an existing delayed job is replaced too', async () => {
-    const queueName = uniqueName('repl');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
-      paused: true,
-    });
+    const app = await start(clientSide('replace'));
     const first = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 1 }, { delay: 60_000 }));
     expect(await app.queue.getJobState(first.job.id!)).toBe('delayed');
     const second = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 }));
     expect(second.replacedJobId).toBe(first.job.id);
     expect(await app.queue.getJob(first.job.id!)).toBeUndefined();
     expect(await app.queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 1, delayed: 0 });
-    expect(await dedupHolder(redis, queueName, first.digest!)).toBe(second.job.id);
+    expect(await dedupHolder(redis, app.queue.name, first.digest!)).toBe(second.job.id);
 
     // And a delayed replacement replaces a delayed job, keeping its own delay.
     const third = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 3 }, { delay: 60_000 }));
@@ -99,14 +75,12 @@ describe('onConflict: replace (client side, until_executed)', () => {
   });
 
   it('an existing ACTIVE job cannot be replaced: falls back to reject and the active job is untouched', async () => {
-    const queueName = uniqueName('repl');
     const gates = new Gates().hold('first');
-    app = await startApp({
-      queue: queueName,
+    const app = await start({
       unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
       handler: gates.handler,
     });
-    events = new EventLog(app);
+    const events = new EventLog(app);
     const first = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'first' }));
     await gates.started('first');
 
@@ -117,7 +91,7 @@ describe('onConflict: replace (client side, until_executed)', () => {
     expect(viaAdd.id).toBe(first.job.id);
 
     expect(await app.queue.getJobState(first.job.id!)).toBe('active');
-    expect(await dedupHolder(redis, queueName, first.digest!)).toBe(first.job.id);
+    expect(await dedupHolder(redis, app.queue.name, first.digest!)).toBe(first.job.id);
     expect(await app.queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 0 });
     const entries = await app.service.deadSet.list();
     expect(entries.map((entry) => entry.data)).toEqual([
@@ -131,16 +105,11 @@ describe('onConflict: replace (client side, until_executed)', () => {
     gates.release('first');
     await expect(app.finished(first.job)).resolves.toBe('ran:first');
     expect(runData<Data>(app).map((data) => data.tag)).toEqual(['first']);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 
   it('the semaphore path (lockLimit 2) replaces the oldest holder once both slots are taken', async () => {
-    const queueName = uniqueName('repl');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId, lockLimit: 2 },
-      paused: true,
-    });
+    const app = await start(clientSide('replace', { lockLimit: 2 }));
     const one = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 1 }));
     const two = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 }));
     const three = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 3 }));

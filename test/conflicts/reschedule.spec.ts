@@ -1,45 +1,28 @@
 import { once } from 'node:events';
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { UnrecoverableError, type Job } from 'bullmq';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { EventLog, Gates, workerOf } from './helpers.js';
-
-type Data = { id: string; tag: string };
-const byId = (data: Data) => data.id;
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
+import { serverSide, workerOf } from './helpers.js';
 
 describe('onConflict: reschedule (server side, while_executing)', () => {
-  let app: TestApp | undefined;
-  let events: EventLog | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    events?.stop();
-    events = undefined;
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { redis, start, keysOf } = useApps('resched');
 
   const rescheduleCount = async (app: TestApp, job: Job) =>
     Number((await redis.hget(`bull:${app.queue.name}:${job.id}`, 'ujReschedules')) ?? 0);
 
   it('moves the job back to delayed without using an attempt; it runs after the holder finished', async () => {
-    const queueName = uniqueName('resched');
     const gates = new Gates().hold('first');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'while_executing', onConflict: 'reschedule', lockArgs: byId, rescheduleIn: 1000 },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
-    });
-    events = new EventLog(app);
+    const app = await start(serverSide('reschedule', gates, { rescheduleIn: 1000 }));
+    const events = new EventLog(app);
     const first = await app.queue.add('sync', { id: 'a', tag: 'first' });
     await gates.started('first');
     // attempts: 1 — if a reschedule used an attempt, the job could never run.
     const second = await app.queue.add('sync', { id: 'a', tag: 'second' }, { attempts: 1 });
     const rescheduled = await events.next((e) => e.type === 'rescheduled' && e.jobId === second.id);
-    const digest = app.service.digestOf(queueName, 'sync', { id: 'a' })!;
+    const digest = app.service.digestOf(app.queue.name, 'sync', { id: 'a' })!;
     expect(rescheduled).toMatchObject({ type: 'rescheduled', digest, delay: 1000, reschedules: 1 });
 
     expect(await app.queue.getJobState(second.id!)).toBe('delayed');
@@ -57,25 +40,13 @@ describe('onConflict: reschedule (server side, while_executing)', () => {
     const done = (await app.queue.getJob(second.id!))!;
     expect(done.attemptsMade).toBe(1);
     expect(await rescheduleCount(app, second)).toBe(events.of('rescheduled').length);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 
   it('is rescheduled as long as the holder stays (up to maxReschedules), then runs', async () => {
-    const queueName = uniqueName('resched');
     const gates = new Gates().hold('first');
-    app = await startApp({
-      queue: queueName,
-      unique: {
-        lock: 'while_executing',
-        onConflict: 'reschedule',
-        lockArgs: byId,
-        rescheduleIn: 150,
-        maxReschedules: 50,
-      },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
-    });
-    events = new EventLog(app);
+    const app = await start(serverSide('reschedule', gates, { rescheduleIn: 150, maxReschedules: 50 }));
+    const events = new EventLog(app);
     await app.queue.add('sync', { id: 'a', tag: 'first' });
     await gates.started('first');
     const second = await app.queue.add('sync', { id: 'a', tag: 'second' });
@@ -89,15 +60,9 @@ describe('onConflict: reschedule (server side, while_executing)', () => {
   });
 
   it('with maxReschedules 0 the first conflict falls back to reject', async () => {
-    const queueName = uniqueName('resched');
     const gates = new Gates().hold('first');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'while_executing', onConflict: 'reschedule', lockArgs: byId, maxReschedules: 0 },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
-    });
-    events = new EventLog(app);
+    const app = await start(serverSide('reschedule', gates, { maxReschedules: 0 }));
+    const events = new EventLog(app);
     const worker = workerOf(app);
     const first = await app.queue.add('sync', { id: 'a', tag: 'first' });
     await gates.started('first');
@@ -122,21 +87,9 @@ describe('onConflict: reschedule (server side, while_executing)', () => {
   });
 
   it('with maxReschedules 1 and a holder that stays: rescheduled once, then rejected', async () => {
-    const queueName = uniqueName('resched');
     const gates = new Gates().hold('first');
-    app = await startApp({
-      queue: queueName,
-      unique: {
-        lock: 'while_executing',
-        onConflict: 'reschedule',
-        lockArgs: byId,
-        maxReschedules: 1,
-        rescheduleIn: 200,
-      },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
-    });
-    events = new EventLog(app);
+    const app = await start(serverSide('reschedule', gates, { maxReschedules: 1, rescheduleIn: 200 }));
+    const events = new EventLog(app);
     const first = await app.queue.add('sync', { id: 'a', tag: 'first' });
     await gates.started('first');
     const second = await app.queue.add('sync', { id: 'a', tag: 'second' });
@@ -152,6 +105,6 @@ describe('onConflict: reschedule (server side, while_executing)', () => {
 
     gates.release('first');
     await app.finished(first);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 });

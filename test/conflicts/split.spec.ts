@@ -1,48 +1,37 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { startApp, type TestApp } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { asDuplicate, asEnqueued, dedupHolder, EventLog, Gates, runData } from './helpers.js';
+import { describe, expect, it } from '@jest/globals';
+import type { UniqueJobOptions } from '../../lib/index.js';
+import type { TestAppOptions } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
+import { asDuplicate, asEnqueued, byId, dedupHolder } from '../support/locks.js';
+import { runData } from './helpers.js';
 
 type Data = { id: string; tag: string };
-const byId = (data: Data) => data.id;
 
 describe('onConflict { client, server } on until_and_while_executing', () => {
-  let app: TestApp | undefined;
-  let events: EventLog | undefined;
-  const redis = redisClient();
-  afterEach(async () => {
-    Gates.releaseEverything();
-    events?.stop();
-    events = undefined;
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
-
-  it('client "reject" at enqueue, server "reschedule" in the worker', async () => {
-    const queueName = uniqueName('split');
-    const gates = new Gates().hold('A');
-    app = await startApp({
-      queue: queueName,
-      unique: {
-        lock: 'until_and_while_executing',
-        onConflict: { client: 'reject', server: 'reschedule' },
-        lockArgs: byId,
-        rescheduleIn: 1000,
-      },
+  const { redis, start, keysOf } = useApps('split');
+  const startSplit = (gates: Gates, unique: Partial<UniqueJobOptions>, options: Partial<TestAppOptions> = {}) =>
+    start({
+      unique: { lock: 'until_and_while_executing', lockArgs: byId, ...unique },
       handler: gates.handler,
       worker: { concurrency: 2 },
+      ...options,
     });
-    events = new EventLog(app);
+
+  it('client "reject" at enqueue, server "reschedule" in the worker', async () => {
+    const gates = new Gates().hold('A');
+    const app = await startSplit(gates, { onConflict: { client: 'reject', server: 'reschedule' }, rescheduleIn: 1000 });
+    const events = new EventLog(app);
     const a = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'A' }));
     const digest = a.digest!;
     await gates.started('A');
     // A runs: it holds the run-time lock and gave its enqueue lock up, so B can be enqueued...
-    expect(await dedupHolder(redis, queueName, digest)).toBeNull();
+    expect(await dedupHolder(redis, app.queue.name, digest)).toBeNull();
     const b = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'B' }));
     // ...and, meeting A's run-time lock in the worker, B is rescheduled (server strategy), keeping its enqueue lock.
     await events.next((e) => e.type === 'rescheduled' && e.jobId === b.job.id);
-    expect(await dedupHolder(redis, queueName, digest)).toBe(b.job.id);
+    expect(await dedupHolder(redis, app.queue.name, digest)).toBe(b.job.id);
     expect(app.runs.map((job) => job.id)).toEqual([a.job.id]);
 
     // C meets B's enqueue lock at enqueue: rejected (client strategy) into the dead set.
@@ -62,20 +51,13 @@ describe('onConflict { client, server } on until_and_while_executing', () => {
     expect(runData<Data>(app).map((data) => data.tag)).toEqual(['A', 'B']);
     expect((await app.queue.getJob(b.job.id!))!.attemptsMade).toBe(1);
     expect(await app.service.deadSet.size()).toBe(1);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 
   it('client "raise" at enqueue, server "log" in the worker', async () => {
-    const queueName = uniqueName('split');
     const gates = new Gates().hold('A');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'until_and_while_executing', onConflict: { client: 'raise', server: 'log' }, lockArgs: byId },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
-      paused: true,
-    });
-    events = new EventLog(app);
+    const app = await startSplit(gates, { onConflict: { client: 'raise', server: 'log' } }, { paused: true });
+    const events = new EventLog(app);
     const a = await app.queue.add('sync', { id: 'x', tag: 'A' });
     await expect(app.queue.add('sync', { id: 'x', tag: 'dup' })).rejects.toMatchObject({
       name: 'DuplicateJobError',
@@ -93,18 +75,12 @@ describe('onConflict { client, server } on until_and_while_executing', () => {
     expect(runData<Data>(app).map((data) => data.tag)).toEqual(['A']);
     gates.release('A');
     await app.finished(a);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 
   it('client "log" at enqueue, server "reject" in the worker: the rejected job gives its enqueue lock up', async () => {
-    const queueName = uniqueName('split');
     const gates = new Gates().hold('A');
-    app = await startApp({
-      queue: queueName,
-      unique: { lock: 'until_and_while_executing', onConflict: { client: 'log', server: 'reject' }, lockArgs: byId },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
-    });
+    const app = await startSplit(gates, { onConflict: { client: 'log', server: 'reject' } });
     const a = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'A' }));
     await gates.started('A');
     const b = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'B' }));
@@ -113,13 +89,13 @@ describe('onConflict { client, server } on until_and_while_executing', () => {
       expect.objectContaining({ side: 'server', jobId: b.job.id, existingJobId: a.job.id }),
     ]);
     // B ended, so its enqueue lock went with it (nothing blocks the digest at enqueue while A still runs).
-    expect(await dedupHolder(redis, queueName, a.digest!)).toBeNull();
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([`${app.prefix}:{${a.digest}}:running`]);
+    expect(await dedupHolder(redis, app.queue.name, a.digest!)).toBeNull();
+    expect(await keysOf(app)).toEqual([`${app.prefix}:{${a.digest}}:running`]);
     gates.release('A');
     await expect(app.finished(a.job)).resolves.toBe('ran:A');
     const c = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'C' }));
     await expect(app.finished(c.job)).resolves.toBe('ran:C');
     expect(runData<Data>(app).map((data) => data.tag)).toEqual(['A', 'C']);
-    expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
   });
 });

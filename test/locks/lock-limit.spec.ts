@@ -1,45 +1,21 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import type { UniqueJobEvent, UniqueJobOptions } from '../../lib/index.js';
-import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
-import { lockKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
-import {
-  digestOf,
-  enqueuedJob,
-  gates,
-  owners,
-  queuedKey,
-  queueEvent,
-  recordEvents,
-  runningKey,
-  waitFor,
-  type TestJob,
-} from './helpers.js';
-
-const lockArgs = (data: { id: string }) => data.id;
+// lockLimit: more than one holder per digest, on the library's semaphore keys, for every lock type.
+import { describe, expect, it } from '@jest/globals';
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { hold } from '../support/gates.js';
+import { byId, digestOf, enqueuedJob, owners, queuedKey, runningKey } from '../support/locks.js';
+import { scanKeys } from '../support/redis.js';
+import { queueEvent, waitFor } from '../support/wait.js';
+import type { TestJob } from './helpers.js';
 
 describe('lockLimit', () => {
-  let app: TestApp | undefined;
-  const redis = redisClient();
-  const { hold, openAll } = gates();
-  afterEach(async () => {
-    openAll();
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
-
-  async function start(options: Omit<TestAppOptions, 'queue'> & { unique: UniqueJobOptions }): Promise<TestApp> {
-    app = await startApp({ queue: uniqueName('ll'), ...options });
-    return app;
-  }
-  const keysOf = (a: TestApp) => lockKeys(redis, a.prefix, a.queue.name);
+  const { redis, start, keysOf } = useApps('ll');
   const enqueueKey = (a: TestApp, id: string) => queuedKey(a.prefix, digestOf(a, 'sync', { id }));
   const runtimeKey = (a: TestApp, id: string) => runningKey(a.prefix, digestOf(a, 'sync', { id }));
-  const serverDuplicates = (events: UniqueJobEvent[]) =>
-    events.filter((event) => event.type === 'duplicate' && event.side === 'server');
 
   it('until_executed, lockLimit 2: admits two queued jobs on the semaphore key; the third is a duplicate', async () => {
-    const a = await start({ unique: { lock: 'until_executed', lockArgs, lockLimit: 2 }, paused: true });
+    const a = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
     const second = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 }));
     const third = await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 3 });
@@ -63,7 +39,7 @@ describe('lockLimit', () => {
 
   it('until_executed, lockLimit 2: a slot frees when its job finally fails', async () => {
     const a = await start({
-      unique: { lock: 'until_executed', lockArgs, lockLimit: 2 },
+      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
       handler: async (job: TestJob) => {
         if (job.data.fail) throw new Error('always');
       },
@@ -77,7 +53,7 @@ describe('lockLimit', () => {
     const gate = hold();
     const started = hold();
     const a = await start({
-      unique: { lock: 'until_executed', lockArgs, lockLimit: 2 },
+      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
       handler: async (job: TestJob) => {
         if (job.attemptsMade === 0 && job.data.n === 1) {
           started.resolve();
@@ -110,7 +86,7 @@ describe('lockLimit', () => {
     const bothStarted = hold();
     let started = 0;
     const a = await start({
-      unique: { lock: 'until_executing', lockArgs, lockLimit: 2 },
+      unique: { lock: 'until_executing', lockArgs: byId, lockLimit: 2 },
       paused: true,
       worker: { concurrency: 2 },
       handler: async (job: TestJob) => {
@@ -149,7 +125,7 @@ describe('lockLimit', () => {
     const bothStarted = hold();
     let running = 0;
     const a = await start({
-      unique: { lock: 'while_executing', lockArgs, lockLimit: 2 },
+      unique: { lock: 'while_executing', lockArgs: byId, lockLimit: 2 },
       paused: true,
       worker: { concurrency: 3 },
       handler: async (job: TestJob) => {
@@ -159,13 +135,13 @@ describe('lockLimit', () => {
         return job.data.n;
       },
     });
-    const events = recordEvents(a);
+    const events = new EventLog(a);
     const jobs = [];
     for (let n = 1; n <= 3; n++) jobs.push(enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n })));
     expect(await keysOf(a)).toEqual([]);
     a.start();
     await bothStarted.promise;
-    const skipped = await waitFor(() => serverDuplicates(events)[0], 'the third job to meet the lock');
+    const skipped = await waitFor('the third job to meet the lock', () => events.duplicates('server')[0]);
     const skippedJob = jobs.find((job) => skipped.type === 'duplicate' && job.id === skipped.jobId)!;
     expect(skippedJob).toBeDefined();
     const holders = await owners(redis, runtimeKey(a, 'u1'));
@@ -182,7 +158,7 @@ describe('lockLimit', () => {
     let running = 0;
     let peak = 0;
     const a = await start({
-      unique: { lock: 'while_executing', lockArgs, lockLimit: 2, lockTimeout: 20_000 },
+      unique: { lock: 'while_executing', lockArgs: byId, lockLimit: 2, lockTimeout: 20_000 },
       worker: { concurrency: 4 },
       handler: async () => {
         peak = Math.max(peak, ++running);
@@ -203,7 +179,7 @@ describe('lockLimit', () => {
     const bothStarted = hold();
     let running = 0;
     const a = await start({
-      unique: { lock: 'until_and_while_executing', lockArgs, lockLimit: 2 },
+      unique: { lock: 'until_and_while_executing', lockArgs: byId, lockLimit: 2 },
       paused: true,
       worker: { concurrency: 3 },
       handler: async () => {
@@ -225,7 +201,10 @@ describe('lockLimit', () => {
   });
 
   it('until_expired, lockLimit 2: a delayed job holds its slot for lockTtl past its run time', async () => {
-    const a = await start({ unique: { lock: 'until_expired', lockArgs, lockLimit: 2, lockTtl: 5_000 }, paused: true });
+    const a = await start({
+      unique: { lock: 'until_expired', lockArgs: byId, lockLimit: 2, lockTtl: 5_000 },
+      paused: true,
+    });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { delay: 10_000 }));
     const key = enqueueKey(a, 'u1');
     const [seconds, micros] = await redis.time();

@@ -1,42 +1,22 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { digest, lockKey, type UniqueJobEvent, type UniqueJobOptions } from '../../lib/index.js';
-import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
-import { lockKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
-import {
-  dedupKey,
-  digestOf,
-  enqueuedJob,
-  gates,
-  owners,
-  queuedKey,
-  recordEvents,
-  runningKey,
-  type TestJob,
-} from './helpers.js';
-
-const lockArgs = (data: { id: string }) => data.id;
+// uniqueAcross: one digest for several job names ('names') or several queues ('queues').
+import { describe, expect, it } from '@jest/globals';
+import { digest, lockKey, type UniqueJobOptions } from '../../lib/index.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { hold } from '../support/gates.js';
+import { byId, dedupKey, digestOf, enqueuedJob, owners, queuedKey, runningKey } from '../support/locks.js';
+import { scanKeys, uniqueName } from '../support/redis.js';
+import type { TestJob } from './helpers.js';
 
 describe('uniqueAcross', () => {
-  const apps: TestApp[] = [];
-  const redis = redisClient();
-  const { hold, openAll } = gates();
-  afterEach(async () => {
-    openAll();
-    for (const app of apps.splice(0)) await app.close();
-  });
-  afterAll(async () => redis.quit());
-
-  async function start(options: Omit<TestAppOptions, 'queue'> & { queue?: string; unique: UniqueJobOptions }) {
-    const app = await startApp({ queue: uniqueName('ua'), ...options });
-    apps.push(app);
-    return app;
-  }
-  const serverDuplicates = (events: UniqueJobEvent[]) =>
-    events.filter((event) => event.type === 'duplicate' && event.side === 'server');
+  const { redis, start, keysOf } = useApps('ua');
 
   describe("'names'", () => {
     it('two job names with the same lock arguments collide on one queue', async () => {
-      const a = await start({ unique: { lock: 'until_executed', lockArgs, uniqueAcross: 'names' }, paused: true });
+      const a = await start({
+        unique: { lock: 'until_executed', lockArgs: byId, uniqueAcross: 'names' },
+        paused: true,
+      });
       const charge = enqueuedJob(await a.service.enqueue(a.queue, 'charge', { id: 'u1' }));
       expect(await a.service.enqueue(a.queue, 'refund', { id: 'u1' })).toMatchObject({
         status: 'duplicate',
@@ -46,7 +26,7 @@ describe('uniqueAcross', () => {
       expect(digestOf(a, 'refund', { id: 'u1' })).toBe(value);
       expect(value).toBe(digest({ queue: a.queue.name, name: 'anything', lockArgs: 'u1', uniqueAcross: 'names' }));
       // Still one queue: the lock rides on BullMQ's deduplication key.
-      expect(await lockKeys(redis, a.prefix, a.queue.name)).toEqual([dedupKey(a.queue.name, value)]);
+      expect(await keysOf(a)).toEqual([dedupKey(a.queue.name, value)]);
       expect(dedupKey(a.queue.name, value)).toBe(
         lockKey({ queue: a.queue.name, name: 'x', lockArgs: 'u1', uniqueAcross: 'names', prefix: a.prefix }),
       );
@@ -55,25 +35,25 @@ describe('uniqueAcross', () => {
 
       a.start();
       await Promise.all([a.finished(charge), a.finished(other)]);
-      expect(await lockKeys(redis, a.prefix, a.queue.name)).toEqual([]);
+      expect(await keysOf(a)).toEqual([]);
       enqueuedJob(await a.service.enqueue(a.queue, 'refund', { id: 'u1' }));
     });
 
     it('without it, two job names with the same lock arguments do not collide', async () => {
-      const a = await start({ unique: { lock: 'until_executed', lockArgs }, paused: true });
+      const a = await start({ unique: { lock: 'until_executed', lockArgs: byId }, paused: true });
       const charge = enqueuedJob(await a.service.enqueue(a.queue, 'charge', { id: 'u1' }));
       const refund = enqueuedJob(await a.service.enqueue(a.queue, 'refund', { id: 'u1' }));
-      expect(await lockKeys(redis, a.prefix, a.queue.name)).toHaveLength(2);
+      expect(await keysOf(a)).toHaveLength(2);
       a.start();
       await Promise.all([a.finished(charge), a.finished(refund)]);
-      expect(await lockKeys(redis, a.prefix, a.queue.name)).toEqual([]);
+      expect(await keysOf(a)).toEqual([]);
     });
 
     it('while_executing: two job names with the same lock arguments never run at once', async () => {
       const gate = hold();
       const started = hold();
       const a = await start({
-        unique: { lock: 'while_executing', lockArgs, uniqueAcross: 'names' },
+        unique: { lock: 'while_executing', lockArgs: byId, uniqueAcross: 'names' },
         worker: { concurrency: 2 },
         handler: async (job: TestJob) => {
           if (job.name === 'charge') {
@@ -83,24 +63,24 @@ describe('uniqueAcross', () => {
           return job.name;
         },
       });
-      const events = recordEvents(a);
+      const events = new EventLog(a);
       const charge = enqueuedJob(await a.service.enqueue(a.queue, 'charge', { id: 'u1' }));
       await started.promise;
       const refund = enqueuedJob(await a.service.enqueue(a.queue, 'refund', { id: 'u1' }));
       await expect(a.finished(refund)).resolves.toBeNull(); // completed without running
-      expect(serverDuplicates(events)).toEqual([
+      expect(events.duplicates('server')).toEqual([
         expect.objectContaining({ jobId: refund.id, existingJobId: charge.id }),
       ]);
       gate.resolve();
       await expect(a.finished(charge)).resolves.toBe('charge');
-      expect(await lockKeys(redis, a.prefix, a.queue.name)).toEqual([]);
+      expect(await keysOf(a)).toEqual([]);
     });
   });
 
   describe("'queues'", () => {
     it('the same job on two queues collides on the semaphore key <prefix>:{digest}:queued', async () => {
       const prefix = uniqueName('ujt');
-      const unique: UniqueJobOptions = { lock: 'until_executed', lockArgs, uniqueAcross: 'queues' };
+      const unique: UniqueJobOptions = { lock: 'until_executed', lockArgs: byId, uniqueAcross: 'queues' };
       const a = await start({ unique, module: { prefix }, paused: true });
       const b = await start({ unique, module: { prefix }, paused: true });
       const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
@@ -119,7 +99,7 @@ describe('uniqueAcross', () => {
 
       a.start();
       await a.finished(fromA);
-      expect(await lockKeys(redis, prefix, a.queue.name)).toEqual([]);
+      expect(await keysOf(a)).toEqual([]);
       const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1', n: 3 }));
       expect(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 4 })).toMatchObject({
         status: 'duplicate',
@@ -127,12 +107,12 @@ describe('uniqueAcross', () => {
       });
       b.start();
       await b.finished(fromB);
-      expect(await lockKeys(redis, prefix, b.queue.name)).toEqual([]);
+      expect(await keysOf(b)).toEqual([]);
     });
 
     it('without it, the same job on two queues does not collide', async () => {
       const prefix = uniqueName('ujt');
-      const unique: UniqueJobOptions = { lock: 'until_executed', lockArgs };
+      const unique: UniqueJobOptions = { lock: 'until_executed', lockArgs: byId };
       const a = await start({ unique, module: { prefix }, paused: true });
       const b = await start({ unique, module: { prefix }, paused: true });
       const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
@@ -141,13 +121,13 @@ describe('uniqueAcross', () => {
       a.start();
       b.start();
       await Promise.all([a.finished(fromA), b.finished(fromB)]);
-      expect(await lockKeys(redis, prefix, a.queue.name)).toEqual([]);
-      expect(await lockKeys(redis, prefix, b.queue.name)).toEqual([]);
+      expect(await keysOf(a)).toEqual([]);
+      expect(await keysOf(b)).toEqual([]);
     });
 
     it("['queues', 'names']: different job names on different queues collide", async () => {
       const prefix = uniqueName('ujt');
-      const unique: UniqueJobOptions = { lock: 'until_executing', lockArgs, uniqueAcross: ['queues', 'names'] };
+      const unique: UniqueJobOptions = { lock: 'until_executing', lockArgs: byId, uniqueAcross: ['queues', 'names'] };
       const a = await start({ unique, module: { prefix }, paused: true });
       const b = await start({ unique, module: { prefix }, paused: true });
       const charge = enqueuedJob(await a.service.enqueue(a.queue, 'charge', { id: 'u1' }));
@@ -161,14 +141,14 @@ describe('uniqueAcross', () => {
       const refund = enqueuedJob(await b.service.enqueue(b.queue, 'refund', { id: 'u1' }));
       b.start();
       await b.finished(refund);
-      expect(await lockKeys(redis, prefix, b.queue.name)).toEqual([]);
+      expect(await keysOf(b)).toEqual([]);
     });
 
     it('while_executing: the same job on two queues never runs at once', async () => {
       const prefix = uniqueName('ujt');
       const gate = hold();
       const started = hold();
-      const unique: UniqueJobOptions = { lock: 'while_executing', lockArgs, uniqueAcross: 'queues' };
+      const unique: UniqueJobOptions = { lock: 'while_executing', lockArgs: byId, uniqueAcross: 'queues' };
       const a = await start({
         unique,
         module: { prefix },
@@ -179,7 +159,7 @@ describe('uniqueAcross', () => {
         },
       });
       const b = await start({ unique, module: { prefix }, handler: async () => 'b' });
-      const events = recordEvents(b);
+      const events = new EventLog(b);
       const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
       await started.promise;
       const value = digestOf(a, 'sync', { id: 'u1' });
@@ -192,7 +172,7 @@ describe('uniqueAcross', () => {
       const fromBulk = enqueuedJob(bulk);
       await expect(b.finished(fromBulk)).resolves.toBeNull();
       expect(b.runs).toEqual([]);
-      expect(serverDuplicates(events)).toEqual([
+      expect(events.duplicates('server')).toEqual([
         expect.objectContaining({ jobId: fromB.id, existingJobId: fromA.id }),
         expect.objectContaining({ jobId: fromBulk.id, existingJobId: fromA.id }),
       ]);

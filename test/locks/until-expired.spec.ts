@@ -1,33 +1,21 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+// until_expired: the enqueue lock is only ever ended by its TTL (lockTtl past the run time). What it shares with
+// other lock types is in every-lock.spec.ts.
+import { describe, expect, it } from '@jest/globals';
 import type { UniqueJobOptions } from '../../lib/index.js';
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
-import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import { dedupKey, enqueuedJob, gates, queueEvent, takeWithCrashingWorker, waitFor, type TestJob } from './helpers.js';
+import { hold } from '../support/gates.js';
+import { byId, dedupKey, digestOf, enqueuedJob } from '../support/locks.js';
+import { queueEvent, waitFor } from '../support/wait.js';
+import { takeWithCrashingWorker, type TestJob } from './helpers.js';
 
-const lockArgs = (data: { id: string }) => data.id;
-const withTtl = (lockTtl: number): UniqueJobOptions => ({ lock: 'until_expired', lockArgs, lockTtl });
+const withTtl = (lockTtl: number): UniqueJobOptions => ({ lock: 'until_expired', lockArgs: byId, lockTtl });
 
 describe('until_expired', () => {
-  let app: TestApp | undefined;
-  const cleanups: (() => Promise<void>)[] = [];
-  const redis = redisClient();
-  const { hold, openAll } = gates();
-  afterEach(async () => {
-    openAll();
-    for (const cleanup of cleanups.splice(0)) await cleanup();
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
-
-  async function start(options: Omit<TestAppOptions, 'queue'> & { unique: UniqueJobOptions }): Promise<TestApp> {
-    app = await startApp({ queue: uniqueName('uex'), ...options });
-    return app;
-  }
-  const keysOf = (a: TestApp) => lockKeys(redis, a.prefix, a.queue.name);
-  const keyOf = (a: TestApp, id: string) => dedupKey(a.queue.name, a.service.digestOf(a.queue.name, 'sync', { id })!);
-  const expired = (key: string) => waitFor(async () => (await redis.exists(key)) === 0, `${key} to expire`);
+  const { redis, start, keysOf, onCleanup } = useApps('uex');
+  const keyOf = (a: TestApp, id: string) => dedupKey(a.queue.name, digestOf(a, 'sync', { id }));
+  const expired = (key: string) => waitFor(`${key} to expire`, async () => (await redis.exists(key)) === 0);
 
   it('takes a lock with TTL lockTtl at enqueue: a duplicate while the first is queued is dropped', async () => {
     const a = await start({ unique: withTtl(60_000), paused: true });
@@ -48,28 +36,6 @@ describe('until_expired', () => {
     expect(a.runs.map((job) => job.id)).toEqual([first.id]);
     // Not released on completion: only the TTL ends it.
     expect(await keysOf(a)).toEqual([key]);
-  });
-
-  it('keeps the lock while the job runs: a duplicate while it runs is dropped', async () => {
-    const gate = hold();
-    const started = hold();
-    const a = await start({
-      unique: withTtl(60_000),
-      handler: async () => {
-        started.resolve();
-        await gate.promise;
-      },
-    });
-    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
-    await started.promise;
-    expect(await redis.get(keyOf(a, 'u1'))).toBe(first.id);
-    expect(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).toMatchObject({
-      status: 'duplicate',
-      existingJobId: first.id,
-    });
-    gate.resolve();
-    await a.finished(first);
-    expect(a.runs).toHaveLength(1);
   });
 
   it('after completion a duplicate is still dropped until the TTL passes, then accepted', async () => {
@@ -163,7 +129,7 @@ describe('until_expired', () => {
     });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
     const crashed = await takeWithCrashingWorker(a.queue.name);
-    cleanups.push(crashed.close);
+    onCleanup(crashed.close);
     expect(crashed.job.id).toBe(first.id);
     const key = keyOf(a, 'u1');
     expect((await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).status).toBe('duplicate');

@@ -1,45 +1,20 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import type { UniqueJobEvent, UniqueJobOptions } from '../../lib/index.js';
-import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
-import { lockKeys, redisClient, uniqueName } from '../support/redis.js';
-import {
-  digestOf,
-  enqueuedJob,
-  gates,
-  type Interval,
-  overlapping,
-  owners,
-  queueEvent,
-  recordEvents,
-  runningKey,
-  takeWithCrashingWorker,
-  waitFor,
-  type TestJob,
-} from './helpers.js';
+// while_executing: no enqueue lock, a run-time lock while the job runs. What it shares with other lock types is in
+// every-lock.spec.ts.
+import { describe, expect, it } from '@jest/globals';
+import type { UniqueJobOptions } from '../../lib/index.js';
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { hold } from '../support/gates.js';
+import { byId, digestOf, enqueuedJob, owners, runningKey } from '../support/locks.js';
+import { queueEvent } from '../support/wait.js';
+import { type Interval, overlapping, takeWithCrashingWorker, type TestJob } from './helpers.js';
 
-const unique: UniqueJobOptions = { lock: 'while_executing', lockArgs: (data: { id: string }) => data.id };
+const unique: UniqueJobOptions = { lock: 'while_executing', lockArgs: byId };
 
 describe('while_executing', () => {
-  let app: TestApp | undefined;
-  const cleanups: (() => Promise<void>)[] = [];
-  const redis = redisClient();
-  const { hold, openAll } = gates();
-  afterEach(async () => {
-    openAll();
-    for (const cleanup of cleanups.splice(0)) await cleanup();
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
-
-  async function start(options: Omit<TestAppOptions, 'queue'> = {}): Promise<TestApp> {
-    app = await startApp({ queue: uniqueName('we'), unique, ...options });
-    return app;
-  }
-  const keysOf = (a: TestApp) => lockKeys(redis, a.prefix, a.queue.name);
+  const { redis, start, keysOf, onCleanup } = useApps('we', { unique });
   const lockOf = (a: TestApp, id: string) => runningKey(a.prefix, digestOf(a, 'sync', { id }));
-  const serverDuplicates = (events: UniqueJobEvent[]) =>
-    events.filter((event) => event.type === 'duplicate' && event.side === 'server');
 
   it('takes no lock at enqueue: jobs with one digest are all enqueued and run one after the other', async () => {
     const a = await start({ paused: true });
@@ -65,7 +40,7 @@ describe('while_executing', () => {
         return job.data.n;
       },
     });
-    const events = recordEvents(a);
+    const events = new EventLog(a);
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
     await started.promise;
     expect(await keysOf(a)).toEqual([lockOf(a, 'u1')]);
@@ -74,24 +49,13 @@ describe('while_executing', () => {
     const second = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 }));
     await expect(a.finished(second)).resolves.toBeNull(); // completed without running
     expect(a.runs.map((job) => job.id)).toEqual([first.id]);
-    expect(serverDuplicates(events)).toEqual([
+    expect(events.duplicates('server')).toEqual([
       expect.objectContaining({ strategy: 'log', jobId: second.id, existingJobId: first.id }),
     ]);
     expect(await owners(redis, lockOf(a, 'u1'))).toEqual([first.id]);
 
     gate.resolve();
     await expect(a.finished(first)).resolves.toBe(1);
-    expect(await keysOf(a)).toEqual([]);
-  });
-
-  it('runs the same digest again after the job completed', async () => {
-    const a = await start();
-    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
-    await a.finished(first);
-    expect(await keysOf(a)).toEqual([]);
-    const again = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
-    await a.finished(again);
-    expect(a.runs.map((job) => job.id)).toEqual([first.id, again.id]);
     expect(await keysOf(a)).toEqual([]);
   });
 
@@ -108,7 +72,7 @@ describe('while_executing', () => {
         return job.data.n;
       },
     });
-    const events = recordEvents(a);
+    const events = new EventLog(a);
     const first = enqueuedJob(
       await a.service.enqueue(
         a.queue,
@@ -129,23 +93,7 @@ describe('while_executing', () => {
     await (await a.queue.getJob(first.id!))!.promote();
     await expect(a.finished(first)).resolves.toBe(1);
     expect(a.runs.map((job) => job.id)).toEqual([first.id, second.id, first.id]);
-    expect(serverDuplicates(events)).toEqual([]);
-    expect(await keysOf(a)).toEqual([]);
-  });
-
-  it('releases the run-time lock after the final failure', async () => {
-    const a = await start({
-      handler: async (job: TestJob) => {
-        if (job.data.fail) throw new Error('always');
-        return 'ok';
-      },
-    });
-    const failing = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', fail: true }, { attempts: 2 }));
-    await expect(a.finished(failing)).rejects.toThrow('always');
-    expect(a.runs.map((job) => job.id)).toEqual([failing.id, failing.id]);
-    expect(await keysOf(a)).toEqual([]);
-    const again = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', fail: false }));
-    await expect(a.finished(again)).resolves.toBe('ok');
+    expect(events.duplicates('server')).toEqual([]);
     expect(await keysOf(a)).toEqual([]);
   });
 
@@ -163,7 +111,7 @@ describe('while_executing', () => {
     });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
     const crashed = await takeWithCrashingWorker(a.queue.name);
-    cleanups.push(crashed.close);
+    onCleanup(crashed.close);
     expect(crashed.job.id).toBe(first.id);
     expect(await keysOf(a)).toEqual([]);
 
@@ -250,37 +198,6 @@ describe('while_executing', () => {
     expect(await keysOf(a)).toEqual([]);
   });
 
-  it('with lockTimeout > 0 a duplicate waits for the holder and then runs (no conflict)', async () => {
-    const gate = hold();
-    const started = hold();
-    const order: string[] = [];
-    const a = await start({
-      unique: { ...unique, lockTimeout: 20_000 },
-      worker: { concurrency: 2 },
-      handler: async (job: TestJob) => {
-        order.push(`start ${job.data.n}`);
-        if (job.data.n === 1) {
-          started.resolve();
-          await gate.promise;
-        }
-        order.push(`end ${job.data.n}`);
-        return job.data.n;
-      },
-    });
-    const events = recordEvents(a);
-    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
-    await started.promise;
-    const second = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 }));
-    await waitFor(async () => (await a.queue.getJobState(second.id!)) === 'active', 'the duplicate to be taken');
-    expect(a.runs.map((job) => job.id)).toEqual([first.id]); // active, but waiting for the lock
-    gate.resolve();
-    await expect(a.finished(second)).resolves.toBe(2);
-    await expect(a.finished(first)).resolves.toBe(1);
-    expect(order).toEqual(['start 1', 'end 1', 'start 2', 'end 2']);
-    expect(serverDuplicates(events)).toEqual([]);
-    expect(await keysOf(a)).toEqual([]);
-  });
-
   it('a lockTimeout that runs out while the holder still runs applies the strategy', async () => {
     const gate = hold();
     const started = hold();
@@ -295,12 +212,14 @@ describe('while_executing', () => {
         return job.data.n;
       },
     });
-    const events = recordEvents(a);
+    const events = new EventLog(a);
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
     await started.promise;
     const second = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 }));
     await expect(a.finished(second)).resolves.toBeNull(); // completed without running
-    expect(serverDuplicates(events)).toEqual([expect.objectContaining({ jobId: second.id, existingJobId: first.id })]);
+    expect(events.duplicates('server')).toEqual([
+      expect.objectContaining({ jobId: second.id, existingJobId: first.id }),
+    ]);
     gate.resolve();
     await a.finished(first);
     expect(a.runs.map((job) => job.id)).toEqual([first.id]);

@@ -1,0 +1,56 @@
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { EnqueueResult } from '../../lib/index.js';
+import { deduplicationId } from '../../lib/redis/keys.js';
+import type { TestApp } from './app.js';
+
+/** The lock arguments of most test jobs: their `id`. */
+export const byId = (data: { id: string }) => data.id;
+
+/** BullMQ's deduplication key holding a fast-path enqueue lock. */
+export function dedupKey(queueName: string, digest: string): string {
+  return `bull:${queueName}:de:${deduplicationId(digest)}`;
+}
+
+/** The value (holder job id) of a fast-path enqueue lock, or null. */
+export function dedupHolder(redis: Redis, queueName: string, digest: string): Promise<string | null> {
+  return redis.get(dedupKey(queueName, digest));
+}
+
+/** The library's semaphore-path enqueue lock. */
+export function queuedKey(prefix: string, digest: string): string {
+  return `${prefix}:{${digest}}:queued`;
+}
+
+/** The library's run-time lock. */
+export function runningKey(prefix: string, digest: string): string {
+  return `${prefix}:{${digest}}:running`;
+}
+
+/** The digest the app gives a job. */
+export function digestOf(app: TestApp, name: string, data: unknown): string {
+  const value = app.service.digestOf(app.queue.name, name, data);
+  if (!value) throw new Error(`job "${name}" of queue ${app.queue.name} is not unique`);
+  return value;
+}
+
+/** Owners of a sorted-set lock (run-time or semaphore path). */
+export async function owners(redis: Redis, key: string): Promise<string[]> {
+  return (await redis.zrange(key, '0', '-1')).sort();
+}
+
+/** Narrowing helpers for the explicit API's result union. */
+export function asEnqueued<R extends { status: string }>(result: R): Extract<R, { status: 'enqueued' }> {
+  if (result.status !== 'enqueued') throw new Error(`expected enqueued, got ${JSON.stringify(result)}`);
+  return result as Extract<R, { status: 'enqueued' }>;
+}
+
+export function asDuplicate<R extends { status: string }>(result: R): Extract<R, { status: 'duplicate' }> {
+  if (result.status !== 'duplicate') throw new Error(`expected duplicate, got status ${result.status}`);
+  return result as Extract<R, { status: 'duplicate' }>;
+}
+
+/** The job of an `enqueued` result (fails the test on a duplicate). */
+export function enqueuedJob(result: EnqueueResult): Job {
+  return asEnqueued(result).job as Job;
+}
