@@ -70,3 +70,13 @@ export async function ensureRedis() {
     },
   };
 }
+
+/** {@link ensureRedis}, or exit with its one-line reason (what to install). */
+export async function ensureRedisOrExit() {
+  try {
+    return await ensureRedis();
+  } catch (error) {
+    console.error(error.message);
+    process.exit(1);
+  }
+}

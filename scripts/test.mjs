@@ -4,15 +4,9 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ensureRedis } from './services.mjs';
+import { ensureRedisOrExit } from './services.mjs';
 
-let redis;
-try {
-  redis = await ensureRedis();
-} catch (error) {
-  console.error(error.message);
-  process.exit(1);
-}
+const redis = await ensureRedisOrExit();
 const env = {
   ...process.env,
   REDIS_URL: redis.url,
