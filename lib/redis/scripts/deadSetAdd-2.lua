@@ -1,6 +1,7 @@
 --[[
   Adds a rejected duplicate to the dead set and keeps the set bounded: entries older than maxAge and the oldest
-  entries beyond maxSize are dropped, at most 100 of each per call so no call walks the whole set.
+  entries beyond maxSize are dropped, at most 100 of each per call so no call walks the whole set. Both keys expire
+  maxAge after the last add (by then every entry is too old anyway), so an idle dead set leaves nothing behind.
 
   KEYS[1] index (sorted set: entry id -> time added, ms)
   KEYS[2] entries (hash: entry id -> JSON)
@@ -41,4 +42,6 @@ local excess = redis.call('ZCARD', index) - maxSize
 if excess > 0 then
   drop(redis.call('ZRANGE', index, 0, math.min(excess, 100) - 1))
 end
+redis.call('PEXPIRE', index, maxAge)
+redis.call('PEXPIRE', entries, maxAge)
 return dropped
