@@ -192,6 +192,11 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
       fail(`deadSet.${option}`, 'must be an integer ≥ 1');
     }
   }
+  const defaultKeys = Object.keys(DEFAULT_JOB_OPTIONS);
+  for (const key of Object.keys(options.defaults ?? {})) {
+    if (!defaultKeys.includes(key))
+      fail(`defaults.${key}`, `is not a per-job default; valid: ${defaultKeys.join(', ')}`);
+  }
   for (const strategy of options.strategies ?? []) {
     if (!strategy || typeof strategy.name !== 'string' || !Array.isArray(strategy.sides)) {
       fail('strategies', 'entries must implement ConflictStrategy (name, sides, onClientConflict/onServerConflict)');

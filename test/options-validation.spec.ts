@@ -425,6 +425,17 @@ describe('invalid unique-job options fail the bootstrap', () => {
     expect(error.message).toContain('no braces');
   });
 
+  it('an unknown key in the module defaults (a typo)', async () => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({
+      queues: [queue],
+      module: { defaults: { lock_ttl: 1000 } as unknown as UniqueJobsModuleOptions['defaults'] },
+    });
+    expect(error.source).toBe('UniqueJobsModule.forRoot');
+    expect(error.option).toBe('defaults.lock_ttl');
+    expect(error.message).toContain('lockTtl');
+  });
+
   it('a processor of a queue with forRoot job definitions but no @UniqueJob', async () => {
     const queue = uniqueName('val');
     @Processor(queue, { autorun: false })
