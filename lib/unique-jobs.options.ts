@@ -9,7 +9,7 @@ import type {
   UniqueJobOptions,
 } from './interfaces/unique-job-options.interface.js';
 import type { UniqueJobsModuleOptions } from './interfaces/unique-jobs-module-options.interface.js';
-import { LOCKS } from './locks/index.js';
+import { LOCKS, type Lock } from './locks/index.js';
 
 /** The defaults of every per-job option (overridable in `forRoot({ defaults })`). */
 export const DEFAULT_JOB_OPTIONS: Readonly<UniqueJobDefaults> = {
@@ -125,26 +125,52 @@ export function resolveJobOptions(
     }
   }
 
+  // An option set on the job that its lock never uses is a mistake (a module-wide default may be unused).
+  const unused: [keyof UniqueJobDefaults, boolean, string][] = [
+    ['lockTtl', !lock.locksAtEnqueue, 'applies to locks taken at enqueue; a run-time lock uses runtimeLockLease'],
+    ['lockTimeout', !lock.locksWhileRunning, 'applies to run-time locks (while_executing, until_and_while_executing)'],
+    [
+      'runtimeLockLease',
+      !lock.locksWhileRunning,
+      'applies to run-time locks (while_executing, until_and_while_executing)',
+    ],
+    ['rescheduleIn', !lock.locksWhileRunning, 'applies to the reschedule strategy, which needs a run-time lock'],
+    ['maxReschedules', !lock.locksWhileRunning, 'applies to the reschedule strategy, which needs a run-time lock'],
+  ];
+  for (const [option, isUnused, reason] of unused) {
+    if (isUnused && options[option] !== undefined) fail(option, `has no effect on lock "${lock.type}": it ${reason}`);
+  }
+
+  const onConflict = options.onConflict ?? defaults?.onConflict;
   return {
     options: { ...merged, lock: options.lock, uniqueAcross },
-    strategies: chooseStrategies(merged.onConflict, lock.conflictSides, lock.type, strategies, fail),
+    strategies: chooseStrategies(onConflict, lock, strategies, fail),
   };
 }
 
+/**
+ * The strategy of each side the lock has. A side left unset gets the lock's default (`log`, or `reschedule` on the
+ * server side of `until_and_while_executing`, whose queued copy must wait for the running one, not vanish).
+ */
 function chooseStrategies(
-  onConflict: OnConflict,
-  sides: readonly ConflictSide[],
-  lockType: LockType,
+  onConflict: OnConflict | undefined,
+  lock: Lock,
   registry: ReadonlyMap<string, ConflictStrategy>,
   fail: (option: string, problem: string) => never,
 ): ChosenStrategies {
+  const sides = lock.conflictSides;
+  const lockType = lock.type;
   const perSide: Partial<Record<ConflictSide, string>> =
-    typeof onConflict === 'string' ? Object.fromEntries(sides.map((side) => [side, onConflict])) : { ...onConflict };
+    onConflict === undefined
+      ? {}
+      : typeof onConflict === 'string'
+        ? Object.fromEntries(sides.map((side) => [side, onConflict]))
+        : { ...onConflict };
   if (typeof onConflict === 'object' && onConflict !== null) {
     for (const key of Object.keys(onConflict)) {
       if (key !== 'client' && key !== 'server') fail(`onConflict.${key}`, 'is not a side; valid sides: client, server');
     }
-  } else if (typeof onConflict !== 'string') {
+  } else if (onConflict !== undefined && typeof onConflict !== 'string') {
     fail('onConflict', 'must be a strategy name or { client, server }');
   }
   const chosen: ChosenStrategies = {};
@@ -152,7 +178,7 @@ function chooseStrategies(
     const name = perSide[side];
     const option = typeof onConflict === 'string' ? 'onConflict' : `onConflict.${side}`;
     if (name === undefined) {
-      if (sides.includes(side)) chosen[side] = registry.get('log');
+      if (sides.includes(side)) chosen[side] = registry.get(lock.defaultStrategy[side]);
       continue;
     }
     if (!sides.includes(side)) {
@@ -192,14 +218,27 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
       fail(`deadSet.${option}`, 'must be an integer ≥ 1');
     }
   }
+  for (const strategy of options.strategies ?? []) {
+    const sides: unknown = strategy?.sides;
+    const valid =
+      typeof strategy?.name === 'string' &&
+      Array.isArray(sides) &&
+      sides.length > 0 &&
+      sides.every(
+        (side) =>
+          (side === 'client' && typeof strategy.onClientConflict === 'function') ||
+          (side === 'server' && typeof strategy.onServerConflict === 'function'),
+      );
+    if (!valid) {
+      fail(
+        `strategies (${String(strategy?.name)})`,
+        'must list its sides ("client", "server") and implement onClientConflict for client and onServerConflict for server',
+      );
+    }
+  }
   const defaultKeys = Object.keys(DEFAULT_JOB_OPTIONS);
   for (const key of Object.keys(options.defaults ?? {})) {
     if (!defaultKeys.includes(key))
       fail(`defaults.${key}`, `is not a per-job default; valid: ${defaultKeys.join(', ')}`);
-  }
-  for (const strategy of options.strategies ?? []) {
-    if (!strategy || typeof strategy.name !== 'string' || !Array.isArray(strategy.sides)) {
-      fail('strategies', 'entries must implement ConflictStrategy (name, sides, onClientConflict/onServerConflict)');
-    }
   }
 }

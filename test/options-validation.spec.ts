@@ -13,6 +13,7 @@ import {
   type LockType,
   type UniqueJobDefinition,
   type UniqueJobOptions,
+  type ConflictStrategy,
   type UniqueJobsModuleOptions,
 } from '../lib/index.js';
 import { startApp, type TestApp } from './support/app.js';
@@ -423,6 +424,39 @@ describe('invalid unique-job options fail the bootstrap', () => {
     expect(error.source).toBe('UniqueJobsModule.forRoot');
     expect(error.option).toBe('prefix');
     expect(error.message).toContain('no braces');
+  });
+
+  it.each<[string, UniqueJobOptions, string]>([
+    ['lockTtl on while_executing', { lock: 'while_executing', lockTtl: 10_000 }, 'lockTtl'],
+    ['lockTimeout on until_executed', { lock: 'until_executed', lockTimeout: 5_000 }, 'lockTimeout'],
+    [
+      'runtimeLockLease on until_expired',
+      { lock: 'until_expired', lockTtl: 1_000, runtimeLockLease: 5_000 },
+      'runtimeLockLease',
+    ],
+    ['rescheduleIn on until_executing', { lock: 'until_executing', rescheduleIn: 100 }, 'rescheduleIn'],
+  ])('an option the lock never uses: %s', async (_label, options, option) => {
+    const queue = uniqueName('val');
+    const error = await invalidOptions({ queues: [queue], providers: [processor('UselessOption', queue, [options])] });
+    expect(error.option).toBe(option);
+    expect(error.message).toContain('has no effect');
+  });
+
+  it('a custom strategy that lacks the method for a side it claims', async () => {
+    const queue = uniqueName('val');
+    const broken = {
+      name: 'half',
+      sides: ['client', 'server'],
+      onServerConflict: async () => undefined,
+    } as unknown as ConflictStrategy;
+    const error = await invalidOptions({
+      queues: [queue],
+      module: { strategies: [broken] },
+      providers: [processor('HalfStrategy', queue, [{ lock: 'until_executed', onConflict: 'half' }])],
+    });
+    expect(error.source).toBe('UniqueJobsModule.forRoot');
+    expect(error.option).toBe('strategies (half)');
+    expect(error.message).toContain('onClientConflict');
   });
 
   it('an unknown key in the module defaults (a typo)', async () => {

@@ -6,9 +6,10 @@ import type {
 } from '../interfaces/conflict-strategy.interface.js';
 
 /**
- * At enqueue: removes the job holding the lock if it has not started (waiting, delayed, prioritized) and enqueues the
- * new one in its place, with the lock. If the existing job is already running it cannot be replaced, and `reject`
- * applies: the new job is kept in the dead set, so its payload is never lost.
+ * At enqueue: removes the job holding the lock if it never started (waiting, delayed or prioritized, no attempt begun)
+ * and enqueues the new one in its place, with the lock. A holder that is running, waiting for a retry, finished (an
+ * `until_expired` period) or in another queue cannot be replaced, and `reject` applies: the new job is kept in the dead
+ * set, so its payload is never lost.
  */
 export class ReplaceStrategy implements ConflictStrategy {
   readonly name = 'replace';
@@ -17,7 +18,9 @@ export class ReplaceStrategy implements ConflictStrategy {
   async onClientConflict(conflict: ClientConflict, tools: ConflictTools): Promise<ClientResolution> {
     const replaced = await tools.replaceExisting(conflict);
     if (replaced) return { result: replaced };
-    tools.logger.log(`Job ${conflict.existingJobId} is running and cannot be replaced; falling back to reject`);
+    tools.logger.log(
+      `Job ${conflict.existingJobId} cannot be replaced (it has started, has finished, or is not in queue "${conflict.definition.queue}"); falling back to reject`,
+    );
     return tools.strategy('reject').onClientConflict!(conflict, tools);
   }
 }

@@ -34,14 +34,10 @@ export class DeadSetService {
     return id;
   }
 
-  /** Entries, newest first. */
+  /** Entries, newest first (never one older than `maxAge`). */
   async list(options: { offset?: number; limit?: number } = {}): Promise<DeadSetEntry[]> {
-    const offset = options.offset ?? 0;
-    const limit = options.limit ?? 50;
-    const ids = await this.client.zrevrange(this.keys.deadSetIndex, offset, offset + limit - 1);
-    if (ids.length === 0) return [];
-    const values = await this.client.hmget(this.keys.deadSetEntries, ...ids);
-    return values.filter((value): value is string => value !== null).map((value) => JSON.parse(value) as DeadSetEntry);
+    const [, ...values] = await this.read(options.offset ?? 0, options.limit ?? 50);
+    return values.map((value) => JSON.parse(value as string) as DeadSetEntry);
   }
 
   /** One entry, or `undefined`. */
@@ -50,9 +46,18 @@ export class DeadSetService {
     return value === null ? undefined : (JSON.parse(value) as DeadSetEntry);
   }
 
-  /** How many entries the set holds. */
-  size(): Promise<number> {
-    return this.client.zcard(this.keys.deadSetIndex);
+  /** How many entries the set holds (not counting those older than `maxAge`). */
+  async size(): Promise<number> {
+    const [count] = await this.read(0, 0);
+    return count as number;
+  }
+
+  private async read(offset: number, limit: number): Promise<(number | string)[]> {
+    return (await this.scripts.run(
+      'deadSetList',
+      [this.keys.deadSetIndex, this.keys.deadSetEntries],
+      [offset, limit, this.bounds.maxAge],
+    )) as (number | string)[];
   }
 
   /** Deletes an entry; resolves `false` when there was none. */

@@ -8,9 +8,9 @@ import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.
  * `undefined` object properties are skipped, exactly as `JSON.stringify` (and so BullMQ) skips them, and values with
  * `toJSON` (Date, Buffer) are serialized through it.
  */
-export function canonicalJson(value: unknown): string {
+export function canonicalJson(value: unknown, options: CanonicalJsonOptions = {}): string {
   try {
-    return write(value, '$', new Set<object>());
+    return write(value, '$', new Set<object>(), options.undefinedProperties === 'reject');
   } catch (error) {
     if (error instanceof RangeError) {
       throw new UnserializableLockArgsError('$', 'nested too deeply to serialize (JSON.stringify fails here too)');
@@ -19,7 +19,13 @@ export function canonicalJson(value: unknown): string {
   }
 }
 
-function write(value: unknown, path: string, seen: Set<object>): string {
+/** Options of {@link canonicalJson}. */
+export interface CanonicalJsonOptions {
+  /** `'skip'` (default): drop `undefined` object properties as JSON does; `'reject'`: treat them as errors. */
+  undefinedProperties?: 'skip' | 'reject';
+}
+
+function write(value: unknown, path: string, seen: Set<object>, strict: boolean): string {
   switch (typeof value) {
     case 'string':
       return JSON.stringify(value);
@@ -45,17 +51,17 @@ function write(value: unknown, path: string, seen: Set<object>): string {
   }
   if (object instanceof RegExp) throw new UnserializableLockArgsError(path, 'RegExp has no JSON form');
   const toJSON = (object as { toJSON?: unknown }).toJSON;
-  if (typeof toJSON === 'function') return write(toJSON.call(object), path, seen);
+  if (typeof toJSON === 'function') return write(toJSON.call(object), path, seen, strict);
   seen.add(object);
   try {
     if (Array.isArray(object)) {
-      return `[${object.map((item, i) => write(item, `${path}[${i}]`, seen)).join(',')}]`;
+      return `[${object.map((item, i) => write(item, `${path}[${i}]`, seen, strict)).join(',')}]`;
     }
     const parts: string[] = [];
     for (const key of Object.keys(object).sort()) {
       const item = (object as Record<string, unknown>)[key];
-      if (item === undefined) continue;
-      parts.push(`${JSON.stringify(key)}:${write(item, `${path}.${key}`, seen)}`);
+      if (item === undefined && !strict) continue;
+      parts.push(`${JSON.stringify(key)}:${write(item, `${path}.${key}`, seen, strict)}`);
     }
     return `{${parts.join(',')}}`;
   } finally {

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { UniqueAcross } from '../interfaces/unique-job-options.interface.js';
+import type { LockType, UniqueAcross } from '../interfaces/unique-job-options.interface.js';
 import { deduplicationId, UniqueJobsKeys } from '../redis/keys.js';
 import { canonicalJson } from './canonical-json.js';
 
@@ -16,6 +16,12 @@ export interface DigestInput {
   lockArgs: unknown;
   /** Leave the queue and/or the job name out. */
   uniqueAcross?: UniqueAcross | readonly UniqueAcross[];
+  /**
+   * `true` when `lockArgs` is the output of a `lockArgs` function: an `undefined` property there is a missing field, and
+   * hashing it away would make every job missing it collide, so it is rejected. Whole job data (no `lockArgs`) skips
+   * `undefined` properties as JSON does. Default `false`.
+   */
+  picked?: boolean;
 }
 
 /**
@@ -28,7 +34,7 @@ export interface DigestInput {
 export function digest(input: DigestInput): string {
   const across = new Set(input.uniqueAcross === undefined ? [] : [input.uniqueAcross].flat());
   // Serialized apart so an error's path starts at the lock arguments ($.amount), not at this wrapper array.
-  const lockArgs = canonicalJson(input.lockArgs);
+  const lockArgs = canonicalJson(input.lockArgs, { undefinedProperties: input.picked ? 'reject' : 'skip' });
   const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(across.has('queues') ? null : input.queue)},${JSON.stringify(across.has('names') ? null : input.name)},${lockArgs}]`;
   return `${DIGEST_VERSION}:${hash('sha256', material, 'hex')}`;
 }
@@ -43,6 +49,8 @@ export interface LockKeyInput extends DigestInput {
   lockLimit?: number;
   /** Which lock: the enqueue lock (default) or the run-time lock. */
   kind?: 'enqueue' | 'runtime';
+  /** The lock type (`until_expired` keeps its enqueue lock in the library's own key). */
+  lock?: LockType;
 }
 
 /**
@@ -53,7 +61,7 @@ export function lockKey(input: LockKeyInput): string {
   const value = digest(input);
   const keys = new UniqueJobsKeys(input.prefix ?? 'uniquejobs');
   if (input.kind === 'runtime') return keys.runtimeLock(value);
-  if (usesDeduplicationKey(input.lockLimit ?? 1, input.uniqueAcross)) {
+  if (usesDeduplicationKey(input.lock ?? 'until_executed', input.lockLimit ?? 1, input.uniqueAcross)) {
     return `${input.queuePrefix ?? 'bull'}:${input.queue}:de:${deduplicationId(value)}`;
   }
   return keys.enqueueLock(value);
@@ -61,11 +69,18 @@ export function lockKey(input: LockKeyInput): string {
 
 /**
  * Whether an enqueue lock rides on BullMQ's native deduplication (one Redis call: the lock is taken inside BullMQ's add
- * script). It can when one holder is admitted and the lock is per queue.
+ * script). It can when one holder is admitted, the lock is per queue, and the lock ends with its job: BullMQ deletes a
+ * deduplication key when its job is removed (`clean`, `remove`, `removeOnComplete`), which must not end an
+ * `until_expired` period.
  */
 export function usesDeduplicationKey(
+  lock: LockType,
   lockLimit: number,
   uniqueAcross: UniqueAcross | readonly UniqueAcross[] | undefined,
 ): boolean {
-  return lockLimit === 1 && !(uniqueAcross === undefined ? [] : [uniqueAcross].flat()).includes('queues');
+  return (
+    lock !== 'until_expired' &&
+    lockLimit === 1 &&
+    !(uniqueAcross === undefined ? [] : [uniqueAcross].flat()).includes('queues')
+  );
 }

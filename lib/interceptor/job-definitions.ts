@@ -117,9 +117,17 @@ function resolve(
     lock: LOCKS[options.lock],
     clientStrategy: chosen.client,
     serverStrategy: chosen.server,
-    enqueueLockPath: usesDeduplicationKey(options.lockLimit, options.uniqueAcross) ? 'deduplication' : 'semaphore',
+    enqueueLockPath: usesDeduplicationKey(options.lock, options.lockLimit, options.uniqueAcross)
+      ? 'deduplication'
+      : 'semaphore',
     digestOf: (job) =>
-      digest({ queue, name: job.name, lockArgs: pick(job.data, job), uniqueAcross: options.uniqueAcross }),
+      digest({
+        queue,
+        name: job.name,
+        lockArgs: pick(job.data, job),
+        uniqueAcross: options.uniqueAcross,
+        picked: lockArgs !== undefined,
+      }),
   };
 }
 

@@ -102,6 +102,8 @@ export class JobInterceptor {
   private readonly queues = new Map<string, Queue>();
   private readonly originalMethods = new WeakMap<Queue, { add: AddFn; addBulk: AddBulkFn }>();
   private readonly tools: ConflictTools;
+  /** Jobs whose failure {@link process} handled (so the worker's `failed` event needs nothing more). */
+  private readonly failedInProcess = new WeakSet<Job>();
 
   constructor(private readonly deps: JobInterceptorDeps) {
     this.deadSet = new DeadSetService(
@@ -300,16 +302,16 @@ export class JobInterceptor {
     return conflict.definition.clientStrategy!.onClientConflict!(conflict, this.tools);
   }
 
-  /** For `replace`: removes the holder if it has not started, then adds the job in its place. */
+  /**
+   * For `replace`: removes the holder if it never started, then adds the job in its place (and lock). A holder that is
+   * running, finished (an `until_expired` period), waiting for a retry, gone, or in another queue is left alone:
+   * `undefined` lets the strategy fall back.
+   */
   private async replaceExisting(conflict: ClientConflict): Promise<EnqueueResult | undefined> {
     const { queue, definition, digest, name, data, opts } = conflict;
     let holder = conflict.existingJobId;
     for (let attempt = 0; attempt < 3 && holder !== undefined; attempt++) {
-      const removed = await queue.remove(holder);
-      if (removed !== 1) {
-        const state = await queue.getJobState(holder);
-        if (state !== 'unknown') return undefined; // running (locked) or otherwise not removable
-      }
+      if (!(await removeIfNotStarted(queue, holder))) return undefined;
       if (definition.enqueueLockPath === 'semaphore') {
         await this.deps.store.release(this.deps.keys.enqueueLock(digest), holder);
       }
@@ -400,6 +402,7 @@ export class JobInterceptor {
       }
       return result;
     } catch (error) {
+      this.failedInProcess.add(job);
       if (holdsEnqueueLock) {
         await this.quietly(job, digest, () => this.afterFailedAttempt(job, definition, digest, error));
       }
@@ -435,6 +438,19 @@ export class JobInterceptor {
       if (error instanceof UnserializableLockArgsError) throw new UnrecoverableError(error.message);
       throw error;
     }
+  }
+
+  /**
+   * A job that failed without passing through {@link process}: BullMQ fails a job that stalled or started too often
+   * before calling the processor. When that failure is final, its enqueue lock is released (owner-checked), so a dead
+   * job never blocks its digest.
+   */
+  async afterWorkerFailure(job: Job): Promise<void> {
+    if (this.failedInProcess.delete(job) || !job.finishedOn) return;
+    const definition = this.definitionOf(job.queueName, job.name);
+    const digest = enqueueLockDigest(job);
+    if (!definition || digest === undefined || definition.lock.releaseEnqueueLock === 'on-expiry') return;
+    await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
   }
 
   /** Waits up to `lockTimeout` for a run-time lock, backing off (25 ms doubling to 1 s) rather than polling hot. */
@@ -475,6 +491,7 @@ export class JobInterceptor {
         await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
       return value;
     } catch (error) {
+      this.failedInProcess.add(job);
       if (holdsEnqueueLock && !willRunAgain(job, error)) {
         await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
       }
@@ -612,6 +629,15 @@ function enqueueLockDigest(job: Job): string | undefined {
   const fromDeduplication = digestOfDeduplicationId(job.deduplicationId);
   if (fromDeduplication !== undefined) return fromDeduplication;
   return (job.opts[MARKER_FIELD as keyof JobsOptions] as UniqueJobMarker | undefined)?.digest;
+}
+
+/** Removes a job of this queue that never started (waiting, delayed or prioritized, no attempt begun). */
+async function removeIfNotStarted(queue: Queue, jobId: string): Promise<boolean> {
+  const job = await Job.fromId(queue, jobId);
+  if (!job || job.attemptsStarted > 0) return false;
+  const state = await job.getState();
+  if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized') return false;
+  return (await queue.remove(jobId)) === 1; // 0: it became active meanwhile
 }
 
 /** Job options with the library's marker (the digest, fixed at enqueue). */

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { WorkerHost } from '@nestjs/bullmq';
-import type { Job } from 'bullmq';
+import type { Job, Worker } from 'bullmq';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import type { UniqueJobOptions } from '../interfaces/unique-job-options.interface.js';
 import {
@@ -71,6 +71,7 @@ export class UniqueJobsWorkerGuard {
     };
     Object.defineProperty(guarded, 'length', { value: process.length });
     Object.defineProperty(instance, 'process', { value: guarded, writable: true, configurable: true });
+    watchWorker(instance, interceptor);
   }
 
   /** Closes the workers of guarded processors (waiting for their active jobs), before the lock client closes. */
@@ -81,6 +82,25 @@ export class UniqueJobsWorkerGuard {
     });
     await Promise.all(workers.map((worker) => worker.close()));
   }
+}
+
+/**
+ * Listens to the worker `@nestjs/bullmq` attaches to the processor (`instance._worker = worker`, right after creating
+ * it, before it runs a job): a job BullMQ fails without calling the processor still gets its lock released.
+ */
+function watchWorker(instance: object, interceptor: JobInterceptor): void {
+  let worker: Worker | undefined = (instance as { _worker?: Worker })._worker;
+  Object.defineProperty(instance, '_worker', {
+    configurable: true,
+    enumerable: true,
+    get: () => worker,
+    set: (value: Worker | undefined) => {
+      worker = value;
+      worker?.on('failed', (job) => {
+        if (job) void interceptor.afterWorkerFailure(job);
+      });
+    },
+  });
 }
 
 /**

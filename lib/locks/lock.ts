@@ -22,6 +22,8 @@ export abstract class Lock {
   readonly locksWhileRunning: boolean = false;
   /** Needs `lockTtl`. */
   readonly requiresTtl: boolean = false;
+  /** The strategy of each side when `onConflict` leaves it unset. */
+  readonly defaultStrategy: Readonly<Record<ConflictSide, string>> = { client: 'log', server: 'log' };
 
   /** The sides on which this lock meets duplicates, so the strategies they need. */
   get conflictSides(): ConflictSide[] {

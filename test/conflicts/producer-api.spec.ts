@@ -124,7 +124,7 @@ describe('producer paths through a guarded queue', () => {
 
     it('a lockTtl is counted from the run time: the lock lives lockTtl + delay', async () => {
       const app = await start({
-        unique: { lock: 'until_expired', lockTtl: 5_000, onConflict: 'log', lockArgs: byId },
+        unique: { lock: 'until_executed', lockTtl: 5_000, onConflict: 'log', lockArgs: byId },
         paused: true,
       });
       const delayed = await app.queue.add('sync', { id: 'a' }, { delay: 60_000 });

@@ -52,6 +52,7 @@ describe('until_and_while_executing', () => {
     const gate = hold();
     const started = hold();
     const a = await start({
+      unique: { ...unique, onConflict: 'log' }, // the default on this side is reschedule
       worker: { concurrency: 2 },
       handler: async (job: TestJob) => {
         if (job.data.n === 1) {

@@ -1,12 +1,13 @@
-// until_expired: the enqueue lock is only ever ended by its TTL (lockTtl past the run time). What it shares with
-// other lock types is in every-lock.spec.ts.
+// until_expired: the enqueue lock is only ever ended by its TTL (lockTtl past the run time). It lives in the library's
+// own key (a sorted set of holders), not in BullMQ's deduplication key, which BullMQ deletes with the job. What it
+// shares with other lock types is in every-lock.spec.ts.
 import { describe, expect, it } from '@jest/globals';
 import type { UniqueJobOptions } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
-import { byId, dedupKey, digestOf, enqueuedJob } from '../support/locks.js';
+import { byId, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
 import { queueEvent, waitFor } from '../support/wait.js';
 import { takeWithCrashingWorker, type TestJob } from './helpers.js';
 
@@ -14,7 +15,7 @@ const withTtl = (lockTtl: number): UniqueJobOptions => ({ lock: 'until_expired',
 
 describe('until_expired', () => {
   const { redis, start, keysOf, onCleanup } = useApps('uex');
-  const keyOf = (a: TestApp, id: string) => dedupKey(a.queue.name, digestOf(a, 'sync', { id }));
+  const keyOf = (a: TestApp, id: string) => queuedKey(a.prefix, digestOf(a, 'sync', { id }));
   const expired = (key: string) => waitFor(`${key} to expire`, async () => (await redis.exists(key)) === 0);
 
   it('takes a lock with TTL lockTtl at enqueue: a duplicate while the first is queued is dropped', async () => {
@@ -22,7 +23,7 @@ describe('until_expired', () => {
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
     const key = keyOf(a, 'u1');
     expect(await keysOf(a)).toEqual([key]);
-    expect(await redis.get(key)).toBe(first.id);
+    expect(await owners(redis, key)).toEqual([first.id]);
     const ttl = await redis.pttl(key);
     expect(ttl).toBeGreaterThan(55_000);
     expect(ttl).toBeLessThanOrEqual(60_000);
@@ -83,7 +84,7 @@ describe('until_expired', () => {
     await delayed;
     const key = keyOf(a, 'u1');
     expect(await keysOf(a)).toEqual([key]);
-    expect(await redis.get(key)).toBe(first.id);
+    expect(await owners(redis, key)).toEqual([first.id]);
     expect(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 })).toMatchObject({
       status: 'duplicate',
       existingJobId: first.id,
@@ -91,7 +92,7 @@ describe('until_expired', () => {
     await (await a.queue.getJob(first.id!))!.promote();
     await expect(a.finished(first)).resolves.toBe('retried');
     expect(a.runs.map((job) => job.id)).toEqual([first.id, first.id]);
-    expect(await redis.get(key)).toBe(first.id);
+    expect(await owners(redis, key)).toEqual([first.id]);
     expect(await redis.pttl(key)).toBeGreaterThan(0);
   });
 
@@ -138,12 +139,12 @@ describe('until_expired', () => {
     a.start();
     await stalled;
     await running.promise;
-    expect(await redis.get(key)).toBe(first.id);
+    expect(await owners(redis, key)).toEqual([first.id]);
     gate.resolve();
     await a.finished(first);
     expect(a.runs.map((job) => job.id)).toEqual([first.id]);
     expect(await keysOf(a)).toEqual([key]);
-    expect(await redis.get(key)).toBe(first.id);
+    expect(await owners(redis, key)).toEqual([first.id]);
     expect(await redis.pttl(key)).toBeGreaterThan(0);
   });
 
@@ -154,7 +155,7 @@ describe('until_expired', () => {
     const a = await start({
       unique: withTtl(lockTtl),
       handler: async (job: TestJob) => {
-        atRun.resolve(await redis.pttl(`bull:${job.queueName}:de:${job.opts.deduplication!.id}`));
+        atRun.resolve(await redis.pttl(queuedKey(a.prefix, digestOf(a, 'sync', job.data))));
       },
     });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { delay }));
