@@ -1,5 +1,4 @@
-import { digest } from '../digest/digest.js';
-import { usesDeduplicationKey } from '../digest/digest.js';
+import { digest, usesDeduplicationKey } from '../digest/digest.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import type { ConflictStrategy } from '../interfaces/conflict-strategy.interface.js';
 import type {
