@@ -27,7 +27,11 @@ export type UniqueJobEvent =
   | (EventBase & { type: 'lockLost'; jobId: string })
   | (EventBase & { type: 'error'; jobId?: string; error: Error });
 
-/** The stream of lock events. Subscribers that throw never break a job. */
+/**
+ * The stream of lock events. An event is published after the lock operation it reports, so a subscriber cannot change
+ * a job's outcome; but rxjs reports an error thrown by a subscriber as unhandled (by default a process-level
+ * exception), so catch errors inside your subscriber.
+ */
 @Injectable()
 export class UniqueJobsEvents {
   private readonly subject = new Subject<UniqueJobEvent>();
