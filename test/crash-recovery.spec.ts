@@ -62,7 +62,7 @@ describe('a worker process killed mid-job', () => {
           existingJobId: jobId,
         });
       } else {
-        expect(await redis.zrange(key, 0, -1)).toEqual([jobId]);
+        expect(await redis.zrange(key, '0', '-1')).toEqual([jobId]);
       }
 
       // Worker B recovers the stalled job (same id) and runs it to completion.

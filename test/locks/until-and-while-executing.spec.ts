@@ -5,10 +5,10 @@ import type { UniqueJobOptions } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
-import { hold } from '../support/gates.js';
+import { hold, holdFirstRun } from '../support/gates.js';
 import { byId, dedupKey, digestOf, enqueuedJob, owners, runningKey } from '../support/locks.js';
 import { queueEvent } from '../support/wait.js';
-import { takeWithCrashingWorker, type TestJob } from './helpers.js';
+import { takeWithCrashingWorker } from './helpers.js';
 
 const unique: UniqueJobOptions = { lock: 'until_and_while_executing', lockArgs: byId };
 
@@ -18,16 +18,9 @@ describe('until_and_while_executing', () => {
   const runtimeKey = (a: TestApp, id: string) => runningKey(a.prefix, digestOf(a, 'sync', { id }));
 
   it('while a job runs it holds only the run-time lock: one duplicate may queue (and is locked), a second is dropped', async () => {
-    const gate = hold();
-    const started = hold();
+    const { gate, started, handler } = holdFirstRun();
     const a = await start({
-      handler: async (job: TestJob) => {
-        if (job.data.n === 1) {
-          started.resolve();
-          await gate.promise;
-        }
-        return job.data.n;
-      },
+      handler,
     });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
     await started.promise;
@@ -49,18 +42,11 @@ describe('until_and_while_executing', () => {
   });
 
   it('a queued duplicate that starts while the first still runs meets the run-time lock (log) and releases its enqueue lock', async () => {
-    const gate = hold();
-    const started = hold();
+    const { gate, started, handler } = holdFirstRun();
     const a = await start({
       unique: { ...unique, onConflict: 'log' }, // the default on this side is reschedule
       worker: { concurrency: 2 },
-      handler: async (job: TestJob) => {
-        if (job.data.n === 1) {
-          started.resolve();
-          await gate.promise;
-        }
-        return job.data.n;
-      },
+      handler,
     });
     const events = new EventLog(a);
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
@@ -82,18 +68,11 @@ describe('until_and_while_executing', () => {
   });
 
   it('a duplicate rescheduled on a run-time conflict keeps its enqueue lock while it waits', async () => {
-    const gate = hold();
-    const started = hold();
+    const { gate, started, handler } = holdFirstRun();
     const a = await start({
       unique: { ...unique, onConflict: { client: 'log', server: 'reschedule' }, rescheduleIn: 300 },
       worker: { concurrency: 2 },
-      handler: async (job: TestJob) => {
-        if (job.data.n === 1) {
-          started.resolve();
-          await gate.promise;
-        }
-        return job.data.n;
-      },
+      handler,
     });
     const events = new EventLog(a);
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));

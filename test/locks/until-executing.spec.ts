@@ -4,7 +4,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { UniqueJobOptions } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
-import { hold } from '../support/gates.js';
+import { hold, holdFirstRun } from '../support/gates.js';
 import { byId, dedupKey, digestOf, enqueuedJob } from '../support/locks.js';
 import { queueEvent } from '../support/wait.js';
 import { takeWithCrashingWorker, type TestJob } from './helpers.js';
@@ -16,16 +16,9 @@ describe('until_executing', () => {
   const keyOf = (a: TestApp, id: string) => dedupKey(a.queue.name, digestOf(a, 'sync', { id }));
 
   it('releases the lock when the job starts: a duplicate while it runs is enqueued (and locked) and runs after it', async () => {
-    const gate = hold();
-    const started = hold();
+    const { gate, started, handler } = holdFirstRun();
     const a = await start({
-      handler: async (job: TestJob) => {
-        if (job.data.n === 1) {
-          started.resolve();
-          await gate.promise;
-        }
-        return job.data.n;
-      },
+      handler,
     });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
     await started.promise;

@@ -5,7 +5,7 @@ import type { UniqueJobOptions } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
-import { hold } from '../support/gates.js';
+import { hold, holdFirstRun } from '../support/gates.js';
 import { byId, digestOf, enqueuedJob, owners, runningKey } from '../support/locks.js';
 import { queueEvent } from '../support/wait.js';
 import { type Interval, overlapping, takeWithCrashingWorker, type TestJob } from './helpers.js';
@@ -199,18 +199,11 @@ describe('while_executing', () => {
   });
 
   it('a lockTimeout that runs out while the holder still runs applies the strategy', async () => {
-    const gate = hold();
-    const started = hold();
+    const { gate, started, handler } = holdFirstRun();
     const a = await start({
       unique: { ...unique, lockTimeout: 200 },
       worker: { concurrency: 2 },
-      handler: async (job: TestJob) => {
-        if (job.data.n === 1) {
-          started.resolve();
-          await gate.promise;
-        }
-        return job.data.n;
-      },
+      handler,
     });
     const events = new EventLog(a);
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));

@@ -4,12 +4,12 @@ import { Job } from 'bullmq';
 import type { UniqueJobOptions } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
-import { hold } from '../support/gates.js';
+import { holdFirstRun } from '../support/gates.js';
 import { EventLog } from '../support/events.js';
 import { byId, dedupKey, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
 import { uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
-import { takeWithCrashingWorker, type TestJob } from '../locks/helpers.js';
+import { takeWithCrashingWorker } from '../locks/helpers.js';
 
 describe('core review regressions', () => {
   const { redis, start, onCleanup } = useApps('rv');
@@ -76,18 +76,11 @@ describe('core review regressions', () => {
   });
 
   it('R5 until_and_while_executing (defaults): a newer copy queued while one runs is processed after it (choosing-a-lock.md)', async () => {
-    const gate = hold();
-    const started = hold();
+    const { gate, started, handler } = holdFirstRun();
     const a = await start({
       unique: { lock: 'until_and_while_executing', lockArgs: byId },
       worker: { concurrency: 2 },
-      handler: async (job: TestJob) => {
-        if (job.data.n === 1) {
-          started.resolve();
-          await gate.promise;
-        }
-        return job.data.n;
-      },
+      handler,
     });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
     await started.promise;

@@ -60,3 +60,21 @@ export class Gates {
     return entry;
   }
 }
+
+/**
+ * The common held handler: the run of the job whose `data.n` is 1 resolves `started` and waits for `gate`; every run
+ * returns `data.n`.
+ */
+export function holdFirstRun(): { gate: Deferred; started: Deferred; handler: (job: Job) => Promise<unknown> } {
+  const gate = hold();
+  const started = hold();
+  const handler = async (job: Job): Promise<unknown> => {
+    const { n } = job.data as { n?: number };
+    if (n === 1) {
+      started.resolve();
+      await gate.promise;
+    }
+    return n;
+  };
+  return { gate, started, handler };
+}
