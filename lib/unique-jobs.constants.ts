@@ -15,3 +15,9 @@ export const UNIQUE_JOBS_STRATEGIES = Symbol('UNIQUE_JOBS_STRATEGIES');
 
 /** Property of a processor instance through which the worker guard is injected (and installs itself). */
 export const WORKER_GUARD_PROPERTY = '__uniqueJobsWorkerGuard';
+
+/** Metadata key under which `@IdempotencyKey` records its options on a processor class. */
+export const IDEMPOTENCY_KEY_METADATA = 'nestjs-unique-jobs:idempotency-key';
+
+/** Injection token of the idempotency definitions registry. */
+export const UNIQUE_JOBS_IDEMPOTENCY = Symbol('UNIQUE_JOBS_IDEMPOTENCY');

@@ -1,4 +1,4 @@
-import { Inject, Logger, Module, Optional, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Module, Optional, type OnApplicationShutdown } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { getSharedConfigToken } from '@nestjs/bullmq';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
@@ -6,14 +6,23 @@ import { strategyRegistry } from './conflicts/index.js';
 import { UniqueJobsEvents } from './events/unique-jobs.events.js';
 import type { ConflictStrategy } from './interfaces/conflict-strategy.interface.js';
 import type { UniqueJobsModuleOptions } from './interfaces/unique-jobs-module-options.interface.js';
-import { JobInterceptor, type LoggerLike } from './interceptor/job.interceptor.js';
+import { JobInterceptor } from './interceptor/job.interceptor.js';
+import { loggerOf } from './interceptor/logger.js';
 import { JobDefinitions } from './interceptor/job-definitions.js';
 import { UniqueJobsQueueGuard } from './interceptor/queue.guard.js';
 import { UniqueJobsWorkerGuard } from './interceptor/worker.guard.js';
 import { LockStore } from './locks/lock-store.js';
 import { UniqueJobsKeys } from './redis/keys.js';
 import { RedisScripts } from './redis/redis-scripts.js';
-import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS, UNIQUE_JOBS_STRATEGIES } from './unique-jobs.constants.js';
+import {
+  UNIQUE_JOBS_DEFINITIONS,
+  UNIQUE_JOBS_IDEMPOTENCY,
+  UNIQUE_JOBS_REDIS,
+  UNIQUE_JOBS_STRATEGIES,
+} from './unique-jobs.constants.js';
+import { IdempotencyDefinitions } from './idempotency/idempotency-definitions.js';
+import { IdempotencyRunner } from './idempotency/idempotency.runner.js';
+import { RedisIdempotencyStore } from './idempotency/stores/redis-idempotency.store.js';
 import { ConfigurableModuleClass, UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX, validateModuleOptions } from './unique-jobs.options.js';
 import { UniqueJobsService } from './unique-jobs.service.js';
@@ -36,16 +45,6 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
       lazyConnect: true,
     }),
     owned: true,
-  };
-}
-
-function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
-  if (option === false) return { log: () => undefined, warn: () => undefined, error: () => undefined };
-  const logger = option ?? new Logger('UniqueJobs');
-  return {
-    log: (message) => void logger.log(message, 'UniqueJobs'),
-    warn: (message) => void logger.warn(message, 'UniqueJobs'),
-    error: (message) => void logger.error(message, undefined, 'UniqueJobs'),
   };
 }
 
@@ -80,6 +79,19 @@ function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
       },
       inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_STRATEGIES],
     },
+    {
+      provide: UNIQUE_JOBS_IDEMPOTENCY,
+      useFactory: (options: UniqueJobsModuleOptions, redis: RedisHandle) => {
+        const { store, stores = {}, defaults } = options.idempotency ?? {};
+        const defaultStore =
+          store ?? new RedisIdempotencyStore({ client: redis.client, prefix: options.prefix ?? DEFAULT_PREFIX });
+        return new IdempotencyDefinitions(defaults, {
+          default: defaultStore,
+          named: new Map(Object.entries(stores)),
+        });
+      },
+      inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_REDIS],
+    },
     UniqueJobsEvents,
     {
       provide: JobInterceptor,
@@ -89,17 +101,21 @@ function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
         definitions: JobDefinitions,
         strategies: ReadonlyMap<string, ConflictStrategy>,
         events: UniqueJobsEvents,
+        idempotencyDefinitions: IdempotencyDefinitions,
       ) => {
         const scripts = new RedisScripts(redis.client);
+        const logger = loggerOf(options.logger);
         return new JobInterceptor({
           definitions,
+          idempotencyDefinitions,
+          idempotency: new IdempotencyRunner({ events, logger }),
           strategies,
           client: redis.client,
           scripts,
           store: new LockStore(scripts),
           keys: new UniqueJobsKeys(options.prefix ?? DEFAULT_PREFIX),
           events,
-          logger: loggerOf(options.logger),
+          logger,
           enabled: options.enabled ?? true,
           ...(options.deadSet ? { deadSetBounds: options.deadSet } : {}),
         });
@@ -110,6 +126,7 @@ function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
         UNIQUE_JOBS_DEFINITIONS,
         UNIQUE_JOBS_STRATEGIES,
         UniqueJobsEvents,
+        UNIQUE_JOBS_IDEMPOTENCY,
       ],
     },
     UniqueJobsWorkerGuard,

@@ -10,6 +10,7 @@ import type {
 } from './interfaces/unique-job-options.interface.js';
 import type { UniqueJobsModuleOptions } from './interfaces/unique-jobs-module-options.interface.js';
 import { LOCKS, type Lock } from './locks/index.js';
+import { validateIdempotencyModuleOptions } from './idempotency/idempotency-options.js';
 
 /** The defaults of every per-job option (overridable in `forRoot({ defaults })`). */
 export const DEFAULT_JOB_OPTIONS: Readonly<UniqueJobDefaults> = {
@@ -201,7 +202,8 @@ function chooseStrategies(
   return chosen;
 }
 
-function stripUndefined<T extends object>(value: T): Partial<T> {
+/** A copy without the properties whose value is `undefined` (so they do not override defaults). */
+export function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
@@ -236,6 +238,7 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
       );
     }
   }
+  validateIdempotencyModuleOptions(options.idempotency);
   const defaultKeys = Object.keys(DEFAULT_JOB_OPTIONS);
   for (const key of Object.keys(options.defaults ?? {})) {
     if (!defaultKeys.includes(key))

@@ -2,16 +2,47 @@ import { Injectable } from '@nestjs/common';
 import { Observable, Subject } from 'rxjs';
 import type { ConflictSide } from '../interfaces/conflict-strategy.interface.js';
 
-interface EventBase {
+interface JobEventBase {
   queue: string;
   jobName: string;
-  digest: string;
   /** Time of the event (ms since epoch). */
   at: number;
 }
 
-/** Every lock transition the library makes, as a discriminated union on `type`. */
+interface EventBase extends JobEventBase {
+  digest: string;
+}
+
+interface IdempotencyEventBase extends JobEventBase {
+  jobId: string;
+  /** Scope of the idempotency key. */
+  scope: string;
+  /** The idempotency key (as stored). */
+  key: string;
+  /** Name of the store. */
+  store: string;
+}
+
+/** Every idempotency transition, as a discriminated union on `type`. */
+export type IdempotencyEvent =
+  | (IdempotencyEventBase & { type: 'idempotencyClaimed'; takeover: boolean })
+  | (IdempotencyEventBase & { type: 'idempotencyCompleted' })
+  | (IdempotencyEventBase & { type: 'idempotencyReplayed'; state: 'completed' | 'failed' })
+  | (IdempotencyEventBase & {
+      type: 'idempotencyInProgress';
+      action: 'delayed' | 'failed';
+      holderJobId: string | undefined;
+      retryInMs: number;
+    })
+  | (IdempotencyEventBase & { type: 'idempotencyReleased' })
+  | (IdempotencyEventBase & { type: 'idempotencyFailureKept' })
+  | (IdempotencyEventBase & { type: 'idempotencyMismatch' })
+  | (IdempotencyEventBase & { type: 'idempotencyLeaseLost' })
+  | (JobEventBase & { type: 'idempotencyMissingKey'; jobId: string; action: 'failed' | 'ran' });
+
+/** Every lock and idempotency transition the library makes, as a discriminated union on `type`. */
 export type UniqueJobEvent =
+  | IdempotencyEvent
   | (EventBase & { type: 'locked'; jobId: string; lock: 'enqueue' | 'runtime' })
   | (EventBase & { type: 'unlocked'; jobId: string; lock: 'enqueue' | 'runtime' })
   | (EventBase & {
@@ -25,10 +56,10 @@ export type UniqueJobEvent =
   | (EventBase & { type: 'rejected'; side: ConflictSide; deadSetEntryId: string; existingJobId: string | undefined })
   | (EventBase & { type: 'replaced'; jobId: string; replacedJobId: string })
   | (EventBase & { type: 'lockLost'; jobId: string })
-  | (EventBase & { type: 'error'; jobId?: string; error: Error });
+  | (JobEventBase & { type: 'error'; digest?: string; scope?: string; key?: string; jobId?: string; error: Error });
 
 /**
- * The stream of lock events. An event is published after the lock operation it reports, so a subscriber cannot change
+ * The stream of lock and idempotency events. An event is published after the lock operation it reports, so a subscriber cannot change
  * a job's outcome; but rxjs reports an error thrown by a subscriber as unhandled (by default a process-level
  * exception), so catch errors inside your subscriber.
  */
@@ -36,7 +67,7 @@ export type UniqueJobEvent =
 export class UniqueJobsEvents {
   private readonly subject = new Subject<UniqueJobEvent>();
 
-  /** Every event, as an Observable. */
+  /** Every event (locks and idempotency), as an Observable. */
   get events$(): Observable<UniqueJobEvent> {
     return this.subject.asObservable();
   }

@@ -8,15 +8,12 @@ import type {
   UniqueJobOptions,
 } from '../interfaces/unique-job-options.interface.js';
 import { LOCKS, type Lock } from '../locks/index.js';
+import { JobNameRegistry, type JobNameScoped } from './job-name-registry.js';
 import { resolveJobOptions, type EffectiveJobOptions } from '../unique-jobs.options.js';
 
 /** The options that apply to (queue, job name), validated, with defaults, the lock, the strategies and the digest. */
-export interface ResolvedJobDefinition {
+export interface ResolvedJobDefinition extends JobNameScoped {
   readonly queue: string;
-  /** Job names it applies to; `undefined`: every name without options of its own. */
-  readonly jobNames: readonly string[] | undefined;
-  /** Where it was declared (for messages). */
-  readonly source: string;
   readonly options: EffectiveJobOptions;
   readonly lock: Lock;
   /** Strategy for duplicates at enqueue, if the lock has any. */
@@ -34,7 +31,7 @@ export interface ResolvedJobDefinition {
  * is instantiated) and from `forRoot({ jobs })`. One instance per application.
  */
 export class JobDefinitions {
-  private readonly byQueue = new Map<string, { named: Map<string, Entry>; any?: Entry }>();
+  private readonly registry = new JobNameRegistry<ResolvedJobDefinition>('unique job options');
 
   constructor(
     private readonly defaults: Partial<UniqueJobDefaults> | undefined,
@@ -56,39 +53,18 @@ export class JobDefinitions {
       );
     }
     const resolved = resolve(queue, options, source, this.defaults, this.strategies, processorClass);
-    const slot = this.byQueue.get(queue) ?? { named: new Map<string, Entry>() };
-    this.byQueue.set(queue, slot);
-    const claim = (current: Entry | undefined, label: string): Entry => {
-      if (current && current.declared !== options) {
-        throw new InvalidUniqueJobOptionsError(
-          source,
-          'jobName',
-          `${label} of queue "${queue}" already has unique job options (from ${current.definition.source}); give each job name one set of options`,
-        );
-      }
-      return current ?? { declared: options, definition: resolved };
-    };
-    if (resolved.jobNames === undefined) slot.any = claim(slot.any, 'every job name');
-    else for (const name of resolved.jobNames) slot.named.set(name, claim(slot.named.get(name), `job "${name}"`));
-    return (resolved.jobNames === undefined ? slot.any : slot.named.get(resolved.jobNames[0]))!.definition;
+    return this.registry.add(queue, options, resolved);
   }
 
   /** The options for a job, or `undefined` when the job is not unique. */
   find(queue: string, name: string): ResolvedJobDefinition | undefined {
-    const slot = this.byQueue.get(queue);
-    return slot?.named.get(name)?.definition ?? slot?.any?.definition;
+    return this.registry.find(queue, name);
   }
 
   /** Whether any options were registered for the queue. */
   hasQueue(queue: string): boolean {
-    return this.byQueue.has(queue);
+    return this.registry.hasQueue(queue);
   }
-}
-
-interface Entry {
-  /** The object the user declared (the same definition may be registered twice: forRoot and @UniqueJob). */
-  declared: object;
-  definition: ResolvedJobDefinition;
 }
 
 function resolve(

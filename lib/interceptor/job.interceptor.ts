@@ -1,15 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  DelayedError,
-  Job,
-  RateLimitError,
-  UnrecoverableError,
-  WaitingChildrenError,
-  WaitingError,
-  type JobsOptions,
-  type Queue,
-} from 'bullmq';
+import { Job, UnrecoverableError, type JobsOptions, type Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { DeadSetService } from '../dead-set/dead-set.service.js';
 import type { DeadSetEntry } from '../dead-set/dead-set-entry.interface.js';
@@ -30,6 +21,10 @@ import { deduplicationId, digestOfDeduplicationId, type UniqueJobsKeys } from '.
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_LEASE } from '../unique-jobs.options.js';
 import type { JobDefinitions, ResolvedJobDefinition } from './job-definitions.js';
+import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
+import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
+import type { LoggerLike } from './logger.js';
+import { willRunAgain } from './will-run-again.js';
 
 /**
  * What the library stores on the options of a job locked on the general path: the digest, fixed at enqueue. (A job on
@@ -54,16 +49,11 @@ type AddFn = (name: string, data: unknown, opts?: JobsOptions) => Promise<Job>;
 type AddBulkFn = (jobs: BulkJob[]) => Promise<Job[]>;
 type Processor = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
 
-/** The minimal logger the library writes to. */
-export interface LoggerLike {
-  log(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
-
 /** Everything the interceptor works with, built by the module. */
 export interface JobInterceptorDeps {
   definitions: JobDefinitions;
+  idempotencyDefinitions: IdempotencyDefinitions;
+  idempotency: IdempotencyRunner;
   strategies: ReadonlyMap<string, ConflictStrategy>;
   client: Redis | Cluster;
   scripts: RedisScripts;
@@ -357,13 +347,15 @@ export class JobInterceptor {
 
   // ───────────────────────────── process (server side) ─────────────────────────────
 
-  /** Runs a job's handler inside its locks. */
+  /** Runs a job's handler inside its locks, then under its idempotency key. */
   async process(
     job: Job,
     token: string | undefined,
     signal: AbortSignal | undefined,
-    run: Processor,
+    handler: Processor,
   ): Promise<unknown> {
+    const keyed = this.deps.enabled ? this.deps.idempotencyDefinitions.find(job.queueName, job.name) : undefined;
+    const run: Processor = keyed ? (j, t, s) => this.deps.idempotency.run(keyed, j, t, s, handler) : handler;
     const definition = this.definitionOf(job.queueName, job.name);
     if (!definition) return run(job, token, signal);
     const lockedDigest = enqueueLockDigest(job);
@@ -472,7 +464,8 @@ export class JobInterceptor {
   }
 
   private keepLease(key: string, job: Job, definition: ResolvedJobDefinition, digest: string): LeaseKeeper {
-    return new LeaseKeeper(this.deps.store, key, job.id!, definition.options.runtimeLockLease, {
+    const { runtimeLockLease } = definition.options;
+    return new LeaseKeeper(() => this.deps.store.renew(key, job.id!, runtimeLockLease), runtimeLockLease, {
       lost: () => {
         this.deps.logger.error(
           `Run-time lock of job ${job.id} (queue "${job.queueName}", digest ${digest}) was lost: its lease ended before it was renewed, so a duplicate may run concurrently`,
@@ -598,20 +591,6 @@ export class JobInterceptor {
   private emitLocked(definition: ResolvedJobDefinition, jobName: string, digest: string, jobId: string): void {
     this.deps.events.emit({ type: 'locked', lock: 'enqueue', queue: definition.queue, jobName, digest, jobId });
   }
-}
-
-/** Whether BullMQ will run the job again after this error (a retry, or a move back to delayed/waiting). */
-export function willRunAgain(job: Job, error: unknown): boolean {
-  if (error instanceof UnrecoverableError) return false;
-  if (
-    error instanceof DelayedError ||
-    error instanceof WaitingError ||
-    error instanceof WaitingChildrenError ||
-    error instanceof RateLimitError
-  ) {
-    return true;
-  }
-  return job.attemptsMade + 1 < Math.max(job.opts.attempts ?? 1, 1);
 }
 
 /**

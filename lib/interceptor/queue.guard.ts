@@ -2,7 +2,12 @@ import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import { Queue, type JobsOptions } from 'bullmq';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
-import { PROCESSOR_METADATA, UNIQUE_JOB_METADATA, UNIQUE_JOBS_DEFINITIONS } from '../unique-jobs.constants.js';
+import {
+  IDEMPOTENCY_KEY_METADATA,
+  PROCESSOR_METADATA,
+  UNIQUE_JOB_METADATA,
+  UNIQUE_JOBS_DEFINITIONS,
+} from '../unique-jobs.constants.js';
 import { JobInterceptor, type BulkJob } from './job.interceptor.js';
 import type { JobDefinitions } from './job-definitions.js';
 import { UniqueJobsWorkerGuard } from './worker.guard.js';
@@ -62,7 +67,8 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
     const queue = (Reflect.getMetadata(PROCESSOR_METADATA, providerClass) as { name?: string } | undefined)?.name;
     if (!queue) return;
     const guarded = Reflect.hasOwnMetadata(UNIQUE_JOB_METADATA, providerClass);
-    if (guarded && !isStatic) this.workerGuard.register(providerClass);
+    const keyed = Reflect.hasOwnMetadata(IDEMPOTENCY_KEY_METADATA, providerClass);
+    if ((guarded || keyed) && !isStatic) this.workerGuard.register(providerClass);
     if (!guarded && this.definitions.hasQueue(queue)) {
       throw new InvalidUniqueJobOptionsError(
         (providerClass as { name?: string }).name ?? 'processor',

@@ -3,10 +3,14 @@ import type { WorkerHost } from '@nestjs/bullmq';
 import type { Job, Worker } from 'bullmq';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import type { UniqueJobOptions } from '../interfaces/unique-job-options.interface.js';
+import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
+import type { IdempotencyKeyOptions } from '../interfaces/idempotency-key-options.interface.js';
 import {
+  IDEMPOTENCY_KEY_METADATA,
   PROCESSOR_METADATA,
   UNIQUE_JOB_METADATA,
   UNIQUE_JOBS_DEFINITIONS,
+  UNIQUE_JOBS_IDEMPOTENCY,
   WORKER_GUARD_PROPERTY,
 } from '../unique-jobs.constants.js';
 import { JobInterceptor } from './job.interceptor.js';
@@ -32,10 +36,11 @@ export class UniqueJobsWorkerGuard {
   constructor(
     private readonly interceptor: JobInterceptor,
     @Inject(UNIQUE_JOBS_DEFINITIONS) private readonly definitions: JobDefinitions,
+    @Inject(UNIQUE_JOBS_IDEMPOTENCY) private readonly idempotency: IdempotencyDefinitions,
   ) {}
 
   /**
-   * Registers a processor class's `@UniqueJob` options (once per class). Runs when Nest instantiates the processor, and
+   * Registers a processor class's `@UniqueJob` and `@IdempotencyKey` options (once per class). Runs when Nest instantiates the processor, and
    * at module init for request-scoped processors, which Nest does not instantiate until a job arrives.
    */
   register(processorClass: object): void {
@@ -45,7 +50,7 @@ export class UniqueJobsWorkerGuard {
     if (!queue) {
       throw new InvalidUniqueJobOptionsError(
         name,
-        '@UniqueJob',
+        Reflect.hasOwnMetadata(UNIQUE_JOB_METADATA, processorClass) ? '@UniqueJob' : '@IdempotencyKey',
         'must decorate a class decorated with @Processor(queueName) from @nestjs/bullmq',
       );
     }
@@ -53,6 +58,8 @@ export class UniqueJobsWorkerGuard {
     declared.forEach((options, i) =>
       this.definitions.register(queue, options, `${name} (@UniqueJob #${i + 1})`, processorClass),
     );
+    const keys = (Reflect.getOwnMetadata(IDEMPOTENCY_KEY_METADATA, processorClass) ?? []) as IdempotencyKeyOptions[];
+    keys.forEach((options, i) => this.idempotency.register(queue, options, `${name} (@IdempotencyKey #${i + 1})`));
     this.registered.add(processorClass);
   }
 

@@ -1,6 +1,8 @@
 import type { LoggerService } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { IdempotencyStore } from '../idempotency/idempotency-store.interface.js';
 import type { ConflictStrategy } from './conflict-strategy.interface.js';
+import type { IdempotencyDefaults } from './idempotency-key-options.interface.js';
 import type { UniqueJobDefaults, UniqueJobDefinition } from './unique-job-options.interface.js';
 
 /** Options of `UniqueJobsModule.forRoot` / `forRootAsync`. */
@@ -24,7 +26,9 @@ export interface UniqueJobsModuleOptions {
   strategies?: readonly ConflictStrategy[];
   /** The logger. Default: Nest's `Logger` with context `UniqueJobs`. `false` silences the library. */
   logger?: LoggerService | false;
-  /** `false` turns every lock off (jobs pass straight through). Default `true`. */
+  /** Stores and defaults of `@IdempotencyKey`. */
+  idempotency?: IdempotencyModuleOptions;
+  /** `false` turns the library off: no locks, no idempotency (jobs pass straight through). Default `true`. */
   enabled?: boolean;
   /** Bounds of the dead set that keeps rejected duplicates. */
   deadSet?: {
@@ -33,4 +37,17 @@ export interface UniqueJobsModuleOptions {
     /** Entries older than this (ms) are dropped. Default 7 days. */
     maxAge?: number;
   };
+}
+
+/** The `idempotency` part of the module options. */
+export interface IdempotencyModuleOptions {
+  /**
+   * The store used when `@IdempotencyKey` names none. Default: a `RedisIdempotencyStore` on the lock connection and
+   * prefix.
+   */
+  store?: IdempotencyStore;
+  /** Stores `@IdempotencyKey({ store: name })` can pick, e.g. `{ sql: new PostgresIdempotencyStore({ pool }) }`. */
+  stores?: Readonly<Record<string, IdempotencyStore>>;
+  /** Defaults of every `@IdempotencyKey` option. */
+  defaults?: Partial<IdempotencyDefaults>;
 }

@@ -19,6 +19,14 @@ export class UniqueJobsKeys {
     return `${this.prefix}:{${digest}}:running`;
   }
 
+  /**
+   * An idempotency record of the Redis store (a hash). `recordId` is a hash of (scope, key): user data never appears in
+   * a key name.
+   */
+  idempotencyRecord(recordId: string): string {
+    return `${this.prefix}:{${recordId}}:idempotency`;
+  }
+
   /** Dead set index (sorted set: entry id → time). */
   get deadSetIndex(): string {
     return `${this.prefix}:{dead}:index`;

@@ -3,7 +3,17 @@ import type { Cluster, Redis } from 'ioredis';
 
 /** Names of the library's Redis scripts (`lib/redis/scripts/<name>-<number of keys>.lua`). */
 export type ScriptName =
-  'acquireLock' | 'renewLock' | 'releaseLock' | 'relockDeduplication' | 'deadSetAdd' | 'deadSetList' | 'deadSetTake';
+  | 'acquireLock'
+  | 'renewLock'
+  | 'releaseLock'
+  | 'relockDeduplication'
+  | 'deadSetAdd'
+  | 'deadSetList'
+  | 'deadSetTake'
+  | 'idempotencyClaim'
+  | 'idempotencyRenew'
+  | 'idempotencySettle'
+  | 'idempotencyRelease';
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;

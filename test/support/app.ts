@@ -3,9 +3,11 @@ import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq
 import { Test, type TestingModule } from '@nestjs/testing';
 import { QueueEvents, type Job, type Queue, type WorkerOptions } from 'bullmq';
 import {
+  IdempotencyKey,
   UniqueJob,
   UniqueJobsModule,
   UniqueJobsService,
+  type IdempotencyKeyOptions,
   type UniqueJobDefinition,
   type UniqueJobOptions,
   type UniqueJobsModuleOptions,
@@ -19,6 +21,8 @@ export interface TestAppOptions {
   queue: string;
   /** `@UniqueJob` options of the processor; each entry is one decorator. Omit for an app with no processor. */
   unique?: UniqueJobOptions | UniqueJobDefinition | (UniqueJobOptions | UniqueJobDefinition)[];
+  /** `@IdempotencyKey` options of the processor; each entry is one decorator. */
+  idempotency?: IdempotencyKeyOptions | IdempotencyKeyOptions[];
   /** The processor's body. Default: resolves `undefined`. */
   handler?: Handler;
   /** Static members of the processor class (e.g. a `lockArgs` method). */
@@ -72,6 +76,7 @@ export function processorClass(options: TestAppOptions, runs: Job[]): new () => 
   }
   Object.assign(TestProcessor, options.statics ?? {});
   for (const unique of [options.unique ?? []].flat().reverse()) UniqueJob(unique)(TestProcessor);
+  for (const keyed of [options.idempotency ?? []].flat().reverse()) IdempotencyKey(keyed)(TestProcessor);
   return TestProcessor;
 }
 
@@ -79,7 +84,10 @@ export function processorClass(options: TestAppOptions, runs: Job[]): new () => 
 export async function startApp(options: TestAppOptions): Promise<TestApp> {
   const runs: Job[] = [];
   const prefix = options.module?.prefix ?? uniqueName('ujt');
-  const providers = options.unique !== undefined || options.handler ? [processorClass(options, runs)] : [];
+  const providers =
+    options.unique !== undefined || options.idempotency !== undefined || options.handler
+      ? [processorClass(options, runs)]
+      : [];
   const moduleRef = await Test.createTestingModule({
     imports: [
       BullModule.forRoot({ connection: redisOptions() }),

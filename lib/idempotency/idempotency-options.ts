@@ -1,0 +1,152 @@
+import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
+import type { IdempotencyDefaults, IdempotencyKeyOptions } from '../interfaces/idempotency-key-options.interface.js';
+import type { IdempotencyModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
+import { stripUndefined } from '../unique-jobs.options.js';
+import type { IdempotencyStore } from './idempotency-store.interface.js';
+
+/** The defaults of every `@IdempotencyKey` option (overridable in `forRoot({ idempotency: { defaults } })`). */
+export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<IdempotencyDefaults> = {
+  ttl: 24 * 60 * 60 * 1000,
+  lease: 30_000,
+  onInProgress: 'delay',
+  onFailure: 'release',
+  onMissingKey: 'error',
+};
+
+/** Keys longer than this many characters are stored as `sha256:<hex>` (hashed, never truncated). */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+
+/** `@IdempotencyKey` options with every default applied. */
+export interface EffectiveIdempotencyOptions extends IdempotencyDefaults {
+  transactional: boolean;
+}
+
+const OPTION_KEYS = [
+  'key',
+  'jobName',
+  'scope',
+  'fingerprint',
+  'store',
+  'transactional',
+  ...(Object.keys(DEFAULT_IDEMPOTENCY_OPTIONS) as (keyof IdempotencyDefaults)[]),
+] as const;
+
+const CHOICES: { [K in keyof IdempotencyDefaults]?: readonly string[] } = {
+  onInProgress: ['delay', 'fail'],
+  onFailure: ['release', 'keep'],
+  onMissingKey: ['error', 'run'],
+};
+
+/**
+ * Checks one set of `@IdempotencyKey` options, applies the defaults and picks the store. Every problem is reported at
+ * bootstrap with where the options came from, the option and the valid values.
+ */
+export function resolveIdempotencyOptions(
+  source: string,
+  options: IdempotencyKeyOptions,
+  defaults: Partial<IdempotencyDefaults> | undefined,
+  stores: IdempotencyStores,
+): { options: EffectiveIdempotencyOptions; store: IdempotencyStore } {
+  const fail = (option: string, problem: string): never => {
+    throw new InvalidUniqueJobOptionsError(source, option, problem);
+  };
+  if (typeof options !== 'object' || options === null) fail('options', 'must be a key function or an object');
+  for (const key of Object.keys(options)) {
+    if (!(OPTION_KEYS as readonly string[]).includes(key)) {
+      fail(key, `is not an option; valid options: ${OPTION_KEYS.join(', ')}`);
+    }
+  }
+  if (typeof options.key !== 'function') {
+    fail('key', 'must be a function of the job returning its key from the domain data, e.g. job => job.data.eventId');
+  }
+  const merged = { ...DEFAULT_IDEMPOTENCY_OPTIONS, ...stripUndefined(defaults ?? {}), ...stripUndefined(options) };
+  checkDefaults(merged, fail);
+
+  const names = options.jobName === undefined ? [] : [options.jobName].flat();
+  if (options.jobName !== undefined && (names.length === 0 || names.some((n) => typeof n !== 'string' || n === ''))) {
+    fail('jobName', 'must be a non-empty job name or a non-empty list of them');
+  }
+  if (options.scope !== undefined && (typeof options.scope !== 'string' || options.scope === '')) {
+    fail('scope', 'must be a non-empty string');
+  }
+  const { fingerprint } = options;
+  const fingerprintValid =
+    fingerprint === undefined ||
+    fingerprint === 'data' ||
+    fingerprint === false ||
+    typeof fingerprint === 'function' ||
+    (Array.isArray(fingerprint) &&
+      fingerprint.length > 0 &&
+      fingerprint.every((field) => typeof field === 'string' && field !== ''));
+  if (!fingerprintValid) {
+    fail('fingerprint', "must be 'data', false, a non-empty list of top-level field names, or a function of the data");
+  }
+
+  const storeName = options.store;
+  const store = storeName === undefined ? stores.default : stores.named.get(storeName);
+  if (!store) {
+    const valid = [...stores.named.keys()];
+    fail(
+      'store',
+      `names no store (got ${JSON.stringify(storeName)}); stores from forRoot({ idempotency: { stores } }): ${valid.join(', ') || 'none'}`,
+    );
+  }
+  if (options.transactional !== undefined && typeof options.transactional !== 'boolean') {
+    fail('transactional', 'must be true or false');
+  }
+  const transactional = options.transactional ?? false;
+  if (transactional && typeof store!.runInTransaction !== 'function') {
+    fail(
+      'transactional',
+      `needs a store with transactions (PostgreSQL or SQLite); store "${store!.name}" has none: set store to one that has`,
+    );
+  }
+  return { options: { ...merged, transactional }, store: store! };
+}
+
+/** The stores `@IdempotencyKey` can name. */
+export interface IdempotencyStores {
+  default: IdempotencyStore;
+  named: ReadonlyMap<string, IdempotencyStore>;
+}
+
+/** Checks `forRoot({ idempotency })` (the parts that are not per-job). */
+export function validateIdempotencyModuleOptions(options: IdempotencyModuleOptions | undefined): void {
+  if (options === undefined) return;
+  const fail = (option: string, problem: string): never => {
+    throw new InvalidUniqueJobOptionsError('UniqueJobsModule.forRoot', `idempotency.${option}`, problem);
+  };
+  for (const key of Object.keys(options)) {
+    if (!['store', 'stores', 'defaults'].includes(key)) fail(key, 'is not an option; valid: store, stores, defaults');
+  }
+  const stores = Object.entries(options.stores ?? {});
+  for (const [name, store] of [...(options.store ? [['store', options.store] as const] : []), ...stores]) {
+    const methods = ['claim', 'renew', 'complete', 'fail', 'release', 'get', 'delete'] as const;
+    const missing = methods.filter((m) => typeof (store as unknown as Record<string, unknown>)?.[m] !== 'function');
+    if (missing.length > 0) fail(name, `is not an IdempotencyStore: it lacks ${missing.join(', ')}`);
+  }
+  const defaultKeys = Object.keys(DEFAULT_IDEMPOTENCY_OPTIONS);
+  for (const key of Object.keys(options.defaults ?? {})) {
+    if (!defaultKeys.includes(key)) fail(`defaults.${key}`, `is not a default; valid: ${defaultKeys.join(', ')}`);
+  }
+  checkDefaults({ ...DEFAULT_IDEMPOTENCY_OPTIONS, ...stripUndefined(options.defaults ?? {}) }, (option, problem) =>
+    fail(`defaults.${option}`, problem),
+  );
+}
+
+function checkDefaults(merged: IdempotencyDefaults, fail: (option: string, problem: string) => never): void {
+  const integer = (option: 'ttl' | 'lease', min: number) => {
+    const value = merged[option];
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+      fail(option, `must be an integer ≥ ${min} (milliseconds) (got ${String(value)})`);
+    }
+  };
+  integer('ttl', 1);
+  integer('lease', 100);
+  for (const [option, valid] of Object.entries(CHOICES)) {
+    const value = merged[option as keyof IdempotencyDefaults];
+    if (!valid.includes(value as string)) {
+      fail(option, `must be one of ${valid.map((v) => `'${v}'`).join(', ')} (got ${JSON.stringify(value)})`);
+    }
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * The contract every idempotency store meets: Redis (default), PostgreSQL, SQLite, or your own. One shared contract
+ * test suite (`test/idempotency/store-contract.ts`) runs against each store; run it against a custom store too.
+ *
+ * A record is identified by `(scope, key)`. It is *live* while its `expiresAt` is in the future by the store's own
+ * clock: for an `in_progress` record that is the end of its lease, for a `completed` or `failed` record the end of its
+ * retention. A record that is not live is treated exactly as an absent one.
+ *
+ * Every state change is atomic in the store and, except `claim`, a compare-and-set on the owner token: a holder whose
+ * lease was taken over can never complete, fail, renew or release the record of the new holder.
+ */
+export interface IdempotencyStore<Transaction = unknown> {
+  /** A short name for messages and events, e.g. `'redis'`, `'postgres'`, `'sqlite'`. */
+  readonly name: string;
+
+  /**
+   * Claims a key atomically: when no live record exists, writes an `in_progress` record owned by `request.owner` with a
+   * lease of `request.leaseMs` and answers `{ claimed: true }` (`takeover: true` when it replaced an `in_progress`
+   * record whose lease had ended: its holder crashed or stalled). Otherwise changes nothing and answers the live record.
+   * Exactly one of any number of concurrent claimants wins.
+   */
+  claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult>;
+
+  /** Extends the lease of the owner's `in_progress` record to `leaseMs` from now. `false`: the owner lost it. */
+  renew(ref: IdempotencyRecordRef, leaseMs: number): Promise<boolean>;
+
+  /**
+   * Turns the owner's `in_progress` record into `completed`, storing `completion.result` (JSON text, or `undefined` for
+   * a handler that returned nothing) and keeping it `completion.ttlMs`. The fingerprint stays. `false`: the owner lost
+   * its claim and nothing was written.
+   */
+  complete(ref: IdempotencyRecordRef, completion: IdempotencyCompletion): Promise<boolean>;
+
+  /** Turns the owner's `in_progress` record into `failed`, storing `failure.error`, kept `failure.ttlMs`. */
+  fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): Promise<boolean>;
+
+  /** Deletes the owner's `in_progress` record, so the next delivery claims it. `false`: not the owner any more. */
+  release(ref: IdempotencyRecordRef): Promise<boolean>;
+
+  /** The live record of a key, if any. */
+  get(scope: string, key: string): Promise<IdempotencyRecord | undefined>;
+
+  /** Deletes a key's record whatever its state (operations and tests). `true` if one existed. */
+  delete(scope: string, key: string): Promise<boolean>;
+
+  /**
+   * Transactional mode, for stores that have transactions (PostgreSQL, SQLite): opens a transaction, runs `work` with a
+   * transaction-bound client, then in the same transaction completes the owner's record with `completion(value)` and
+   * commits. The handler's writes and the completed record commit together or not at all. If the owner lost its claim,
+   * or `work` or `completion` throws, the transaction rolls back and the error is thrown
+   * ({@link IdempotencyLeaseLostError} for a lost claim).
+   */
+  runInTransaction?<T>(
+    ref: IdempotencyRecordRef,
+    work: (transaction: Transaction) => Promise<T>,
+    completion: (value: T) => IdempotencyCompletion,
+  ): Promise<T>;
+}
+
+/** The states of a record. */
+export type IdempotencyState = 'in_progress' | 'completed' | 'failed';
+
+/** Identifies a claimed record and its owner. */
+export interface IdempotencyRecordRef {
+  scope: string;
+  key: string;
+  /** The owner token the claim was taken with: random per attempt, never the job id. */
+  owner: string;
+}
+
+/** A claim request. */
+export interface IdempotencyClaim extends IdempotencyRecordRef {
+  /** Lease of the in-progress record (ms). The holder renews it while its handler runs. */
+  leaseMs: number;
+  /** Fingerprint of the payload, stored with the record, or `undefined` when payloads are not compared. */
+  fingerprint: string | undefined;
+  /** The job that claims (for operators: who holds the key). */
+  jobId: string | undefined;
+}
+
+/** The answer to a claim. */
+export type IdempotencyClaimResult =
+  | { claimed: true; takeover: boolean }
+  | {
+      claimed: false;
+      /** The live record that stopped the claim. */
+      record: IdempotencyRecord;
+      /** How long until that record stops being live, by the store's clock (ms). */
+      expiresInMs: number;
+    };
+
+/** What `complete` stores. */
+export interface IdempotencyCompletion {
+  /** The handler's return value as JSON text; `undefined` when it returned `undefined`. */
+  result: string | undefined;
+  /** Retention of the completed record (ms). */
+  ttlMs: number;
+}
+
+/** What `fail` stores. */
+export interface IdempotencyFailure {
+  /** The error, as `{ name, message }` JSON text. */
+  error: string;
+  /** Retention of the failed record (ms). */
+  ttlMs: number;
+}
+
+/** A record as a store reads it back. */
+export interface IdempotencyRecord {
+  scope: string;
+  key: string;
+  state: IdempotencyState;
+  /** Owner token of the claim that wrote it. */
+  owner: string | undefined;
+  /** The job that claimed it. */
+  jobId: string | undefined;
+  fingerprint: string | undefined;
+  /** Stored return value (JSON text) of a completed record. */
+  result: string | undefined;
+  /** Stored error (`{ name, message }` JSON text) of a failed record. */
+  error: string | undefined;
+  /** Times the key was claimed since it was last absent (2 and more: takeovers). */
+  attempts: number;
+  /** When the record was first claimed (ms since epoch). */
+  createdAt: number;
+  /** When the lease or the retention ends (ms since epoch, store clock). */
+  expiresAt: number;
+}

@@ -1,0 +1,232 @@
+import { randomUUID } from 'node:crypto';
+import { DelayedError, type Job } from 'bullmq';
+import { canonicalJson } from '../digest/canonical-json.js';
+import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
+import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
+import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.error.js';
+import { IdempotencyLeaseLostError } from '../errors/idempotency-lease-lost.error.js';
+import { MissingIdempotencyKeyError } from '../errors/missing-idempotency-key.error.js';
+import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
+import type { DistributiveOmit, IdempotencyEvent, UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { LoggerLike } from '../interceptor/logger.js';
+import { willRunAgain } from '../interceptor/will-run-again.js';
+import { LeaseKeeper } from '../locks/lease-keeper.js';
+import { AttemptContext } from './idempotency-context.js';
+import type { ResolvedIdempotency } from './idempotency-definitions.js';
+import type { IdempotencyClaimResult, IdempotencyRecordRef } from './idempotency-store.interface.js';
+
+type Processor = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
+
+/** What every event and message of one attempt names. */
+interface Attempt {
+  job: Job;
+  token: string | undefined;
+  signal: AbortSignal | undefined;
+  definition: ResolvedIdempotency;
+  ref: IdempotencyRecordRef;
+  ids: { queue: string; jobName: string; jobId: string; scope: string; key: string; store: string };
+}
+
+/**
+ * Runs a handler under `@IdempotencyKey`: claim → handler → complete (or release), with the lease renewed while the
+ * handler runs; a completed key is replayed, a running one waits, a reused key with another payload fails. See
+ * docs/idempotency.md for the record's lifecycle.
+ */
+export class IdempotencyRunner {
+  constructor(private readonly deps: { events: UniqueJobsEvents; logger: LoggerLike }) {}
+
+  /** Runs `next` (the handler, or the rest of the interceptor chain) for `job` at most once per key. */
+  async run(
+    definition: ResolvedIdempotency,
+    job: Job,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    next: Processor,
+  ): Promise<unknown> {
+    const base = { queue: job.queueName, jobName: job.name, jobId: job.id! };
+    const keyed = keyOf(definition, job);
+    if ('missing' in keyed) {
+      const run = definition.options.onMissingKey === 'run';
+      this.deps.events.emit({ type: 'idempotencyMissingKey', ...base, action: run ? 'ran' : 'failed' });
+      const error = new MissingIdempotencyKeyError(job.queueName, job.name, job.id, keyed.missing);
+      if (!run) throw error;
+      this.deps.logger.warn(`${error.message.split(':')[0]}: running it without idempotency (onMissingKey: 'run')`);
+      return next(job, token, signal);
+    }
+    const { store, options } = definition;
+    const scope = definition.scopeOf(job);
+    const ref = { scope, key: keyed.key, owner: randomUUID() };
+    const attempt: Attempt = {
+      job,
+      token,
+      signal,
+      definition,
+      ref,
+      ids: { ...base, scope, key: keyed.key, store: store.name },
+    };
+    const fingerprint = definition.fingerprintOf(job);
+    const claim = await store.claim({ ...ref, leaseMs: options.lease, fingerprint, jobId: job.id });
+    if (!claim.claimed) return this.onHeld(attempt, claim, fingerprint);
+    this.emit(attempt, { type: 'idempotencyClaimed', takeover: claim.takeover });
+
+    const context = new AttemptContext(scope, ref.key, claim.takeover);
+    const keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
+      lost: () =>
+        this.leaseLost(attempt, 'its lease ended before it was renewed; another delivery may take the key over'),
+      error: (error) => this.reportError(attempt, error),
+    });
+    try {
+      return await context.run(job, () =>
+        options.transactional ? this.runInTransaction(attempt, context, next) : this.runThenComplete(attempt, next),
+      );
+    } finally {
+      keeper.stop();
+    }
+  }
+
+  /** Plain mode: the handler's effect lands wherever it writes; then the record is completed. */
+  private async runThenComplete(attempt: Attempt, next: Processor): Promise<unknown> {
+    const { job, token, signal, definition, ref } = attempt;
+    let value: unknown;
+    try {
+      value = await next(job, token, signal);
+    } catch (error) {
+      await this.afterFailure(attempt, error);
+      throw error;
+    }
+    let result: string | undefined;
+    try {
+      result = serializeResult(value, ref);
+    } catch (error) {
+      await this.afterFailure(attempt, error);
+      throw error;
+    }
+    if (await definition.store.complete(ref, { result, ttlMs: definition.options.ttl })) {
+      this.emit(attempt, { type: 'idempotencyCompleted' });
+    } else {
+      this.leaseLost(attempt, 'the handler finished after its claim was taken over, so its effect may have run twice');
+    }
+    return value;
+  }
+
+  /** Transactional mode: the handler's writes and the completed record commit in one transaction of the store. */
+  private async runInTransaction(attempt: Attempt, context: AttemptContext, next: Processor): Promise<unknown> {
+    const { job, token, signal, definition, ref } = attempt;
+    try {
+      const value = await definition.store.runInTransaction!(
+        ref,
+        (transaction) => {
+          context.transaction = transaction;
+          return next(job, token, signal);
+        },
+        (result) => ({ result: serializeResult(result, ref), ttlMs: definition.options.ttl }),
+      );
+      this.emit(attempt, { type: 'idempotencyCompleted' });
+      return value;
+    } catch (error) {
+      if (error instanceof IdempotencyLeaseLostError) {
+        this.leaseLost(attempt, 'its claim was taken over before it committed; its writes were rolled back');
+      } else {
+        await this.afterFailure(attempt, error);
+      }
+      throw error;
+    } finally {
+      context.transaction = undefined;
+    }
+  }
+
+  /** The key is held by a live record: replay it, wait for it, or refuse a different payload. */
+  private async onHeld(
+    attempt: Attempt,
+    claim: Extract<IdempotencyClaimResult, { claimed: false }>,
+    fingerprint: string | undefined,
+  ): Promise<unknown> {
+    const { record, expiresInMs } = claim;
+    const { scope, key } = attempt.ref;
+    if (fingerprint !== undefined && record.fingerprint !== undefined && fingerprint !== record.fingerprint) {
+      this.emit(attempt, { type: 'idempotencyMismatch' });
+      throw new IdempotencyKeyMismatchError(scope, key, fingerprint, record.fingerprint);
+    }
+    if (record.state === 'completed') {
+      this.emit(attempt, { type: 'idempotencyReplayed', state: 'completed' });
+      return record.result === undefined ? undefined : (JSON.parse(record.result) as unknown);
+    }
+    if (record.state === 'failed') {
+      this.emit(attempt, { type: 'idempotencyReplayed', state: 'failed' });
+      const stored = JSON.parse(record.error ?? '{}') as { name?: string; message?: string };
+      throw new IdempotencyKeyFailedError(scope, key, stored.name ?? 'Error', stored.message ?? '');
+    }
+    const { job, token, definition } = attempt;
+    const holderJobId = record.jobId;
+    if (definition.options.onInProgress === 'fail') {
+      this.emit(attempt, { type: 'idempotencyInProgress', action: 'failed', holderJobId, retryInMs: expiresInMs });
+      throw new IdempotencyInProgressError(scope, key, holderJobId, expiresInMs);
+    }
+    // Back to delayed until the holder's lease could have ended; BullMQ does not count this as an attempt.
+    const retryInMs = expiresInMs + DELAY_MARGIN_MS;
+    await job.moveToDelayed(Date.now() + retryInMs, token);
+    this.emit(attempt, { type: 'idempotencyInProgress', action: 'delayed', holderJobId, retryInMs });
+    throw new DelayedError(
+      `Idempotency key "${key}" (scope "${scope}") is in progress in job ${holderJobId ?? '(unknown)'}: delayed ${retryInMs} ms`,
+    );
+  }
+
+  /** The handler (or storing its result) failed: release the claim, or keep a final failure (`onFailure: 'keep'`). */
+  private async afterFailure(attempt: Attempt, error: unknown): Promise<void> {
+    const { job, definition, ref } = attempt;
+    const keep =
+      definition.options.onFailure === 'keep' &&
+      !(error instanceof UnserializableIdempotencyResultError) &&
+      !willRunAgain(job, error);
+    try {
+      if (keep) {
+        const { name, message } = error instanceof Error ? error : new Error(String(error));
+        const failure = { error: JSON.stringify({ name, message }), ttlMs: definition.options.ttl };
+        if (await definition.store.fail(ref, failure)) this.emit(attempt, { type: 'idempotencyFailureKept' });
+      } else if (await definition.store.release(ref)) {
+        this.emit(attempt, { type: 'idempotencyReleased' });
+      }
+    } catch (storeError) {
+      // The claim stays until its lease ends; then the next delivery takes it over.
+      this.reportError(attempt, storeError);
+    }
+  }
+
+  private leaseLost(attempt: Attempt, what: string): void {
+    const { scope, key, jobId } = attempt.ids;
+    this.deps.logger.error(`Job ${jobId} lost its claim on idempotency key "${key}" (scope "${scope}"): ${what}`);
+    this.emit(attempt, { type: 'idempotencyLeaseLost' });
+  }
+
+  private reportError(attempt: Attempt, error: unknown): void {
+    const err = error instanceof Error ? error : new Error(String(error));
+    const { queue, jobName, jobId, scope, key, store } = attempt.ids;
+    this.deps.logger.error(`Idempotency store "${store}" failed for job ${jobId} (key "${key}"): ${err.message}`);
+    this.deps.events.emit({ type: 'error', queue, jobName, jobId, scope, key, error: err });
+  }
+
+  private emit(attempt: Attempt, event: DistributiveOmit<IdempotencyEvent, 'at' | keyof Attempt['ids']>): void {
+    this.deps.events.emit({ ...attempt.ids, ...event });
+  }
+}
+
+/** Slack added to a holder's remaining lease before a waiting duplicate is tried again (clocks differ slightly). */
+const DELAY_MARGIN_MS = 50;
+
+function keyOf(definition: ResolvedIdempotency, job: Job): { key: string } | { missing: string } {
+  try {
+    return definition.keyOf(job);
+  } catch (error) {
+    return { missing: `an error (${(error as Error).message})` };
+  }
+}
+
+/** The handler's return value as JSON text (`undefined` stays absent). */
+function serializeResult(value: unknown, ref: IdempotencyRecordRef): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return canonicalJson(value);
+  } catch (error) {
+    throw new UnserializableIdempotencyResultError(ref.scope, ref.key, (error as Error).message);
+  }
+}

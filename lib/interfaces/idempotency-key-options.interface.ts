@@ -1,0 +1,75 @@
+/**
+ * The job as an idempotency key function sees it: the BullMQ job being processed (only these fields are read, so a
+ * plain object works in tests).
+ */
+export interface IdempotencyJob<DataType = unknown> {
+  readonly id?: string;
+  readonly name: string;
+  readonly queueName: string;
+  readonly data: DataType;
+}
+
+/**
+ * Reads the idempotency key from the job's domain data, e.g. `job => job.data.eventId`. Never use the job id: a
+ * re-delivered or re-enqueued job has a new one. A string or a finite number; anything else counts as missing.
+ */
+export type IdempotencyKeyFunction<DataType = unknown> = {
+  key(job: IdempotencyJob<DataType>): string | number | null | undefined;
+}['key'];
+
+/** Picks the part of the data whose canonical JSON is the payload fingerprint. */
+export type IdempotencyFingerprintFunction<DataType = unknown> = {
+  pick(data: DataType): unknown;
+}['pick'];
+
+/** What is compared between deliveries of one key: the whole data, chosen top-level fields, a function, or nothing. */
+export type IdempotencyFingerprint<DataType = unknown> =
+  'data' | false | readonly string[] | IdempotencyFingerprintFunction<DataType>;
+
+/** Options of `@IdempotencyKey` with a module-wide default (`forRoot({ idempotency: { defaults } })`). */
+export interface IdempotencyDefaults {
+  /** How long a completed (or kept failed) record is kept, in ms: the deduplication window. Default 24 h. */
+  ttl: number;
+  /** Lease of an in-progress claim in ms, renewed every third of it while the handler runs. Default `30000`. */
+  lease: number;
+  /**
+   * Another delivery of the key is running: `'delay'` (default) moves this job back to delayed until that claim's lease
+   * could have ended, without using a retry attempt; `'fail'` fails the attempt with `IdempotencyInProgressError`.
+   */
+  onInProgress: 'delay' | 'fail';
+  /**
+   * The handler threw: `'release'` (default) deletes the claim so the retry (or a later delivery) runs again;
+   * `'keep'` (Stripe-style) records a final failure (no attempts left) so later deliveries of the key fail with
+   * `IdempotencyKeyFailedError` without running. Retries of the same job always run again.
+   */
+  onFailure: 'release' | 'keep';
+  /** The key function returned no key: `'error'` (default) fails the job for good; `'run'` runs it unguarded and warns. */
+  onMissingKey: 'error' | 'run';
+}
+
+/** Options of `@IdempotencyKey`. */
+export interface IdempotencyKeyOptions<DataType = unknown> extends Partial<IdempotencyDefaults> {
+  /** Reads the key from the job's data. */
+  key: IdempotencyKeyFunction<DataType>;
+  /** Job names these options apply to. Absent: every job name of the queue that has no options of its own. */
+  jobName?: string | readonly string[];
+  /**
+   * Namespace of the keys: two scopes never share a record. Default `'<queue>:<job name>'`. Give two queues the same
+   * scope to make their effects exclusive of each other.
+   */
+  scope?: string;
+  /**
+   * What must be equal between two deliveries of one key: `'data'` (default, the whole data), a list of top-level
+   * fields, a function of the data, or `false` (not compared). A delivery with a different fingerprint fails with
+   * `IdempotencyKeyMismatchError` and nothing runs.
+   */
+  fingerprint?: IdempotencyFingerprint<DataType>;
+  /** Name of the store to use, from `forRoot({ idempotency: { stores } })`. Default: the default store (Redis). */
+  store?: string;
+  /**
+   * Runs the handler inside a transaction of the store (PostgreSQL or SQLite) and completes the record in that same
+   * transaction: the handler's writes and the record commit together or not at all. The handler reads the transaction
+   * from `idempotencyOf(job).transaction`. Default `false`.
+   */
+  transactional?: boolean;
+}

@@ -1,0 +1,40 @@
+--[[
+  Claims an idempotency key: writes an in_progress record owned by the claimant unless a live record exists.
+
+  KEYS[1] the record (a hash)
+  ARGV[1] scope
+  ARGV[2] key (as stored; for operators, never part of a key name)
+  ARGV[3] owner token
+  ARGV[4] lease, ms
+  ARGV[5] fingerprint ('' when payloads are not compared)
+  ARGV[6] job id ('' when unknown)
+
+  Returns {1, takeover (0/1)} when claimed, else {0, ms until the live record ends, field, value, …}.
+]]
+--- @include "includes/nowMs"
+local record = KEYS[1]
+local lease = tonumber(ARGV[4])
+local now = nowMs()
+
+local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created')
+local state, expiresAt = current[1], tonumber(current[2])
+if state and expiresAt and expiresAt > now then
+  return {0, expiresAt - now, redis.call('HGETALL', record)}
+end
+
+-- Absent, or no longer live: an in_progress record whose lease ended is taken over (its holder crashed or stalled).
+local takeover = state == 'in_progress'
+local attempts = 1
+local created = now
+if takeover then
+  attempts = (tonumber(current[3]) or 0) + 1
+  created = tonumber(current[4]) or now
+end
+redis.call('DEL', record)
+redis.call('HSET', record, 'scope', ARGV[1], 'key', ARGV[2], 'state', 'in_progress', 'owner', ARGV[3],
+  'until', now + lease, 'attempts', attempts, 'created', created)
+if ARGV[5] ~= '' then redis.call('HSET', record, 'fp', ARGV[5]) end
+if ARGV[6] ~= '' then redis.call('HSET', record, 'job', ARGV[6]) end
+-- Kept one more lease after it ends, so that a claim after a crash is seen (and reported) as a takeover.
+redis.call('PEXPIRE', record, lease * 2)
+return {1, takeover and 1 or 0}
