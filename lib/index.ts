@@ -10,6 +10,19 @@ export { idempotencyOf, currentIdempotency } from './idempotency/idempotency-con
 export type { IdempotencyContext } from './idempotency/idempotency-context.js';
 export { RedisIdempotencyStore } from './idempotency/stores/redis-idempotency.store.js';
 export type { RedisIdempotencyStoreOptions } from './idempotency/stores/redis-idempotency.store.js';
+export { PostgresIdempotencyStore } from './idempotency/stores/postgres-idempotency.store.js';
+export type {
+  PostgresIdempotencyStoreOptions,
+  PgClientLike,
+  PgPoolLike,
+  PgQueryable,
+} from './idempotency/stores/postgres-idempotency.store.js';
+export { SqliteIdempotencyStore } from './idempotency/stores/sqlite-idempotency.store.js';
+export type {
+  SqliteIdempotencyStoreOptions,
+  SqliteDatabaseLike,
+  SqliteStatementLike,
+} from './idempotency/stores/sqlite-idempotency.store.js';
 export { DEFAULT_IDEMPOTENCY_OPTIONS, MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency/idempotency-options.js';
 export type * from './idempotency/idempotency-store.interface.js';
 export type * from './interfaces/idempotency-key-options.interface.js';

@@ -1,15 +1,24 @@
-// `npm test`: makes sure Redis is there (starting one if needed), compiles the child-process fixtures, runs jest, and
-// ends with one line: "N passed, N failed".
+// `npm test`: makes sure Redis and PostgreSQL are there (starting them if needed), compiles the child-process
+// fixtures, runs jest with REDIS_URL and DATABASE_URL set, and ends with one line: "N passed, N failed".
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ensureRedisOrExit } from './services.mjs';
+import { ensurePostgres, ensureRedisOrExit } from './services.mjs';
 
 const redis = await ensureRedisOrExit();
+let postgres;
+try {
+  postgres = await ensurePostgres();
+} catch (error) {
+  console.error(error.message);
+  await redis.stop();
+  process.exit(1);
+}
 const env = {
   ...process.env,
   REDIS_URL: redis.url,
+  DATABASE_URL: postgres.url,
   NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --experimental-vm-modules`.trim(),
 };
 let status = 1;
@@ -40,6 +49,7 @@ try {
   console.error(error.message);
   console.log('0 passed, 1 failed');
 } finally {
+  await postgres.stop();
   await redis.stop();
 }
 process.exit(status);
