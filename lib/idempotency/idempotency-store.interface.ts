@@ -21,7 +21,10 @@ export interface IdempotencyStore<Transaction = unknown> {
    */
   claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult>;
 
-  /** Extends the lease of the owner's `in_progress` record to `leaseMs` from now. `false`: the owner lost it. */
+  /**
+   * Extends the lease of the owner's `in_progress` record to `leaseMs` from now. A late renewal still succeeds while
+   * nobody took the record over. `false`: the owner lost it (taken over, released, settled, or expired away).
+   */
   renew(ref: IdempotencyRecordRef, leaseMs: number): Promise<boolean>;
 
   /**
@@ -40,7 +43,10 @@ export interface IdempotencyStore<Transaction = unknown> {
   /** The live record of a key, if any. */
   get(scope: string, key: string): Promise<IdempotencyRecord | undefined>;
 
-  /** Deletes a key's record whatever its state (operations and tests). `true` if one existed. */
+  /**
+   * Deletes a key's record whatever its state (operations and tests). `true` when a record was deleted (a store may
+   * count one that is no longer live but not purged yet).
+   */
   delete(scope: string, key: string): Promise<boolean>;
 
   /**
