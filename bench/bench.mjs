@@ -9,8 +9,16 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { defineUniqueJob, UniqueJob, UniqueJobsModule, UniqueJobsService } from '../dist/index.js';
-import { ensureRedis } from '../scripts/services.mjs';
+import pg from 'pg';
+import {
+  defineUniqueJob,
+  IdempotencyKey,
+  PostgresIdempotencyStore,
+  UniqueJob,
+  UniqueJobsModule,
+  UniqueJobsService,
+} from '../dist/index.js';
+import { ensurePostgres, ensureRedis } from '../scripts/services.mjs';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 3 : 7;
@@ -26,6 +34,24 @@ Redis.prototype.sendCommand = function (...args) {
 };
 
 const redis = await ensureRedis();
+const postgres = await ensurePostgres();
+const pool = new pg.Pool({ connectionString: postgres.url, max: 20 });
+// Count the SQL statements the PostgreSQL store sends, per processed job (its connections included).
+let statements = 0;
+const countStatements = (target) => {
+  if (target.countedQuery) return target;
+  target.countedQuery = true;
+  const query = target.query.bind(target);
+  target.query = (...args) => {
+    statements++;
+    return query(...args);
+  };
+  return target;
+};
+countStatements(pool);
+const connect = pool.connect.bind(pool);
+// pg's own pool.query checks a client out with a callback: leave that path alone (pool.query is counted above).
+pool.connect = (...args) => (args.length ? connect(...args) : connect().then(countStatements));
 const url = new URL(redis.url);
 const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
 const run = `bench${process.pid}`;
@@ -104,7 +130,7 @@ for (const inFlight of [1, 32]) {
 await enqueueApp.close();
 
 // ── workers ──
-function processorFor(queueName, unique) {
+function processorFor(queueName, { unique, idempotency }) {
   class BenchProcessor extends WorkerHost {
     async process() {
       return undefined;
@@ -112,34 +138,43 @@ function processorFor(queueName, unique) {
   }
   Processor(queueName, { autorun: false })(BenchProcessor);
   if (unique) UniqueJob(unique)(BenchProcessor);
+  if (idempotency) IdempotencyKey(idempotency)(BenchProcessor);
   return BenchProcessor;
 }
+const sqlStore = new PostgresIdempotencyStore({ pool, table: `${run}_idempotency` });
+await sqlStore.migrate();
+const key = (job) => job.data.id;
 const workerVariants = {
-  'plain worker': null,
-  until_executed: { lock: 'until_executed', lockArgs: (d) => d.id },
-  while_executing: { lock: 'while_executing', lockArgs: (d) => d.id },
+  'plain worker': {},
+  until_executed: { unique: { lock: 'until_executed', lockArgs: (d) => d.id } },
+  while_executing: { unique: { lock: 'while_executing', lockArgs: (d) => d.id } },
+  '@IdempotencyKey, Redis store': { idempotency: { key } },
+  '@IdempotencyKey, PostgreSQL store': { idempotency: { key, store: 'sql' } },
+  '@IdempotencyKey, PostgreSQL transactional': { idempotency: { key, store: 'sql', transactional: true } },
 };
 for (const concurrency of [1, 16]) {
   const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\rworkers, concurrency ${concurrency}: round ${round + 1}/${ROUNDS}   `);
-    for (const [name, unique] of inRoundOrder(workerVariants, round)) {
-      rounds[name].push(await measureWorker(`${name}-${concurrency}-${round}`.replace(/\W/g, ''), unique, concurrency));
+    for (const [name, variant] of inRoundOrder(workerVariants, round)) {
+      rounds[name].push(
+        await measureWorker(`${name}-${concurrency}-${round}`.replace(/\W/g, ''), variant, concurrency),
+      );
     }
   }
   results.worker[concurrency] = summarize(rounds, 'plain worker');
 }
 
 /** Enqueues WORKER_N jobs (through the library for unique variants), then times a worker draining them. */
-async function measureWorker(label, unique, concurrency) {
+async function measureWorker(label, variant, concurrency) {
   const queueName = q(label);
-  const Bench = processorFor(queueName, unique);
+  const Bench = processorFor(queueName, variant);
   class WorkerApp {}
   Module({
     imports: [
       BullModule.forRoot({ connection }),
       BullModule.registerQueue({ name: queueName }),
-      UniqueJobsModule.forRoot({ logger: false, prefix: run }),
+      UniqueJobsModule.forRoot({ logger: false, prefix: run, idempotency: { stores: { sql: sqlStore } } }),
     ],
     providers: [Bench],
   })(WorkerApp);
@@ -153,17 +188,22 @@ async function measureWorker(label, unique, concurrency) {
   const worker = app.get(Bench).worker;
   worker.concurrency = concurrency;
   let done = 0;
-  const finished = new Promise((resolve) => worker.on('completed', () => ++done === WORKER_N && resolve()));
+  const finished = new Promise((resolve, reject) => {
+    worker.on('completed', () => ++done === WORKER_N && resolve());
+    worker.on('failed', (job, error) => reject(new Error(`${label}: job ${job?.id} failed: ${error.message}`)));
+  });
   const before = commands;
+  const statementsBefore = statements;
   const t0 = performance.now();
   void worker.run();
   await finished;
   const seconds = (performance.now() - t0) / 1000;
   const commandsPerOp = (commands - before) / WORKER_N;
+  const sqlPerOp = (statements - statementsBefore) / WORKER_N;
   await worker.close();
   await queue.obliterate({ force: true });
   await app.close();
-  return { rate: WORKER_N / seconds, commandsPerOp, latencies: [] };
+  return { rate: WORKER_N / seconds, commandsPerOp, sqlPerOp, latencies: [] };
 }
 
 function summarize(rounds, baseline) {
@@ -175,6 +215,7 @@ function summarize(rounds, baseline) {
       rate: Math.round(median(samples.map((s) => s.rate))),
       ratio: Number(median(ratios).toFixed(3)),
       commandsPerOp: Number(median(samples.map((s) => s.commandsPerOp)).toFixed(2)),
+      ...(samples[0].sqlPerOp ? { sqlPerOp: Number(median(samples.map((s) => s.sqlPerOp)).toFixed(2)) } : {}),
       extraCommandsPerOp: Number(
         (median(samples.map((s) => s.commandsPerOp)) - median(rounds[baseline].map((s) => s.commandsPerOp))).toFixed(2),
       ),
@@ -197,6 +238,7 @@ for (const [inFlight, variants] of Object.entries(results.enqueue)) {
       'ops/s': r.rate,
       'ratio to plain': r.ratio,
       'cmds/op': r.commandsPerOp,
+      'library cmds/op': r.extraCommandsPerOp,
       'p50 ms': r.p50ms,
       'p99 ms': r.p99ms,
     });
@@ -210,11 +252,12 @@ for (const [concurrency, variants] of Object.entries(results.worker)) {
       'ops/s': r.rate,
       'ratio to plain': r.ratio,
       'cmds/op': r.commandsPerOp,
+      'library cmds/op': r.extraCommandsPerOp,
+      'SQL/op': r.sqlPerOp,
     });
   }
 }
 console.table(rows);
-console.log('@IdempotencyKey (Redis, PostgreSQL): not measured yet (the idempotency layer is the next milestone).');
 writeFileSync(new URL('./results.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
 console.log('Wrote bench/results.json');
 
@@ -228,5 +271,8 @@ do {
   if (keys.length) await cleanup.del(...keys);
 } while (cursor !== '0');
 await cleanup.quit();
+await pool.query(`DROP TABLE IF EXISTS "${run}_idempotency"`);
+await pool.end();
+await postgres.stop();
 await redis.stop();
 process.exit(0);

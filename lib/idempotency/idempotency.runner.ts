@@ -24,6 +24,8 @@ interface Attempt {
   signal: AbortSignal | undefined;
   definition: ResolvedIdempotency;
   ref: IdempotencyRecordRef;
+  /** Stops renewing the claim's lease: called before the claim is settled, so a late renewal is not taken for a loss. */
+  stopRenewing: () => void;
   ids: { queue: string; jobName: string; jobId: string; scope: string; key: string; store: string };
 }
 
@@ -62,15 +64,17 @@ export class IdempotencyRunner {
       signal,
       definition,
       ref,
+      stopRenewing: () => keeper?.stop(),
       ids: { ...base, scope, key: keyed.key, store: store.name },
     };
+    let keeper: LeaseKeeper | undefined;
     const fingerprint = definition.fingerprintOf(job);
     const claim = await store.claim({ ...ref, leaseMs: options.lease, fingerprint, jobId: job.id });
     if (!claim.claimed) return this.onHeld(attempt, claim, fingerprint);
     this.emit(attempt, { type: 'idempotencyClaimed', takeover: claim.takeover });
 
     const context = new AttemptContext(scope, ref.key, claim.takeover);
-    const keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
+    keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
       lost: () =>
         this.leaseLost(attempt, 'its lease ended before it was renewed; another delivery may take the key over'),
       error: (error) => this.reportError(attempt, error),
@@ -91,9 +95,11 @@ export class IdempotencyRunner {
     try {
       value = await next(job, token, signal);
     } catch (error) {
+      attempt.stopRenewing();
       await this.afterFailure(attempt, error);
       throw error;
     }
+    attempt.stopRenewing();
     let result: string | undefined;
     try {
       result = serializeResult(value, ref);
@@ -119,11 +125,15 @@ export class IdempotencyRunner {
           context.transaction = transaction;
           return next(job, token, signal);
         },
-        (result) => ({ result: serializeResult(result, ref), ttlMs: definition.options.ttl }),
+        (result) => {
+          attempt.stopRenewing();
+          return { result: serializeResult(result, ref), ttlMs: definition.options.ttl };
+        },
       );
       this.emit(attempt, { type: 'idempotencyCompleted' });
       return value;
     } catch (error) {
+      attempt.stopRenewing();
       if (error instanceof IdempotencyLeaseLostError) {
         this.leaseLost(attempt, 'its claim was taken over before it committed; its writes were rolled back');
       } else {

@@ -12,6 +12,7 @@
   Returns {1, takeover (0/1)} when claimed, else {0, ms until the live record ends, field, value, …}.
 ]]
 --- @include "includes/nowMs"
+--- @include "includes/keepClaim"
 local record = KEYS[1]
 local lease = tonumber(ARGV[4])
 local now = nowMs()
@@ -35,6 +36,5 @@ redis.call('HSET', record, 'scope', ARGV[1], 'key', ARGV[2], 'state', 'in_progre
   'until', now + lease, 'attempts', attempts, 'created', created)
 if ARGV[5] ~= '' then redis.call('HSET', record, 'fp', ARGV[5]) end
 if ARGV[6] ~= '' then redis.call('HSET', record, 'job', ARGV[6]) end
--- Kept one more lease after it ends, so that a claim after a crash is seen (and reported) as a takeover.
-redis.call('PEXPIRE', record, lease * 2)
+keepClaim(record, lease)
 return {1, takeover and 1 or 0}

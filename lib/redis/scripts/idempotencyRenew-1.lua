@@ -8,6 +8,7 @@
   Returns 1 when renewed, 0 when the owner no longer holds the key.
 ]]
 --- @include "includes/nowMs"
+--- @include "includes/keepClaim"
 --- @include "includes/ownsClaim"
 local record = KEYS[1]
 local lease = tonumber(ARGV[2])
@@ -15,5 +16,5 @@ if not ownsClaim(record, ARGV[1]) then
   return 0
 end
 redis.call('HSET', record, 'until', nowMs() + lease)
-redis.call('PEXPIRE', record, lease * 2)
+keepClaim(record, lease)
 return 1
