@@ -74,23 +74,23 @@ function normalizeKey(raw: unknown): { key: string } | { missing: string } {
   if (typeof raw === 'string' && raw !== '') key = raw;
   else if (typeof raw === 'number' && Number.isFinite(raw)) key = String(raw);
   if (key === undefined) {
-    const got =
-      raw === ''
-        ? 'an empty string'
-        : raw === null
-          ? 'null'
-          : typeof raw === 'number'
-            ? String(raw)
-            : `a ${typeof raw}`;
-    return { missing: got };
+    return { missing: describeMissing(raw) };
   }
   if (key.length <= MAX_IDEMPOTENCY_KEY_LENGTH) return { key };
   return { key: `sha256:${createHash('sha256').update(key).digest('hex')}` };
 }
 
+/** What a key function returned instead of a key, in plain words. */
+function describeMissing(raw: unknown): string {
+  if (raw === '') return 'an empty string';
+  if (raw === undefined || raw === null || typeof raw === 'number') return String(raw);
+  if (Array.isArray(raw)) return 'an array';
+  return typeof raw === 'object' ? 'an object' : `a ${typeof raw}`;
+}
+
 function pickFields(data: unknown, fields: readonly string[]): unknown {
   const source = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
-  return Object.fromEntries(fields.map((field) => [field, source[field] ?? null]));
+  return Object.fromEntries(fields.map((field) => [field, Object.hasOwn(source, field) ? source[field] : null]));
 }
 
 function fingerprintOf(selection: unknown, job: IdempotencyJob): string {

@@ -120,7 +120,11 @@ export function validateIdempotencyModuleOptions(options: IdempotencyModuleOptio
     if (!['store', 'stores', 'defaults'].includes(key)) fail(key, 'is not an option; valid: store, stores, defaults');
   }
   const stores = Object.entries(options.stores ?? {});
-  for (const [name, store] of [...(options.store ? [['store', options.store] as const] : []), ...stores]) {
+  const declared = [
+    ...(options.store === undefined ? [] : [['store', options.store] as const]),
+    ...stores.map(([name, store]) => [`stores.${name}`, store] as const),
+  ];
+  for (const [name, store] of declared) {
     const methods = ['claim', 'renew', 'complete', 'fail', 'release', 'get', 'delete'] as const;
     const missing = methods.filter((m) => typeof (store as unknown as Record<string, unknown>)?.[m] !== 'function');
     if (missing.length > 0) fail(name, `is not an IdempotencyStore: it lacks ${missing.join(', ')}`);
@@ -138,7 +142,10 @@ function checkDefaults(merged: IdempotencyDefaults, fail: (option: string, probl
   const integer = (option: 'ttl' | 'lease', min: number) => {
     const value = merged[option];
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-      fail(option, `must be an integer ≥ ${min} (milliseconds) (got ${String(value)})`);
+      fail(
+        option,
+        `must be an integer ≥ ${min} (milliseconds) (got ${typeof value === 'string' ? JSON.stringify(value) : String(value)})`,
+      );
     }
   };
   integer('ttl', 1);

@@ -64,21 +64,21 @@ export class IdempotencyRunner {
       signal,
       definition,
       ref,
-      stopRenewing: () => keeper?.stop(),
+      stopRenewing: () => undefined,
       ids: { ...base, scope, key: keyed.key, store: store.name },
     };
-    let keeper: LeaseKeeper | undefined;
     const fingerprint = definition.fingerprintOf(job);
     const claim = await store.claim({ ...ref, leaseMs: options.lease, fingerprint, jobId: job.id });
     if (!claim.claimed) return this.onHeld(attempt, claim, fingerprint);
     this.emit(attempt, { type: 'idempotencyClaimed', takeover: claim.takeover });
 
     const context = new AttemptContext(scope, ref.key, claim.takeover);
-    keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
+    const keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
       lost: () =>
         this.leaseLost(attempt, 'its lease ended before it was renewed; another delivery may take the key over'),
       error: (error) => this.reportError(attempt, error),
     });
+    attempt.stopRenewing = () => keeper.stop();
     try {
       return await context.run(job, () =>
         options.transactional ? this.runInTransaction(attempt, context, next) : this.runThenComplete(attempt, next),

@@ -147,8 +147,10 @@ describe('every lock type', () => {
     async (lock, whileRunning) => {
       const running = hold();
       const gate = hold();
+      // The worker starts after the checks on the delayed job: a loaded machine may take longer than the delay.
       const a = await start({
         unique: { lock, lockArgs: byId },
+        paused: true,
         handler: async () => {
           running.resolve();
           await gate.promise;
@@ -162,6 +164,7 @@ describe('every lock type', () => {
         status: 'duplicate',
         existingJobId: first.id,
       });
+      a.start();
       await running.promise;
       expect(await keysOf(a)).toEqual(keysNamed(a, whileRunning));
       gate.resolve();
