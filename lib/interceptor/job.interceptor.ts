@@ -15,6 +15,7 @@ import type {
   ServerConflict,
 } from '../interfaces/conflict-strategy.interface.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
+import { ContendedDigests } from '../locks/contended-digests.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { deduplicationId, digestOfDeduplicationId, type UniqueJobsKeys } from '../redis/keys.js';
@@ -92,6 +93,8 @@ export class JobInterceptor {
   private readonly queues = new Map<string, Queue>();
   private readonly originalMethods = new WeakMap<Queue, { add: AddFn; addBulk: AddBulkFn }>();
   private readonly tools: ConflictTools;
+  /** Fast-path lock keys recently found held: their duplicates are answered by a read, not a whole add. */
+  private readonly contended = new ContendedDigests();
   /** Jobs whose failure {@link process} handled (so the worker's `failed` event needs nothing more). */
   private readonly failedInProcess = new WeakSet<Job>();
 
@@ -244,11 +247,18 @@ export class JobInterceptor {
     const { add } = this.originals(queue);
     const jobId = opts.jobId ?? randomUUID();
     if (definition.enqueueLockPath === 'deduplication') {
+      const lockKey = `${queue.qualifiedName}:de:${deduplicationId(digest)}`;
+      if (opts.jobId === undefined && this.contended.has(lockKey)) {
+        const holder = await this.deps.store.peekDeduplication(lockKey, `${queue.qualifiedName}:`);
+        if (holder !== undefined) return { existingJobId: holder };
+        this.contended.delete(lockKey);
+      }
       const outcome = this.settleDeduplicatedAdd(
         await add(name, data, this.deduplicationOpts(queue, definition, opts, digest, jobId)),
         jobId,
       );
       if ('job' in outcome) this.emitLocked(definition, name, digest, jobId);
+      else this.contended.add(lockKey);
       return outcome;
     }
     const key = this.deps.keys.enqueueLock(digest);

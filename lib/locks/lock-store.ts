@@ -32,6 +32,12 @@ export class LockStore {
     return (await this.scripts.run('releaseLock', [key], [owner])) === 1;
   }
 
+  /** The job holding a BullMQ deduplication key, or `undefined` when it is free or stale (its job is gone). */
+  async peekDeduplication(key: string, jobKeyPrefix: string): Promise<string | undefined> {
+    const holder = (await this.scripts.run('peekDeduplication', [key], [jobKeyPrefix])) as string | null;
+    return holder ?? undefined;
+  }
+
   /** Takes BullMQ's deduplication key back for `owner` unless another live job holds it. */
   async relockDeduplication(
     key: string,

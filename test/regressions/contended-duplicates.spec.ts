@@ -1,0 +1,74 @@
+/**
+ * Duplicates of a digest this process has seen held are answered by a read of BullMQ's deduplication key, not by
+ * BullMQ's whole add script (docs/performance.md). The answers must be the same as the add script's: the holder while
+ * it holds the lock, a new job once it released it, and a new job when the holder's key is stale (its job deleted).
+ */
+import { describe, expect, it } from '@jest/globals';
+import type { Redis } from 'ioredis';
+import { useApps } from '../support/apps.js';
+import { hold } from '../support/gates.js';
+import { enqueuedJob } from '../support/locks.js';
+import type { TestApp } from '../support/app.js';
+
+/** BullMQ's `deduplicated` events of a queue: one per duplicate its add script answered. */
+async function deduplicatedEvents(redis: Redis, app: TestApp): Promise<number> {
+  const entries = await redis.xrange(`bull:${app.queue.name}:events`, '-', '+');
+  return entries.filter(([, fields]) => fields[1] === 'deduplicated').length;
+}
+
+describe('duplicates of a contended digest', () => {
+  const { start, redis } = useApps('contended', {
+    unique: { lock: 'until_executed', lockArgs: (d: { id: string }) => d.id },
+  });
+
+  it('are answered with the holder, the second one without running the add script', async () => {
+    const app = await start({ paused: true });
+    const holder = enqueuedJob(await app.service.enqueue(app.queue, 'charge', { id: 'o1' }));
+    for (let i = 0; i < 3; i++) {
+      expect(await app.service.enqueue(app.queue, 'charge', { id: 'o1', n: i })).toMatchObject({
+        status: 'duplicate',
+        existingJobId: holder.id,
+      });
+    }
+    // Only the first duplicate went through BullMQ's add script (which records a `deduplicated` event).
+    expect(await deduplicatedEvents(redis, app)).toBe(1);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+  });
+
+  it('enqueue a new job once the holder finished and released the lock', async () => {
+    const gate = hold();
+    const app = await start({ handler: () => gate.promise });
+    const first = enqueuedJob(await app.service.enqueue(app.queue, 'charge', { id: 'o2' }));
+    expect(await app.service.enqueue(app.queue, 'charge', { id: 'o2' })).toMatchObject({ status: 'duplicate' });
+    gate.resolve();
+    await app.finished(first);
+    const again = await app.service.enqueue(app.queue, 'charge', { id: 'o2' });
+    expect(again.status).toBe('enqueued');
+    expect(enqueuedJob(again).id).not.toBe(first.id);
+  });
+
+  it('enqueue a new job when the holder was deleted behind BullMQ’s back (a stale key)', async () => {
+    const app = await start({ paused: true });
+    const first = enqueuedJob(await app.service.enqueue(app.queue, 'charge', { id: 'o3' }));
+    expect(await app.service.enqueue(app.queue, 'charge', { id: 'o3' })).toMatchObject({ status: 'duplicate' });
+    await redis.del(`bull:${app.queue.name}:${first.id}`);
+    const healed = await app.service.enqueue(app.queue, 'charge', { id: 'o3' });
+    expect(healed.status).toBe('enqueued');
+    const dedupKeys = await redis.keys(`bull:${app.queue.name}:de:*`);
+    expect(await Promise.all(dedupKeys.map((key) => redis.get(key)))).toEqual([enqueuedJob(healed).id]);
+  });
+
+  it('still replace a holder that has not started', async () => {
+    const app = await start({
+      paused: true,
+      unique: { lock: 'until_executed', lockArgs: (d: { id: string }) => d.id, onConflict: 'replace' },
+    });
+    const first = enqueuedJob(await app.service.enqueue(app.queue, 'charge', { id: 'o4', v: 1 }));
+    const second = await app.service.enqueue(app.queue, 'charge', { id: 'o4', v: 2 });
+    const third = await app.service.enqueue(app.queue, 'charge', { id: 'o4', v: 3 });
+    expect(second).toMatchObject({ status: 'enqueued', replacedJobId: first.id });
+    expect(third).toMatchObject({ status: 'enqueued', replacedJobId: enqueuedJob(second).id });
+    const waiting = await app.queue.getWaiting();
+    expect(waiting.map((job) => job.data)).toEqual([{ id: 'o4', v: 3 }]);
+  });
+});
