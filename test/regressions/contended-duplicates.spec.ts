@@ -69,6 +69,6 @@ describe('duplicates of a contended digest', () => {
     expect(second).toMatchObject({ status: 'enqueued', replacedJobId: first.id });
     expect(third).toMatchObject({ status: 'enqueued', replacedJobId: enqueuedJob(second).id });
     const waiting = await app.queue.getWaiting();
-    expect(waiting.map((job) => job.data)).toEqual([{ id: 'o4', v: 3 }]);
+    expect(waiting.map((job) => job.data as unknown)).toEqual([{ id: 'o4', v: 3 }]);
   });
 });
