@@ -175,7 +175,7 @@ describe('RedisIdempotencyStore keys', () => {
     expect(
       await store.claim({ scope, key: 'k', owner: 'a', leaseMs: 60_000, fingerprint: undefined, jobId: undefined }),
     ).toEqual({ claimed: true, takeover: false });
-    expect(await store.complete({ scope, key: 'k', owner: 'a' }, { result: '1', ttlMs: 200 })).toBe(true);
+    expect(await store.complete({ scope, key: 'k', owner: 'a' }, { result: '1', ttlMs: 1500 })).toBe(true);
     await onlyKey(prefix);
 
     await waitFor('the record key to expire', async () => (await scanKeys(redis, `${prefix}:*`)).length === 0);

@@ -95,11 +95,11 @@ export interface ContractSetup<Transaction = unknown> {
 /** The lease of claims that must not expire during a case. */
 const LEASE_MS = 60_000;
 /** The lease of claims a case waits to see expire. */
-const SHORT_LEASE_MS = 300;
+const SHORT_LEASE_MS = 1_000;
 /** The retention of completed or failed records that must not expire during a case. */
 const RETENTION_MS = 3_600_000;
 /** The retention of records a case waits to see expire. */
-const SHORT_RETENTION_MS = 300;
+const SHORT_RETENTION_MS = 1_000;
 /** Rounding between a store's times (e.g. microseconds on a database server) and milliseconds. */
 const ROUNDING_MS = 5;
 /** How far a store's clock may be from the test's (a database on another host). */
