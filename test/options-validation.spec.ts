@@ -1,15 +1,12 @@
 import 'reflect-metadata';
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { Injectable, type Provider } from '@nestjs/common';
-import { BullModule, Processor, WorkerHost } from '@nestjs/bullmq';
-import { Test, type TestingModule } from '@nestjs/testing';
+import { Injectable } from '@nestjs/common';
+import { Processor, WorkerHost } from '@nestjs/bullmq';
 import type { Job } from 'bullmq';
 import {
   defineUniqueJob,
   digest,
-  InvalidUniqueJobOptionsError,
   UniqueJob,
-  UniqueJobsModule,
   type LockType,
   type UniqueJobDefinition,
   type UniqueJobOptions,
@@ -18,51 +15,10 @@ import {
 } from '../lib/index.js';
 import { startApp, type TestApp } from './support/app.js';
 import { lockKeys, redisClient, uniqueName } from './support/redis.js';
+import { bootstrapError, invalidOptions } from './support/bootstrap.js';
 
 /** Options as a user might mistype them (the type system would catch most of these in TypeScript). */
 const loose = (options: Record<string, unknown>) => options as unknown as UniqueJobOptions;
-
-interface BootOptions {
-  queues: string[];
-  providers?: Provider[];
-  module?: Partial<UniqueJobsModuleOptions>;
-}
-
-/**
- * Bootstraps a Nest application (compile + init) with BullMQ, the queues, the unique-jobs module and the providers,
- * closes it, and resolves the bootstrap error (or `undefined`). BullMQ and the library share one client the test
- * owns, so a bootstrap that fails half-way leaves no connection open.
- */
-async function bootstrapError(options: BootOptions): Promise<unknown> {
-  const connection = redisClient();
-  let moduleRef: TestingModule | undefined;
-  try {
-    moduleRef = await Test.createTestingModule({
-      imports: [
-        BullModule.forRoot({ connection }),
-        ...options.queues.map((name) => BullModule.registerQueue({ name })),
-        UniqueJobsModule.forRoot({ logger: false, prefix: uniqueName('ujv'), ...options.module }),
-      ],
-      providers: options.providers ?? [],
-    })
-      .setLogger({ log: () => undefined, error: () => undefined, warn: () => undefined })
-      .compile();
-    await moduleRef.init();
-    return undefined;
-  } catch (error) {
-    return error;
-  } finally {
-    await moduleRef?.close().catch(() => undefined);
-    connection.disconnect();
-  }
-}
-
-/** The bootstrap error, asserted to be an InvalidUniqueJobOptionsError. */
-async function invalidOptions(options: BootOptions): Promise<InvalidUniqueJobOptionsError> {
-  const error = await bootstrapError(options);
-  expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
-  return error as InvalidUniqueJobOptionsError;
-}
 
 /** A processor of `queue` named `name`, decorated with `@UniqueJob(options)` for each entry (topmost first). */
 function processor(

@@ -2,22 +2,20 @@
 // InvalidUniqueJobOptionsError naming where the options came from, the option, and the valid values.
 import 'reflect-metadata';
 import { describe, expect, it } from '@jest/globals';
-import { Injectable, type Provider } from '@nestjs/common';
-import { BullModule, Processor, WorkerHost } from '@nestjs/bullmq';
-import { Test, type TestingModule } from '@nestjs/testing';
+import { Injectable } from '@nestjs/common';
+import { Processor, WorkerHost } from '@nestjs/bullmq';
 import type { Redis } from 'ioredis';
 import {
   IdempotencyKey,
   InvalidUniqueJobOptionsError,
   RedisIdempotencyStore,
-  UniqueJobsModule,
   type IdempotencyJob,
   type IdempotencyKeyOptions,
   type IdempotencyModuleOptions,
   type IdempotencyStore,
-  type UniqueJobsModuleOptions,
 } from '../../lib/index.js';
-import { redisClient, uniqueName } from '../support/redis.js';
+import { uniqueName } from '../support/redis.js';
+import { bootstrapError, invalidOptions, type BootOptions } from '../support/bootstrap.js';
 
 /** Options as a user might mistype them (the type system would catch most of these in TypeScript). */
 const loose = (options: Record<string, unknown>) => options as unknown as IdempotencyKeyOptions;
@@ -39,50 +37,6 @@ const OPTION_NAMES = [
 ];
 const DEFAULT_NAMES = ['ttl', 'lease', 'onInProgress', 'onFailure', 'onMissingKey'];
 const STORE_METHODS = ['claim', 'renew', 'complete', 'fail', 'release', 'get', 'delete'];
-
-interface BootOptions {
-  queues: string[];
-  providers?: Provider[];
-  /** Module options; a function gets the test's Redis client (to build stores on it). */
-  module?: Partial<UniqueJobsModuleOptions> | ((client: Redis) => Partial<UniqueJobsModuleOptions>);
-}
-
-/**
- * Bootstraps a Nest application (compile + init) with BullMQ, the queues, the unique-jobs module and the providers,
- * closes it, and resolves the bootstrap error (or `undefined`). BullMQ, the library and any store share one client the
- * test owns, so a bootstrap that fails half-way leaves no connection open.
- */
-async function bootstrapError(options: BootOptions): Promise<unknown> {
-  const connection = redisClient();
-  let moduleRef: TestingModule | undefined;
-  try {
-    const module = typeof options.module === 'function' ? options.module(connection) : options.module;
-    moduleRef = await Test.createTestingModule({
-      imports: [
-        BullModule.forRoot({ connection }),
-        ...options.queues.map((name) => BullModule.registerQueue({ name })),
-        UniqueJobsModule.forRoot({ logger: false, prefix: uniqueName('ujv'), ...module }),
-      ],
-      providers: options.providers ?? [],
-    })
-      .setLogger({ log: () => undefined, error: () => undefined, warn: () => undefined })
-      .compile();
-    await moduleRef.init();
-    return undefined;
-  } catch (error) {
-    return error;
-  } finally {
-    await moduleRef?.close().catch(() => undefined);
-    connection.disconnect();
-  }
-}
-
-/** The bootstrap error, asserted to be an InvalidUniqueJobOptionsError. */
-async function invalidOptions(options: BootOptions): Promise<InvalidUniqueJobOptionsError> {
-  const error = await bootstrapError(options);
-  expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
-  return error as InvalidUniqueJobOptionsError;
-}
 
 /** A processor of `queue` named `name`, decorated with `@IdempotencyKey(options)` for each entry (topmost first). */
 function processor(name: string, queue: string, keys: IdempotencyKeyOptions[]): new () => WorkerHost {

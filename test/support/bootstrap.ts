@@ -1,0 +1,52 @@
+import 'reflect-metadata';
+import { expect } from '@jest/globals';
+import type { Provider } from '@nestjs/common';
+import { BullModule } from '@nestjs/bullmq';
+import { Test, type TestingModule } from '@nestjs/testing';
+import type { Redis } from 'ioredis';
+import { InvalidUniqueJobOptionsError, UniqueJobsModule, type UniqueJobsModuleOptions } from '../../lib/index.js';
+import { redisClient, uniqueName } from './redis.js';
+
+export interface BootOptions {
+  queues: string[];
+  providers?: Provider[];
+  /** Module options; a function gets the test's Redis client (to build stores on it). */
+  module?: Partial<UniqueJobsModuleOptions> | ((client: Redis) => Partial<UniqueJobsModuleOptions>);
+}
+
+/**
+ * Bootstraps a Nest application (compile + init) with BullMQ, the queues, the unique-jobs module and the providers,
+ * closes it, and resolves the bootstrap error (or `undefined`). BullMQ, the library and any store share one client the
+ * test owns, so a bootstrap that fails half-way leaves no connection open.
+ */
+export async function bootstrapError(options: BootOptions): Promise<unknown> {
+  const connection = redisClient();
+  let moduleRef: TestingModule | undefined;
+  try {
+    const module = typeof options.module === 'function' ? options.module(connection) : options.module;
+    moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection }),
+        ...options.queues.map((name) => BullModule.registerQueue({ name })),
+        UniqueJobsModule.forRoot({ logger: false, prefix: uniqueName('ujv'), ...module }),
+      ],
+      providers: options.providers ?? [],
+    })
+      .setLogger({ log: () => undefined, error: () => undefined, warn: () => undefined })
+      .compile();
+    await moduleRef.init();
+    return undefined;
+  } catch (error) {
+    return error;
+  } finally {
+    await moduleRef?.close().catch(() => undefined);
+    connection.disconnect();
+  }
+}
+
+/** The bootstrap error, asserted to be an InvalidUniqueJobOptionsError. */
+export async function invalidOptions(options: BootOptions): Promise<InvalidUniqueJobOptionsError> {
+  const error = await bootstrapError(options);
+  expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
+  return error as InvalidUniqueJobOptionsError;
+}
