@@ -142,7 +142,9 @@ describe('while_executing', () => {
   it('a delayed job takes no lock until it runs', async () => {
     const running = hold();
     const gate = hold();
+    // The worker starts after the checks on the delayed job: a loaded machine may take longer than the delay.
     const a = await start({
+      paused: true,
       handler: async () => {
         running.resolve();
         await gate.promise;
@@ -151,6 +153,7 @@ describe('while_executing', () => {
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { delay: 300 }));
     expect(await a.queue.getJobState(first.id!)).toBe('delayed');
     expect(await keysOf(a)).toEqual([]);
+    a.start();
     await running.promise;
     expect(await owners(redis, lockOf(a, 'u1'))).toEqual([first.id]);
     gate.resolve();
