@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 
 /**
@@ -58,8 +58,8 @@ export class AttemptContext implements IdempotencyContext {
   ) {}
 
   downstreamKey(purpose = ''): string {
-    const hash = createHash('sha256').update(`v1\0${this.scope}\0${this.key}\0${purpose}`).digest('base64url');
-    return `uj_${hash}`;
+    const digest = hash('sha256', `v1\0${this.scope}\0${this.key}\0${purpose}`, 'base64url');
+    return `uj_${digest}`;
   }
 
   /** Runs `fn` with this context bound to `job` and to the async context. */

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { canonicalJson } from '../digest/canonical-json.js';
 import { UnrecoverableUniqueJobsError } from '../errors/unrecoverable-unique-jobs.error.js';
 import { JobNameRegistry, type JobNameScoped } from '../interceptor/job-name-registry.js';
@@ -77,7 +77,7 @@ function normalizeKey(raw: unknown): { key: string } | { missing: string } {
     return { missing: describeMissing(raw) };
   }
   if (key.length <= MAX_IDEMPOTENCY_KEY_LENGTH) return { key };
-  return { key: `sha256:${createHash('sha256').update(key).digest('hex')}` };
+  return { key: `sha256:${hash('sha256', key, 'hex')}` };
 }
 
 /** What a key function returned instead of a key, in plain words. */
@@ -102,5 +102,5 @@ function fingerprintOf(selection: unknown, job: IdempotencyJob): string {
       `The idempotency fingerprint of job ${job.id ?? '(no id)'} (queue "${job.queueName}") cannot be computed: ${(error as Error).message}`,
     );
   }
-  return `v1:${createHash('sha256').update(json).digest('base64url')}`;
+  return `v1:${hash('sha256', json, 'base64url')}`;
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
@@ -43,7 +43,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
 
   /** The Redis key of a record (hashed: no raw user data in key names). */
   recordKey(scope: string, key: string): string {
-    const id = createHash('sha256').update(`${scope}\0${key}`).digest('base64url');
+    const id = hash('sha256', `${scope}\0${key}`, 'base64url');
     return this.keys.idempotencyRecord(id);
   }
 
