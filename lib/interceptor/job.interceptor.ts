@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Job, UnrecoverableError, type JobsOptions, type Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
@@ -25,6 +24,7 @@ import type { JobDefinitions, ResolvedJobDefinition } from './job-definitions.js
 import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import type { LoggerLike } from './logger.js';
+import { newJobId } from './job-ids.js';
 import { willRunAgain } from './will-run-again.js';
 
 /**
@@ -166,7 +166,7 @@ export class JobInterceptor {
         return { kind: 'plain', entry, digest, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) } };
       }
       if (definition.enqueueLockPath === 'semaphore') return { kind: 'semaphore', entry, definition, digest };
-      const jobId = opts.jobId ?? randomUUID();
+      const jobId = opts.jobId ?? newJobId();
       const bulk = { ...entry, opts: this.deduplicationOpts(queue, definition, opts, digest, jobId) };
       return { kind: 'deduplicated', entry, definition, digest, jobId, bulk };
     });
@@ -245,7 +245,7 @@ export class JobInterceptor {
     digest: string,
   ): Promise<LockAndAdd> {
     const { add } = this.originals(queue);
-    const jobId = opts.jobId ?? randomUUID();
+    const jobId = opts.jobId ?? newJobId();
     if (definition.enqueueLockPath === 'deduplication') {
       const lockKey = `${queue.qualifiedName}:de:${deduplicationId(digest)}`;
       if (opts.jobId === undefined && this.contended.has(lockKey)) {
@@ -606,11 +606,11 @@ export class JobInterceptor {
 /**
  * Options of a job with a run-time lock only (its digest is computed again in the worker, from the same data). The
  * lock's owner is the job id; unique across queues, the id must not repeat on another queue, as BullMQ's counter ids
- * ("1", "2", …) do, so such a job gets a random id unless the caller chose one.
+ * ("1", "2", …) do, so such a job gets an id of the library's unless the caller chose one.
  */
 function runtimeOnlyOpts(definition: ResolvedJobDefinition, opts: JobsOptions): JobsOptions {
   const acrossQueues = definition.options.uniqueAcross.includes('queues') && opts.jobId === undefined;
-  return acrossQueues ? { ...opts, jobId: randomUUID() } : opts;
+  return acrossQueues ? { ...opts, jobId: newJobId() } : opts;
 }
 
 /** The digest of the enqueue lock a job took: from its BullMQ deduplication id (fast path) or its marker. */

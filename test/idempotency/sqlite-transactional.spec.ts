@@ -41,7 +41,7 @@ describe('@IdempotencyKey with the SQLite store, transactional', () => {
       const tx = idempotencyOf<SqliteDatabaseLike>(job).transaction!;
       const { lastInsertRowid } = tx
         .prepare('INSERT INTO settlements (event_id, amount) VALUES (?, ?)')
-        .run(data.eventId, data.amount) as { lastInsertRowid: number | bigint };
+        .run(data.eventId, data.amount) as unknown as { lastInsertRowid: number | bigint };
       if (data.failFirst && job.attemptsMade === 0) throw new Error('provider timeout');
       return { settlementId: Number(lastInsertRowid) };
     },
