@@ -17,7 +17,9 @@ export interface IdempotencyStore<Transaction = unknown> {
    * Claims a key atomically: when no live record exists, writes an `in_progress` record owned by `request.owner` with a
    * lease of `request.leaseMs` and answers `{ claimed: true }` (`takeover: true` when it replaced an `in_progress`
    * record whose lease had ended: its holder crashed or stalled). Otherwise changes nothing and answers the live record.
-   * Exactly one of any number of concurrent claimants wins.
+   * Exactly one of any number of concurrent claimants wins. An `in_progress` record whose lease ended is NOT taken over
+   * by a claim with a different fingerprint (both present) for ten minutes after its lease ended: that claim answers the
+   * record (with `expiresInMs` 0) so the caller reports a mismatch instead of running another payload.
    */
   claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult>;
 

@@ -415,6 +415,31 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
       expect(await store.get(SCOPE, key)).toEqual(completed);
     });
 
+    it('does not let a different payload take over an ended claim: it answers the record, for a mismatch', async () => {
+      const store = storeOf();
+      const key = newKey('takeover-other-payload');
+      const crashed = newOwner();
+      expect(await store.claim(claimOf(key, crashed, { leaseMs: SHORT_LEASE_MS, fingerprint: 'fp-100' }))).toEqual({
+        claimed: true,
+        takeover: false,
+      });
+      await untilAbsent(store, key);
+
+      const other = await store.claim(claimOf(key, newOwner(), { fingerprint: 'fp-999' }));
+      expect(other).toMatchObject({
+        claimed: false,
+        expiresInMs: 0,
+        record: { state: 'in_progress', owner: crashed, fingerprint: 'fp-100' },
+      });
+      // The same payload (the crashed job's retry) takes it over.
+      const retry = newOwner();
+      expect(await store.claim(claimOf(key, retry, { fingerprint: 'fp-100' }))).toEqual({
+        claimed: true,
+        takeover: true,
+      });
+      expect(await liveRecord(store, SCOPE, key)).toMatchObject({ owner: retry, fingerprint: 'fp-100', attempts: 2 });
+    });
+
     it('treats an in_progress record whose lease ended as absent; the next claim takes it over', async () => {
       const store = storeOf();
       const key = newKey('lease');
@@ -429,9 +454,10 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
       await untilAbsent(store, key);
 
       const next = newOwner();
-      expect(
-        await store.claim(claimOf(key, next, { fingerprint: 'fingerprint-of-the-retry', jobId: 'job-of-the-retry' })),
-      ).toEqual({ claimed: true, takeover: true });
+      expect(await store.claim(claimOf(key, next, { fingerprint: undefined, jobId: 'job-of-the-retry' }))).toEqual({
+        claimed: true,
+        takeover: true,
+      });
       const record = await liveRecord(store, SCOPE, key);
       expect(record).toEqual({
         scope: SCOPE,
@@ -439,7 +465,8 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
         state: 'in_progress',
         owner: next,
         jobId: 'job-of-the-retry',
-        fingerprint: 'fingerprint-of-the-retry',
+        // A claim that does not compare payloads takes any ended claim over, and stores no fingerprint.
+        fingerprint: undefined,
         result: undefined,
         error: undefined,
         attempts: 2,

@@ -9,6 +9,7 @@ import type {
   IdempotencyStore,
 } from '../idempotency-store.interface.js';
 import {
+  ABANDONED_CLAIM_MS,
   CLAIM_ATTEMPTS,
   DEFAULT_IDEMPOTENCY_TABLE,
   claimRaceError,
@@ -55,6 +56,9 @@ const RECORD_COLUMNS = `scope, key, state, owner, job_id, fingerprint, result, e
   floor(extract(epoch from created_at) * 1000)::float8 AS created_at_ms,
   floor(extract(epoch from expires_at) * 1000)::float8 AS expires_at_ms`;
 
+/** {@link ABANDONED_CLAIM_MS} as an interval. */
+const ABANDONED_INTERVAL = `interval '${ABANDONED_CLAIM_MS} milliseconds'`;
+
 /** `$n` milliseconds as an interval. */
 function ms(parameter: number): string {
   return `($${parameter}::float8 * interval '1 millisecond')`;
@@ -87,6 +91,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<PgClientLike> 
   private readonly table: SqlTableName;
   private readonly sql: {
     claim: string;
+    blocking: string;
     live: string;
     renew: string;
     complete: string;
@@ -124,7 +129,16 @@ export class PostgresIdempotencyStore implements IdempotencyStore<PgClientLike> 
           expires_at = excluded.expires_at,
           updated_at = excluded.updated_at
         WHERE cur.expires_at <= excluded.updated_at
+          AND (cur.state <> 'in_progress' OR cur.fingerprint IS NULL OR excluded.fingerprint IS NULL
+            OR cur.fingerprint = excluded.fingerprint
+            OR cur.expires_at <= excluded.updated_at - ${ABANDONED_INTERVAL})
         RETURNING cur.attempts > 1 AS takeover`,
+      // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
+      blocking: `SELECT ${RECORD_COLUMNS},
+          greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
+        FROM ${table}, (SELECT clock_timestamp() AS now) AS n
+        WHERE scope = $1 AND key = $2 AND (expires_at > n.now
+          OR (state = 'in_progress' AND fingerprint <> $3 AND expires_at > n.now - ${ABANDONED_INTERVAL}))`,
       live: `SELECT ${RECORD_COLUMNS},
           greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
         FROM ${table}, (SELECT clock_timestamp() AS now) AS n
@@ -199,8 +213,8 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${parsed.quoted} (expires_at);
       ]);
       const row = claimed.rows[0];
       if (row) return { claimed: true, takeover: row.takeover === true };
-      const live = await this.pool.query(this.sql.live, [scope, key]);
-      const current = live.rows[0];
+      const blocking = await this.pool.query(this.sql.blocking, [scope, key, fingerprint ?? null]);
+      const current = blocking.rows[0];
       if (current) {
         return {
           claimed: false,

@@ -83,3 +83,10 @@ export function claimRaceError(store: string, scope: string, key: string): Error
     `${store}: could not claim idempotency key "${key}" (scope "${scope}"): its record kept changing during ${CLAIM_ATTEMPTS} attempts`,
   );
 }
+
+/**
+ * How long after its lease ended an `in_progress` record still refuses a takeover by a different payload (a claim
+ * whose fingerprint differs): that delivery fails as a mismatch instead of running. Past this, the claim counts as
+ * abandoned and any payload may take the key. The Redis store keeps in-progress records exactly this long.
+ */
+export const ABANDONED_CLAIM_MS = 600_000;

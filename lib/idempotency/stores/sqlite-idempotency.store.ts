@@ -9,6 +9,7 @@ import type {
   IdempotencyStore,
 } from '../idempotency-store.interface.js';
 import {
+  ABANDONED_CLAIM_MS,
   CLAIM_ATTEMPTS,
   DEFAULT_IDEMPOTENCY_TABLE,
   claimRaceError,
@@ -47,7 +48,7 @@ export interface SqliteIdempotencyStoreOptions {
 
 const STORE = 'SqliteIdempotencyStore';
 
-type StatementName = 'claim' | 'live' | 'renew' | 'complete' | 'fail' | 'release' | 'delete';
+type StatementName = 'claim' | 'blocking' | 'live' | 'renew' | 'complete' | 'fail' | 'release' | 'delete';
 
 /**
  * Idempotency records in a SQLite table, through `better-sqlite3`. Times are milliseconds of `Date.now()`: SQLite is
@@ -115,7 +116,13 @@ export class SqliteIdempotencyStore implements IdempotencyStore<SqliteDatabaseLi
           expires_at = excluded.expires_at,
           updated_at = excluded.updated_at
         WHERE expires_at <= excluded.updated_at
+          AND (state <> 'in_progress' OR fingerprint IS NULL OR excluded.fingerprint IS NULL
+            OR fingerprint = excluded.fingerprint OR expires_at <= excluded.updated_at - ${ABANDONED_CLAIM_MS})
         RETURNING attempts > 1 AS takeover`,
+      // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
+      blocking: `SELECT ${columns}, max(0, expires_at - @now) AS expires_in_ms FROM ${table}
+        WHERE scope = @scope AND key = @key AND (expires_at > @now
+          OR (state = 'in_progress' AND fingerprint <> @fingerprint AND expires_at > @now - ${ABANDONED_CLAIM_MS}))`,
       live: `SELECT ${columns}, expires_at - @now AS expires_in_ms FROM ${table}
         WHERE scope = @scope AND key = @key AND expires_at > @now`,
       renew: `UPDATE ${table} SET expires_at = @expiresAt, updated_at = @now WHERE ${owned}`,
@@ -181,8 +188,12 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${quoteIdentifier(parsed.name)} (expires_
           expiresAt: now + leaseMs,
         }) as { takeover: unknown } | undefined;
         if (claimed) return { claimed: true, takeover: Number(claimed.takeover) === 1 };
-        const current = this.statement('live').get({ scope, key, now: Date.now() }) as
-          (SqlRecordRow & { expires_in_ms: unknown }) | undefined;
+        const current = this.statement('blocking').get({
+          scope,
+          key,
+          fingerprint: fingerprint ?? null,
+          now: Date.now(),
+        }) as (SqlRecordRow & { expires_in_ms: unknown }) | undefined;
         if (current) {
           return { claimed: false, record: toIdempotencyRecord(current), expiresInMs: Number(current.expires_in_ms) };
         }

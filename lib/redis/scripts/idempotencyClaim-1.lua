@@ -17,10 +17,15 @@ local record = KEYS[1]
 local lease = tonumber(ARGV[4])
 local now = nowMs()
 
-local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created')
+local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp')
 local state, expiresAt = current[1], tonumber(current[2])
 if state and expiresAt and expiresAt > now then
   return {0, expiresAt - now, redis.call('HGETALL', record)}
+end
+-- An ended claim of another payload is not taken over: that delivery is a mismatch, not a retry. (The record itself
+-- lives ten minutes past its lease: after that any payload may claim the key.)
+if state == 'in_progress' and current[5] and ARGV[5] ~= '' and current[5] ~= ARGV[5] then
+  return {0, 0, redis.call('HGETALL', record)}
 end
 
 -- Absent, or no longer live: an in_progress record whose lease ended is taken over (its holder crashed or stalled).
