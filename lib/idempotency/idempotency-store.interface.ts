@@ -52,7 +52,9 @@ export interface IdempotencyStore<Transaction = unknown> {
   delete(scope: string, key: string): Promise<boolean>;
 
   /**
-   * Transactional mode, for stores that have transactions (PostgreSQL, SQLite): opens a transaction, runs `work` with a
+   * Transactional mode, for stores that have transactions (PostgreSQL, SQLite): opens a transaction, first makes sure
+   * the owner still holds the record and locks it for the transaction (no claimant can take it over until the
+   * transaction ends, so the caller stops renewing the lease before calling this), runs `work` with a
    * transaction-bound client, then in the same transaction completes the owner's record with `completion(value)` and
    * commits. The handler's writes and the completed record commit together or not at all. If the owner lost its claim,
    * or `work` or `completion` throws, the transaction rolls back and the error is thrown

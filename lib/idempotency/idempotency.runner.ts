@@ -118,6 +118,8 @@ export class IdempotencyRunner {
   /** Transactional mode: the handler's writes and the completed record commit in one transaction of the store. */
   private async runInTransaction(attempt: Attempt, context: AttemptContext, next: Processor): Promise<unknown> {
     const { job, token, signal, definition, ref } = attempt;
+    // The store locks the record for its transaction (and checks it is still ours): renewing would only contend.
+    attempt.stopRenewing();
     try {
       const value = await definition.store.runInTransaction!(
         ref,
@@ -125,15 +127,11 @@ export class IdempotencyRunner {
           context.transaction = transaction;
           return next(job, token, signal);
         },
-        (result) => {
-          attempt.stopRenewing();
-          return { result: serializeResult(result, ref), ttlMs: definition.options.ttl };
-        },
+        (result) => ({ result: serializeResult(result, ref), ttlMs: definition.options.ttl }),
       );
       this.emit(attempt, { type: 'idempotencyCompleted' });
       return value;
     } catch (error) {
-      attempt.stopRenewing();
       if (error instanceof IdempotencyLeaseLostError) {
         this.leaseLost(attempt, 'its claim was taken over before it committed; its writes were rolled back');
       } else {

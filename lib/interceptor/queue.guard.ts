@@ -66,8 +66,8 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   private checkProcessor(providerClass: object, isStatic: boolean): void {
     const queue = (Reflect.getMetadata(PROCESSOR_METADATA, providerClass) as { name?: string } | undefined)?.name;
     if (!queue) return;
-    const guarded = Reflect.hasOwnMetadata(UNIQUE_JOB_METADATA, providerClass);
-    const keyed = Reflect.hasOwnMetadata(IDEMPOTENCY_KEY_METADATA, providerClass);
+    const guarded = Reflect.hasMetadata(UNIQUE_JOB_METADATA, providerClass);
+    const keyed = Reflect.hasMetadata(IDEMPOTENCY_KEY_METADATA, providerClass);
     if ((guarded || keyed) && !isStatic) this.workerGuard.register(providerClass);
     if (!guarded && this.definitions.hasQueue(queue)) {
       throw new InvalidUniqueJobOptionsError(

@@ -40,7 +40,8 @@ export class UniqueJobsWorkerGuard {
   ) {}
 
   /**
-   * Registers a processor class's `@UniqueJob` and `@IdempotencyKey` options (once per class). Runs when Nest instantiates the processor, and
+   * Registers a processor class's `@UniqueJob` and `@IdempotencyKey` options (once per class; a subclass without
+   * decorators of its own inherits its base class's). Runs when Nest instantiates the processor, and
    * at module init for request-scoped processors, which Nest does not instantiate until a job arrives.
    */
   register(processorClass: object): void {
@@ -50,15 +51,15 @@ export class UniqueJobsWorkerGuard {
     if (!queue) {
       throw new InvalidUniqueJobOptionsError(
         name,
-        Reflect.hasOwnMetadata(UNIQUE_JOB_METADATA, processorClass) ? '@UniqueJob' : '@IdempotencyKey',
+        Reflect.hasMetadata(UNIQUE_JOB_METADATA, processorClass) ? '@UniqueJob' : '@IdempotencyKey',
         'must decorate a class decorated with @Processor(queueName) from @nestjs/bullmq',
       );
     }
-    const declared = (Reflect.getOwnMetadata(UNIQUE_JOB_METADATA, processorClass) ?? []) as UniqueJobOptions[];
+    const declared = (Reflect.getMetadata(UNIQUE_JOB_METADATA, processorClass) ?? []) as UniqueJobOptions[];
     declared.forEach((options, i) =>
       this.definitions.register(queue, options, `${name} (@UniqueJob #${i + 1})`, processorClass),
     );
-    const keys = (Reflect.getOwnMetadata(IDEMPOTENCY_KEY_METADATA, processorClass) ?? []) as IdempotencyKeyOptions[];
+    const keys = (Reflect.getMetadata(IDEMPOTENCY_KEY_METADATA, processorClass) ?? []) as IdempotencyKeyOptions[];
     keys.forEach((options, i) => this.idempotency.register(queue, options, `${name} (@IdempotencyKey #${i + 1})`));
     this.registered.add(processorClass);
   }

@@ -24,7 +24,10 @@ export type IdempotencyFingerprintFunction<DataType = unknown> = {
 
 /** What is compared between deliveries of one key: the whole data, chosen top-level fields, a function, or nothing. */
 export type IdempotencyFingerprint<DataType = unknown> =
-  'data' | false | readonly string[] | IdempotencyFingerprintFunction<DataType>;
+  'data' | false | readonly FingerprintField<DataType>[] | IdempotencyFingerprintFunction<DataType>;
+
+/** A top-level field of the job data (any string when the data type is not known). */
+export type FingerprintField<DataType> = unknown extends DataType ? string : keyof DataType & string;
 
 /** Options of `@IdempotencyKey` with a module-wide default (`forRoot({ idempotency: { defaults } })`). */
 export interface IdempotencyDefaults {

@@ -300,7 +300,7 @@ describe('valid idempotency options boot (control for the cases above)', () => {
     const queue = uniqueName('ival');
     @Processor(queue, { autorun: false })
     @IdempotencyKey({
-      key: byEvent,
+      key: (job: IdempotencyJob<{ eventId: string; amount: number; currency: string }>) => job.data.eventId,
       jobName: ['charge', 'capture'],
       scope: 'payments',
       fingerprint: ['amount', 'currency'],

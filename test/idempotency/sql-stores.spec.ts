@@ -162,27 +162,33 @@ describe('PostgresIdempotencyStore', () => {
     expect(await store.get('payments', 'tx-ok')).toMatchObject({ state: 'completed', result: '{"paid":42}', owner });
   });
 
-  it('rolls the handler writes back when the claim was taken over while the handler ran', async () => {
+  it('holds the record for the whole transaction: a claimant after the lease ran out waits, then finds it completed', async () => {
     const first = randomUUID();
-    const second = randomUUID();
-    await store.claim(claimRequest('tx-lost', { owner: first, leaseMs: 50 }));
-    const attempt = store.runInTransaction(
-      { scope: 'payments', key: 'tx-lost', owner: first },
+    await store.claim(claimRequest('tx-held', { owner: first, leaseMs: 50 }));
+    let contender: Promise<unknown> | undefined;
+    const value = await store.runInTransaction(
+      { scope: 'payments', key: 'tx-held', owner: first },
       async (client) => {
-        await client.query(`INSERT INTO ${handlerTable} (note) VALUES ($1)`, ['tx-lost']);
-        await waitFor('the lease to run out', async () => (await store.get('payments', 'tx-lost')) === undefined);
-        expect(await store.claim(claimRequest('tx-lost', { owner: second }))).toEqual({
-          claimed: true,
-          takeover: true,
+        await client.query(`INSERT INTO ${handlerTable} (note) VALUES ($1)`, ['tx-held']);
+        await waitFor('the lease to run out', async () => (await store.get('payments', 'tx-held')) === undefined);
+        contender = store.claim(claimRequest('tx-held', { owner: randomUUID() }));
+        // The contender's claim waits on the record's row lock instead of taking the record over.
+        await waitFor('the contender to wait for the row lock', async () => {
+          const { rows } = await pool.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'`,
+          );
+          return (rows[0] as { n: number }).n > 0;
         });
         return 'done';
       },
       (result) => ({ result: JSON.stringify(result), ttlMs: 60_000 }),
     );
-    await expect(attempt).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
-    await expect(attempt).rejects.toMatchObject({ scope: 'payments', key: 'tx-lost' });
-    expect(await handlerRows()).not.toContain('tx-lost');
-    expect(await store.get('payments', 'tx-lost')).toMatchObject({ state: 'in_progress', owner: second, attempts: 2 });
+    expect(value).toBe('done');
+    expect(await contender).toMatchObject({
+      claimed: false,
+      record: { state: 'completed', owner: first, result: '"done"' },
+    });
+    expect(await handlerRows()).toContain('tx-held');
   });
 
   it('rolls back on a claim lost before the transaction started too', async () => {

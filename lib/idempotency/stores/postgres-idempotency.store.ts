@@ -97,6 +97,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<PgClientLike> 
     complete: string;
     fail: string;
     release: string;
+    lockOwned: string;
     delete: string;
   };
 
@@ -154,6 +155,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<PgClientLike> 
           updated_at = clock_timestamp()
         WHERE ${owned}`,
       release: `DELETE FROM ${table} WHERE ${owned}`,
+      lockOwned: `SELECT 1 FROM ${table} WHERE ${owned} FOR UPDATE`,
       delete: `DELETE FROM ${table} WHERE scope = $1 AND key = $2 RETURNING expires_at > clock_timestamp() AS live`,
     };
   }
@@ -260,7 +262,8 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${parsed.quoted} (expires_at);
   }
 
   /**
-   * Checks a client out of the pool, opens a transaction, runs `work` with that client, then completes the owner's
+   * Checks a client out of the pool, opens a transaction, locks the owner's record (`SELECT … FOR UPDATE`), runs `work`
+   * with that client, then completes the owner's
    * record in the same transaction and commits. If the owner lost its claim (another delivery took it over), the
    * transaction rolls back and {@link IdempotencyLeaseLostError} is thrown; if `work` or `completion` throws, it rolls
    * back and that error is thrown. The client goes back to the pool afterwards (destroyed if the rollback failed, so a
@@ -272,6 +275,10 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${parsed.quoted} (expires_at);
     completion: (value: T) => IdempotencyCompletion,
   ): Promise<T> {
     return this.transaction(async (client) => {
+      // Lock the owner's record for the whole transaction: no claimant can take it over until COMMIT or ROLLBACK (a
+      // crash drops the connection, which rolls back and unlocks), so the lease needs no renewal meanwhile.
+      const held = await client.query(this.sql.lockOwned, [ref.scope, ref.key, ref.owner]);
+      if (!changed(held)) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
       const value = await work(client);
       const completed = await client.query(this.sql.complete, this.completeValues(ref, completion(value)));
       if (!changed(completed)) throw new IdempotencyLeaseLostError(ref.scope, ref.key);

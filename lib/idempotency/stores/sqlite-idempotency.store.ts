@@ -37,7 +37,10 @@ export interface SqliteDatabaseLike {
 
 /** Options of {@link SqliteIdempotencyStore}. */
 export interface SqliteIdempotencyStoreOptions {
-  /** The database (a `better-sqlite3` `Database`). The store never closes it. */
+  /**
+   * The database (a `better-sqlite3` `Database`): a connection of the store's own (see the class notes). The store
+   * never closes it.
+   */
   database: SqliteDatabaseLike;
   /**
    * The table of the records, optionally qualified with an attached database's name (`'main.idempotency'`). Letters,
@@ -48,7 +51,7 @@ export interface SqliteIdempotencyStoreOptions {
 
 const STORE = 'SqliteIdempotencyStore';
 
-type StatementName = 'claim' | 'blocking' | 'live' | 'renew' | 'complete' | 'fail' | 'release' | 'delete';
+type StatementName = 'claim' | 'blocking' | 'live' | 'owned' | 'renew' | 'complete' | 'fail' | 'release' | 'delete';
 
 /**
  * Idempotency records in a SQLite table, through `better-sqlite3`. Times are milliseconds of `Date.now()`: SQLite is
@@ -64,7 +67,9 @@ type StatementName = 'claim' | 'blocking' | 'live' | 'renew' | 'complete' | 'fai
  * through one in-process queue, and {@link SqliteIdempotencyStore.runInTransaction} holds that queue from
  * `BEGIN IMMEDIATE` to `COMMIT`/`ROLLBACK`: transactional handlers are serialized per database, and the other
  * operations of the store (claims, lease renewals of other jobs) wait until the transaction ends. Keep transactional
- * handlers short. Other processes sharing the file wait on SQLite's busy timeout: open the database in WAL mode with a
+ * handlers short. **Give the store a connection of its own**, used only by the store and by handlers through their
+ * `transaction`: any other statement run on the same connection while a transaction is open (another handler, an HTTP
+ * request) becomes part of that transaction and is rolled back with it. Other processes sharing the file wait on SQLite's busy timeout: open the database in WAL mode with a
  * busy timeout longer than your longest transaction:
  *
  * ```ts
@@ -133,6 +138,7 @@ export class SqliteIdempotencyStore implements IdempotencyStore<SqliteDatabaseLi
         SET state = 'failed', result = NULL, error = @error, expires_at = @expiresAt, updated_at = @now
         WHERE ${owned}`,
       release: `DELETE FROM ${table} WHERE ${owned}`,
+      owned: `SELECT 1 AS held FROM ${table} WHERE ${owned}`,
       delete: `DELETE FROM ${table} WHERE scope = @scope AND key = @key RETURNING expires_at > @now AS live`,
     };
   }
@@ -266,6 +272,10 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${quoteIdentifier(parsed.name)} (expires_
     return this.exclusive(async () => {
       this.database.exec('BEGIN IMMEDIATE');
       try {
+        // The write lock is ours until COMMIT: no claimant anywhere can take the record over meanwhile.
+        if (this.statement('owned').get(owned(ref)) === undefined) {
+          throw new IdempotencyLeaseLostError(ref.scope, ref.key);
+        }
         const value = await work(this.database);
         if (!this.completeNow(ref, completion(value))) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
         this.database.exec('COMMIT');

@@ -1,0 +1,70 @@
+// @UniqueJob and @IdempotencyKey on a base class apply to the @Processor subclasses that extend it (found in review:
+// the options were read from the subclass only, so a decorated base class was silently ignored).
+import 'reflect-metadata';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { QueueEvents, type Job, type Queue } from 'bullmq';
+import {
+  IdempotencyKey,
+  UniqueJob,
+  UniqueJobsModule,
+  UniqueJobsService,
+  type IdempotencyJob,
+} from '../../lib/index.js';
+import { redisClient, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
+
+describe('decorators on a base class', () => {
+  const prefix = uniqueName('ujinh');
+  let moduleRef: TestingModule | undefined;
+  let events: QueueEvents | undefined;
+  afterEach(async () => {
+    await moduleRef?.close();
+    await events?.close();
+    const redis = redisClient();
+    const keys = await scanKeys(redis, `${prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  it('apply to its @Processor subclass', async () => {
+    const queueName = uniqueName('inherited');
+    let effects = 0;
+
+    @UniqueJob({ lock: 'until_executed', lockArgs: (data: { id: string }) => data.id })
+    @IdempotencyKey((job: IdempotencyJob<{ id: string }>) => job.data.id)
+    abstract class ChargeBase extends WorkerHost {
+      async process(job: Job<{ id: string }>) {
+        effects++;
+        return `charged ${job.data.id}`;
+      }
+    }
+
+    @Processor(queueName)
+    class ChargeProcessor extends ChargeBase {}
+
+    moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions() }),
+        BullModule.registerQueue({ name: queueName }),
+        UniqueJobsModule.forRoot({ logger: false, prefix }),
+      ],
+      providers: [ChargeProcessor],
+    }).compile();
+    await moduleRef.init();
+    const queue = moduleRef.get<Queue>(getQueueToken(queueName));
+    events = new QueueEvents(queueName, { connection: redisOptions() });
+    await events.waitUntilReady();
+    const service = moduleRef.get(UniqueJobsService);
+
+    const first = await queue.add('charge', { id: 'o1' });
+    // The lock applies: a second enqueue while the first is queued or running is a duplicate.
+    expect(await service.enqueue(queue, 'charge', { id: 'o1' })).toMatchObject({ status: 'duplicate' });
+    expect(await first.waitUntilFinished(events)).toBe('charged o1');
+    // Idempotency applies: a later delivery replays without running.
+    const again = await queue.add('charge', { id: 'o1' });
+    expect(await again.waitUntilFinished(events)).toBe('charged o1');
+    expect(effects).toBe(1);
+    await queue.obliterate({ force: true });
+  });
+});
