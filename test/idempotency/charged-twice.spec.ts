@@ -8,9 +8,10 @@ import { Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { PostgresIdempotencyStore } from '../../lib/idempotency/stores/postgres-idempotency.store.js';
 import type { ChargeData, ChargeResult, HeldRun, RecordedEvent } from '../fixtures/idempotency-worker.js';
-import { killFixtures, spawnFixture, type Fixture } from '../support/fixtures.js';
+import { spawnFixture, type Fixture } from '../support/fixtures.js';
+import { Leftovers } from '../support/leftovers.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
-import { redisClient, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
+import { redisClient, redisOptions, uniqueName } from '../support/redis.js';
 import { queueEvent, waitFor } from '../support/wait.js';
 
 const ORDER: ChargeData = { orderId: 48213, customerId: 'cus_4821', amountCents: 12_900 };
@@ -28,11 +29,8 @@ describe('ChargeCustomerJob for order 48213 is charged once', () => {
   const pool = pgPool(4);
   const idemTable = uniqueTable('idem_ct');
   const store = new PostgresIdempotencyStore({ pool, table: idemTable });
-  const queues: Queue[] = [];
-  const queueEvents: QueueEvents[] = [];
-  const namespaces: string[] = [];
-  const tables: string[] = [];
-  const fixtures: Fixture[] = [];
+  const leftovers = new Leftovers(redis, pool);
+  const { queues, queueEvents, namespaces, tables, fixtures } = leftovers;
 
   /** A fresh queue, its events, Redis namespaces, tables and the env of its worker processes. */
   async function scenario(label: string) {
@@ -111,18 +109,7 @@ describe('ChargeCustomerJob for order 48213 is charged once', () => {
   });
 
   afterEach(async () => {
-    killFixtures();
-    await Promise.all(fixtures.splice(0).map((fixture) => fixture.exited));
-    for (const events of queueEvents.splice(0)) await events.close();
-    for (const queue of queues.splice(0)) {
-      await queue.obliterate({ force: true });
-      await queue.close();
-    }
-    for (const namespace of namespaces.splice(0)) {
-      const keys = await scanKeys(redis, `${namespace}:*`);
-      if (keys.length > 0) await redis.del(...keys);
-    }
-    for (const table of tables.splice(0)) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await leftovers.cleanUp();
   });
 
   afterAll(async () => {

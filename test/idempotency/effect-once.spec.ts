@@ -10,9 +10,10 @@ import type { EffectResult, HeldRun, RecordedEvent } from '../fixtures/idempoten
 import { startApp, type TestApp } from '../support/app.js';
 import { deferred } from '../support/deferred.js';
 import { EventLog } from '../support/events.js';
-import { killFixtures, spawnFixture, type Fixture } from '../support/fixtures.js';
+import { spawnFixture, type Fixture } from '../support/fixtures.js';
+import { Leftovers } from '../support/leftovers.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
-import { redisClient, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
+import { redisClient, redisOptions, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 interface EffectRow {
@@ -85,11 +86,8 @@ describe('@IdempotencyKey across worker processes (real Redis, real PostgreSQL)'
   const pool = pgPool(4);
   const idemTable = uniqueTable('idem_eo');
   const pgStore = new PostgresIdempotencyStore({ pool, table: idemTable });
-  const queues: Queue[] = [];
-  const queueEvents: QueueEvents[] = [];
-  const namespaces: string[] = [];
-  const tables: string[] = [];
-  const fixtures: Fixture[] = [];
+  const leftovers = new Leftovers(redis, pool);
+  const { queues, queueEvents, namespaces, tables, fixtures } = leftovers;
   let app: TestApp | undefined;
 
   const spawnWorker = (env: Record<string, string>): Fixture => {
@@ -125,18 +123,7 @@ describe('@IdempotencyKey across worker processes (real Redis, real PostgreSQL)'
   afterEach(async () => {
     await app?.close();
     app = undefined;
-    killFixtures();
-    await Promise.all(fixtures.splice(0).map((fixture) => fixture.exited));
-    for (const events of queueEvents.splice(0)) await events.close();
-    for (const queue of queues.splice(0)) {
-      await queue.obliterate({ force: true });
-      await queue.close();
-    }
-    for (const namespace of namespaces.splice(0)) {
-      const keys = await scanKeys(redis, `${namespace}:*`);
-      for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500));
-    }
-    for (const table of tables.splice(0)) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await leftovers.cleanUp();
   });
 
   afterAll(async () => {
