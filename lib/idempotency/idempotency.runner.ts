@@ -24,8 +24,6 @@ interface Attempt {
   signal: AbortSignal | undefined;
   definition: ResolvedIdempotency;
   ref: IdempotencyRecordRef;
-  /** Stops renewing the claim's lease: called before the claim is settled, so a late renewal is not taken for a loss. */
-  stopRenewing: () => void;
   ids: { queue: string; jobName: string; jobId: string; scope: string; key: string; store: string };
 }
 
@@ -64,7 +62,6 @@ export class IdempotencyRunner {
       signal,
       definition,
       ref,
-      stopRenewing: () => undefined,
       ids: { ...base, scope, key: keyed.key, store: store.name },
     };
     const fingerprint = definition.fingerprintOf(job);
@@ -73,33 +70,32 @@ export class IdempotencyRunner {
     this.emit(attempt, { type: 'idempotencyClaimed', takeover: claim.takeover });
 
     const context = new AttemptContext(scope, ref.key, claim.takeover);
+    return context.run(job, () =>
+      options.transactional ? this.runInTransaction(attempt, context, next) : this.runThenComplete(attempt, next),
+    );
+  }
+
+  /**
+   * Plain mode: the handler's effect lands wherever it writes, while the claim's lease is renewed; then the record is
+   * completed. Renewing stops before the claim is settled, so a late renewal is not taken for a lost lease.
+   */
+  private async runThenComplete(attempt: Attempt, next: Processor): Promise<unknown> {
+    const { job, token, signal, definition, ref } = attempt;
+    const { store, options } = definition;
     const keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
       lost: () =>
         this.leaseLost(attempt, 'its lease ended before it was renewed; another delivery may take the key over'),
       error: (error) => this.reportError(attempt, error),
     });
-    attempt.stopRenewing = () => keeper.stop();
-    try {
-      return await context.run(job, () =>
-        options.transactional ? this.runInTransaction(attempt, context, next) : this.runThenComplete(attempt, next),
-      );
-    } finally {
-      keeper.stop();
-    }
-  }
-
-  /** Plain mode: the handler's effect lands wherever it writes; then the record is completed. */
-  private async runThenComplete(attempt: Attempt, next: Processor): Promise<unknown> {
-    const { job, token, signal, definition, ref } = attempt;
     let value: unknown;
     try {
       value = await next(job, token, signal);
     } catch (error) {
-      attempt.stopRenewing();
+      keeper.stop();
       await this.afterFailure(attempt, error);
       throw error;
     }
-    attempt.stopRenewing();
+    keeper.stop();
     let result: string | undefined;
     try {
       result = serializeResult(value, ref);
@@ -118,8 +114,7 @@ export class IdempotencyRunner {
   /** Transactional mode: the handler's writes and the completed record commit in one transaction of the store. */
   private async runInTransaction(attempt: Attempt, context: AttemptContext, next: Processor): Promise<unknown> {
     const { job, token, signal, definition, ref } = attempt;
-    // The store locks the record for its transaction (and checks it is still ours): renewing would only contend.
-    attempt.stopRenewing();
+    // No lease renewal: the store locks the record for its transaction (after checking it is still ours).
     try {
       const value = await definition.store.runInTransaction!(
         ref,
@@ -133,7 +128,10 @@ export class IdempotencyRunner {
       return value;
     } catch (error) {
       if (error instanceof IdempotencyLeaseLostError) {
-        this.leaseLost(attempt, 'its claim was taken over before it committed; its writes were rolled back');
+        this.leaseLost(
+          attempt,
+          'its claim was taken over before its transaction could lock the record; nothing was committed',
+        );
       } else {
         await this.afterFailure(attempt, error);
       }
