@@ -191,6 +191,34 @@ describe('PostgresIdempotencyStore', () => {
     expect(await handlerRows()).toContain('tx-held');
   });
 
+  it('runs transactional work at the isolation level it was given; a contender still waits, then reads the result', async () => {
+    const strict = new PostgresIdempotencyStore({ pool, table: newTable('idem_rr'), isolation: 'repeatable read' });
+    await strict.migrate();
+    const owner = randomUUID();
+    await strict.claim(claimRequest('rr', { owner, leaseMs: 50 }));
+    let contender: Promise<unknown> | undefined;
+    const value = await strict.runInTransaction(
+      { scope: 'payments', key: 'rr', owner },
+      async (client) => {
+        const { rows } = await client.query('SHOW transaction_isolation');
+        expect(rows).toEqual([{ transaction_isolation: 'repeatable read' }]);
+        await waitFor('the lease to run out', async () => (await strict.get('payments', 'rr')) === undefined);
+        contender = strict.claim(claimRequest('rr'));
+        await waitFor('the contender to wait for the row lock', async () => {
+          const { rows: waiting } = await pool.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'`,
+          );
+          return (waiting[0] as { n: number }).n > 0;
+        });
+        return 'ok';
+      },
+      (result) => ({ result: JSON.stringify(result), ttlMs: 60_000 }),
+    );
+    expect(value).toBe('ok');
+    expect(await contender).toMatchObject({ claimed: false, record: { state: 'completed', result: '"ok"' } });
+    expect(() => new PostgresIdempotencyStore({ pool, isolation: 'chaos' as 'serializable' })).toThrow(/isolation/);
+  });
+
   it('rolls back on a claim lost before the transaction started too', async () => {
     const first = randomUUID();
     await takeOver(store, 'tx-lost-before', first, randomUUID());

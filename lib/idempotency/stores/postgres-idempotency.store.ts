@@ -47,6 +47,13 @@ export interface PostgresIdempotencyStoreOptions {
    * only. Default `'unique_jobs_idempotency'`.
    */
   table?: string;
+  /**
+   * Isolation level of the transactions of transactional mode (the handler's writes run in it). Set it here, not in the
+   * handler: the store's first statement has already started the transaction. Keep the pool's own default at READ
+   * COMMITTED: the store's claims run on it, and at a stricter default a claim that waited for a locked record fails
+   * with a serialization error instead of reading the record. Default: the pool's default (READ COMMITTED).
+   */
+  isolation?: 'read committed' | 'repeatable read' | 'serializable';
 }
 
 const STORE = 'PostgresIdempotencyStore';
@@ -87,6 +94,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<PgClientLike> 
   readonly name = 'postgres';
 
   private readonly pool: PgPoolLike;
+  private readonly begin: string;
   private readonly tableText: string;
   private readonly table: SqlTableName;
   private readonly sql: {
@@ -106,6 +114,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore<PgClientLike> 
       throw new Error(`${STORE}: options.pool must be a pg.Pool (an object with query() and connect())`);
     }
     this.pool = options.pool;
+    const isolations = ['read committed', 'repeatable read', 'serializable'];
+    if (options.isolation !== undefined && !isolations.includes(options.isolation)) {
+      throw new Error(`${STORE}: options.isolation must be one of ${isolations.join(', ')}`);
+    }
+    this.begin = options.isolation ? `BEGIN ISOLATION LEVEL ${options.isolation.toUpperCase()}` : 'BEGIN';
     this.tableText = options.table ?? DEFAULT_IDEMPOTENCY_TABLE;
     this.table = parseTableName(this.tableText, STORE);
     const table = this.table.quoted;
@@ -294,7 +307,7 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${parsed.quoted} (expires_at);
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {
-      await client.query('BEGIN');
+      await client.query(this.begin);
       const value = await body(client);
       await client.query('COMMIT');
       return value;
