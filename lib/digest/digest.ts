@@ -64,7 +64,7 @@ export function lockKey(input: LockKeyInput): string {
   if (usesDeduplicationKey(input.lock ?? 'until_executed', input.lockLimit ?? 1, input.uniqueAcross)) {
     return `${input.queuePrefix ?? 'bull'}:${input.queue}:de:${deduplicationId(value)}`;
   }
-  return keys.enqueueLock(value);
+  return keys.enqueueLock(value, input.lock);
 }
 
 /**

@@ -9,9 +9,13 @@ export class UniqueJobsKeys {
     readonly prefix: string,
   ) {}
 
-  /** Enqueue lock of the general path (lockLimit > 1 or unique across queues): a sorted set of owner job ids. */
-  enqueueLock(digest: string): string {
-    return `${this.prefix}:{${digest}}:queued`;
+  /**
+   * Enqueue lock of the general path (lockLimit > 1, unique across queues, until_expired): a sorted set of owner job
+   * ids. `until_expired` locks get their own suffix (`:expiring`): they outlive their job by design, so the orphan
+   * reaper must tell them apart and leave them to their TTL.
+   */
+  enqueueLock(digest: string, lock?: string): string {
+    return `${this.prefix}:{${digest}}:${lock === 'until_expired' ? 'expiring' : 'queued'}`;
   }
 
   /** Run-time lock (while_executing, until_and_while_executing): a sorted set of owner job ids with leases. */
@@ -25,6 +29,11 @@ export class UniqueJobsKeys {
    */
   idempotencyRecord(recordId: string): string {
     return `${this.prefix}:{${recordId}}:idempotency`;
+  }
+
+  /** The orphan reaper's leadership lock (a sorted set with one leased owner, like a run-time lock). */
+  get reaperLeader(): string {
+    return `${this.prefix}:{reaper}:leader`;
   }
 
   /** Dead set index (sorted set: entry id → time). */

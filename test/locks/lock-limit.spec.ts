@@ -4,7 +4,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
-import { byId, digestOf, enqueuedJob, owners, queuedKey, runningKey } from '../support/locks.js';
+import { byId, digestOf, enqueuedJob, expiringKey, owners, queuedKey, runningKey } from '../support/locks.js';
 import { scanKeys } from '../support/redis.js';
 import { queueEvent, waitFor } from '../support/wait.js';
 import type { TestJob } from './helpers.js';
@@ -25,7 +25,7 @@ describe('lockLimit', () => {
 
     // The semaphore path: the library's own key, no BullMQ deduplication key.
     expect(await keysOf(a)).toEqual([enqueueKey(a, 'u1')]);
-    expect(await scanKeys(redis, `bull:${a.queue.name}:de:*`)).toEqual([]);
+    expect(await scanKeys(redis, `${a.queue.qualifiedName}:de:*`)).toEqual([]);
     expect(await owners(redis, enqueueKey(a, 'u1'))).toEqual([first.id, second.id].sort());
     // Another digest has its own slots.
     const other = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u2' }));
@@ -206,7 +206,7 @@ describe('lockLimit', () => {
       paused: true,
     });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { delay: 10_000 }));
-    const key = enqueueKey(a, 'u1');
+    const key = expiringKey(a.prefix, digestOf(a, 'sync', { id: 'u1' }));
     const [seconds, micros] = await redis.time();
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     const expiry = Number(await redis.zscore(key, first.id!));

@@ -7,7 +7,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
-import { byId, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
+import { byId, digestOf, enqueuedJob, expiringKey, owners } from '../support/locks.js';
 import { queueEvent, waitFor } from '../support/wait.js';
 import { takeWithCrashingWorker, type TestJob } from './helpers.js';
 
@@ -15,7 +15,7 @@ const withTtl = (lockTtl: number): UniqueJobOptions => ({ lock: 'until_expired',
 
 describe('until_expired', () => {
   const { redis, start, keysOf, onCleanup } = useApps('uex');
-  const keyOf = (a: TestApp, id: string) => queuedKey(a.prefix, digestOf(a, 'sync', { id }));
+  const keyOf = (a: TestApp, id: string) => expiringKey(a.prefix, digestOf(a, 'sync', { id }));
   const expired = (key: string) => waitFor(`${key} to expire`, async () => (await redis.exists(key)) === 0);
 
   it('takes a lock with TTL lockTtl at enqueue: a duplicate while the first is queued is dropped', async () => {
@@ -155,7 +155,7 @@ describe('until_expired', () => {
     const a = await start({
       unique: withTtl(lockTtl),
       handler: async (job: TestJob) => {
-        atRun.resolve(await redis.pttl(queuedKey(a.prefix, digestOf(a, 'sync', job.data))));
+        atRun.resolve(await redis.pttl(expiringKey(a.prefix, digestOf(a, 'sync', job.data))));
       },
     });
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { delay }));

@@ -3,13 +3,14 @@ import type { Redis } from 'ioredis';
 import type { EnqueueResult } from '../../lib/index.js';
 import { deduplicationId } from '../../lib/redis/keys.js';
 import type { TestApp } from './app.js';
+import { bullPrefix } from './redis.js';
 
 /** The lock arguments of most test jobs: their `id`. */
 export const byId = (data: { id: string }) => data.id;
 
 /** BullMQ's deduplication key holding a fast-path enqueue lock. */
 export function dedupKey(queueName: string, digest: string): string {
-  return `bull:${queueName}:de:${deduplicationId(digest)}`;
+  return `${bullPrefix()}:${queueName}:de:${deduplicationId(digest)}`;
 }
 
 /** The value (holder job id) of a fast-path enqueue lock, or null. */
@@ -20,6 +21,11 @@ export function dedupHolder(redis: Redis, queueName: string, digest: string): Pr
 /** The library's semaphore-path enqueue lock. */
 export function queuedKey(prefix: string, digest: string): string {
   return `${prefix}:{${digest}}:queued`;
+}
+
+/** The library's `until_expired` enqueue lock. */
+export function expiringKey(prefix: string, digest: string): string {
+  return `${prefix}:{${digest}}:expiring`;
 }
 
 /** The library's run-time lock. */

@@ -1,0 +1,90 @@
+import { Inject, Injectable, type OnApplicationBootstrap } from '@nestjs/common';
+import type { Cluster, Redis } from 'ioredis';
+import { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
+import { JobInterceptor } from '../interceptor/job.interceptor.js';
+import { loggerOf } from '../interceptor/logger.js';
+import { UniqueJobsWorkerGuard } from '../interceptor/worker.guard.js';
+import type { UniqueJobsModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
+import { UNIQUE_JOBS_IDEMPOTENCY, UNIQUE_JOBS_REDIS } from '../unique-jobs.constants.js';
+import { UNIQUE_JOBS_MODULE_OPTIONS } from '../unique-jobs.module-definition.js';
+import { DEFAULT_PREFIX } from '../unique-jobs.options.js';
+import { OrphanReaper } from './orphan-reaper.js';
+import type { ReapReport } from './reap-report.interface.js';
+
+/** Default time between reaper runs (ms). */
+export const DEFAULT_REAPER_INTERVAL = 60_000;
+
+/**
+ * The orphan reaper of this application: runs {@link OrphanReaper} every `reaper.interval` ms (only the process that
+ * holds the leadership works), on demand with {@link run}, and keeps the last report for health checks.
+ */
+@Injectable()
+export class UniqueJobsReaper implements OnApplicationBootstrap {
+  /** The report of the last run of this process (leader or not), if any. */
+  lastReport: ReapReport | undefined;
+  private readonly reaper: OrphanReaper;
+  private readonly interval: number | false;
+  private timer: NodeJS.Timeout | undefined;
+  /** Runs are serialized: the timer's and on-demand ones never overlap in one process. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private stopped = false;
+
+  constructor(
+    @Inject(UNIQUE_JOBS_MODULE_OPTIONS) private readonly options: UniqueJobsModuleOptions,
+    @Inject(UNIQUE_JOBS_REDIS) redis: { client: Redis | Cluster },
+    interceptor: JobInterceptor,
+    workerGuard: UniqueJobsWorkerGuard,
+    events: UniqueJobsEvents,
+    @Inject(UNIQUE_JOBS_IDEMPOTENCY) idempotency: IdempotencyDefinitions,
+  ) {
+    const { interval = DEFAULT_REAPER_INTERVAL, ...tuning } = options.reaper ?? {};
+    this.interval = options.enabled === false ? false : interval;
+    this.reaper = new OrphanReaper({
+      client: redis.client,
+      prefix: options.prefix ?? DEFAULT_PREFIX,
+      queues: () => [...interceptor.guardedQueues(), ...workerGuard.workerQueues()],
+      stores: () => idempotency.allStores(),
+      options: tuning,
+      leaderTtl: this.interval === false ? undefined : this.interval * 2,
+      onReaped: (item) => events.emit({ type: 'reaped', ...item }),
+    });
+  }
+
+  /** Starts the timer (unless `reaper.interval` is `false` or the library is disabled). */
+  onApplicationBootstrap(): void {
+    this.schedule();
+  }
+
+  /**
+   * Runs the reaper now (after the run in progress, if any). Resolves the report; `leader: false` when another
+   * process holds the leadership.
+   */
+  run(options: { dryRun?: boolean } = {}): Promise<ReapReport> {
+    const run = this.queue.then(() => this.reaper.run(options));
+    this.queue = run.catch(() => undefined);
+    return run.then((report) => (this.lastReport = report));
+  }
+
+  /** Stops the timer, waits for a run in progress and gives the leadership up (called at module shutdown). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.queue;
+    await this.reaper.resign().catch(() => undefined);
+  }
+
+  private schedule(): void {
+    if (this.interval === false || this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.run()
+        .catch((error: unknown) =>
+          loggerOf(this.options.logger).error(
+            `Orphan reaper run failed: ${error instanceof Error ? error.message : String(error)}`,
+          ),
+        )
+        .finally(() => this.schedule());
+    }, this.interval);
+    this.timer.unref();
+  }
+}

@@ -1,0 +1,48 @@
+import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * The nodes a key-space SCAN must visit: the client itself, or every master of a Redis Cluster, in a stable order (so
+ * a cursor over them stays valid). The library's and BullMQ's keys spread over every master of a cluster.
+ */
+export function scanNodes(client: Redis | Cluster): Redis[] {
+  if (!client.isCluster) return [client as Redis];
+  return (client as Cluster)
+    .nodes('master')
+    .sort((a, b) => `${a.options.host}:${a.options.port}`.localeCompare(`${b.options.host}:${b.options.port}`, 'en'));
+}
+
+/** {@link scanNodes}, connecting a lazy Cluster client first (before it connects it knows no masters). */
+export async function connectedScanNodes(client: Redis | Cluster): Promise<Redis[]> {
+  if (client.isCluster && scanNodes(client).length === 0) await client.ping();
+  return scanNodes(client);
+}
+
+/** Escapes Redis glob characters (`* ? [ ] \`) so a literal part of a MATCH pattern matches only itself. */
+export function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+/**
+ * The BullMQ queues under a key prefix, found by their `<prefix>:<name>:meta` key (written when a queue or worker
+ * starts), on every node, in steps of `count` keys. Sorted by name.
+ */
+export async function discoverQueues(
+  client: Redis | Cluster,
+  prefix = 'bull',
+  count = 1000,
+): Promise<{ name: string; prefix: string }[]> {
+  const names = new Set<string>();
+  const start = `${prefix}:`;
+  for (const node of await connectedScanNodes(client)) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${escapeGlob(prefix)}:*:meta`, 'COUNT', count);
+      cursor = next;
+      for (const key of keys) {
+        const name = key.slice(start.length, -':meta'.length);
+        if (key.startsWith(start) && name !== '' && !name.includes(':')) names.add(name);
+      }
+    } while (cursor !== '0');
+  }
+  return [...names].sort().map((name) => ({ name, prefix }));
+}

@@ -1,0 +1,15 @@
+--[[
+  Removes one owner of a lock found orphaned (its job is gone or finished), only if the owner still holds the very
+  slot the reaper looked at: same member, same lease expiry. A re-taken or renewed slot is left alone.
+
+  KEYS[1] the lock (a sorted set: member = owner job id, score = lease expiry)
+  ARGV[1] owner
+  ARGV[2] the score the reaper read
+
+  Returns 1 when removed, 0 otherwise. (Redis deletes the sorted set with its last member.)
+]]
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then
+  return redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return 0

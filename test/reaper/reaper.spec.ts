@@ -1,0 +1,313 @@
+import { firstValueFrom, filter } from 'rxjs';
+import Database from 'better-sqlite3';
+import type { Redis } from 'ioredis';
+import {
+  OrphanReaper,
+  RedisIdempotencyStore,
+  SqliteIdempotencyStore,
+  UniqueJobsReaper,
+  type ReapReport,
+  type UniqueJobEvent,
+} from '../../lib/index.js';
+import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
+import { deferred } from '../support/deferred.js';
+import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey, runningKey } from '../support/locks.js';
+import { bullPrefix, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+
+describe('the orphan reaper', () => {
+  let redis: Redis;
+  const apps: TestApp[] = [];
+  beforeAll(() => {
+    redis = redisClient();
+  });
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((app) => app.close()));
+  });
+  afterAll(async () => {
+    await redis.quit();
+  });
+
+  /** An app whose reaper runs only on demand, with no grace (tests remove jobs before the run, never during it). */
+  async function start(options: Partial<TestAppOptions> & Pick<TestAppOptions, 'unique'>): Promise<TestApp> {
+    const app = await startApp({
+      queue: uniqueName('reap'),
+      paused: true,
+      ...options,
+      module: { reaper: { interval: false, grace: 0 }, ...options.module },
+    });
+    apps.push(app);
+    return app;
+  }
+  const reaperOf = (app: TestApp) => app.moduleRef.get(UniqueJobsReaper);
+  const jobKey = (app: TestApp, id: string) => `${bullPrefix()}:${app.queue.name}:${id}`;
+
+  describe('fast-path enqueue locks (BullMQ deduplication keys)', () => {
+    it('releases a key whose job was deleted outside BullMQ', async () => {
+      const a = await start({ unique: { lock: 'until_executed', lockArgs: byId } });
+      const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'x1' }));
+      const key = dedupKey(a.queue.name, digestOf(a, 'sync', { id: 'x1' }));
+      await redis.del(jobKey(a, job.id!));
+
+      const report = await reaperOf(a).run();
+
+      expect(await redis.exists(key)).toBe(0);
+      expect(report.reaped.deduplicationKeys).toBe(1);
+      expect(report.items).toContainEqual({ key, kind: 'deduplicationKey', jobId: job.id, reason: 'job gone' });
+      expect((await a.service.enqueue(a.queue, 'sync', { id: 'x1' })).status).toBe('enqueued');
+    });
+
+    it('releases a key whose job finished without releasing it, and keeps the keys of waiting jobs', async () => {
+      const a = await start({ unique: { lock: 'until_executed', lockArgs: byId } });
+      const done = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'done' }));
+      a.start();
+      await a.finished(done);
+      await a.moduleRef.get(UniqueJobsReaper).run();
+      // A key left behind by a finished job (as a failed release after a lockTtl lock would leave it).
+      const leftover = dedupKey(a.queue.name, digestOf(a, 'sync', { id: 'done' }));
+      await redis.set(leftover, done.id!);
+      await a.queue.pause();
+      const waiting = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'waiting' }));
+      const live = dedupKey(a.queue.name, digestOf(a, 'sync', { id: 'waiting' }));
+
+      const report = await reaperOf(a).run();
+
+      expect(await redis.exists(leftover)).toBe(0);
+      expect(report.items).toContainEqual({
+        key: leftover,
+        kind: 'deduplicationKey',
+        jobId: done.id,
+        reason: 'job finished',
+      });
+      expect(await redis.get(live)).toBe(waiting.id);
+    });
+  });
+
+  describe('general-path enqueue locks', () => {
+    const unique = { lock: 'until_executed' as const, lockArgs: byId, lockLimit: 2 };
+
+    it('frees the slot of a job removed with job.remove / queue.clean / drain / obliterate', async () => {
+      const a = await start({ unique });
+      const keyOf = (id: string) => queuedKey(a.prefix, digestOf(a, 'sync', { id }));
+      const removed = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'r' }));
+      const kept = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'r' }));
+      await removed.remove();
+      await reaperOf(a).run();
+      expect(await owners(redis, keyOf('r'))).toEqual([kept.id]);
+
+      for (const id of ['c1', 'c2']) await a.service.enqueue(a.queue, 'sync', { id });
+      await a.queue.clean(0, 100, 'wait');
+      for (const id of ['d1', 'd2']) await a.service.enqueue(a.queue, 'sync', { id });
+      await a.queue.drain();
+      const report = await reaperOf(a).run();
+      for (const id of ['r', 'c1', 'c2', 'd1', 'd2']) expect(await owners(redis, keyOf(id))).toEqual([]);
+      expect(report.reaped.enqueueLocks).toBe(4 + 1); // the kept job went with drain too
+      expect(report.items.every((item) => item.reason === 'job gone')).toBe(true);
+
+      await a.service.enqueue(a.queue, 'sync', { id: 'o' });
+      await a.queue.obliterate({ force: true });
+      await reaperOf(a).run();
+      expect(await owners(redis, keyOf('o'))).toEqual([]);
+    });
+
+    it('keeps the slots of waiting, delayed and active jobs, and until_expired locks after their job is gone', async () => {
+      const release = deferred();
+      const started = deferred();
+      const a = await start({
+        unique: [
+          { ...unique, jobName: 'sync' },
+          { lock: 'until_expired', lockTtl: 60_000, lockArgs: byId, jobName: 'period' },
+        ],
+        handler: async () => {
+          started.resolve();
+          await release.promise;
+        },
+      });
+      const keyOf = (name: string, id: string) => queuedKey(a.prefix, digestOf(a, name, { id }));
+      const active = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'act' }));
+      a.start();
+      await started.promise;
+      const waiting = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'w' }));
+      const delayed = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'd' }, { delay: 60_000 }));
+      const period = enqueuedJob(await a.service.enqueue(a.queue, 'period', { id: 'p' }));
+      await period.remove();
+
+      const report = await reaperOf(a).run();
+
+      expect(await owners(redis, keyOf('sync', 'act'))).toEqual([active.id]);
+      expect(await owners(redis, keyOf('sync', 'w'))).toEqual([waiting.id]);
+      expect(await owners(redis, keyOf('sync', 'd'))).toEqual([delayed.id]);
+      expect(await owners(redis, expiringKey(a.prefix, digestOf(a, 'period', { id: 'p' })))).toEqual([period.id]);
+      expect(report.reaped.enqueueLocks).toBe(0);
+      release.resolve();
+      await a.finished(active);
+    });
+
+    it('does not release a lock whose job appears during the grace period', async () => {
+      const a = await start({ unique, module: { reaper: { interval: false, grace: 300 } } });
+      const digest = digestOf(a, 'sync', { id: 'g' });
+      // The first half of a general-path enqueue: the lock is taken, the add has not happened yet.
+      await redis.zadd(queuedKey(a.prefix, digest), Date.now() + 60_000, 'late-job');
+      const run = reaperOf(a).run();
+      await a.queue.add('plain', { id: 'g' }, { jobId: 'late-job' });
+      const report = await run;
+      expect(await owners(redis, queuedKey(a.prefix, digest))).toEqual(['late-job']);
+      expect(report.reaped.enqueueLocks).toBe(0);
+    });
+  });
+
+  it('drops ended leases of run-time locks and leaves live ones to their holder', async () => {
+    const a = await start({ unique: { lock: 'while_executing', lockArgs: byId } });
+    const ended = runningKey(a.prefix, 'v1:' + 'a'.repeat(64));
+    const live = runningKey(a.prefix, 'v1:' + 'b'.repeat(64));
+    await redis.zadd(ended, Date.now() - 1000, 'crashed-job');
+    await redis.zadd(live, Date.now() + 60_000, 'running-job');
+    await redis.pexpire(ended, 60_000);
+    await redis.pexpire(live, 60_000);
+
+    const report = await reaperOf(a).run();
+
+    expect(await redis.exists(ended)).toBe(0);
+    expect(await owners(redis, live)).toEqual(['running-job']);
+    expect(report.items).toContainEqual({
+      key: ended,
+      kind: 'runtimeLease',
+      jobId: 'crashed-job',
+      reason: 'lease ended',
+    });
+  });
+
+  it('releases an idempotency claim whose job is gone once its lease ended, never a live one', async () => {
+    const a = await start({ unique: { lock: 'until_executed', lockArgs: byId } });
+    const store = new RedisIdempotencyStore({ client: redis, prefix: a.prefix });
+    const live = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'live' }));
+    const claim = (key: string, jobId: string, leaseMs: number) =>
+      store.claim({
+        scope: 'reaper-test',
+        key,
+        owner: `owner-${key}`,
+        leaseMs,
+        fingerprint: undefined,
+        jobId,
+        jobKey: jobKey(a, jobId),
+      });
+    await claim('orphan', 'removed-job', 1);
+    await claim('running', live.id!, 1);
+    await claim('leased', 'removed-job-2', 60_000);
+    const recordKey = (key: string) => store.recordKey('reaper-test', key);
+    // The 1 ms leases end by Redis's clock: wait for it rather than sleep a guessed time.
+    await waitUntil(async () => Number(await redis.hget(recordKey('orphan'), 'until')) < (await redisNow(redis)));
+
+    const report = await reaperOf(a).run();
+
+    expect(await redis.exists(recordKey('orphan'))).toBe(0);
+    expect(await redis.hget(recordKey('running'), 'state')).toBe('in_progress');
+    expect(await redis.hget(recordKey('leased'), 'state')).toBe('in_progress');
+    expect(report.items).toContainEqual({
+      key: recordKey('orphan'),
+      kind: 'idempotencyClaim',
+      jobId: 'removed-job',
+      reason: 'job gone',
+    });
+    expect(report.reaped.idempotencyClaims).toBe(1);
+  });
+
+  it('a dry run reports what it would release and changes nothing', async () => {
+    const a = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 } });
+    const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'dry' }));
+    await job.remove();
+    const key = queuedKey(a.prefix, digestOf(a, 'sync', { id: 'dry' }));
+
+    const report = await reaperOf(a).run({ dryRun: true });
+
+    expect(report).toMatchObject({ dryRun: true, leader: true });
+    expect(report.items).toEqual([{ key, kind: 'enqueueLock', jobId: job.id, reason: 'job gone' }]);
+    expect(await owners(redis, key)).toEqual([job.id]);
+  });
+
+  it('works in one process at a time: a second reaper on the prefix does nothing until the leader resigns', async () => {
+    const prefix = uniqueName('ujlead');
+    const first = new OrphanReaper({ client: redis, prefix, options: { grace: 0 } });
+    const second = new OrphanReaper({ client: redis, prefix, options: { grace: 0 } });
+    try {
+      expect((await first.run()).leader).toBe(true);
+      expect((await second.run()).leader).toBe(false);
+      expect((await first.run()).leader).toBe(true);
+      await first.resign();
+      expect((await second.run()).leader).toBe(true);
+    } finally {
+      await second.resign();
+    }
+  });
+
+  it('scans in bounded steps: a small time budget spreads one pass over several runs', async () => {
+    const prefix = uniqueName('ujscan');
+    const keys = Array.from({ length: 300 }, (_, i) => `${prefix}:{v1:${String(i).padStart(64, '0')}}:running`);
+    for (const key of keys) await redis.zadd(key, Date.now() - 1, 'gone');
+    const reaper = new OrphanReaper({ client: redis, prefix, options: { grace: 0, batchSize: 20, timeBudget: 1 } });
+    try {
+      const reports: ReapReport[] = [];
+      do reports.push(await reaper.run());
+      while (!reports.at(-1)!.complete && reports.length < 1000);
+      expect(reports.length).toBeGreaterThan(1);
+      expect(reports.at(-1)!.complete).toBe(true);
+      expect(reports.reduce((sum, report) => sum + report.reaped.runtimeLeases, 0)).toBe(300);
+      expect(await scanKeys(redis, `${prefix}:*:running`)).toEqual([]);
+    } finally {
+      await reaper.resign();
+    }
+  });
+
+  it('prunes the SQL stores it is given and counts the rows', async () => {
+    const database = new Database(':memory:');
+    const store = new SqliteIdempotencyStore({ database });
+    await store.migrate();
+    const insert = database.prepare(
+      `INSERT INTO unique_jobs_idempotency (scope, key, state, attempts, created_at, expires_at, updated_at)
+       VALUES ('s', ?, 'completed', 1, 0, ?, 0)`,
+    );
+    for (let i = 0; i < 25; i++) insert.run(`old-${i}`, Date.now() - 1000);
+    insert.run('live', Date.now() + 60_000);
+    const prefix = uniqueName('ujprune');
+    const reaper = new OrphanReaper({ client: redis, prefix, stores: () => [store], options: { batchSize: 10 } });
+    try {
+      expect((await reaper.run()).reaped.sqlRecords).toBe(25);
+      expect(
+        (database.prepare('SELECT key FROM unique_jobs_idempotency').all() as { key: string }[]).map((r) => r.key),
+      ).toEqual(['live']);
+      expect((await reaper.run({ dryRun: true })).reaped.sqlRecords).toBe(0);
+    } finally {
+      await reaper.resign();
+      database.close();
+    }
+  });
+
+  it('runs on its interval in one process and reports what it released as `reaped` events', async () => {
+    const a = await start({
+      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+      module: { reaper: { interval: 50, grace: 0 } },
+    });
+    const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'timer' }));
+    const reaped = firstValueFrom(
+      a.service.events$.pipe(
+        filter((event): event is Extract<UniqueJobEvent, { type: 'reaped' }> => event.type === 'reaped'),
+      ),
+    );
+    await job.remove();
+    expect(await reaped).toMatchObject({ kind: 'enqueueLock', jobId: job.id, reason: 'job gone' });
+    const onDemand = await reaperOf(a).run();
+    expect(reaperOf(a).lastReport).toBe(onDemand);
+  });
+});
+
+async function redisNow(redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
