@@ -57,10 +57,11 @@ export class AttemptContext implements IdempotencyContext {
     readonly takeover: boolean,
   ) {}
 
-  downstreamKey(purpose = ''): string {
+  /** An arrow property, so `const { downstreamKey } = idempotencyOf(job)` works. */
+  readonly downstreamKey = (purpose = ''): string => {
     const digest = hash('sha256', `v1\0${this.scope}\0${this.key}\0${purpose}`, 'base64url');
     return `uj_${digest}`;
-  }
+  };
 
   /** Runs `fn` with this context bound to `job` and to the async context. */
   run<T>(job: object, fn: () => Promise<T>): Promise<T> {

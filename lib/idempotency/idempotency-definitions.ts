@@ -37,6 +37,11 @@ export class IdempotencyDefinitions {
     private readonly stores: IdempotencyStores,
   ) {}
 
+  /** Every store configured (the default and the named ones), each once. */
+  allStores(): IdempotencyStore[] {
+    return [...new Set([this.stores.default, ...this.stores.named.values()])];
+  }
+
   /** Registers options declared for a queue. Throws `InvalidUniqueJobOptionsError` (at bootstrap). */
   register(queue: string, declared: IdempotencyKeyOptions, source: string): ResolvedIdempotency {
     const { options, store } = resolveIdempotencyOptions(source, declared, this.defaults, this.stores);
@@ -76,9 +81,15 @@ function normalizeKey(raw: unknown): { key: string } | { missing: string } {
   if (key === undefined) {
     return { missing: describeMissing(raw) };
   }
-  if (key.length <= MAX_IDEMPOTENCY_KEY_LENGTH) return { key };
-  return { key: `sha256:${hash('sha256', key, 'hex')}` };
+  const malformed = LONE_SURROGATE.test(key);
+  if (key.length <= MAX_IDEMPOTENCY_KEY_LENGTH && !malformed) return { key };
+  // A key that is not well-formed Unicode (a lone surrogate) would reach every store as UTF-8, where it turns into
+  // U+FFFD and meets other keys: it is stored as the hash of its JSON text, which escapes the surrogate.
+  return { key: `sha256:${hash('sha256', malformed ? JSON.stringify(key) : key, 'hex')}` };
 }
+
+/** A UTF-16 surrogate that is not part of a pair (in a `u` regular expression, pairs are one code point). */
+const LONE_SURROGATE = /\p{Surrogate}/u;
 
 /** What a key function returned instead of a key, in plain words. */
 function describeMissing(raw: unknown): string {

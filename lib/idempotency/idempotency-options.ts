@@ -1,7 +1,7 @@
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import type { IdempotencyDefaults, IdempotencyKeyOptions } from '../interfaces/idempotency-key-options.interface.js';
 import type { IdempotencyModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
-import { stripUndefined } from '../unique-jobs.options.js';
+import { describeOptionValue, isPlainObject, stripUndefined } from '../unique-jobs.options.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 
 /** The defaults of every `@IdempotencyKey` option (overridable in `forRoot({ idempotency: { defaults } })`). */
@@ -88,7 +88,7 @@ export function resolveIdempotencyOptions(
     const valid = [...stores.named.keys()];
     fail(
       'store',
-      `names no store (got ${JSON.stringify(storeName)}); stores from forRoot({ idempotency: { stores } }): ${valid.join(', ') || 'none'}`,
+      `names no store (got ${describeOptionValue(storeName)}); stores from forRoot({ idempotency: { stores } }): ${valid.join(', ') || 'none'}`,
     );
   }
   if (options.transactional !== undefined && typeof options.transactional !== 'boolean') {
@@ -114,8 +114,16 @@ export interface IdempotencyStores {
 export function validateIdempotencyModuleOptions(options: IdempotencyModuleOptions | undefined): void {
   if (options === undefined) return;
   const fail = (option: string, problem: string): never => {
-    throw new InvalidUniqueJobOptionsError('UniqueJobsModule.forRoot', `idempotency.${option}`, problem);
+    throw new InvalidUniqueJobOptionsError('UniqueJobsModule.forRoot', `idempotency${option && `.${option}`}`, problem);
   };
+  if (!isPlainObject(options)) {
+    fail('', `must be an object with store, stores, defaults (got ${describeOptionValue(options)})`);
+  }
+  for (const option of ['stores', 'defaults'] as const) {
+    if (options[option] !== undefined && !isPlainObject(options[option])) {
+      fail(option, `must be an object (got ${describeOptionValue(options[option])})`);
+    }
+  }
   for (const key of Object.keys(options)) {
     if (!['store', 'stores', 'defaults'].includes(key)) fail(key, 'is not an option; valid: store, stores, defaults');
   }
@@ -142,10 +150,7 @@ function checkDefaults(merged: IdempotencyDefaults, fail: (option: string, probl
   const integer = (option: 'ttl' | 'lease', min: number) => {
     const value = merged[option];
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-      fail(
-        option,
-        `must be an integer ≥ ${min} (milliseconds) (got ${typeof value === 'string' ? JSON.stringify(value) : String(value)})`,
-      );
+      fail(option, `must be an integer ≥ ${min} (milliseconds) (got ${describeOptionValue(value)})`);
     }
   };
   integer('ttl', 1);
@@ -153,7 +158,7 @@ function checkDefaults(merged: IdempotencyDefaults, fail: (option: string, probl
   for (const [option, valid] of Object.entries(CHOICES)) {
     const value = merged[option as keyof IdempotencyDefaults];
     if (!valid.includes(value as string)) {
-      fail(option, `must be one of ${valid.map((v) => `'${v}'`).join(', ')} (got ${JSON.stringify(value)})`);
+      fail(option, `must be one of ${valid.map((v) => `'${v}'`).join(', ')} (got ${describeOptionValue(value)})`);
     }
   }
 }

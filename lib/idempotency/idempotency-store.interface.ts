@@ -52,6 +52,14 @@ export interface IdempotencyStore<Transaction = unknown> {
   delete(scope: string, key: string): Promise<boolean>;
 
   /**
+   * Deletes up to `limit` records that no longer matter (optional; the orphan reaper calls it): settled records past
+   * their retention, and `in_progress` records whose lease ended more than ten minutes ago (until then an ended claim
+   * still answers a different payload as a mismatch). Resolves how many rows were deleted. Stores whose records expire
+   * by themselves (Redis) need not implement it.
+   */
+  prune?(limit: number): Promise<number>;
+
+  /**
    * Transactional mode, for stores that have transactions (PostgreSQL, SQLite): opens a transaction, first makes sure
    * the owner still holds the record and locks it for the transaction (no claimant can take it over until the
    * transaction ends, so the caller stops renewing the lease before calling this), runs `work` with a
@@ -86,6 +94,11 @@ export interface IdempotencyClaim extends IdempotencyRecordRef {
   fingerprint: string | undefined;
   /** The job that claims (for operators: who holds the key). */
   jobId: string | undefined;
+  /**
+   * The Redis key of the claiming BullMQ job (`<queue prefix>:<queue>:<job id>`), so the orphan reaper can tell a
+   * claim whose job was removed or finished without settling it. Stores may ignore it.
+   */
+  jobKey?: string;
 }
 
 /** The answer to a claim. */

@@ -65,11 +65,16 @@ export class IdempotencyRunner {
       ids: { ...base, scope, key: keyed.key, store: store.name },
     };
     const fingerprint = definition.fingerprintOf(job);
-    const claim = await store.claim({ ...ref, leaseMs: options.lease, fingerprint, jobId: job.id });
-    if (!claim.claimed) return this.onHeld(attempt, claim, fingerprint);
-    this.emit(attempt, { type: 'idempotencyClaimed', takeover: claim.takeover });
+    const jobKey = `${job.queueQualifiedName}:${job.id}`;
+    const claim = await store.claim({ ...ref, leaseMs: options.lease, fingerprint, jobId: job.id, jobKey });
+    // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
+    // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
+    const own = !claim.claimed && claim.record.state === 'in_progress' && claim.record.owner === ref.owner;
+    if (!claim.claimed && !own) return this.onHeld(attempt, claim, fingerprint);
+    const takeover = claim.claimed ? claim.takeover : claim.record.attempts > 1;
+    this.emit(attempt, { type: 'idempotencyClaimed', takeover });
 
-    const context = new AttemptContext(scope, ref.key, claim.takeover);
+    const context = new AttemptContext(scope, ref.key, takeover);
     return context.run(job, () =>
       options.transactional ? this.runInTransaction(attempt, context, next) : this.runThenComplete(attempt, next),
     );
@@ -103,7 +108,12 @@ export class IdempotencyRunner {
       await this.afterFailure(attempt, error);
       throw error;
     }
-    if (await definition.store.complete(ref, { result, ttlMs: definition.options.ttl })) {
+    if (
+      (await definition.store.complete(ref, { result, ttlMs: definition.options.ttl })) ||
+      // A completion the client sent again after its connection dropped (ioredis resends unanswered commands) finds the
+      // record already completed by this very claim: that is not a lost lease.
+      (await completedBy(definition, ref))
+    ) {
       this.emit(attempt, { type: 'idempotencyCompleted' });
     } else {
       this.leaseLost(attempt, 'the handler finished after its claim was taken over, so its effect may have run twice');
@@ -218,6 +228,15 @@ export class IdempotencyRunner {
 
 /** Slack added to a holder's remaining lease before a waiting duplicate is tried again (clocks differ slightly). */
 const DELAY_MARGIN_MS = 50;
+
+/**
+ * Whether the record is completed by the claim `ref` names (its own completion, already applied); `false` when the
+ * store cannot tell (then the completion is reported as a lost lease, as before).
+ */
+async function completedBy(definition: ResolvedIdempotency, ref: IdempotencyRecordRef): Promise<boolean> {
+  const record = await definition.store.get(ref.scope, ref.key).catch(() => undefined);
+  return record?.state === 'completed' && record.owner === ref.owner;
+}
 
 function keyOf(definition: ResolvedIdempotency, job: Job): { key: string } | { missing: string } {
   try {

@@ -7,11 +7,16 @@ export class LeaseKeeper {
   private readonly timer: NodeJS.Timeout;
   private lost = false;
   private stopped = false;
+  /**
+   * When the lease was last known held: the answer of the last renewal, or (until one is answered) when the keeper was
+   * made, right after the lease was taken. The lease ends at most `leaseMs` after it.
+   */
+  private heldAt = Date.now();
 
   constructor(
     /** Renews the lease once; `false` when the holder no longer holds it. */
     private readonly renewOnce: () => Promise<boolean>,
-    leaseMs: number,
+    private readonly leaseMs: number,
     private readonly report: { lost(): void; error(error: unknown): void },
   ) {
     this.timer = setInterval(() => void this.renew(), Math.max(1, Math.floor(leaseMs / 3)));
@@ -21,14 +26,27 @@ export class LeaseKeeper {
   private async renew(): Promise<void> {
     if (this.lost || this.stopped) return;
     try {
-      if (!(await this.renewOnce()) && !this.stopped) {
-        this.lost = true;
-        this.report.lost();
-      }
+      if (await this.renewOnce()) this.heldAt = Date.now();
+      else if (!this.stopped) this.reportLost();
     } catch (error) {
       // Store unreachable: try again at the next tick; the lease itself decides whether it is lost.
       this.report.error(error);
     }
+  }
+
+  /**
+   * Whether the lease has certainly ended (by this process's clock): no renewal was answered within the last lease. A
+   * holder whose handler returns right after an event-loop stall sees this before any renewal could tell it.
+   */
+  get expired(): boolean {
+    return Date.now() - this.heldAt > this.leaseMs;
+  }
+
+  /** Reports the lease lost, unless already reported (by a renewal, or by a holder that found it {@link expired}). */
+  reportLost(): void {
+    if (this.lost) return;
+    this.lost = true;
+    this.report.lost();
   }
 
   /** Stops renewing. */

@@ -14,7 +14,12 @@ export type ScriptName =
   | 'idempotencyClaim'
   | 'idempotencyRenew'
   | 'idempotencySettle'
-  | 'idempotencyRelease';
+  | 'idempotencyRelease'
+  | 'idempotencyGet'
+  | 'reapExpiredLeases'
+  | 'reapLockOwner'
+  | 'reapDeduplication'
+  | 'reapIdempotencyClaim';
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;
@@ -45,6 +50,11 @@ function loadSources(): readonly ScriptSource[] {
       return { name: match[1] as ScriptName, numberOfKeys: Number(match[2]), lua: expand(read(file), new Set()) };
     });
   return sources;
+}
+
+/** Every script of the library (name and expanded Lua source, as sent to Redis): the health check loads them. */
+export function scriptSources(): readonly { name: ScriptName; lua: string }[] {
+  return loadSources();
 }
 
 type ScriptCommand = (...args: (string | number)[]) => Promise<unknown>;

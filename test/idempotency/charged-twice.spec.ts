@@ -4,14 +4,14 @@
 // tables written outside that transaction: it honours the Idempotency-Key it is given (UNIQUE idempotency_key, a
 // repeated key returns the existing charge) and logs every call in a table without a unique constraint.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { PostgresIdempotencyStore } from '../../lib/idempotency/stores/postgres-idempotency.store.js';
 import type { ChargeData, ChargeResult, HeldRun, RecordedEvent } from '../fixtures/idempotency-worker.js';
 import { spawnFixture, type Fixture } from '../support/fixtures.js';
 import { Leftovers } from '../support/leftovers.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
-import { redisClient, redisOptions, uniqueName } from '../support/redis.js';
+import { redisClient, openQueueEvents, redisOptions, uniqueName } from '../support/redis.js';
 import { queueEvent, waitFor } from '../support/wait.js';
 
 const ORDER: ChargeData = { orderId: 48213, customerId: 'cus_4821', amountCents: 12_900 };
@@ -55,7 +55,7 @@ describe('ChargeCustomerJob for order 48213 is charged once', () => {
       worker text NOT NULL)`);
 
     const queue = new Queue(queueName, { connection: redisOptions() });
-    const events = new QueueEvents(queueName, { connection: redisOptions() });
+    const events = await openQueueEvents(queueName);
     queues.push(queue);
     queueEvents.push(events);
     await Promise.all([queue.waitUntilReady(), events.waitUntilReady()]);

@@ -13,7 +13,7 @@ import { EventLog } from '../support/events.js';
 import { spawnFixture, type Fixture } from '../support/fixtures.js';
 import { Leftovers } from '../support/leftovers.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
-import { redisClient, redisOptions, uniqueName } from '../support/redis.js';
+import { bullOptions, lastEventId, redisClient, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 interface EffectRow {
@@ -96,8 +96,8 @@ describe('@IdempotencyKey across worker processes (real Redis, real PostgreSQL)'
     return fixture;
   };
   const openQueue = async (name: string): Promise<{ queue: Queue; events: QueueEvents }> => {
-    const queue = new Queue(name, { connection: redisOptions() });
-    const events = new QueueEvents(name, { connection: redisOptions() });
+    const queue = new Queue(name, bullOptions());
+    const events = new QueueEvents(name, { ...bullOptions(), lastEventId: await lastEventId(queue) });
     queues.push(queue);
     queueEvents.push(events);
     await Promise.all([queue.waitUntilReady(), events.waitUntilReady()]);

@@ -26,7 +26,7 @@ import { useApps } from '../support/apps.js';
 import { captureLogger, EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import { Outcomes } from '../support/outcomes.js';
-import { redisOptions, scanKeys, uniqueName } from '../support/redis.js';
+import { redisClient, scanKeys, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 interface Order {
@@ -784,6 +784,7 @@ describe('@IdempotencyKey (Redis store)', () => {
         bare: string;
         nestedIsSame: boolean;
         nestedCharge: string | undefined;
+        destructured: string;
       }
       const seen: Seen[] = [];
       const fromService = async () => {
@@ -807,6 +808,7 @@ describe('@IdempotencyKey (Redis store)', () => {
             bare: context.downstreamKey(),
             nestedIsSame: nested === context,
             nestedCharge: nested?.downstreamKey('charge'),
+            destructured: (({ downstreamKey }) => downstreamKey('charge'))(context),
           });
           if (job.attemptsMade === 0 && (job.data as Order).note === 'fail-first') throw new Error('provider timeout');
           return context.downstreamKey('charge');
@@ -831,6 +833,7 @@ describe('@IdempotencyKey (Redis store)', () => {
         });
         expect(entry.charge).toMatch(/^uj_[A-Za-z0-9_-]{43}$/);
         expect(entry.nestedCharge).toBe(entry.charge);
+        expect(entry.destructured).toBe(entry.charge);
         for (const downstream of [entry.charge, entry.refund, entry.bare]) {
           expect(downstream).not.toContain('48213');
           expect(downstream).not.toContain('order');
@@ -937,12 +940,7 @@ describe('@IdempotencyKey (Redis store)', () => {
     });
 
     it('a store unreachable at completion: the attempt fails, the claim stays, and the retry takes it over after its lease', async () => {
-      const client = new Redis({
-        ...redisOptions(),
-        maxRetriesPerRequest: 1,
-        enableOfflineQueue: false,
-        lazyConnect: true,
-      });
+      const client = redisClient({ maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true });
       client.on('error', () => undefined);
       onCleanup(async () => {
         if (client.status !== 'end') client.disconnect();

@@ -3,16 +3,15 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Redis } from 'ioredis';
 import { RedisIdempotencyStore } from '../../lib/idempotency/stores/redis-idempotency.store.js';
-import { redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 import { describeIdempotencyStoreContract } from './store-contract.js';
 
 /** How long the Redis store keeps an in_progress record after its lease (lib/redis/scripts/includes/keepClaim.lua). */
 const IN_PROGRESS_GRACE_MS = 600_000;
 
-async function deleteKeys(client: Redis, prefix: string): Promise<void> {
-  const keys = await scanKeys(client, `${prefix}:*`);
-  if (keys.length > 0) await client.del(...keys);
+async function deletePrefix(client: Redis, prefix: string): Promise<void> {
+  await deleteKeys(client, await scanKeys(client, `${prefix}:*`));
 }
 
 describeIdempotencyStoreContract<never>('redis', {
@@ -25,7 +24,7 @@ describeIdempotencyStoreContract<never>('redis', {
       store,
       peers,
       async cleanup() {
-        await deleteKeys(clients[0], prefix);
+        await deletePrefix(clients[0], prefix);
         await Promise.all(clients.map((client) => client.quit()));
       },
     };
@@ -41,7 +40,7 @@ describe('RedisIdempotencyStore keys', () => {
   });
 
   afterAll(async () => {
-    for (const prefix of prefixes) await deleteKeys(redis, prefix);
+    for (const prefix of prefixes) await deletePrefix(redis, prefix);
     await redis.quit();
   });
 

@@ -47,6 +47,36 @@ async function takeOver<T>(store: IdempotencyStore<T>, key: string, first: strin
   expect(await store.claim(claimRequest(key, { owner: second }))).toEqual({ claimed: true, takeover: true });
 }
 
+/**
+ * `prune` deletes settled records past their retention and claims that ended more than ten minutes ago, and nothing
+ * else. `age(key, ms)` moves a record's end `ms` into the past, in the store's own clock.
+ */
+async function expectPruning(
+  store: IdempotencyStore,
+  age: (key: string, agoMs: number) => Promise<void>,
+  rows: () => Promise<number>,
+): Promise<void> {
+  const keys = ['settled-old', 'settled-live', 'claim-recent', 'claim-abandoned', 'claim-live'];
+  const owners = new Map(keys.map((key) => [key, randomUUID()]));
+  for (const key of keys) {
+    expect(await store.claim(claimRequest(key, { scope: 'prune', owner: owners.get(key) }))).toMatchObject({
+      claimed: true,
+    });
+  }
+  for (const key of ['settled-old', 'settled-live']) {
+    await store.complete({ scope: 'prune', key, owner: owners.get(key)! }, { result: '1', ttlMs: 60_000 });
+  }
+  await age('settled-old', 1000);
+  await age('claim-recent', 60_000);
+  await age('claim-abandoned', 11 * 60_000);
+
+  expect(await store.prune!(100)).toBe(2);
+  expect(await rows()).toBe(3);
+  expect(await store.prune!(100)).toBe(0);
+  expect((await store.get('prune', 'settled-live'))?.state).toBe('completed');
+  expect((await store.get('prune', 'claim-live'))?.state).toBe('in_progress');
+}
+
 /** Resolves after the event loop has run everything already queued (no timer involved). */
 function turn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
@@ -81,6 +111,22 @@ describe('PostgresIdempotencyStore', () => {
     for (const table of tables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
     await pool.end();
+  });
+
+  it('prunes settled records past retention and claims abandoned for ten minutes, in batches', async () => {
+    const table = newTable('pg_prune');
+    const pruned = new PostgresIdempotencyStore({ pool, table });
+    await pruned.migrate();
+    await expectPruning(
+      pruned,
+      async (key, agoMs) => {
+        await pool.query(
+          `UPDATE ${table} SET expires_at = clock_timestamp() - $2 * interval '1 millisecond' WHERE scope = 'prune' AND key = $1`,
+          [key, agoMs],
+        );
+      },
+      async () => Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0].n),
+    );
   });
 
   it('accepts a real pg.Pool and hands work a pg.PoolClient', async () => {
@@ -296,6 +342,25 @@ describe('SqliteIdempotencyStore', () => {
   const committedRecord = (key: string) =>
     reader.prepare('SELECT state, owner FROM unique_jobs_idempotency WHERE key = ?').get(key) as
       { state: string; owner: string } | undefined;
+
+  it('prunes settled records past retention and claims abandoned for ten minutes, in batches', async () => {
+    const pruning = new Database(join(dir, 'prune.db'));
+    const pruned = new SqliteIdempotencyStore({ database: pruning });
+    await pruned.migrate();
+    try {
+      await expectPruning(
+        pruned,
+        async (key, agoMs) => {
+          pruning
+            .prepare(`UPDATE unique_jobs_idempotency SET expires_at = ? WHERE scope = 'prune' AND key = ?`)
+            .run(Date.now() - agoMs, key);
+        },
+        async () => (pruning.prepare('SELECT count(*) AS n FROM unique_jobs_idempotency').get() as { n: number }).n,
+      );
+    } finally {
+      pruning.close();
+    }
+  });
 
   it('accepts a real better-sqlite3 Database', () => {
     const memory = new Database(':memory:');

@@ -107,6 +107,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore<PgClientLike> 
     release: string;
     lockOwned: string;
     delete: string;
+    prune: string;
   };
 
   constructor(options: PostgresIdempotencyStoreOptions) {
@@ -170,6 +171,11 @@ export class PostgresIdempotencyStore implements IdempotencyStore<PgClientLike> 
       release: `DELETE FROM ${table} WHERE ${owned}`,
       lockOwned: `SELECT 1 FROM ${table} WHERE ${owned} FOR UPDATE`,
       delete: `DELETE FROM ${table} WHERE scope = $1 AND key = $2 RETURNING expires_at > clock_timestamp() AS live`,
+      // Rows a transaction holds are skipped, not waited for; the index on expires_at bounds the scan.
+      prune: `DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table}
+        WHERE expires_at <= clock_timestamp()
+          AND (state <> 'in_progress' OR expires_at <= clock_timestamp() - ${ABANDONED_INTERVAL})
+        LIMIT $1 FOR UPDATE SKIP LOCKED)`,
     };
   }
 
@@ -272,6 +278,12 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${parsed.quoted} (expires_at);
   async delete(scope: string, key: string): Promise<boolean> {
     const { rows } = await this.pool.query(this.sql.delete, [scope, key]);
     return rows.some((row) => row.live === true);
+  }
+
+  /** @inheritDoc */
+  async prune(limit: number): Promise<number> {
+    const result = await this.pool.query(this.sql.prune, [limit]);
+    return result.rowCount ?? 0;
   }
 
   /**

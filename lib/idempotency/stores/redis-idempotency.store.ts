@@ -43,16 +43,17 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
 
   /** The Redis key of a record (hashed: no raw user data in key names). */
   recordKey(scope: string, key: string): string {
-    const id = hash('sha256', `${scope}\0${key}`, 'base64url');
+    // JSON text keeps any two (scope, key) pairs apart: no separator ambiguity, lone surrogates escaped.
+    const id = hash('sha256', JSON.stringify([scope, key]), 'base64url');
     return this.keys.idempotencyRecord(id);
   }
 
   async claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult> {
-    const { scope, key, owner, leaseMs, fingerprint, jobId } = request;
+    const { scope, key, owner, leaseMs, fingerprint, jobId, jobKey } = request;
     const reply = (await this.scripts.run(
       'idempotencyClaim',
       [this.recordKey(scope, key)],
-      [scope, key, owner, leaseMs, fingerprint ?? '', jobId ?? ''],
+      [scope, key, owner, leaseMs, fingerprint ?? '', jobId ?? '', jobKey ?? ''],
     )) as [1, number] | [0, number, string[]];
     if (reply[0] === 1) return { claimed: true, takeover: reply[1] === 1 };
     return { claimed: false, record: toRecord(pairs(reply[2])), expiresInMs: reply[1] };
@@ -77,11 +78,15 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
   }
 
   async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-    const recordKey = this.recordKey(scope, key);
-    const [fields, time] = await Promise.all([this.client.hgetall(recordKey), this.client.time()]);
+    // One script: the record and the clock of the server holding it (on Redis Cluster a separate TIME could reach
+    // another master, whose clock may disagree with the one that wrote the record's times).
+    const [now, flat] = (await this.scripts.run('idempotencyGet', [this.recordKey(scope, key)], [])) as [
+      number,
+      string[],
+    ];
+    const fields = pairs(flat);
     if (!fields.state) return undefined;
     const record = toRecord(fields);
-    const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
     return record.expiresAt > now ? record : undefined;
   }
 

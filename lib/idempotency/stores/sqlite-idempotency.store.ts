@@ -51,7 +51,8 @@ export interface SqliteIdempotencyStoreOptions {
 
 const STORE = 'SqliteIdempotencyStore';
 
-type StatementName = 'claim' | 'blocking' | 'live' | 'owned' | 'renew' | 'complete' | 'fail' | 'release' | 'delete';
+type StatementName =
+  'claim' | 'blocking' | 'live' | 'owned' | 'renew' | 'complete' | 'fail' | 'release' | 'delete' | 'prune';
 
 /**
  * Idempotency records in a SQLite table, through `better-sqlite3`. Times are milliseconds of `Date.now()`: SQLite is
@@ -140,6 +141,8 @@ export class SqliteIdempotencyStore implements IdempotencyStore<SqliteDatabaseLi
       release: `DELETE FROM ${table} WHERE ${owned}`,
       owned: `SELECT 1 AS held FROM ${table} WHERE ${owned}`,
       delete: `DELETE FROM ${table} WHERE scope = @scope AND key = @key RETURNING expires_at > @now AS live`,
+      prune: `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table}
+        WHERE expires_at <= @now AND (state <> 'in_progress' OR expires_at <= @now - ${ABANDONED_CLAIM_MS}) LIMIT @limit)`,
     };
   }
 
@@ -251,6 +254,11 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${quoteIdentifier(parsed.name)} (expires_
       const rows = this.statement('delete').all({ scope, key, now: Date.now() }) as { live: unknown }[];
       return rows.some((row) => Number(row.live) === 1);
     });
+  }
+
+  /** @inheritDoc */
+  async prune(limit: number): Promise<number> {
+    return this.exclusive(() => Number(this.statement('prune').run({ now: Date.now(), limit }).changes));
   }
 
   /**

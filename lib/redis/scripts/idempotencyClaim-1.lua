@@ -8,6 +8,7 @@
   ARGV[4] lease, ms
   ARGV[5] fingerprint ('' when payloads are not compared)
   ARGV[6] job id ('' when unknown)
+  ARGV[7] the job's Redis key ('' when unknown; the orphan reaper checks it)
 
   Returns {1, takeover (0/1)} when claimed, else {0, ms until the live record ends, field, value, …}.
 ]]
@@ -41,5 +42,6 @@ redis.call('HSET', record, 'scope', ARGV[1], 'key', ARGV[2], 'state', 'in_progre
   'until', now + lease, 'attempts', attempts, 'created', created)
 if ARGV[5] ~= '' then redis.call('HSET', record, 'fp', ARGV[5]) end
 if ARGV[6] ~= '' then redis.call('HSET', record, 'job', ARGV[6]) end
+if ARGV[7] ~= '' then redis.call('HSET', record, 'jobKey', ARGV[7]) end
 keepClaim(record, lease)
 return {1, takeover and 1 or 0}
