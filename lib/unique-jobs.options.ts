@@ -9,6 +9,7 @@ import type {
   UniqueJobOptions,
 } from './interfaces/unique-job-options.interface.js';
 import type { UniqueJobsModuleOptions } from './interfaces/unique-jobs-module-options.interface.js';
+import { strategyRegistry } from './conflicts/index.js';
 import { LOCKS, type Lock } from './locks/index.js';
 import { validateIdempotencyModuleOptions } from './idempotency/idempotency-options.js';
 
@@ -42,6 +43,23 @@ const OPTION_KEYS = [
 const DEFINITION_KEYS = ['queue', ...OPTION_KEYS] as const;
 const UNIQUE_ACROSS: readonly UniqueAcross[] = ['queues', 'names'];
 
+/** The smallest valid value of each integer per-job option (`lockTtl` may also be left unset). */
+const INTEGER_MINIMUMS = {
+  lockTimeout: 0,
+  lockLimit: 1,
+  runtimeLockLease: 100,
+  rescheduleIn: 1,
+  maxReschedules: 0,
+  lockTtl: 1,
+} as const satisfies Partial<Record<keyof UniqueJobDefaults, number>>;
+
+/** What is wrong with the value of an integer per-job option, or `undefined` when it is valid. */
+function integerProblem(option: keyof typeof INTEGER_MINIMUMS, min: number, value: unknown): string | undefined {
+  if (option === 'lockTtl' && value === undefined) return undefined;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min) return undefined;
+  return `must be an integer ≥ ${min}${option === 'lockLimit' ? '' : ' (milliseconds)'} (got ${typeof value === 'string' ? value : describeOptionValue(value)})`;
+}
+
 /** Per-job options with every default applied and `uniqueAcross` normalized. */
 export interface EffectiveJobOptions extends UniqueJobDefaults {
   lock: LockType;
@@ -73,27 +91,20 @@ export function resolveJobOptions(
   for (const key of Object.keys(options)) {
     if (!allowed.includes(key)) fail(key, `is not an option; valid options: ${allowed.join(', ')}`);
   }
+  if ('queue' in options && (typeof options.queue !== 'string' || options.queue === '')) {
+    fail('queue', `must be the name of a queue, a non-empty string (got ${describeOptionValue(options.queue)})`);
+  }
   const lockNames = Object.keys(LOCKS);
   if (!lockNames.includes(options.lock)) {
-    fail('lock', `must be one of ${lockNames.join(', ')} (got ${JSON.stringify(options.lock)})`);
+    fail('lock', `must be one of ${lockNames.join(', ')} (got ${describeOptionValue(options.lock)})`);
   }
   const lock = LOCKS[options.lock];
   const merged = { ...DEFAULT_JOB_OPTIONS, ...stripUndefined(defaults ?? {}), ...stripUndefined(options) };
 
-  const integer = (option: keyof UniqueJobDefaults, min: number, value: unknown) => {
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-      fail(
-        option,
-        `must be an integer ≥ ${min}${option === 'lockLimit' ? '' : ' (milliseconds)'} (got ${String(value)})`,
-      );
-    }
-  };
-  integer('lockTimeout', 0, merged.lockTimeout);
-  integer('lockLimit', 1, merged.lockLimit);
-  integer('runtimeLockLease', 100, merged.runtimeLockLease);
-  integer('rescheduleIn', 1, merged.rescheduleIn);
-  integer('maxReschedules', 0, merged.maxReschedules);
-  if (merged.lockTtl !== undefined) integer('lockTtl', 1, merged.lockTtl);
+  for (const [option, min] of Object.entries(INTEGER_MINIMUMS) as [keyof typeof INTEGER_MINIMUMS, number][]) {
+    const problem = integerProblem(option, min, merged[option]);
+    if (problem) fail(option, problem);
+  }
   if (lock.requiresTtl && merged.lockTtl === undefined) {
     fail('lockTtl', `is required for lock "${lock.type}" (milliseconds the lock lives)`);
   }
@@ -101,7 +112,7 @@ export function resolveJobOptions(
   const uniqueAcross = options.uniqueAcross === undefined ? [] : [options.uniqueAcross].flat();
   for (const value of uniqueAcross) {
     if (!UNIQUE_ACROSS.includes(value)) {
-      fail('uniqueAcross', `values must be among ${UNIQUE_ACROSS.join(', ')} (got ${JSON.stringify(value)})`);
+      fail('uniqueAcross', `values must be among ${UNIQUE_ACROSS.join(', ')} (got ${describeOptionValue(value)})`);
     }
   }
 
@@ -112,7 +123,7 @@ export function resolveJobOptions(
 
   if (options.lockArgs !== undefined) {
     if (typeof options.lockArgs === 'string') {
-      const method = (processorClass as Record<string, unknown> | undefined)?.[options.lockArgs];
+      const method = staticMethodOf(processorClass, options.lockArgs);
       if (!processorClass) {
         fail(
           'lockArgs',
@@ -142,7 +153,7 @@ export function resolveJobOptions(
     if (isUnused && options[option] !== undefined) fail(option, `has no effect on lock "${lock.type}": it ${reason}`);
   }
 
-  const onConflict = options.onConflict ?? defaults?.onConflict;
+  const onConflict = options.onConflict !== undefined ? options.onConflict : defaults?.onConflict;
   return {
     options: { ...merged, lock: options.lock, uniqueAcross },
     strategies: chooseStrategies(onConflict, lock, strategies, fail),
@@ -167,12 +178,14 @@ function chooseStrategies(
       : typeof onConflict === 'string'
         ? Object.fromEntries(sides.map((side) => [side, onConflict]))
         : { ...onConflict };
-  if (typeof onConflict === 'object' && onConflict !== null) {
-    for (const key of Object.keys(onConflict)) {
+  // { client, server } is a plain object: a Date, Map or array is no set of sides (and would read as {}).
+  const prototype: unknown = isPlainObject(onConflict) ? Object.getPrototypeOf(onConflict) : undefined;
+  if (prototype === Object.prototype || prototype === null) {
+    for (const key of Object.keys(onConflict as object)) {
       if (key !== 'client' && key !== 'server') fail(`onConflict.${key}`, 'is not a side; valid sides: client, server');
     }
   } else if (onConflict !== undefined && typeof onConflict !== 'string') {
-    fail('onConflict', 'must be a strategy name or { client, server }');
+    fail('onConflict', `must be a strategy name or { client, server } (got ${describeOptionValue(onConflict)})`);
   }
   const chosen: ChosenStrategies = {};
   for (const side of ['client', 'server'] as const) {
@@ -190,7 +203,7 @@ function chooseStrategies(
     }
     const strategy = registry.get(name);
     const valid = [...registry.values()].filter((s) => s.sides.includes(side)).map((s) => s.name);
-    if (!strategy) fail(option, `must be one of ${valid.join(', ')} (got ${JSON.stringify(name)})`);
+    if (!strategy) fail(option, `must be one of ${valid.join(', ')} (got ${describeOptionValue(name)})`);
     else if (!strategy.sides.includes(side)) {
       fail(
         option,
@@ -202,28 +215,97 @@ function chooseStrategies(
   return chosen;
 }
 
+/**
+ * The static method `name` of a class or of one of its base classes, or `undefined`. What every function inherits from
+ * `Function.prototype` (`toString`, `bind`, `call`, `constructor`…) is not a static method of the processor: taken for
+ * `lockArgs`, `toString` would give every job one digest.
+ */
+export function staticMethodOf(processorClass: object | undefined, name: string): unknown {
+  let owner: object | null | undefined = processorClass;
+  for (; owner && owner !== Function.prototype; owner = Object.getPrototypeOf(owner) as object | null) {
+    if (Object.hasOwn(owner, name)) {
+      const method = (owner as Record<string, unknown>)[name];
+      return typeof method === 'function' ? method : undefined;
+    }
+  }
+  return undefined;
+}
+
 /** A copy without the properties whose value is `undefined` (so they do not override defaults). */
 export function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-/** Checks the module options that are not per-job. */
+/**
+ * The options `forRoot` accepts; anything else is a typo, reported at bootstrap. Typed as a record of every key of
+ * {@link UniqueJobsModuleOptions}, so a new module option that is not listed here fails to compile.
+ */
+const MODULE_OPTIONS: Record<keyof UniqueJobsModuleOptions, true> = {
+  connection: true,
+  prefix: true,
+  defaults: true,
+  jobs: true,
+  strategies: true,
+  logger: true,
+  logLevels: true,
+  idempotency: true,
+  enabled: true,
+  deadSet: true,
+  reaper: true,
+};
+const MODULE_OPTION_KEYS = Object.keys(MODULE_OPTIONS);
+
+/** Checks the module options that are not per-job (each job definition is checked when it is registered). */
 export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
   const fail = (option: string, problem: string): never => {
     throw new InvalidUniqueJobOptionsError('UniqueJobsModule.forRoot', option, problem);
   };
+  if (!isPlainObject(options)) fail('options', `must be an object (got ${describeOptionValue(options)})`);
+  for (const key of Object.keys(options)) {
+    if (!MODULE_OPTION_KEYS.includes(key)) {
+      fail(key, `is not an option; valid options: ${MODULE_OPTION_KEYS.join(', ')}`);
+    }
+  }
   if (options.prefix !== undefined && (typeof options.prefix !== 'string' || !/^[\w.:-]+$/.test(options.prefix))) {
     fail('prefix', 'must be a non-empty string of letters, digits, _ . : - (no braces: the library adds hash tags)');
   }
+  if (options.enabled !== undefined && typeof options.enabled !== 'boolean') {
+    fail('enabled', `must be true or false (got ${describeOptionValue(options.enabled)})`);
+  }
+  const { logger } = options;
+  if (
+    logger !== undefined &&
+    logger !== false &&
+    !(
+      typeof logger === 'object' &&
+      logger !== null &&
+      ['log', 'warn', 'error'].every((m) => typeof (logger as unknown as Record<string, unknown>)[m] === 'function')
+    )
+  ) {
+    fail('logger', `must be false or a logger with log, warn and error methods (got ${describeOptionValue(logger)})`);
+  }
+  const deadSetKeys = Object.keys(DEFAULT_DEAD_SET);
+  if (options.deadSet !== undefined && !isPlainObject(options.deadSet)) {
+    fail('deadSet', `must be an object with ${deadSetKeys.join(', ')} (got ${describeOptionValue(options.deadSet)})`);
+  }
   for (const [option, value] of Object.entries(options.deadSet ?? {})) {
+    if (!deadSetKeys.includes(option)) fail(`deadSet.${option}`, `is not an option; valid: ${deadSetKeys.join(', ')}`);
     if (value !== undefined && (!Number.isSafeInteger(value) || value < 1)) {
-      fail(`deadSet.${option}`, 'must be an integer ≥ 1');
+      fail(`deadSet.${option}`, `must be an integer ≥ 1 (got ${describeOptionValue(value)})`);
     }
   }
-  for (const strategy of options.strategies ?? []) {
+  validateReaperOptions(options.reaper, fail);
+  if (options.strategies !== undefined && !Array.isArray(options.strategies)) {
+    fail('strategies', `must be a list of conflict strategies (got ${describeOptionValue(options.strategies)})`);
+  }
+  const builtIn = [...strategyRegistry().keys()];
+  const strategyNames = new Set<unknown>(builtIn);
+  const strategies = (options.strategies ?? []) as readonly (Partial<ConflictStrategy> | null | undefined)[];
+  for (const strategy of strategies) {
     const sides: unknown = strategy?.sides;
     const valid =
       typeof strategy?.name === 'string' &&
+      strategy.name !== '' &&
       Array.isArray(sides) &&
       sides.length > 0 &&
       sides.every(
@@ -231,17 +313,124 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
           (side === 'client' && typeof strategy.onClientConflict === 'function') ||
           (side === 'server' && typeof strategy.onServerConflict === 'function'),
       );
-    if (!valid) {
-      fail(
-        `strategies (${String(strategy?.name)})`,
-        'must list its sides ("client", "server") and implement onClientConflict for client and onServerConflict for server',
+    if (!valid || !strategy) {
+      return fail(
+        `strategies (${typeof strategy?.name === 'string' ? strategy.name : describeOptionValue(strategy?.name)})`,
+        'must have a name, list its sides ("client", "server") and implement onClientConflict for client and onServerConflict for server',
       );
     }
+    if (strategyNames.has(strategy.name)) {
+      fail(
+        `strategies (${strategy.name})`,
+        `reuses a strategy name; names taken: ${[...strategyNames].join(', ')} (built in: ${builtIn.join(', ')})`,
+      );
+    }
+    strategyNames.add(strategy.name);
   }
+  if (options.jobs !== undefined && !Array.isArray(options.jobs)) {
+    fail('jobs', `must be a list of job definitions from defineUniqueJob (got ${describeOptionValue(options.jobs)})`);
+  }
+  (options.jobs ?? []).forEach((job: unknown, i) => {
+    if (!isPlainObject(job) || !('queue' in job)) {
+      fail(
+        `jobs[${i}]`,
+        `must be a job definition from defineUniqueJob, with a queue (got ${describeOptionValue(job)})`,
+      );
+    }
+  });
   validateIdempotencyModuleOptions(options.idempotency);
+  if (options.defaults !== undefined && !isPlainObject(options.defaults)) {
+    fail('defaults', `must be an object of per-job defaults (got ${describeOptionValue(options.defaults)})`);
+  }
   const defaultKeys = Object.keys(DEFAULT_JOB_OPTIONS);
   for (const key of Object.keys(options.defaults ?? {})) {
     if (!defaultKeys.includes(key))
       fail(`defaults.${key}`, `is not a per-job default; valid: ${defaultKeys.join(', ')}`);
+  }
+  // Checked here too, so a bad default is blamed on forRoot (and found even when no job uses it).
+  for (const [option, min] of Object.entries(INTEGER_MINIMUMS) as [keyof typeof INTEGER_MINIMUMS, number][]) {
+    const value = options.defaults?.[option];
+    const problem = value === undefined ? undefined : integerProblem(option, min, value);
+    if (problem) fail(`defaults.${option}`, problem);
+  }
+  const onConflict: unknown = options.defaults?.onConflict;
+  const names = [...strategyNames];
+  const known = (name: unknown) => names.includes(name);
+  if (
+    onConflict !== undefined &&
+    !(typeof onConflict === 'string' && known(onConflict)) &&
+    !(
+      isPlainObject(onConflict) &&
+      Object.entries(onConflict).every(
+        ([side, name]) => (side === 'client' || side === 'server') && (name === undefined || known(name)),
+      )
+    )
+  ) {
+    fail(
+      'defaults.onConflict',
+      `must be a strategy name or { client, server } of them; strategies: ${names.join(', ')} (got ${describeOptionValue(onConflict)})`,
+    );
+  }
+}
+
+/** Whether a value is an object (not null, not an array, not a function). */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * A value as option errors show it: JSON where it has a (short) JSON form, else what it is. Never throws, whatever the
+ * value (BigInt, symbols, circular objects), so a malformed option always gets its InvalidUniqueJobOptionsError.
+ */
+export function describeOptionValue(value: unknown): string {
+  try {
+    switch (typeof value) {
+      case 'string':
+        return JSON.stringify(value);
+      case 'bigint':
+        return `${value}n`;
+      case 'symbol':
+        return value.toString();
+      case 'function':
+        return 'a function';
+      case 'object':
+        break;
+      default:
+        return String(value);
+    }
+    if (value === null) return 'null';
+    const json = JSON.stringify(value);
+    if (json !== undefined) return json.length > 80 ? `${json.slice(0, 77)}...` : json;
+  } catch {
+    // circular, a throwing toJSON or getter: say what it is instead
+  }
+  return Array.isArray(value) ? 'an array' : 'an object';
+}
+
+/** Checks `reaper` (module options). */
+function validateReaperOptions(reaper: unknown, fail: (option: string, problem: string) => never): void {
+  if (reaper === undefined) return;
+  const valid = ['interval', 'batchSize', 'timeBudget', 'grace', 'queues'];
+  if (!isPlainObject(reaper))
+    fail('reaper', `must be an object with ${valid.join(', ')} (got ${describeOptionValue(reaper)})`);
+  for (const [option, value] of Object.entries(reaper)) {
+    if (!valid.includes(option)) fail(`reaper.${option}`, `is not an option; valid: ${valid.join(', ')}`);
+    if (value === undefined || (option === 'interval' && value === false)) continue;
+    if (option === 'queues') {
+      const queues = Array.isArray(value) ? (value as unknown[]) : undefined;
+      const ok = queues?.every(
+        (queue) =>
+          isPlainObject(queue) &&
+          typeof (queue as { name?: unknown }).name === 'string' &&
+          typeof (queue as { prefix?: unknown }).prefix === 'string',
+      );
+      if (!ok) fail('reaper.queues', `must be a list of { name, prefix } (got ${describeOptionValue(value)})`);
+      continue;
+    }
+    const min = option === 'grace' ? 0 : 1;
+    if (!Number.isSafeInteger(value) || (value as number) < min) {
+      const what = option === 'interval' ? `an integer ≥ 1 (ms) or false` : `an integer ≥ ${min}`;
+      fail(`reaper.${option}`, `must be ${what} (got ${describeOptionValue(value)})`);
+    }
   }
 }

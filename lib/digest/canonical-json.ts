@@ -1,19 +1,27 @@
+import { types } from 'node:util';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
+
+/**
+ * Deepest nesting of arrays and objects {@link canonicalJson} accepts. A fixed bound, not the call stack, decides, so
+ * a producer and a worker (whose stacks differ) always agree on whether lock arguments can be hashed.
+ */
+export const MAX_CANONICAL_DEPTH = 1000;
 
 /**
  * Serializes a value to JSON whose text depends only on the value: object keys are sorted, so `{a, b}` and `{b, a}`
  * give the same text. Anything JSON would silently drop or mangle (functions, symbols, `undefined` in arrays or at the
- * top, NaN/Infinity, BigInt, Map, Set, RegExp) and circular structures are rejected with
- * {@link UnserializableLockArgsError}, because hashing a lossy form would make different jobs collide.
- * `undefined` object properties are skipped, exactly as `JSON.stringify` (and so BullMQ) skips them, and values with
- * `toJSON` (Date, Buffer) are serialized through it.
+ * top, holes of sparse arrays, NaN/Infinity, invalid Dates, BigInt, Map, Set, RegExp), circular structures and nesting
+ * deeper than {@link MAX_CANONICAL_DEPTH} are rejected with {@link UnserializableLockArgsError}, because hashing a lossy
+ * form would make different jobs collide. `undefined` object properties are skipped, exactly as `JSON.stringify` (and
+ * so BullMQ) skips them; values with `toJSON` (Date, Buffer) are serialized through it, and boxed primitives
+ * (`new Number(1)`) as their primitive value, both as `JSON.stringify` does.
  */
 export function canonicalJson(value: unknown, options: CanonicalJsonOptions = {}): string {
   try {
-    return write(value, '$', new Set<object>(), options.undefinedProperties === 'reject');
+    return write(value, '$', new Set<object>(), options.undefinedProperties === 'reject', 0);
   } catch (error) {
     if (error instanceof RangeError) {
-      throw new UnserializableLockArgsError('$', 'nested too deeply to serialize (JSON.stringify fails here too)');
+      throw new UnserializableLockArgsError('$', 'nested too deeply to serialize (the call stack ran out)');
     }
     throw error;
   }
@@ -25,7 +33,19 @@ export interface CanonicalJsonOptions {
   undefinedProperties?: 'skip' | 'reject';
 }
 
-function write(value: unknown, path: string, seen: Set<object>, strict: boolean): string {
+/** Serializes `value` (found at `path`, inside `depth` arrays and objects); `toJSON` is applied once, as JSON does. */
+function write(value: unknown, path: string, seen: Set<object>, strict: boolean, depth: number): string {
+  if (typeof value === 'object' && value !== null) {
+    if (types.isDate(value) && !Number.isFinite(Date.prototype.getTime.call(value))) {
+      throw new UnserializableLockArgsError(path, 'an invalid Date (JSON writes it as null)');
+    }
+    const toJSON = (value as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === 'function') return writeValue(toJSON.call(value), path, seen, strict, depth);
+  }
+  return writeValue(value, path, seen, strict, depth);
+}
+
+function writeValue(value: unknown, path: string, seen: Set<object>, strict: boolean, depth: number): string {
   switch (typeof value) {
     case 'string':
       return JSON.stringify(value);
@@ -45,26 +65,45 @@ function write(value: unknown, path: string, seen: Set<object>, strict: boolean)
   }
   if (value === null) return 'null';
   const object = value as object;
+  // `new Number(1)` is written as 1, like JSON does (else every boxed number would hash as {}).
+  if (types.isBoxedPrimitive(object)) return writeValue(unbox(object), path, seen, strict, depth);
   if (seen.has(object)) throw new UnserializableLockArgsError(path, 'circular structure');
   if (object instanceof Map || object instanceof Set || object instanceof WeakMap || object instanceof WeakSet) {
     throw new UnserializableLockArgsError(path, `${object.constructor.name} has no JSON form; convert it to an array`);
   }
   if (object instanceof RegExp) throw new UnserializableLockArgsError(path, 'RegExp has no JSON form');
-  const toJSON = (object as { toJSON?: unknown }).toJSON;
-  if (typeof toJSON === 'function') return write(toJSON.call(object), path, seen, strict);
+  if (depth >= MAX_CANONICAL_DEPTH) {
+    throw new UnserializableLockArgsError(path, `nested deeper than ${MAX_CANONICAL_DEPTH} arrays and objects`);
+  }
   seen.add(object);
   try {
     if (Array.isArray(object)) {
-      return `[${object.map((item, i) => write(item, `${path}[${i}]`, seen, strict)).join(',')}]`;
+      const items: string[] = [];
+      for (let i = 0; i < object.length; i++) {
+        if (!Object.hasOwn(object, i)) {
+          throw new UnserializableLockArgsError(`${path}[${i}]`, 'a hole in a sparse array (JSON writes it as null)');
+        }
+        items.push(write(object[i], `${path}[${i}]`, seen, strict, depth + 1));
+      }
+      return `[${items.join(',')}]`;
     }
     const parts: string[] = [];
     for (const key of Object.keys(object).sort()) {
       const item = (object as Record<string, unknown>)[key];
       if (item === undefined && !strict) continue;
-      parts.push(`${JSON.stringify(key)}:${write(item, `${path}.${key}`, seen, strict)}`);
+      parts.push(`${JSON.stringify(key)}:${write(item, `${path}.${key}`, seen, strict, depth + 1)}`);
     }
     return `{${parts.join(',')}}`;
   } finally {
     seen.delete(object);
   }
+}
+
+/** The primitive inside a boxed primitive (`new Number(1)` → 1), read from its internal slot, as JSON does. */
+function unbox(object: object): unknown {
+  if (types.isNumberObject(object)) return Number.prototype.valueOf.call(object);
+  if (types.isStringObject(object)) return String.prototype.valueOf.call(object);
+  if (types.isBooleanObject(object)) return Boolean.prototype.valueOf.call(object);
+  if (types.isBigIntObject(object)) return BigInt.prototype.valueOf.call(object);
+  return Symbol.prototype.valueOf.call(object);
 }

@@ -11,7 +11,7 @@ describe('onConflict: reschedule (server side, while_executing)', () => {
   const { redis, start, keysOf } = useApps('resched');
 
   const rescheduleCount = async (app: TestApp, job: Job) =>
-    Number((await redis.hget(`bull:${app.queue.name}:${job.id}`, 'ujReschedules')) ?? 0);
+    Number((await redis.hget(`${app.queue.qualifiedName}:${job.id}`, 'ujReschedules')) ?? 0);
 
   it('moves the job back to delayed without using an attempt; it runs after the holder finished', async () => {
     const gates = new Gates().hold('first');

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
-import { redisOptions } from '../support/redis.js';
+import { bullOptions } from '../support/redis.js';
 
 /** The data of the jobs in these tests: `id` is the lock argument. */
 export type TestJob = Job<{ id: string; n?: number; fail?: boolean }>;
@@ -10,7 +10,7 @@ export type TestJob = Job<{ id: string; n?: number; fail?: boolean }>;
  * nobody renews, and never finishes it. The job stalls once the lock expires.
  */
 export async function takeWithCrashingWorker(queueName: string): Promise<{ job: Job; close(): Promise<void> }> {
-  const worker = new Worker(queueName, null, { connection: redisOptions(), lockDuration: 500, autorun: false });
+  const worker = new Worker(queueName, null, { ...bullOptions(), lockDuration: 500, autorun: false });
   const job = await worker.getNextJob(randomUUID());
   if (!job) {
     await worker.close(true);

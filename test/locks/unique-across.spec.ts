@@ -28,7 +28,14 @@ describe('uniqueAcross', () => {
       // Still one queue: the lock rides on BullMQ's deduplication key.
       expect(await keysOf(a)).toEqual([dedupKey(a.queue.name, value)]);
       expect(dedupKey(a.queue.name, value)).toBe(
-        lockKey({ queue: a.queue.name, name: 'x', lockArgs: 'u1', uniqueAcross: 'names', prefix: a.prefix }),
+        lockKey({
+          queue: a.queue.name,
+          queuePrefix: a.queue.opts.prefix,
+          name: 'x',
+          lockArgs: 'u1',
+          uniqueAcross: 'names',
+          prefix: a.prefix,
+        }),
       );
       // Other lock arguments do not collide.
       const other = enqueuedJob(await a.service.enqueue(a.queue, 'refund', { id: 'u2' }));
@@ -93,8 +100,8 @@ describe('uniqueAcross', () => {
       expect(await scanKeys(redis, `${prefix}:*`)).toEqual([queuedKey(prefix, value)]);
       expect(await owners(redis, queuedKey(prefix, value))).toEqual([fromA.id]);
       // No BullMQ deduplication key on either queue: a per-queue key could not see the other queue.
-      expect(await scanKeys(redis, `bull:${a.queue.name}:de:*`)).toEqual([]);
-      expect(await scanKeys(redis, `bull:${b.queue.name}:de:*`)).toEqual([]);
+      expect(await scanKeys(redis, `${a.queue.qualifiedName}:de:*`)).toEqual([]);
+      expect(await scanKeys(redis, `${b.queue.qualifiedName}:de:*`)).toEqual([]);
       expect(await b.queue.getJobCounts('waiting')).toEqual({ waiting: 0 });
 
       a.start();

@@ -12,7 +12,17 @@ import {
   type UniqueJobOptions,
   type UniqueJobsModuleOptions,
 } from '../../lib/index.js';
-import { redisClient, redisOptions, scanKeys, uniqueName } from './redis.js';
+import {
+  bullOptions,
+  bullPrefix,
+  bullRootOptions,
+  closeBullConnection,
+  deleteKeys,
+  lastEventId,
+  redisClient,
+  scanKeys,
+  uniqueName,
+} from './redis.js';
 
 export type Handler = (job: Job) => Promise<unknown>;
 
@@ -54,10 +64,8 @@ export interface TestApp {
 async function cleanUp(queue: string, prefix: string): Promise<void> {
   const client = redisClient();
   try {
-    for (const pattern of [`bull:${queue}:*`, `${prefix}:*`]) {
-      const keys = await scanKeys(client, pattern);
-      for (let i = 0; i < keys.length; i += 500) await client.del(...keys.slice(i, i + 500));
-    }
+    for (const pattern of [`${bullPrefix()}:${queue}:*`, `${prefix}:*`])
+      await deleteKeys(client, await scanKeys(client, pattern));
   } finally {
     await client.quit();
   }
@@ -88,9 +96,12 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     options.unique !== undefined || options.idempotency !== undefined || options.handler
       ? [processorClass(options, runs)]
       : [];
+  // On a cluster run BullMQ gets a Cluster client (which the library reuses, as it would in an app) and the hash-tagged
+  // prefix `{bull}` that BullMQ requires there.
+  const bullRoot = bullRootOptions();
   const moduleRef = await Test.createTestingModule({
     imports: [
-      BullModule.forRoot({ connection: redisOptions() }),
+      BullModule.forRoot(bullRoot),
       BullModule.registerQueue({ name: options.queue }),
       UniqueJobsModule.forRoot({ logger: false, ...options.module, prefix }),
     ],
@@ -98,7 +109,7 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
   }).compile();
   await moduleRef.init();
   const queue = moduleRef.get<Queue>(getQueueToken(options.queue));
-  const queueEvents = new QueueEvents(options.queue, { connection: redisOptions() });
+  const queueEvents = new QueueEvents(options.queue, { ...bullOptions(), lastEventId: await lastEventId(queue) });
   await queueEvents.waitUntilReady();
   const processor = providers[0] ? moduleRef.get<WorkerHost>(providers[0]) : undefined;
   if (processor && !options.paused) await processor.worker.waitUntilReady();
@@ -120,6 +131,7 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     close: async () => {
       await moduleRef.close();
       await queueEvents.close();
+      await closeBullConnection(bullRoot.connection);
       await cleanUp(options.queue, prefix);
     },
   };

@@ -2,7 +2,7 @@ import type { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { killFixtures, type Fixture } from './fixtures.js';
-import { scanKeys } from './redis.js';
+import { deleteKeys, scanKeys } from './redis.js';
 
 /**
  * What a multi-process test creates and must remove afterwards: worker processes, queues and their event streams,
@@ -29,8 +29,7 @@ export class Leftovers {
       await queue.close();
     }
     for (const namespace of this.namespaces.splice(0)) {
-      const keys = await scanKeys(this.redis, `${namespace}:*`);
-      for (let i = 0; i < keys.length; i += 500) await this.redis.del(...keys.slice(i, i + 500));
+      await deleteKeys(this.redis, await scanKeys(this.redis, `${namespace}:*`));
     }
     for (const table of this.tables.splice(0)) await this.pool.query(`DROP TABLE IF EXISTS ${table}`);
   }

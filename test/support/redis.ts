@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { createIORedisClient, QueueEvents, RedisConnection } from 'bullmq';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 
 /** The Redis of this test run (`npm test` sets REDIS_URL; it falls back to the local default). */
 export function redisOptions(): { host: string; port: number; password?: string; maxRetriesPerRequest: null } {
@@ -12,9 +13,112 @@ export function redisOptions(): { host: string; port: number; password?: string;
   };
 }
 
-/** A plain client for assertions. */
-export function redisClient(): Redis {
-  return new Redis(redisOptions());
+/**
+ * The nodes of the Redis Cluster of a cluster run (`npm run test:cluster` sets REDIS_CLUSTER_NODES to
+ * `host:port,host:port,…`), or `undefined` on a single Redis.
+ */
+export function clusterNodes(): { host: string; port: number }[] | undefined {
+  const list = process.env.REDIS_CLUSTER_NODES?.trim();
+  if (!list) return undefined;
+  return list.split(',').map((node) => {
+    const [host, port] = node.trim().split(':');
+    return { host, port: Number(port) };
+  });
+}
+
+/** Whether this run is against a Redis Cluster. */
+export const onCluster = clusterNodes() !== undefined;
+
+/**
+ * A new ioredis Cluster client of the run's cluster. `redisOptions` go to every node connection; those that a Cluster
+ * client has of its own (`lazyConnect`, `enableOfflineQueue`) apply to it too.
+ */
+function newCluster(redisOptions: RedisOptions = {}): Cluster {
+  const { host: _host, port: _port, ...rest } = redisOptions;
+  const own = {
+    ...(rest.lazyConnect !== undefined ? { lazyConnect: rest.lazyConnect } : {}),
+    ...(rest.enableOfflineQueue !== undefined ? { enableOfflineQueue: rest.enableOfflineQueue } : {}),
+  };
+  return new Cluster(clusterNodes()!, { ...own, redisOptions: { maxRetriesPerRequest: null, ...rest } });
+}
+
+if (onCluster) {
+  // BullMQ objects a test builds from plain options (`new QueueEvents(name, bullOptions())`) get a Cluster client of
+  // their own, which BullMQ owns and closes, instead of a single-node client that would answer MOVED.
+  RedisConnection.clientFactory = (options) => createIORedisClient(newCluster(options as RedisOptions));
+}
+
+/**
+ * BullMQ's key prefix: `{bull}` on a cluster (a hash tag, so that every key of a queue lives in one slot, as BullMQ's
+ * scripts require), BullMQ's default `bull` on a single Redis.
+ */
+export function bullPrefix(): string {
+  return onCluster ? '{bull}' : 'bull';
+}
+
+/**
+ * Connection and prefix for a BullMQ `Queue`, `Worker` or `QueueEvents` a test builds itself. On a single Redis this is
+ * exactly `{ connection: redisOptions() }`; on a cluster it adds the `{bull}` prefix (the connection becomes a Cluster
+ * client through BullMQ's client factory, set above).
+ */
+export function bullOptions(): { connection: ReturnType<typeof redisOptions>; prefix?: string } {
+  return onCluster ? { connection: redisOptions(), prefix: bullPrefix() } : { connection: redisOptions() };
+}
+
+/**
+ * A plain client for assertions (`options` over the run's). On a cluster run this is an ioredis `Cluster`, typed as
+ * `Redis` so that tests stay unchanged: the command API is the same, but a command over several keys must keep them in
+ * one slot (use {@link deleteKeys} and {@link scanKeys}, which handle that).
+ */
+export function redisClient(options: RedisOptions = {}): Redis {
+  if (onCluster) return newCluster(options) as unknown as Redis;
+  return new Redis({ ...redisOptions(), ...options });
+}
+
+/**
+ * The connection of a Nest app's `BullModule.forRoot`, which the library reuses: the run's options on a single Redis,
+ * a Cluster client on a cluster run (BullMQ does not close a client it is given: `closeBullConnection` does).
+ */
+export function bullConnection(): ReturnType<typeof redisOptions> | Cluster {
+  return onCluster ? newCluster() : redisOptions();
+}
+
+/** Closes what {@link bullConnection} returned (nothing to do for plain options). */
+export async function closeBullConnection(connection: ReturnType<typeof bullConnection>): Promise<void> {
+  if (connection instanceof Cluster) await connection.quit();
+}
+
+/**
+ * `BullModule.forRoot` options of a Nest app: {@link bullConnection} (close it with {@link closeBullConnection} after
+ * the app), and on a cluster run the hash-tagged prefix `{bull}` that BullMQ requires there.
+ */
+export function bullRootOptions(): { connection: ReturnType<typeof bullConnection>; prefix?: string } {
+  const connection = bullConnection();
+  return onCluster ? { connection, prefix: bullPrefix() } : { connection };
+}
+
+/**
+ * The id of the newest entry of a queue's event stream (`'0'` when it has none), for `QueueEvents`' `lastEventId`. A
+ * `QueueEvents` left to start at `'$'` reads "after whatever is last when its first XREAD reaches Redis", which can be
+ * after a test's first jobs already finished: their events then never arrive. On a cluster the first XREAD also waits
+ * for a connection to the stream's node, and most runs lost events that way.
+ */
+export async function lastEventId(queue: { qualifiedName: string }): Promise<string> {
+  const client = redisClient();
+  try {
+    const [newest] = await client.xrevrange(`${queue.qualifiedName}:events`, '+', '-', 'COUNT', 1);
+    return newest?.[0] ?? '0';
+  } finally {
+    await client.quit();
+  }
+}
+
+/** A ready `QueueEvents` of a queue that receives every event from now on (see {@link lastEventId}). */
+export async function openQueueEvents(queueName: string): Promise<QueueEvents> {
+  const qualifiedName = `${bullPrefix()}:${queueName}`;
+  const events = new QueueEvents(queueName, { ...bullOptions(), lastEventId: await lastEventId({ qualifiedName }) });
+  await events.waitUntilReady();
+  return events;
 }
 
 /** A name no other test uses (queues, prefixes). */
@@ -22,20 +126,37 @@ export function uniqueName(label: string): string {
   return `${label}-${randomUUID().slice(0, 8)}`;
 }
 
-/** Every key matching a pattern (SCAN, not KEYS). */
-export async function scanKeys(client: Redis, pattern: string): Promise<string[]> {
+/** Every key matching a pattern (SCAN, not KEYS); on a cluster, the keys of every master. */
+export async function scanKeys(client: Redis | Cluster, pattern: string): Promise<string[]> {
   const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...batch);
-  } while (cursor !== '0');
+  // A Cluster client knows its masters once connected: a PING waits for that.
+  if (client instanceof Cluster) await client.ping();
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== '0');
+  }
   return keys.sort();
+}
+
+/**
+ * Deletes keys: in batches of 500 on a single Redis; one key per DEL on a cluster, where the keys of a prefix spread
+ * over slots and a multi-key DEL across slots fails with CROSSSLOT.
+ */
+export async function deleteKeys(client: Redis | Cluster, keys: readonly string[]): Promise<void> {
+  if (client instanceof Cluster) {
+    for (let i = 0; i < keys.length; i += 100) await Promise.all(keys.slice(i, i + 100).map((key) => client.del(key)));
+    return;
+  }
+  for (let i = 0; i < keys.length; i += 500) await client.del(...keys.slice(i, i + 500));
 }
 
 /** The lock keys the library holds for a queue and prefix: its own keys and BullMQ deduplication keys. */
 export async function lockKeys(client: Redis, prefix: string, queue: string): Promise<string[]> {
   const own = (await scanKeys(client, `${prefix}:*`)).filter((key) => !key.includes(':{dead}:'));
-  return [...own, ...(await scanKeys(client, `bull:${queue}:de:*`))];
+  return [...own, ...(await scanKeys(client, `${bullPrefix()}:${queue}:de:*`))];
 }

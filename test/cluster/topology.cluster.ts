@@ -1,0 +1,77 @@
+// Only in `npm run test:cluster` (jest.cluster.config.mjs): proves that the run really is on a 3-master Redis Cluster,
+// and that the library's keys spread over every master while each lock and each idempotency record stays in one slot
+// (every script call touches one slot), with BullMQ's keys together in the `{bull}` slot.
+import { describe, expect, it } from '@jest/globals';
+import type { Job } from 'bullmq';
+import type { Cluster } from 'ioredis';
+import { useApps } from '../support/apps.js';
+import { deferred } from '../support/deferred.js';
+import { hold } from '../support/gates.js';
+import { byId, digestOf, runningKey } from '../support/locks.js';
+import { bullPrefix, onCluster, scanKeys } from '../support/redis.js';
+
+const JOBS = 30;
+
+describe('on a 3-master Redis Cluster', () => {
+  const { redis, start, keysOf } = useApps('cl');
+  const cluster = redis as unknown as Cluster;
+
+  /** The slot of each key (`CLUSTER KEYSLOT`). */
+  const slots = (keys: readonly string[]) =>
+    Promise.all(keys.map(async (key) => Number(await cluster.cluster('KEYSLOT', key))));
+
+  it('the run uses a Cluster client on three masters that serve every slot', async () => {
+    expect(onCluster).toBe(true);
+    expect(cluster.isCluster).toBe(true);
+    await cluster.ping();
+    const masters = cluster.nodes('master');
+    expect(masters).toHaveLength(3);
+    for (const node of masters) {
+      const info = await node.cluster('INFO');
+      expect(info).toMatch(/cluster_state:ok/);
+      expect(info).toMatch(/cluster_slots_ok:16384/);
+    }
+  });
+
+  it('locks and idempotency records of many jobs spread over every master, each in one slot, and end cleanly', async () => {
+    const gate = hold();
+    const allStarted = deferred();
+    let started = 0;
+    const a = await start({
+      unique: { lock: 'while_executing', lockArgs: byId },
+      idempotency: { key: (job) => (job.data as { id: string }).id },
+      worker: { concurrency: JOBS },
+      handler: async (job: Job) => {
+        if (++started === JOBS) allStarted.resolve();
+        await gate.promise;
+        return `done:${(job.data as { id: string }).id}`;
+      },
+    });
+    const jobs = await Promise.all(Array.from({ length: JOBS }, (_, i) => a.queue.add('sync', { id: `c${i}` })));
+    await allStarted.promise;
+
+    // Every job holds a run-time lock (`{<digest>}`) and an idempotency claim (`{<record id>}`): 2 keys per job.
+    const own = await scanKeys(redis, `${a.prefix}:*`);
+    expect(own).toHaveLength(2 * JOBS);
+    const running = jobs.map((job) => runningKey(a.prefix, digestOf(a, 'sync', job.data)));
+    expect(own).toEqual(expect.arrayContaining(running));
+    // …spread over every master (60 keys in random slots: a master with none of them is a 3·(2/3)^60 chance).
+    const perMaster = await Promise.all(cluster.nodes('master').map((node) => scanKeys(node, `${a.prefix}:*`)));
+    expect(perMaster.map((keys) => keys.length > 0)).toEqual([true, true, true]);
+    // Each key's slot is the slot of its hash tag alone, so every key of one lock or record shares it.
+    const tags = own.map((key) => /\{[^}]+\}/.exec(key)![0]);
+    expect(await slots(own)).toEqual(await slots(tags));
+    // BullMQ's keys of the queue all live in the one `{bull}` slot.
+    const bullKeys = await scanKeys(redis, `${a.queue.qualifiedName}:*`);
+    expect(bullKeys.length).toBeGreaterThan(JOBS);
+    expect(new Set(await slots(bullKeys))).toEqual(new Set(await slots([bullPrefix()])));
+
+    gate.resolve();
+    const results: unknown[] = [];
+    for (const job of jobs) results.push(await a.finished(job)); // one at a time: each wait adds a Queue listener
+    expect(results).toEqual(jobs.map((job) => `done:${(job.data as { id: string }).id}`));
+    expect(a.runs).toHaveLength(JOBS);
+    // Every run-time lock was released (on whichever master held it); only the completed records remain.
+    expect(await keysOf(a)).toEqual(own.filter((key) => key.endsWith(':idempotency')).sort());
+  });
+});
