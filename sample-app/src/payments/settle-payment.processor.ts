@@ -1,20 +1,44 @@
 import { Processor, WorkerHost } from '@nestjs/bullmq';
 import type { Job } from 'bullmq';
-import { UniqueJob } from 'nestjs-unique-jobs';
-import { PaymentsService, type Payment } from './payments.service.js';
-import { SettlePaymentJob, type SettlePaymentData } from './settle-payment.job.js';
+import { IdempotencyKey, idempotencyOf, UniqueJob, type IdempotencyJob } from 'nestjs-unique-jobs';
+import { HoldPoints } from '../common/hold-points.js';
+import { SETTLE_CONCURRENCY } from '../config.js';
+import { sqlOn, type Connection } from '../database/sql.js';
+import { PaymentsRepository, type Settlement } from './payments.repository.js';
+import { PAYMENTS_QUEUE, SettlePaymentJob, type SettlePaymentData } from './settle-payment.job.js';
 
-/** Settles a payment event. `SETTLE_DELAY_MS` simulates a slow settlement so duplicates arrive mid-job. */
-@Processor('payments')
+/**
+ * Settles payment events. Two guards, each for what the other cannot see:
+ * - `@UniqueJob`: one job per event id while it is queued or running; re-deliveries meanwhile are rejected.
+ * - `@IdempotencyKey`, transactional: the settlement row and the completed idempotency record commit in one
+ *   transaction. A delivery after completion (the lock is gone by then) is replayed: the job completes with the stored
+ *   settlement and `process` is not called; a worker killed mid-job leaves neither the row nor the record.
+ */
+@Processor(PAYMENTS_QUEUE, { concurrency: SETTLE_CONCURRENCY })
 @UniqueJob(SettlePaymentJob)
+@IdempotencyKey({
+  key: (job: IdempotencyJob<SettlePaymentData>) => job.data.eventId,
+  fingerprint: false, // the payload may jitter between deliveries
+  store: 'sql',
+  transactional: true,
+})
 export class SettlePaymentProcessor extends WorkerHost {
-  constructor(private readonly payments: PaymentsService) {
+  constructor(
+    private readonly payments: PaymentsRepository,
+    private readonly holdPoints: HoldPoints,
+  ) {
     super();
   }
 
-  async process(job: Job<SettlePaymentData>): Promise<Payment> {
-    const delay = Number(process.env.SETTLE_DELAY_MS ?? 300);
-    await new Promise((resolve) => setTimeout(resolve, delay));
-    return this.payments.settle(job.data.eventId, job.data.payload.amount);
+  async process(job: Job<SettlePaymentData>): Promise<Settlement> {
+    const { eventId, payload } = job.data;
+    await this.holdPoints.reach(`settle:${eventId}`);
+    const transaction = sqlOn(idempotencyOf<Connection>(job).transaction!);
+    return this.payments.settle(transaction, {
+      eventId,
+      amountCents: payload.amount,
+      currency: payload.currency,
+      jobId: job.id!,
+    });
   }
 }
