@@ -2,7 +2,11 @@
 export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
-  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1', '^nestjs-unique-jobs$': '<rootDir>/lib/index.ts' },
+  moduleNameMapper: {
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+    '^nestjs-unique-jobs$': '<rootDir>/lib/index.ts',
+    '^nestjs-unique-jobs/testing$': '<rootDir>/lib/testing/index.ts',
+  },
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json', diagnostics: { ignoreCodes: [151002] } }],
   },

@@ -37,7 +37,39 @@ export type { DigestInput, LockKeyInput } from './digest/digest.js';
 export { canonicalJson } from './digest/canonical-json.js';
 export { UniqueJobsEvents } from './events/unique-jobs.events.js';
 export type { UniqueJobEvent, IdempotencyEvent } from './events/unique-jobs.events.js';
+export { UNIQUE_JOBS_EVENT_PREFIX } from './events/event-emitter.forwarder.js';
+export { DEFAULT_EVENT_LOG_LEVELS } from './events/event-logger.js';
+export type { EventLogLevel, UniqueJobsLogLevels } from './events/event-logger.js';
+export { UniqueJobsMetricsModule } from './metrics/unique-jobs-metrics.module.js';
+export { UniqueJobsMetrics } from './metrics/unique-jobs-metrics.service.js';
+export {
+  UNIQUE_JOBS_METRICS_OPTIONS,
+  DEFAULT_METRICS_PREFIX,
+  DEFAULT_LOCK_WAIT_BUCKETS,
+  DEFAULT_LOCK_HOLD_BUCKETS,
+} from './metrics/unique-jobs-metrics.constants.js';
+export type * from './metrics/interfaces/unique-jobs-metrics-options.interface.js';
+export type { HeldLockCount } from './metrics/held-lock-counter.js';
+export { UniqueJobsTracing } from './tracing/unique-jobs.tracing.js';
+export type * from './tracing/job-instrumentation.interface.js';
+export { UniqueJobsHealthModule } from './health/unique-jobs-health.module.js';
+export { UniqueJobsHealthIndicator } from './health/unique-jobs-health.indicator.js';
+export type * from './health/interfaces/unique-jobs-health.interface.js';
+export { LockInspector } from './inspection/lock-inspector.js';
+export type * from './inspection/lock-inspection.interface.js';
+export { isLockDigest, parseLockDigest, parseDigestPrefix, parseDigestPattern } from './inspection/digest-format.js';
+export { InvalidDigestError } from './inspection/errors/invalid-digest.error.js';
+export { InvalidCursorError } from './inspection/errors/invalid-cursor.error.js';
+export { UniqueJobsAdminModule } from './admin/unique-jobs-admin.module.js';
+export { UniqueJobsAdminService } from './admin/unique-jobs-admin.service.js';
+export type * from './admin/interfaces/unique-jobs-admin-options.interface.js';
+export type * from './admin/interfaces/admin-views.interface.js';
+export type { AdminRequest } from './admin/http.js';
 export { DeadSetService } from './dead-set/dead-set.service.js';
+export { OrphanReaper } from './reaper/orphan-reaper.js';
+export type { OrphanReaperDeps } from './reaper/orphan-reaper.js';
+export { UniqueJobsReaper, DEFAULT_REAPER_INTERVAL } from './reaper/unique-jobs.reaper.js';
+export type * from './reaper/reap-report.interface.js';
 export type { DeadSetEntry } from './dead-set/dead-set-entry.interface.js';
 export { Lock, LOCKS } from './locks/index.js';
 export { DEFAULT_JOB_OPTIONS, DEFAULT_PREFIX } from './unique-jobs.options.js';

@@ -26,6 +26,8 @@ import { RedisIdempotencyStore } from './idempotency/stores/redis-idempotency.st
 import { ConfigurableModuleClass, UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX, validateModuleOptions } from './unique-jobs.options.js';
 import { UniqueJobsService } from './unique-jobs.service.js';
+import { UniqueJobsReaper } from './reaper/unique-jobs.reaper.js';
+import { UniqueJobsTracing } from './tracing/unique-jobs.tracing.js';
 
 /** The Redis client of the library, and whether the module created it (and so closes it). */
 interface RedisHandle {
@@ -65,7 +67,11 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
     },
     {
       provide: UNIQUE_JOBS_STRATEGIES,
-      useFactory: (options: UniqueJobsModuleOptions) => strategyRegistry(options.strategies),
+      useFactory: (options: UniqueJobsModuleOptions) => {
+        // Nest may build this provider first: bad `strategies` must still fail with InvalidUniqueJobOptionsError.
+        validateModuleOptions(options);
+        return strategyRegistry(options.strategies);
+      },
       inject: [UNIQUE_JOBS_MODULE_OPTIONS],
     },
     {
@@ -132,13 +138,16 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
     UniqueJobsWorkerGuard,
     UniqueJobsQueueGuard,
     UniqueJobsService,
+    UniqueJobsReaper,
+    UniqueJobsTracing,
   ],
-  exports: [UniqueJobsService, UniqueJobsWorkerGuard, UniqueJobsEvents, JobInterceptor],
+  exports: [UniqueJobsService, UniqueJobsWorkerGuard, UniqueJobsEvents, JobInterceptor, UniqueJobsReaper],
 })
 export class UniqueJobsModule extends ConfigurableModuleClass implements OnApplicationShutdown {
   constructor(
     @Inject(UNIQUE_JOBS_REDIS) private readonly redis: RedisHandle,
     private readonly workerGuard: UniqueJobsWorkerGuard,
+    private readonly reaper: UniqueJobsReaper,
     @Optional() private readonly events?: UniqueJobsEvents,
   ) {
     super();
@@ -147,6 +156,7 @@ export class UniqueJobsModule extends ConfigurableModuleClass implements OnAppli
   /** Lets guarded workers finish their active jobs (and release their locks) before the lock client closes. */
   async onApplicationShutdown(): Promise<void> {
     await this.workerGuard.closeWorkers();
+    await this.reaper.stop();
     this.events?.complete();
     if (this.redis.owned) await this.redis.client.quit().catch(() => undefined);
   }

@@ -1,12 +1,12 @@
 // A worker process SIGKILLed in the middle of a job: BullMQ recovers the job (same id) in another process, and the
 // job's lock is held through the crash and released when the recovered run completes.
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { QueueEvents } from 'bullmq';
+import { type QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { lockKey, type LockType } from '../lib/index.js';
 import { startApp, type TestApp } from './support/app.js';
 import { killFixtures, spawnFixture } from './support/fixtures.js';
-import { lockKeys, redisClient, redisOptions, uniqueName } from './support/redis.js';
+import { lockKeys, redisClient, openQueueEvents, redisOptions, uniqueName } from './support/redis.js';
 
 describe('a worker process killed mid-job', () => {
   const redis = redisClient();
@@ -37,7 +37,7 @@ describe('a worker process killed mid-job', () => {
         queue,
         module: { prefix, jobs: [{ queue, lock, lockArgs: (d: { id: string }) => d.id }] },
       });
-      events = new QueueEvents(queue, { connection: redisOptions() });
+      events = await openQueueEvents(queue);
       await events.waitUntilReady();
       const key = lockKey({ queue, name: 'settle', lockArgs: 'evt_1', prefix, kind: kind as 'enqueue' | 'runtime' });
       const fixtureEnv = { QUEUE: queue, PREFIX: prefix, PROBE: probe, LOCK: lock };

@@ -3,12 +3,12 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { BullModule, getQueueToken, InjectQueue } from '@nestjs/bullmq';
 import { Injectable, Module, type OnModuleInit } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { Queue, QueueEvents, type Job } from 'bullmq';
+import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { defineUniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
 import { processorClass } from './support/app.js';
 import { deferred } from './support/deferred.js';
-import { redisClient, redisOptions, scanKeys, uniqueName } from './support/redis.js';
+import { redisClient, openQueueEvents, redisOptions, scanKeys, uniqueName } from './support/redis.js';
 
 describe('UniqueJobsModule wiring', () => {
   const redis = redisClient();
@@ -112,7 +112,7 @@ describe('UniqueJobsModule wiring', () => {
       providers: [Processor],
     }).compile();
     await moduleRef.init();
-    const events = new QueueEvents(queueName, { connection: redisOptions() });
+    const events = await openQueueEvents(queueName);
     try {
       await started.promise;
       expect(await scanKeys(redis, `${prefix}:*:running`)).toHaveLength(1);

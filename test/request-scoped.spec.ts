@@ -3,10 +3,10 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Scope } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { QueueEvents, type Job, type Queue } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
 import { UniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
 import { deferred } from './support/deferred.js';
-import { lockKeys, redisClient, redisOptions, uniqueName } from './support/redis.js';
+import { lockKeys, redisClient, openQueueEvents, redisOptions, uniqueName } from './support/redis.js';
 
 describe('a request-scoped processor', () => {
   const redis = redisClient();
@@ -41,7 +41,7 @@ describe('a request-scoped processor', () => {
       providers: [ScopedProcessor],
     }).compile();
     await moduleRef.init();
-    const events = new QueueEvents(queueName, { connection: redisOptions() });
+    const events = await openQueueEvents(queueName);
     await events.waitUntilReady();
     try {
       const queue = moduleRef.get<Queue>(getQueueToken(queueName));

@@ -10,7 +10,7 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import { QueueEvents, type Job, type Queue } from 'bullmq';
 import { defineUniqueJob, UniqueJob, UniqueJobsModule, UniqueJobsService } from 'nestjs-unique-jobs';
 import { deferred } from './support/deferred.js';
-import { lockKeys, redisClient, redisOptions, uniqueName } from './support/redis.js';
+import { lockKeys, redisClient, openQueueEvents, redisOptions, uniqueName } from './support/redis.js';
 
 // ── settle-payment.job.ts (README) ──
 interface SettlePaymentData {
@@ -98,7 +98,7 @@ describe('SettlePaymentJob (the README example)', () => {
     started = deferred();
     moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile();
     await moduleRef.init();
-    events = new QueueEvents(QUEUE, { connection: redisOptions() });
+    events = await openQueueEvents(QUEUE);
     await events.waitUntilReady();
   });
 

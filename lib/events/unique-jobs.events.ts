@@ -1,6 +1,13 @@
-import { Injectable } from '@nestjs/common';
-import { Observable, Subject } from 'rxjs';
+import { Inject, Injectable, Optional, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { Subject, type Observable, type Subscription } from 'rxjs';
 import type { ConflictSide } from '../interfaces/conflict-strategy.interface.js';
+import type { UniqueJobsModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
+import { loggerOf, type LoggerLike } from '../interceptor/logger.js';
+import { UNIQUE_JOBS_MODULE_OPTIONS } from '../unique-jobs.module-definition.js';
+import { findEventEmitter, forwardToEventEmitter } from './event-emitter.forwarder.js';
+import { logEvents, validateLogLevels } from './event-logger.js';
+import { SafeObservable } from './safe-observable.js';
 
 interface JobEventBase {
   queue: string;
@@ -43,8 +50,23 @@ export type IdempotencyEvent =
 /** Every lock and idempotency transition the library makes, as a discriminated union on `type`. */
 export type UniqueJobEvent =
   | IdempotencyEvent
-  | (EventBase & { type: 'locked'; jobId: string; lock: 'enqueue' | 'runtime' })
-  | (EventBase & { type: 'unlocked'; jobId: string; lock: 'enqueue' | 'runtime' })
+  | (EventBase & {
+      type: 'locked';
+      jobId: string;
+      lock: 'enqueue' | 'runtime';
+      /** Run-time lock: how long the worker waited for it (ms; up to `lockTimeout`). */
+      waitedMs?: number;
+    })
+  | (EventBase & {
+      type: 'unlocked';
+      jobId: string;
+      lock: 'enqueue' | 'runtime';
+      /**
+       * How long the lock was held (ms): a run-time lock from when the worker took it, an enqueue lock from when the
+       * job was created (the producer's clock).
+       */
+      heldMs?: number;
+    })
   | (EventBase & {
       type: 'duplicate';
       side: ConflictSide;
@@ -56,20 +78,58 @@ export type UniqueJobEvent =
   | (EventBase & { type: 'rejected'; side: ConflictSide; deadSetEntryId: string; existingJobId: string | undefined })
   | (EventBase & { type: 'replaced'; jobId: string; replacedJobId: string })
   | (EventBase & { type: 'lockLost'; jobId: string })
+  | {
+      /** The orphan reaper released a lock, a deduplication key, an ended lease or an idempotency claim. */
+      type: 'reaped';
+      at: number;
+      key: string;
+      kind: 'enqueueLock' | 'deduplicationKey' | 'runtimeLease' | 'idempotencyClaim';
+      jobId?: string;
+      reason: string;
+    }
   | (JobEventBase & { type: 'error'; digest?: string; scope?: string; key?: string; jobId?: string; error: Error });
 
 /**
- * The stream of lock and idempotency events. An event is published after the lock operation it reports, so a subscriber cannot change
- * a job's outcome; but rxjs reports an error thrown by a subscriber as unhandled (by default a process-level
- * exception), so catch errors inside your subscriber.
+ * The stream of lock and idempotency events, as an Observable ({@link events$}) and, when `@nestjs/event-emitter`'s
+ * `EventEmitterModule` is imported, as EventEmitter2 events named `unique-jobs.<type>`; each event is also logged at
+ * its level (`forRoot({ logLevels })`). An event is published after the operation it reports, and a listener cannot
+ * break anything: what an Observable subscriber or an EventEmitter2 listener throws (or an async one rejects with) is
+ * logged as an error and goes no further; the job and the other listeners carry on.
  */
 @Injectable()
-export class UniqueJobsEvents {
+export class UniqueJobsEvents implements OnModuleInit {
   private readonly subject = new Subject<UniqueJobEvent>();
+  private readonly stream: Observable<UniqueJobEvent>;
+  private readonly logger: LoggerLike;
+  private readonly subscriptions: Subscription[] = [];
 
-  /** Every event (locks and idempotency), as an Observable. */
+  constructor(
+    @Optional() @Inject(UNIQUE_JOBS_MODULE_OPTIONS) private readonly options?: UniqueJobsModuleOptions,
+    @Optional() private readonly moduleRef?: ModuleRef,
+  ) {
+    validateLogLevels(options?.logLevels);
+    this.logger = loggerOf(options?.logger);
+    this.stream = new SafeObservable<UniqueJobEvent>(
+      (error) => this.reportListenerError(error),
+      (subscriber) => this.subject.subscribe(subscriber),
+    );
+  }
+
+  /** Every event (locks and idempotency), as an Observable. A subscriber that throws is logged and kept subscribed. */
   get events$(): Observable<UniqueJobEvent> {
-    return this.subject.asObservable();
+    return this.stream;
+  }
+
+  /** Starts the event log lines and the forwarding to EventEmitter2 (when the application has one). */
+  async onModuleInit(): Promise<void> {
+    if (this.options?.logger !== false) {
+      const logging = logEvents(this.events$, this.logger, this.options?.logLevels);
+      if (logging) this.subscriptions.push(logging);
+    }
+    const emitter = await findEventEmitter(this.moduleRef);
+    if (emitter) {
+      this.subscriptions.push(forwardToEventEmitter(this.events$, emitter, (error) => this.reportListenerError(error)));
+    }
   }
 
   /** Publishes an event (used by the library and by custom strategies). */
@@ -77,14 +137,25 @@ export class UniqueJobsEvents {
     if (!this.subject.observed) return;
     try {
       this.subject.next({ ...event, at: Date.now() });
-    } catch {
-      // A throwing subscriber must never break the job that emitted the event.
+    } catch (error) {
+      // Subscribers are guarded; this is a last resort: publishing an event never breaks the job that emitted it.
+      this.reportListenerError(error);
     }
   }
 
-  /** Completes the stream (module shutdown). */
+  /** Completes the stream and stops the log lines and the forwarding (module shutdown, after the workers closed). */
   complete(): void {
+    for (const subscription of this.subscriptions.splice(0)) subscription.unsubscribe();
     this.subject.complete();
+  }
+
+  private reportListenerError(error: unknown): void {
+    try {
+      const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+      this.logger.error(`A listener of the unique-jobs events threw (the job is not affected): ${text}`);
+    } catch {
+      // A logger that throws: nothing more can be done.
+    }
   }
 }
 

@@ -21,9 +21,15 @@ import { deduplicationId, digestOfDeduplicationId, type UniqueJobsKeys } from '.
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_LEASE } from '../unique-jobs.options.js';
 import type { JobDefinitions, ResolvedJobDefinition } from './job-definitions.js';
-import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
+import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import type { LoggerLike } from './logger.js';
+import type {
+  AnnotateOperation,
+  JobInstrumentation,
+  JobOperation,
+  JobOperationAttributes,
+} from '../tracing/job-instrumentation.interface.js';
 import { newJobId } from './job-ids.js';
 import { willRunAgain } from './will-run-again.js';
 
@@ -97,6 +103,8 @@ export class JobInterceptor {
   private readonly contended = new ContendedDigests();
   /** Jobs whose failure {@link process} handled (so the worker's `failed` event needs nothing more). */
   private readonly failedInProcess = new WeakSet<Job>();
+  /** Tracing of enqueue and process (see lib/tracing), when installed. */
+  private instrumentation: JobInstrumentation | undefined;
 
   constructor(private readonly deps: JobInterceptorDeps) {
     this.deadSet = new DeadSetService(
@@ -122,6 +130,16 @@ export class JobInterceptor {
     this.originalMethods.set(queue, { add, addBulk });
   }
 
+  /** The queues guarded for enqueue: name and key prefix (the reaper checks jobs there). */
+  guardedQueues(): { name: string; prefix: string }[] {
+    return [...this.queues.values()].map((queue) => ({ name: queue.name, prefix: queue.opts.prefix ?? 'bull' }));
+  }
+
+  /** Wraps enqueue and process (and their lock and idempotency phases) with an instrumentation: tracing. */
+  instrument(instrumentation: JobInstrumentation): void {
+    this.instrumentation = instrumentation;
+  }
+
   // ───────────────────────────── enqueue (client side) ─────────────────────────────
 
   /**
@@ -132,7 +150,24 @@ export class JobInterceptor {
     const { add } = this.originals(queue);
     const definition = this.definitionOf(queue.name, name);
     if (!definition) return { result: { status: 'enqueued', job: await add(name, data, opts) } };
+    return this.instrumented(
+      'enqueue',
+      { queue: queue.name, jobName: name, lock: definition.options.lock },
+      (annotate) => this.enqueueUnique(queue, definition, name, data, opts, annotate),
+    );
+  }
+
+  private async enqueueUnique(
+    queue: Queue,
+    definition: ResolvedJobDefinition,
+    name: string,
+    data: unknown,
+    opts: JobsOptions,
+    annotate: AnnotateOperation,
+  ): Promise<ClientResolution> {
+    const { add } = this.originals(queue);
     const digest = this.digestAtEnqueue(definition, queue, name, data, opts);
+    annotate({ digest });
     if (!definition.lock.locksAtEnqueue) {
       const job = await add(name, data, runtimeOnlyOpts(definition, opts));
       return { result: { status: 'enqueued', job, digest } };
@@ -156,6 +191,15 @@ export class JobInterceptor {
    * others are locked one by one. Every digest is computed first, so a bad entry enqueues nothing.
    */
   async enqueueBulk(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
+    if (!this.instrumentation || !jobs.some((entry) => this.definitionOf(queue.name, entry.name))) {
+      return this.bulkEnqueue(queue, jobs);
+    }
+    return this.instrumented('enqueueBulk', { queue: queue.name, jobs: jobs.length }, () =>
+      this.bulkEnqueue(queue, jobs),
+    );
+  }
+
+  private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
     const { addBulk } = this.originals(queue);
     const prepared = jobs.map((entry): PreparedBulkJob => {
       const opts = entry.opts ?? {};
@@ -261,7 +305,7 @@ export class JobInterceptor {
       else this.contended.add(lockKey);
       return outcome;
     }
-    const key = this.deps.keys.enqueueLock(digest);
+    const key = this.deps.keys.enqueueLock(digest, definition.options.lock);
     const lease = (definition.options.lockTtl ?? DEFAULT_ENQUEUE_LEASE) + delayOf(queue, opts);
     const held = await this.deps.store.acquire(key, jobId, lease, definition.options.lockLimit);
     if (!held.acquired) return { existingJobId: held.holder };
@@ -313,7 +357,7 @@ export class JobInterceptor {
     for (let attempt = 0; attempt < 3 && holder !== undefined; attempt++) {
       if (!(await removeIfNotStarted(queue, holder))) return undefined;
       if (definition.enqueueLockPath === 'semaphore') {
-        await this.deps.store.release(this.deps.keys.enqueueLock(digest), holder);
+        await this.deps.store.release(this.deps.keys.enqueueLock(digest, definition.options.lock), holder);
       }
       const outcome = await this.lockAndAdd(queue, definition, name, data, opts, digest);
       if ('job' in outcome) {
@@ -365,25 +409,59 @@ export class JobInterceptor {
     handler: Processor,
   ): Promise<unknown> {
     const keyed = this.deps.enabled ? this.deps.idempotencyDefinitions.find(job.queueName, job.name) : undefined;
-    const run: Processor = keyed ? (j, t, s) => this.deps.idempotency.run(keyed, j, t, s, handler) : handler;
     const definition = this.definitionOf(job.queueName, job.name);
+    if (!keyed && !definition) return handler(job, token, signal);
+    return this.instrumented(
+      'process',
+      { queue: job.queueName, jobName: job.name, ...(definition ? { lock: definition.options.lock } : {}) },
+      (annotate) => this.processGuarded(job, token, signal, handler, keyed, definition, annotate),
+    );
+  }
+
+  private async processGuarded(
+    job: Job,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    handler: Processor,
+    keyed: ResolvedIdempotency | undefined,
+    definition: ResolvedJobDefinition | undefined,
+    annotate: AnnotateOperation,
+  ): Promise<unknown> {
+    const run: Processor = keyed
+      ? (j, t, s) =>
+          this.instrumented('idempotency', { queue: j.queueName, jobName: j.name, store: keyed.store.name }, () =>
+            this.deps.idempotency.run(keyed, j, t, s, handler),
+          )
+      : handler;
     if (!definition) return run(job, token, signal);
     const lockedDigest = enqueueLockDigest(job);
     const digest = lockedDigest ?? this.digestInWorker(definition, job);
+    annotate({ digest });
     const { lock } = definition;
     const holdsEnqueueLock = lock.locksAtEnqueue && lockedDigest !== undefined;
     const jobId = job.id!;
 
     let runtimeKey: string | undefined;
+    let lockedAt = 0;
     if (lock.locksWhileRunning) {
-      runtimeKey = this.deps.keys.runtimeLock(digest);
-      const held = await this.acquireRuntimeLock(runtimeKey, jobId, definition);
+      const key = (runtimeKey = this.deps.keys.runtimeLock(digest));
+      const waitFrom = Date.now();
+      const held = await this.instrumented(
+        'runtimeLock',
+        { queue: job.queueName, jobName: job.name, digest },
+        async (annotateLock) => {
+          const outcome = await this.acquireRuntimeLock(key, jobId, definition);
+          annotateLock({ acquired: outcome.acquired });
+          return outcome;
+        },
+      );
       if (!held.acquired) {
         return this.serverConflict(
           { side: 'server', job, token, digest, existingJobId: held.holder, definition },
           holdsEnqueueLock,
         );
       }
+      lockedAt = Date.now();
       this.deps.events.emit({
         type: 'locked',
         lock: 'runtime',
@@ -391,6 +469,7 @@ export class JobInterceptor {
         jobName: job.name,
         digest,
         jobId,
+        waitedMs: lockedAt - waitFrom,
       });
     }
     const keeper = runtimeKey ? this.keepLease(runtimeKey, job, definition, digest) : undefined;
@@ -411,6 +490,9 @@ export class JobInterceptor {
       throw error;
     } finally {
       keeper?.stop();
+      // A lease that ended under the handler (an event-loop stall, or Redis out of reach, longer than the lease) is lost
+      // even when no renewal answer said so: the handler may have returned before the next renewal was sent.
+      if (keeper?.expired) keeper.reportLost();
       if (runtimeKey) {
         await this.quietly(job, digest, async () => {
           if (await this.deps.store.release(runtimeKey, jobId)) {
@@ -421,6 +503,7 @@ export class JobInterceptor {
               jobName: job.name,
               digest,
               jobId,
+              heldMs: Date.now() - lockedAt,
             });
           }
         });
@@ -443,16 +526,25 @@ export class JobInterceptor {
   }
 
   /**
-   * A job that failed without passing through {@link process}: BullMQ fails a job that stalled or started too often
-   * before calling the processor. When that failure is final, its enqueue lock is released (owner-checked), so a dead
-   * job never blocks its digest.
+   * A job failed (the worker's `failed` event). A final failure reports the fast-path lock BullMQ deleted with it. A
+   * job that failed without passing through {@link process} (BullMQ fails a job that stalled or started too often
+   * before calling the processor) also gets its enqueue lock released (owner-checked), so a dead job never blocks its
+   * digest.
    */
   async afterWorkerFailure(job: Job): Promise<void> {
-    if (this.failedInProcess.delete(job) || !job.finishedOn) return;
+    const handled = this.failedInProcess.delete(job);
+    if (!job.finishedOn) return;
+    this.reportReleasedWithJob(job);
+    if (handled) return;
     const definition = this.definitionOf(job.queueName, job.name);
     const digest = enqueueLockDigest(job);
     if (!definition || digest === undefined || definition.lock.releaseEnqueueLock === 'on-expiry') return;
     await this.quietly(job, digest, () => this.releaseEnqueueLock(job, definition, digest, 'finish'));
+  }
+
+  /** A job completed (the worker's `completed` event). */
+  afterWorkerCompletion(job: Job): void {
+    this.reportReleasedWithJob(job);
   }
 
   /** Waits up to `lockTimeout` for a run-time lock, backing off (25 ms doubling to 1 s) rather than polling hot. */
@@ -521,7 +613,7 @@ export class JobInterceptor {
         );
       } else {
         await this.deps.store.acquire(
-          this.deps.keys.enqueueLock(digest),
+          this.deps.keys.enqueueLock(digest, definition.options.lock),
           job.id!,
           options.lockTtl ?? DEFAULT_ENQUEUE_LEASE,
           options.lockLimit,
@@ -547,18 +639,40 @@ export class JobInterceptor {
       if (when === 'finish' && definition.options.lockTtl === undefined) return;
       released = await job.removeDeduplicationKey();
     } else {
-      released = await this.deps.store.release(this.deps.keys.enqueueLock(digest), job.id!);
+      released = await this.deps.store.release(this.deps.keys.enqueueLock(digest, definition.options.lock), job.id!);
     }
-    if (released) {
-      this.deps.events.emit({
-        type: 'unlocked',
-        lock: 'enqueue',
-        queue: job.queueName,
-        jobName: job.name,
-        digest,
-        jobId: job.id!,
-      });
+    if (released) this.emitEnqueueUnlocked(job, digest);
+  }
+
+  private emitEnqueueUnlocked(job: Job, digest: string): void {
+    this.deps.events.emit({
+      type: 'unlocked',
+      lock: 'enqueue',
+      queue: job.queueName,
+      jobName: job.name,
+      digest,
+      jobId: job.id!,
+      heldMs: Math.max(0, Date.now() - job.timestamp),
+    });
+  }
+
+  /**
+   * A fast-path enqueue lock without TTL released `on-finish` is deleted by BullMQ itself, in the script that moves the
+   * job to completed or failed: reported here, from the worker's event, once the key is gone.
+   */
+  private reportReleasedWithJob(job: Job): void {
+    const definition = this.definitionOf(job.queueName, job.name);
+    const digest = digestOfDeduplicationId(job.deduplicationId);
+    if (
+      !definition?.lock.locksAtEnqueue ||
+      definition.enqueueLockPath !== 'deduplication' ||
+      definition.lock.releaseEnqueueLock !== 'on-finish' ||
+      definition.options.lockTtl !== undefined ||
+      digest === undefined
+    ) {
+      return;
     }
+    this.emitEnqueueUnlocked(job, digest);
   }
 
   /** Runs a bookkeeping step whose failure must not change the job's outcome; the failure is reported. */
@@ -598,10 +712,21 @@ export class JobInterceptor {
     );
   }
 
+  /** Runs an operation through the instrumentation (tracing), or directly when there is none. */
+  private instrumented<T>(
+    operation: JobOperation,
+    attributes: JobOperationAttributes,
+    work: (annotate: AnnotateOperation) => Promise<T>,
+  ): Promise<T> {
+    return this.instrumentation ? this.instrumentation.run(operation, attributes, work) : work(ignoreAnnotation);
+  }
+
   private emitLocked(definition: ResolvedJobDefinition, jobName: string, digest: string, jobId: string): void {
     this.deps.events.emit({ type: 'locked', lock: 'enqueue', queue: definition.queue, jobName, digest, jobId });
   }
 }
+
+const ignoreAnnotation: AnnotateOperation = () => undefined;
 
 /**
  * Options of a job with a run-time lock only (its digest is computed again in the worker, from the same data). The

@@ -82,6 +82,14 @@ export class UniqueJobsWorkerGuard {
     watchWorker(instance, interceptor);
   }
 
+  /** The queues of the guarded processors' workers: name and key prefix (the reaper checks jobs there). */
+  workerQueues(): { name: string; prefix: string }[] {
+    return [...this.installed.values()].flatMap((instance) => {
+      const worker = (instance as unknown as { _worker?: { name: string; opts: { prefix?: string } } })._worker;
+      return worker ? [{ name: worker.name, prefix: worker.opts.prefix ?? 'bull' }] : [];
+    });
+  }
+
   /** Closes the workers of guarded processors (waiting for their active jobs), before the lock client closes. */
   async closeWorkers(): Promise<void> {
     const workers = [...this.installed.values()].flatMap((instance) => {
@@ -107,6 +115,7 @@ function watchWorker(instance: object, interceptor: JobInterceptor): void {
       worker?.on('failed', (job) => {
         if (job) void interceptor.afterWorkerFailure(job);
       });
+      worker?.on('completed', (job) => interceptor.afterWorkerCompletion(job));
     },
   });
 }

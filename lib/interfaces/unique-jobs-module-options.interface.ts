@@ -1,6 +1,8 @@
 import type { LoggerService } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { UniqueJobsLogLevels } from '../events/event-logger.js';
 import type { IdempotencyStore } from '../idempotency/idempotency-store.interface.js';
+import type { ReaperOptions } from '../reaper/reap-report.interface.js';
 import type { ConflictStrategy } from './conflict-strategy.interface.js';
 import type { IdempotencyDefaults } from './idempotency-key-options.interface.js';
 import type { UniqueJobDefaults, UniqueJobDefinition } from './unique-job-options.interface.js';
@@ -26,10 +28,21 @@ export interface UniqueJobsModuleOptions {
   strategies?: readonly ConflictStrategy[];
   /** The logger. Default: Nest's `Logger` with context `UniqueJobs`. `false` silences the library. */
   logger?: LoggerService | false;
+  /**
+   * The level of the line logged for each event type (`false`: none), over the defaults: `debug` for locks taken and
+   * released, `log` for duplicates, replacements, reschedules and reaped keys, errors where they happen. See
+   * docs/operations.md#events.
+   */
+  logLevels?: UniqueJobsLogLevels;
   /** Stores and defaults of `@IdempotencyKey`. */
   idempotency?: IdempotencyModuleOptions;
   /** `false` turns the library off: no locks, no idempotency (jobs pass straight through). Default `true`. */
   enabled?: boolean;
+  /**
+   * The orphan reaper: releases locks and idempotency claims whose job was removed or finished without releasing them,
+   * and prunes the SQL stores. Runs every minute by default, in one process of the fleet at a time.
+   */
+  reaper?: ReaperOptions;
   /** Bounds of the dead set that keeps rejected duplicates. */
   deadSet?: {
     /** Most entries kept; the oldest are dropped first. Default `10000`. */

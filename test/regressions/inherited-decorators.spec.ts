@@ -12,7 +12,7 @@ import {
   UniqueJobsService,
   type IdempotencyJob,
 } from '../../lib/index.js';
-import { redisClient, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
+import { redisClient, openQueueEvents, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
 
 describe('decorators on a base class', () => {
   const prefix = uniqueName('ujinh');
@@ -53,7 +53,7 @@ describe('decorators on a base class', () => {
     }).compile();
     await moduleRef.init();
     const queue = moduleRef.get<Queue>(getQueueToken(queueName));
-    events = new QueueEvents(queueName, { connection: redisOptions() });
+    events = await openQueueEvents(queueName);
     await events.waitUntilReady();
     const service = moduleRef.get(UniqueJobsService);
 

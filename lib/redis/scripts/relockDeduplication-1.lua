@@ -9,6 +9,10 @@
   ARGV[3] the queue's job key prefix (<queue prefix>:<queue>:)
 
   Returns 1 when the job holds the key, 0 when another job does.
+
+  The holder's job hash (ARGV[3] .. holder) cannot be declared in KEYS: the holder is only known once the key is read.
+  It shares KEYS[1]'s slot whenever the queue's keys do (BullMQ's own add script reads it the same way), which Redis
+  Cluster requires of BullMQ anyway: a hash-tagged prefix such as `{bull}`, or a hash-tagged queue name.
 ]]
 local key = KEYS[1]
 local owner = ARGV[1]

@@ -1,0 +1,88 @@
+import { OrphanReaper } from '../../reaper/orphan-reaper.js';
+import type { ReapReport } from '../../reaper/reap-report.interface.js';
+import type { CliContext } from '../cli-context.js';
+import { CliError, EXIT } from '../errors/cli.error.js';
+import { clean, duration, table, truncate } from '../output.js';
+
+/** Time budget of one reaper run from the CLI (the CLI runs until a whole pass is done). */
+const RUN_BUDGET_MS = 10_000;
+/** Items kept in the CLI's report, as the reaper does per run. */
+const MAX_ITEMS = 1000;
+
+/**
+ * `reap [--dry-run] [--queue q]`: one whole pass of the orphan reaper (lib/reaper) over the library's locks and
+ * idempotency claims under the prefix, and the deduplication keys of every queue found (or of `--queue` only). A dry run reports what it would release and changes nothing. When an
+ * application's reaper is working right now (it holds the leadership), nothing is done and the exit code is 1.
+ */
+export async function reapCommand(context: CliContext, args: readonly string[]): Promise<number> {
+  if (args.length > 0)
+    throw new CliError(`reap takes no arguments (got ${JSON.stringify(args[0])})`, EXIT.failed, true);
+  const dryRun = context.args.values['dry-run'] ?? false;
+  const client = await context.redis();
+  const wanted = context.args.values.queue;
+  const queues = (await context.queues()).filter((queue) => wanted === undefined || queue.name === wanted);
+  const reaper = new OrphanReaper({
+    client,
+    prefix: context.prefix,
+    queues: () => queues,
+    options: { timeBudget: RUN_BUDGET_MS },
+  });
+  context.onClose(() => reaper.resign());
+  let report: ReapReport | undefined;
+  do {
+    const run = await reaper.run({ dryRun });
+    report = report ? merge(report, run) : run;
+  } while (report.leader && !report.complete);
+
+  if (!report.leader) {
+    throw new CliError(
+      'Another process holds the reaper leadership (an application reaping right now); nothing was done, try again later',
+    );
+  }
+  const done = report;
+  context.print(done, () => {
+    const { reaped } = done;
+    const verb = done.dryRun ? 'Would release' : 'Released';
+    const lines = [
+      `${done.dryRun ? 'Dry run: nothing was changed. ' : ''}Scanned ${done.scannedKeys} keys in ${duration(done.durationMs)}.`,
+      `${verb}: ${reaped.enqueueLocks} enqueue lock owners, ${reaped.deduplicationKeys} deduplication keys, ${reaped.runtimeLeases} run-time leases, ${reaped.idempotencyClaims} idempotency claims.`,
+    ];
+    if (done.items.length > 0) {
+      lines.push(
+        '',
+        table(
+          ['KIND', 'JOB', 'REASON', 'KEY'],
+          done.items.map((item) => [
+            item.kind,
+            clean(item.jobId === undefined ? undefined : truncate(item.jobId, 40)),
+            clean(item.reason),
+            clean(item.key),
+          ]),
+        ),
+      );
+    }
+    return lines.join('\n');
+  });
+  return EXIT.ok;
+}
+
+/** Two consecutive runs of one pass as one report. */
+function merge(first: ReapReport, next: ReapReport): ReapReport {
+  const sum = (key: keyof ReapReport['reaped']) => first.reaped[key] + next.reaped[key];
+  return {
+    startedAt: first.startedAt,
+    durationMs: next.startedAt + next.durationMs - first.startedAt,
+    dryRun: first.dryRun,
+    leader: next.leader,
+    complete: next.complete,
+    scannedKeys: first.scannedKeys + next.scannedKeys,
+    reaped: {
+      enqueueLocks: sum('enqueueLocks'),
+      deduplicationKeys: sum('deduplicationKeys'),
+      runtimeLeases: sum('runtimeLeases'),
+      idempotencyClaims: sum('idempotencyClaims'),
+      sqlRecords: sum('sqlRecords'),
+    },
+    items: [...first.items, ...next.items].slice(0, MAX_ITEMS),
+  };
+}

@@ -1,0 +1,32 @@
+import { describe, expect, it } from '@jest/globals';
+import { adminUrl, escapeHtml, html, styleSheet } from '../../lib/admin/views/html.js';
+
+describe('admin views: escaping', () => {
+  it('escapes every interpolated value, passes nested html fragments and arrays of them through', () => {
+    const payload = `<img src=x onerror="alert('1')">&\`=`;
+    expect(escapeHtml(payload)).toBe('&lt;img src&#61;x onerror&#61;&quot;alert(&#39;1&#39;)&quot;&gt;&amp;&#96;&#61;');
+    const row = html`<td title="${payload}">${payload}</td>`;
+    expect(row.toString()).not.toContain('<img');
+    expect(row.toString()).not.toContain('"alert');
+    const markup = html; // (not named `html`, so Prettier leaves the template's whitespace alone)
+    const list = markup`<ul>${['<a>', markup`<li>${'<b>'}</li>`]}</ul>`;
+    expect(list.toString()).toBe('<ul>&lt;a&gt;<li>&lt;b&gt;</li></ul>');
+    expect(html`${undefined}${null}${false}${0}${true}`.toString()).toBe('0true');
+    // A look-alike object is not trusted: only html`` creates SafeHtml.
+    const forged = { toString: () => '<script>alert(1)</script>' } as unknown as string;
+    expect(html`${forged}`.toString()).toBe('&lt;script&gt;alert(1)&lt;/script&gt;');
+  });
+
+  it('admits a style sheet only when it cannot close its element', () => {
+    expect(styleSheet('a { color: red }').toString()).toBe('a { color: red }');
+    expect(() => styleSheet('</style><script>alert(1)</script>')).toThrow(/must not contain/);
+  });
+
+  it('builds same-site URLs: encoded segments and query values, one leading slash', () => {
+    expect(adminUrl('/ops/unique-jobs', ['locks', 'v1:ab/../x?y'], { notice: 'released', n: 1, skip: undefined })).toBe(
+      '/ops/unique-jobs/locks/v1%3Aab%2F..%2Fx%3Fy?notice=released&n=1',
+    );
+    expect(adminUrl('//evil.example/x')).toBe('/evil.example/x');
+    expect(adminUrl('/')).toBe('/');
+  });
+});

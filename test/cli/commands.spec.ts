@@ -1,0 +1,243 @@
+// `unique-jobs dead|keys|reap` and the CLI's error handling, run as a child process (the built executable) against
+// what a real app left in Redis: dead-set entries, idempotency records, an orphaned lock.
+import { createServer } from 'node:net';
+import { describe, expect, it, jest } from '@jest/globals';
+import type { DeadSetEntry, ReapReport } from '../../lib/index.js';
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { asDuplicate, byId, dedupKey, digestOf, queuedKey } from '../support/locks.js';
+import { runCli, runCliJson } from './run-cli.js';
+
+// Each test spawns the CLI several times (a Node process each): generous on a loaded machine.
+jest.setTimeout(120_000);
+
+type DeadList = { size: number; offset: number; entries: DeadSetEntry[] };
+
+/** A TCP port nothing listens on (bound, then closed). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve())));
+  return port;
+}
+
+describe('unique-jobs dead', () => {
+  const { redis, start } = useApps('cli-dead', {
+    unique: { lock: 'until_executed', lockArgs: byId, onConflict: 'reject' },
+    paused: true,
+  });
+  const scoped = (app: TestApp, ...args: string[]) => [...args, '--prefix', app.prefix];
+
+  it('lists, retries (kept while the lock is held, enqueued under the lock once free) and deletes entries', async () => {
+    const app = await start();
+    const holder = await app.queue.add('job', { id: 'a', n: 0 });
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
+    const id = dup.deadSetEntryId!;
+    const digest = digestOf(app, 'job', { id: 'a' });
+
+    const listed = await runCliJson<DeadList>(scoped(app, 'dead', 'list'));
+    expect(listed.code).toBe(0);
+    expect(listed.json).toMatchObject({ size: 1, offset: 0 });
+    expect(listed.json.entries).toEqual([
+      expect.objectContaining({ id, queue: app.queue.name, jobName: 'job', data: { id: 'a', n: 1 }, digest }),
+    ]);
+    const table = await runCli(scoped(app, 'dead', 'list'));
+    expect(table.stdout).toMatch(/^ID\s+REJECTED\s+QUEUE\s+JOB\s+SIDE\s+HOLDER\s+REASON/);
+    expect(table.stdout).toContain(id);
+    expect(table.stdout).toContain('1 of 1 entry');
+
+    // The holder still holds the lock: the retry is a duplicate, and the entry stays.
+    const held = await runCliJson(scoped(app, 'dead', 'retry', id));
+    expect(held).toMatchObject({ code: 1, json: { id, status: 'duplicate', existingJobId: holder.id, kept: true } });
+    expect((await app.service.deadSet.get(id))?.data).toEqual({ id: 'a', n: 1 });
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+
+    // Once the holder is gone, the retry enqueues the job under the lock (BullMQ's deduplication key).
+    await holder.remove();
+    const retried = await runCliJson<{ status: string; jobId: string }>(scoped(app, 'dead', 'retry', id));
+    expect(retried).toMatchObject({ code: 0, json: { id, status: 'enqueued', queue: app.queue.name, digest } });
+    const job = await app.queue.getJob(retried.json.jobId);
+    expect(job?.data).toEqual({ id: 'a', n: 1 });
+    expect(await redis.get(dedupKey(app.queue.name, digest))).toBe(retried.json.jobId);
+    expect(await app.service.deadSet.size()).toBe(0);
+
+    // Delete: without --yes it only says what it would delete.
+    const again = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 2 }));
+    const plan = await runCli(scoped(app, 'dead', 'delete', again.deadSetEntryId!));
+    expect(plan.code).toBe(0);
+    expect(plan.stdout).toContain(`Entry ${again.deadSetEntryId}`);
+    expect(plan.stdout).toContain('run again with --yes');
+    expect(await app.service.deadSet.size()).toBe(1);
+    const deleted = await runCliJson(scoped(app, 'dead', 'delete', again.deadSetEntryId!, '--yes'));
+    expect(deleted).toMatchObject({ code: 0, json: { id: again.deadSetEntryId, deleted: true } });
+    expect(await app.service.deadSet.size()).toBe(0);
+    expect(await redis.get(dedupKey(app.queue.name, digest))).toBe(retried.json.jobId);
+  });
+
+  it('retries a general-path entry when told the lock (--lock-limit)', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, onConflict: 'reject', lockLimit: 2 } });
+    await app.queue.add('job', { id: 'a', n: 0 });
+    const second = await app.queue.add('job', { id: 'a', n: 1 });
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 2 }));
+    const key = queuedKey(app.prefix, dup.digest);
+
+    const full = await runCliJson(scoped(app, 'dead', 'retry', dup.deadSetEntryId!, '--lock-limit', '2'));
+    expect(full).toMatchObject({ code: 1, json: { status: 'duplicate' } });
+    expect(await redis.zcard(key)).toBe(2);
+
+    await second.remove();
+    await redis.zrem(key, second.id!); // a removed job keeps its slot until its lease ends: free it as the reaper would
+    const retried = await runCliJson<{ jobId: string }>(
+      scoped(app, 'dead', 'retry', dup.deadSetEntryId!, '--lock-limit', '2'),
+    );
+    expect(retried).toMatchObject({ code: 0, json: { status: 'enqueued' } });
+    expect((await redis.zrange(key, '0', '-1')).sort()).toContain(retried.json.jobId);
+    expect(await redis.zcard(key)).toBe(2);
+  });
+
+  it('rejects an id that is not a UUID and reports one that does not exist', async () => {
+    const app = await start();
+    const bad = await runCli(scoped(app, 'dead', 'delete', '../../etc', '--yes'));
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('entry ids are UUIDs');
+    const unknown = await runCli(scoped(app, 'dead', 'retry', '00000000-0000-4000-8000-000000000000'));
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('No dead-set entry 00000000-0000-4000-8000-000000000000');
+    const empty = await runCli(scoped(app, 'dead', 'list'));
+    expect(empty).toMatchObject({ code: 0, stdout: 'The dead set is empty.\n' });
+  });
+});
+
+describe('unique-jobs keys show', () => {
+  const { start } = useApps('cli-keys');
+
+  it('shows the record of an idempotency key by scope or by queue and job name', async () => {
+    const app = await start({
+      idempotency: { key: (job) => (job.data as { orderId: string }).orderId },
+      handler: async (job) => ({ charged: (job.data as { amount: number }).amount }),
+    });
+    const job = await app.queue.add('charge', { orderId: 'order-1', amount: 42 });
+    await app.finished(job);
+
+    const byName = await runCliJson<{ found: boolean; record: Record<string, unknown> }>([
+      'keys',
+      'show',
+      'order-1',
+      '--queue',
+      app.queue.name,
+      '--name',
+      'charge',
+      '--prefix',
+      app.prefix,
+    ]);
+    expect(byName.code).toBe(0);
+    expect(byName.json).toMatchObject({
+      scope: `${app.queue.name}:charge`,
+      key: 'order-1',
+      found: true,
+      record: { state: 'completed', jobId: job.id, result: JSON.stringify({ charged: 42 }), attempts: 1 },
+    });
+    const human = await runCli([
+      'keys',
+      'show',
+      'order-1',
+      '--scope',
+      `${app.queue.name}:charge`,
+      '--prefix',
+      app.prefix,
+    ]);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toContain('State     completed');
+    expect(human.stdout).toContain('{"charged":42}');
+
+    const absent = await runCliJson([
+      'keys',
+      'show',
+      'order-2',
+      '--scope',
+      `${app.queue.name}:charge`,
+      '--prefix',
+      app.prefix,
+    ]);
+    expect(absent).toMatchObject({ code: 0, json: { found: false, record: null } });
+    const noScope = await runCli(['keys', 'show', 'order-1', '--prefix', app.prefix]);
+    expect(noScope.code).toBe(1);
+    expect(noScope.stderr).toContain('--scope <scope>, or --queue <queue> --name <job name>');
+  });
+});
+
+describe('unique-jobs reap', () => {
+  const { redis, start } = useApps('cli-reap', {
+    unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+    paused: true,
+  });
+
+  it('--dry-run reports an orphaned lock and changes nothing; without it the orphan is released', async () => {
+    const app = await start();
+    const kept = await app.queue.add('job', { id: 'a', n: 1 });
+    const removed = await app.queue.add('job', { id: 'a', n: 2 });
+    const key = queuedKey(app.prefix, digestOf(app, 'job', { id: 'a' }));
+    await removed.remove(); // its general-path slot stays until the lease ends: an orphan
+
+    const dry = await runCliJson<ReapReport>(['reap', '--dry-run', '--queue', app.queue.name, '--prefix', app.prefix]);
+    expect(dry.code).toBe(0);
+    expect(dry.json).toMatchObject({ dryRun: true, leader: true, complete: true });
+    expect(dry.json.items).toContainEqual({ key, kind: 'enqueueLock', jobId: removed.id, reason: 'job gone' });
+    expect(dry.json.items.some((item) => item.jobId === kept.id)).toBe(false);
+    expect((await redis.zrange(key, '0', '-1')).sort()).toEqual([kept.id, removed.id].sort());
+    const human = await runCli(['reap', '--dry-run', '--queue', app.queue.name, '--prefix', app.prefix]);
+    expect(human.stdout).toContain('Dry run: nothing was changed.');
+    expect(human.stdout).toContain(removed.id);
+
+    const real = await runCliJson<ReapReport>(['reap', '--queue', app.queue.name, '--prefix', app.prefix]);
+    expect(real.code).toBe(0);
+    expect(real.json).toMatchObject({ dryRun: false, complete: true });
+    expect(real.json.items).toContainEqual({ key, kind: 'enqueueLock', jobId: removed.id, reason: 'job gone' });
+    expect(await redis.zrange(key, '0', '-1')).toEqual([kept.id]);
+  });
+});
+
+describe('unique-jobs errors', () => {
+  it('Redis unreachable: one clear line and exit code 2', async () => {
+    const port = await closedPort();
+    const run = await runCli(['locks', 'list', '--redis', `redis://user:secret@127.0.0.1:${port}`], { connect: false });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(
+      `unique-jobs: Cannot reach Redis at redis://127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
+    expect(run.stderr).not.toContain('secret');
+    expect(run.stdout).toBe('');
+    const json = await runCli(['dead', 'list', '--json', '--redis', `redis://127.0.0.1:${port}`], { connect: false });
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.stderr)).toEqual({
+      error: { message: expect.stringContaining('Cannot reach Redis'), exitCode: 2 },
+    });
+  });
+
+  it('unknown command, subcommand or option: the usage, exit code 1; --help: the usage, exit code 0', async () => {
+    const unknown = await runCli(['frobnicate'], { connect: false });
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('unique-jobs: Unknown command "frobnicate"');
+    expect(unknown.stderr).toContain('Usage: unique-jobs <command> [options]');
+    const sub = await runCli(['locks', 'frob'], { connect: false });
+    expect(sub.code).toBe(1);
+    expect(sub.stderr).toContain('Unknown subcommand "locks frob"');
+    const option = await runCli(['locks', 'list', '--frob'], { connect: false });
+    expect(option.code).toBe(1);
+    expect(option.stderr).toContain("Unknown option '--frob'");
+    const none = await runCli([], { connect: false });
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('Missing command');
+    const help = await runCli(['--help'], { connect: false });
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('locks list [pattern]');
+    expect(help.stdout).toContain('Exit codes: 0 done, 1 usage error or nothing done, 2 Redis unreachable.');
+  });
+
+  it('rejects a prefix that is not a plain key part', async () => {
+    const run = await runCli(['locks', 'list', '--prefix', 'a*b']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('--prefix may hold letters, digits');
+  });
+});
