@@ -9,7 +9,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'bench/*.mjs'] },
+        projectService: true,
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -24,6 +24,8 @@ export default tseslint.config(
     files: ['**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
+      // Keep disableTypeChecked's parser options (no type information for plain JavaScript), add the globals.
+      ...tseslint.configs.disableTypeChecked.languageOptions,
       globals: {
         process: 'readonly',
         console: 'readonly',

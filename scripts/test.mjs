@@ -1,5 +1,6 @@
-// `npm test`: makes sure Redis and PostgreSQL are there (starting them if needed), compiles the child-process
-// fixtures, runs jest with REDIS_URL and DATABASE_URL set, and ends with one line: "N passed, N failed".
+// One jest phase of `npm test` (scripts/test-all.mjs): makes sure Redis and PostgreSQL are there (starting them if
+// needed), compiles the child-process fixtures, runs jest with REDIS_URL and DATABASE_URL set (and the arguments given,
+// e.g. `--config jest.chaos.config.mjs` or test paths), and ends with one line: "N passed, N failed".
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,11 +24,13 @@ const env = {
 };
 let status = 1;
 try {
-  const build = spawnSync(
-    'sh',
-    ['-c', 'npx tsc -p tsconfig.fixtures.json && node scripts/copy-lua.mjs .build/lib/redis'],
-    { stdio: 'inherit', env },
-  );
+  // `npm test` compiles the fixtures once for all its phases (scripts/test-all.mjs).
+  const build = process.env.UNIQUE_JOBS_FIXTURES_BUILT
+    ? { status: 0 }
+    : spawnSync('sh', ['-c', 'npx tsc -p tsconfig.fixtures.json && node scripts/copy-lua.mjs .build/lib/redis'], {
+        stdio: 'inherit',
+        env,
+      });
   if (build.status !== 0) throw new Error('compiling the test fixtures failed');
   const report = join(tmpdir(), `unique-jobs-jest-${process.pid}.json`);
   const jest = spawnSync('npx', ['jest', '--json', `--outputFile=${report}`, ...process.argv.slice(2)], {

@@ -47,6 +47,7 @@ type JobStatus = 'live' | 'finished' | 'gone';
 
 const MAX_ITEMS = 1000;
 const MAX_LOCK_OWNERS = 100;
+const MAX_SUSPECTS = 1000;
 
 /**
  * Finds and releases what crashes and hand-removed jobs leave behind: general-path enqueue locks and idempotency claims
@@ -122,7 +123,8 @@ export class OrphanReaper {
       if (cursor === '0') this.streams.shift();
       report.scannedKeys += found.length;
       await Promise.all(found.map((key) => this.inspect(stream, key, dryRun, record, suspects)));
-      if (Date.now() >= deadline) break;
+      // Confirming suspects costs calls too: a run that found many stops scanning and leaves the rest to the next.
+      if (Date.now() >= deadline || suspects.length >= MAX_SUSPECTS) break;
     }
     report.complete = this.streams.length === 0;
     if (report.complete) this.discovered = undefined;

@@ -5,8 +5,9 @@ import { JobInterceptor } from '../interceptor/job.interceptor.js';
 import { OpenTelemetryInstrumentation, type OpenTelemetryApi } from './open-telemetry.instrumentation.js';
 
 /**
- * OpenTelemetry spans for unique jobs, on whenever `@opentelemetry/api` is installed (an optional peer, imported when
- * the module starts); without a registered tracer provider the spans are no-ops. See {@link OpenTelemetryInstrumentation}
+ * OpenTelemetry spans for unique jobs, on when `@opentelemetry/api` is installed (an optional peer, imported when the
+ * module starts) and a tracer provider is registered before the application starts (an SDK's `start()`); otherwise
+ * nothing is wrapped and nothing is paid per job. See {@link OpenTelemetryInstrumentation}
  * for the spans and their attributes (never job data, idempotency keys or job ids).
  */
 @Injectable()
@@ -25,6 +26,9 @@ export class UniqueJobsTracing implements OnModuleInit, OnModuleDestroy {
     } catch {
       return; // the optional peer is not installed: no tracing
     }
+    // Without a tracer provider every span would be a no-op that still costs its bookkeeping on each job: stay out of
+    // the way unless one is registered (as OpenTelemetry's SDKs do before the application starts).
+    if (!hasTracerProvider(api)) return;
     const instrumentation = new OpenTelemetryInstrumentation(api);
     this.interceptor.instrument(instrumentation);
     this.subscription = this.events.events$.subscribe((event) => instrumentation.annotate(event));
@@ -33,4 +37,11 @@ export class UniqueJobsTracing implements OnModuleInit, OnModuleDestroy {
   onModuleDestroy(): void {
     this.subscription?.unsubscribe();
   }
+}
+
+/** Whether a real tracer provider is registered (the global proxy delegates to something other than the no-op). */
+function hasTracerProvider(api: OpenTelemetryApi): boolean {
+  const provider = api.trace.getTracerProvider();
+  if (!(provider instanceof api.ProxyTracerProvider)) return true;
+  return provider.getDelegate() !== new api.ProxyTracerProvider().getDelegate();
 }
