@@ -5,7 +5,7 @@ import type { IdempotencyStore } from '../idempotency/idempotency-store.interfac
 import { LockStore } from '../locks/lock-store.js';
 import { UniqueJobsKeys } from '../redis/keys.js';
 import { RedisScripts } from '../redis/redis-scripts.js';
-import { connectedScanNodes, discoverQueues, escapeGlob } from '../redis/scan.js';
+import { connectedScanNodes, discoverQueueNames, escapeGlob } from '../redis/scan.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
 
 /** What the reaper needs: the library's Redis and prefix, and where to find the jobs that own locks. */
@@ -48,6 +48,8 @@ type JobStatus = 'live' | 'finished' | 'gone';
 const MAX_ITEMS = 1000;
 const MAX_LOCK_OWNERS = 100;
 const MAX_SUSPECTS = 1000;
+/** Default `grace`: far above the time between a general-path lock and its add (one round trip). */
+const DEFAULT_GRACE = 15_000;
 
 /**
  * Finds and releases what crashes and hand-removed jobs leave behind: general-path enqueue locks and idempotency claims
@@ -66,8 +68,11 @@ export class OrphanReaper {
   private readonly grace: number;
   /** SCAN streams left of the current pass (a pass spans runs when the time budget ends a run first). */
   private streams: ScanStream[] = [];
-  /** Queues found by their `meta` key during the current pass (only when a general-path lock needs them). */
-  private discovered: ReaperQueue[] | undefined;
+  /**
+   * Every queue on the server (qualified names), found once per pass and only when a general-path lock needs it. The
+   * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
+   */
+  private discovered: Promise<string[]> | undefined;
 
   constructor(private readonly deps: OrphanReaperDeps) {
     this.scripts = new RedisScripts(deps.client);
@@ -75,7 +80,7 @@ export class OrphanReaper {
     this.keys = new UniqueJobsKeys(deps.prefix);
     this.batchSize = deps.options?.batchSize ?? 500;
     this.timeBudget = deps.options?.timeBudget ?? 1000;
-    this.grace = deps.options?.grace ?? 5000;
+    this.grace = deps.options?.grace ?? DEFAULT_GRACE;
   }
 
   /**
@@ -205,7 +210,7 @@ export class OrphanReaper {
     for (let i = 0; i < owners.length; i += 2) {
       const [jobId, score] = [owners[i], owners[i + 1]];
       if (expired.includes(jobId)) continue;
-      const jobKeys = async () => (await this.queuesFor()).map((queue) => `${queue.prefix}:${queue.name}:${jobId}`);
+      const jobKeys = async () => (await this.queueNames()).map((queue) => `${queue}:${jobId}`);
       const statuses = await Promise.all((await jobKeys()).map((jobKey) => this.jobStatus(jobKey)));
       if (statuses.includes('live')) continue;
       suspects.push({
@@ -237,20 +242,17 @@ export class OrphanReaper {
   }
 
   /**
-   * Queues whose jobs may own a general-path lock: the known ones, and (once per pass, only when needed) every queue
-   * found by its BullMQ `meta` key under the known queue prefixes.
+   * Queues whose jobs may own a general-path lock, which records only its owner's job id: the known ones and every
+   * BullMQ queue on the server, whatever its prefix (another application sharing the library prefix, a `{bull}`
+   * prefix on a cluster). An owner is "gone" only when no queue on the server holds its job.
    */
-  private async queuesFor(): Promise<ReaperQueue[]> {
-    this.discovered ??= await this.discoverQueues();
-    return uniqueQueues([...this.knownQueues(), ...this.discovered]);
-  }
-
-  private async discoverQueues(): Promise<ReaperQueue[]> {
-    const prefixes = new Set(['bull', ...this.knownQueues().map((queue) => queue.prefix)]);
-    const found = await Promise.all(
-      [...prefixes].map((prefix) => discoverQueues(this.deps.client, prefix, this.batchSize)),
-    );
-    return found.flat();
+  private async queueNames(): Promise<string[]> {
+    this.discovered ??= discoverQueueNames(this.deps.client, this.batchSize).catch((error: unknown) => {
+      this.discovered = undefined;
+      throw error;
+    });
+    const known = this.knownQueues().map((queue) => `${queue.prefix}:${queue.name}`);
+    return [...new Set([...known, ...(await this.discovered)])];
   }
 
   /** A BullMQ job's status from its hash: every job has a `timestamp`; a finished one has `finishedOn`. */

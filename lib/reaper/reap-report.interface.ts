@@ -51,7 +51,7 @@ export interface ReaperOptions {
   timeBudget?: number;
   /**
    * A general-path enqueue lock or an idempotency claim found orphaned is checked again after this many ms before it
-   * is released, so a lock taken just before its job was added is never mistaken for an orphan. Default 5,000.
+   * is released, so a lock taken just before its job was added is never mistaken for an orphan. Default 15,000.
    */
   grace?: number;
   /**

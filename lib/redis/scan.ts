@@ -46,3 +46,21 @@ export async function discoverQueues(
   }
   return [...names].sort().map((name) => ({ name, prefix }));
 }
+
+/**
+ * Every BullMQ queue on the server, whatever its prefix: the qualified names (`<prefix>:<queue>`) of the keys that end
+ * in `:meta`, on every node, in steps of `count` keys. A key of another application that happens to end in `:meta`
+ * only adds a name whose job keys do not exist.
+ */
+export async function discoverQueueNames(client: Redis | Cluster, count = 1000): Promise<string[]> {
+  const names = new Set<string>();
+  for (const node of await connectedScanNodes(client)) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', '*:meta', 'COUNT', count);
+      cursor = next;
+      for (const key of keys) names.add(key.slice(0, -':meta'.length));
+    } while (cursor !== '0');
+  }
+  return [...names].sort();
+}

@@ -1,6 +1,8 @@
 import { firstValueFrom, filter } from 'rxjs';
 import Database from 'better-sqlite3';
-import type { Redis } from 'ioredis';
+import { Queue } from 'bullmq';
+import { Redis as IORedis, type Redis } from 'ioredis';
+import { connectedScanNodes } from '../../lib/redis/scan.js';
 import {
   OrphanReaper,
   RedisIdempotencyStore,
@@ -12,7 +14,7 @@ import {
 import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
 import { deferred } from '../support/deferred.js';
 import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey, runningKey } from '../support/locks.js';
-import { bullPrefix, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { bullPrefix, redisClient, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
 
 describe('the orphan reaper', () => {
   let redis: Redis;
@@ -278,6 +280,61 @@ describe('the orphan reaper', () => {
     } finally {
       await reaper.resign();
       database.close();
+    }
+  });
+
+  it('keeps the general-path lock of a waiting job in a queue under a BullMQ prefix this application does not use', async () => {
+    const prefix = uniqueName('ujforeign'); // the library prefix two applications share
+    // A hash-tagged prefix, so the same test runs on a Redis Cluster.
+    const queue = new Queue(uniqueName('charges'), {
+      connection: redisOptions(),
+      prefix: `{${uniqueName('payments')}}`,
+    });
+    const lock = queuedKey(prefix, 'v1:' + 'b'.repeat(64));
+    const reaper = new OrphanReaper({
+      client: redis,
+      prefix,
+      queues: () => [{ name: uniqueName('emails'), prefix: 'bull' }],
+      options: { grace: 0 },
+    });
+    try {
+      // The other application's general-path enqueue: the lock, then its job, which waits.
+      await redis.zadd(lock, Date.now() + 86_400_000, 'job-b-1');
+      await queue.add('charge', { id: 1 }, { jobId: 'job-b-1' });
+      const report = await reaper.run();
+      expect(report.reaped.enqueueLocks).toBe(0);
+      expect(await owners(redis, lock)).toEqual(['job-b-1']);
+    } finally {
+      await reaper.resign();
+      await queue.obliterate({ force: true });
+      await queue.close();
+      await redis.del(lock);
+    }
+  });
+
+  it('looks for the queues of general-path owners once per pass, not once per lock', async () => {
+    const prefix = uniqueName('ujdiscover');
+    const client = redisClient();
+    let discoveries = 0;
+    // Counts the first SCAN call of each walk over the `meta` keys, on any node (the real command still runs).
+    const scan = IORedis.prototype.scan;
+    IORedis.prototype.scan = function (this: IORedis, ...args: unknown[]) {
+      if (args[0] === '0' && String(args[2]).endsWith(':meta')) discoveries++;
+      return (scan as (...a: unknown[]) => ReturnType<typeof scan>).apply(this, args);
+    };
+    const reaper = new OrphanReaper({ client, prefix, options: { grace: 0 } });
+    try {
+      for (let i = 0; i < 20; i++) {
+        await redis.zadd(queuedKey(prefix, `v1:${String(i).padStart(64, '0')}`), Date.now() + 60_000, `missing-${i}`);
+      }
+      const report = await reaper.run({ dryRun: true });
+      expect(report.reaped.enqueueLocks).toBe(20);
+      expect(discoveries).toBe((await connectedScanNodes(client)).length);
+    } finally {
+      IORedis.prototype.scan = scan;
+      await reaper.resign();
+      await client.quit();
+      for (const key of await scanKeys(redis, `${prefix}:*`)) await redis.del(key);
     }
   });
 
