@@ -9,6 +9,7 @@ import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
 import { byId, dedupKey, digestOf, queuedKey, runningKey } from '../support/locks.js';
 import { runCli, runCliJson } from './run-cli.js';
+import { uniqueName } from '../support/redis.js';
 
 // Each test spawns the CLI several times (a Node process each): generous on a loaded machine.
 jest.setTimeout(120_000);
@@ -107,7 +108,9 @@ describe('unique-jobs locks', () => {
         await gate.promise;
       },
     });
-    const job = await app.queue.add('job', { id: 'a' });
+    // A job id of its own: BullMQ's counter ids ("1") repeat across queues, and a run-time lock records only the id,
+    // so with another test's active job "1" on the same Redis the owner's queue would be a guess (documented).
+    const job = await app.queue.add('job', { id: 'a' }, { jobId: uniqueName('rt') });
     await started.promise;
     const digest = digestOf(app, 'job', { id: 'a' });
     const key = runningKey(app.prefix, digest);
