@@ -1,5 +1,5 @@
 import type { DeadSetEntry } from '../../dead-set/dead-set-entry.interface.js';
-import type { IdempotencyState } from '../../idempotency/idempotency-store.interface.js';
+import type { IdempotencyRecord } from '../../idempotency/idempotency-store.interface.js';
 import type { HeldLock } from '../../inspection/lock-inspection.interface.js';
 
 /** One point of a job's history. */
@@ -52,20 +52,7 @@ export interface AdminDeadSetPage {
 }
 
 /** An idempotency record as the admin shows it (the owner token, a capability, is left out). */
-export interface AdminIdempotencyRecord {
-  scope: string;
-  key: string;
-  state: IdempotencyState;
-  jobId: string | undefined;
-  fingerprint: string | undefined;
-  /** The stored result (JSON text) of a completed record. */
-  result: string | undefined;
-  /** The stored error (JSON text) of a failed record. */
-  error: string | undefined;
-  attempts: number;
-  createdAt: number;
-  expiresAt: number;
-}
+export type AdminIdempotencyRecord = Omit<IdempotencyRecord, 'owner'>;
 
 /** The answer to an idempotency key lookup. */
 export interface AdminKeyLookup {
