@@ -1,7 +1,7 @@
 // The event stream end to end: every lock transition publishes its event (including the fast-path release BullMQ does
 // itself, the run-time lock's wait and hold times, and a lost lock), listeners that throw break neither the job nor
 // the other listeners nor the process (rxjs and @nestjs/event-emitter alike), and the log lines at their levels.
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { ConsoleLogger, Injectable, type LoggerService } from '@nestjs/common';
 import { EventEmitter2, EventEmitterModule, OnEvent } from '@nestjs/event-emitter';
 import { Test } from '@nestjs/testing';
@@ -16,10 +16,10 @@ import {
 } from '../../lib/index.js';
 import { spawnFixture } from '../support/fixtures.js';
 import { EventLog } from '../support/events.js';
-import { hold, releaseHeld } from '../support/gates.js';
+import { hold } from '../support/gates.js';
 import { byId, dedupKey, digestOf, queuedKey, runningKey } from '../support/locks.js';
-import { deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
-import { asTestApp, startObservedApp, type ObservedApp, type ObservedAppOptions } from './helpers.js';
+import { deleteKeys, scanKeys, uniqueName } from '../support/redis.js';
+import { asTestApp, useObservedApps } from './helpers.js';
 
 type Of<T extends UniqueJobEvent['type']> = Extract<UniqueJobEvent, { type: T }>;
 
@@ -38,20 +38,7 @@ function recordingLogger(): { logger: LoggerService; lines: Record<'debug' | 'lo
 }
 
 describe('unique-jobs events', () => {
-  const apps: ObservedApp[] = [];
-  const redis = redisClient();
-  const start = async (options: Partial<ObservedAppOptions>): Promise<ObservedApp> => {
-    const app = await startObservedApp({ queue: uniqueName('events'), ...options });
-    apps.push(app);
-    return app;
-  };
-  afterEach(async () => {
-    releaseHeld();
-    for (const app of apps.splice(0)) await app.close();
-  });
-  afterAll(async () => {
-    await redis.quit();
-  });
+  const { redis, start } = useObservedApps('events');
 
   it('reports a fast-path until_executed lock: locked, a duplicate with its strategy and holder, and unlocked once BullMQ deleted the key', async () => {
     const gate = hold();

@@ -10,7 +10,9 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import { type QueueEvents, type Job, type Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { UniqueJobsModule, UniqueJobsService } from '../../lib/index.js';
+import { afterAll, afterEach } from '@jest/globals';
 import { processorClass, type TestApp, type TestAppOptions } from '../support/app.js';
+import { releaseHeld } from '../support/gates.js';
 import { deleteKeys, redisClient, openQueueEvents, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
 
 export interface ObservedAppOptions extends TestAppOptions {
@@ -44,6 +46,39 @@ export interface ObservedApp {
  * A Nest application like a user's: BullMQ, `UniqueJobsModule.forRoot`, a queue and (optionally) its processor, plus
  * the modules under test. Its own queue and prefix; `close()` deletes their keys.
  */
+/**
+ * The app lifecycle of an observability test file (as `useApps` for plain apps): after each test, lets held handlers
+ * go and closes the apps the test started; after the file, quits the Redis client. Call once, inside a `describe`.
+ */
+export function useObservedApps(label: string): {
+  redis: Redis;
+  start(options?: Partial<ObservedAppOptions>): Promise<ObservedApp>;
+  /** Closes an app before the test ends (it is not closed again after it). */
+  stop(app: ObservedApp): Promise<void>;
+} {
+  const redis = redisClient();
+  const apps: ObservedApp[] = [];
+  afterEach(async () => {
+    releaseHeld();
+    for (const app of apps.splice(0)) await app.close();
+  });
+  afterAll(async () => {
+    await redis.quit();
+  });
+  return {
+    redis,
+    start: async (options = {}) => {
+      const app = await startObservedApp({ queue: uniqueName(label), ...options });
+      apps.push(app);
+      return app;
+    },
+    stop: async (app) => {
+      apps.splice(apps.indexOf(app), 1);
+      await app.close();
+    },
+  };
+}
+
 export async function startObservedApp(options: ObservedAppOptions): Promise<ObservedApp> {
   const runs: Job[] = [];
   const prefix = options.module?.prefix ?? uniqueName('ujo');

@@ -1,14 +1,13 @@
 // Prometheus metrics against a real prom-client Registry: after real jobs (duplicates, a rejection, a run-time lock
 // wait, idempotency replays, a reaped orphan), the scrape text holds the expected series with the expected values;
 // the gauges read Redis on scrape.
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { Registry } from 'prom-client';
 import { UniqueJobsMetricsModule, UniqueJobsReaper } from '../../lib/index.js';
 import { EventLog } from '../support/events.js';
-import { Gates, releaseHeld } from '../support/gates.js';
+import { Gates } from '../support/gates.js';
 import { byId, dedupKey, digestOf } from '../support/locks.js';
-import { redisClient, uniqueName } from '../support/redis.js';
-import { asTestApp, startObservedApp, type ObservedApp, type ObservedAppOptions } from './helpers.js';
+import { asTestApp, useObservedApps } from './helpers.js';
 
 /** A scrape as `name{label="value",…}` (labels sorted) → value. */
 function parseScrape(text: string): Map<string, number> {
@@ -33,20 +32,7 @@ function key(name: string, labels: Record<string, string> = {}): string {
 }
 
 describe('UniqueJobsMetricsModule', () => {
-  const apps: ObservedApp[] = [];
-  const redis = redisClient();
-  const start = async (options: Partial<ObservedAppOptions>): Promise<ObservedApp> => {
-    const app = await startObservedApp({ queue: uniqueName('metrics'), ...options });
-    apps.push(app);
-    return app;
-  };
-  afterEach(async () => {
-    releaseHeld();
-    for (const app of apps.splice(0)) await app.close();
-  });
-  afterAll(async () => {
-    await redis.quit();
-  });
+  const { redis, start, stop } = useObservedApps('metrics');
 
   it('counts locks, duplicates by strategy, rejections, idempotency outcomes and reaped keys, with wait and hold histograms and Redis gauges', async () => {
     const registry = new Registry();
@@ -147,7 +133,7 @@ describe('UniqueJobsMetricsModule', () => {
         series.get(key('app_uj_locks_acquired_total', { queue: app.queue.name, job_name: 'pay', lock: 'enqueue' })),
       ).toBe(1);
       expect([...series.keys()].some((name) => name.startsWith('app_uj_held_locks'))).toBe(false);
-      await apps.pop()!.close();
+      await stop(app);
       expect(registry.getMetricsAsArray()).toEqual([]);
     }
   });

@@ -1,7 +1,7 @@
 // OpenTelemetry spans with a real SDK: a BasicTracerProvider with an InMemorySpanExporter registered globally (and the
 // AsyncLocalStorage context manager), then real jobs. Asserts the spans, their parent links and attributes, and that
 // no job data, idempotency key, job id or error message ever reaches an attribute.
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { context, SpanStatusCode, trace, type AttributeValue } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
@@ -12,10 +12,8 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import type { Job } from 'bullmq';
 import { EventLog } from '../support/events.js';
-import { releaseHeld } from '../support/gates.js';
 import { byId, digestOf } from '../support/locks.js';
-import { uniqueName } from '../support/redis.js';
-import { asTestApp, startObservedApp, type ObservedApp, type ObservedAppOptions } from './helpers.js';
+import { asTestApp, useObservedApps } from './helpers.js';
 
 const SECRET_ID = 'customer-42@example.com';
 const SECRET_KEY = 'idem-SECRET-9f31';
@@ -30,12 +28,7 @@ function attributeValues(span: ReadableSpan): AttributeValue[] {
 describe('tracing with @opentelemetry/api', () => {
   const exporter = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-  const apps: ObservedApp[] = [];
-  const start = async (options: Partial<ObservedAppOptions>): Promise<ObservedApp> => {
-    const app = await startObservedApp({ queue: uniqueName('tracing'), ...options });
-    apps.push(app);
-    return app;
-  };
+  const { start } = useObservedApps('tracing');
   const spans = (name: string) => exporter.getFinishedSpans().filter((span) => span.name === name);
 
   beforeAll(() => {
@@ -43,10 +36,6 @@ describe('tracing with @opentelemetry/api', () => {
     trace.setGlobalTracerProvider(provider);
   });
   beforeEach(() => exporter.reset());
-  afterEach(async () => {
-    releaseHeld();
-    for (const app of apps.splice(0)) await app.close();
-  });
   afterAll(async () => {
     trace.disable();
     context.disable();
