@@ -23,28 +23,20 @@ export function escapeGlob(text: string): string {
 }
 
 /**
- * The BullMQ queues under a key prefix, found by their `<prefix>:<name>:meta` key (written when a queue or worker
- * starts), on every node, in steps of `count` keys. Sorted by name.
+ * The BullMQ queues under a key prefix (see {@link discoverQueueNames}), sorted by name. A MATCH narrower than `*:meta`
+ * would cost the same: SCAN visits every key either way.
  */
 export async function discoverQueues(
   client: Redis | Cluster,
   prefix = 'bull',
   count = 1000,
 ): Promise<{ name: string; prefix: string }[]> {
-  const names = new Set<string>();
   const start = `${prefix}:`;
-  for (const node of await connectedScanNodes(client)) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', `${escapeGlob(prefix)}:*:meta`, 'COUNT', count);
-      cursor = next;
-      for (const key of keys) {
-        const name = key.slice(start.length, -':meta'.length);
-        if (key.startsWith(start) && name !== '' && !name.includes(':')) names.add(name);
-      }
-    } while (cursor !== '0');
-  }
-  return [...names].sort().map((name) => ({ name, prefix }));
+  return (await discoverQueueNames(client, count))
+    .filter((qualified) => qualified.startsWith(start))
+    .map((qualified) => qualified.slice(start.length))
+    .filter((name) => name !== '' && !name.includes(':'))
+    .map((name) => ({ name, prefix }));
 }
 
 /**
