@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
+// `npm run bench [-- --quick] [-- --only=enqueue|worker]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
 // interleaved rounds so machine drift cancels; each figure is a ratio to plain BullMQ in the same round (the median
 // over rounds), plus Redis commands per operation counted on the client side (stable across machines) and enqueue
 // latency percentiles. Writes bench/results.json.
@@ -109,8 +109,9 @@ const enqueueVariants = {
   'unique enqueue, duplicates (rejected)': () => uniqueJobs.enqueue(uniqueQueue, 'u', { id: 'dup' }),
 };
 
+const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
 const results = { machine: { quick, rounds: ROUNDS }, enqueue: {}, worker: {} };
-for (const inFlight of [1, 32]) {
+for (const inFlight of only === 'worker' ? [] : [1, 32]) {
   const rounds = Object.fromEntries(Object.keys(enqueueVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\renqueue, ${inFlight} in flight: round ${round + 1}/${ROUNDS}   `);
@@ -123,9 +124,13 @@ for (const inFlight of [1, 32]) {
 await enqueueApp.close();
 
 // ── workers ──
-function processorFor(queueName, { unique, idempotency }) {
+// The floor of any design that answers a claim before the handler starts: a plain worker whose handler first waits
+// for one small Redis call (a SET NX on another connection), as a lock or idempotency claim must.
+const floorClient = new Redis(connection);
+function processorFor(queueName, { unique, idempotency, roundTrip }) {
   class BenchProcessor extends WorkerHost {
-    async process() {
+    async process(job) {
+      if (roundTrip) await floorClient.set(`${queueName}:floor:${job.id}`, '1', 'PX', 60000, 'NX');
       return undefined;
     }
   }
@@ -139,13 +144,14 @@ await sqlStore.migrate();
 const key = (job) => job.data.id;
 const workerVariants = {
   'plain worker': {},
+  'plain worker + 1 round trip (floor)': { roundTrip: true },
   until_executed: { unique: { lock: 'until_executed', lockArgs: (d) => d.id } },
   while_executing: { unique: { lock: 'while_executing', lockArgs: (d) => d.id } },
   '@IdempotencyKey, Redis store': { idempotency: { key } },
   '@IdempotencyKey, PostgreSQL store': { idempotency: { key, store: 'sql' } },
   '@IdempotencyKey, PostgreSQL transactional': { idempotency: { key, store: 'sql', transactional: true } },
 };
-for (const concurrency of [1, 16]) {
+for (const concurrency of only === 'enqueue' ? [] : [1, 16]) {
   const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\rworkers, concurrency ${concurrency}: round ${round + 1}/${ROUNDS}   `);
@@ -263,6 +269,7 @@ do {
   if (keys.length) await cleanup.del(...keys);
 } while (cursor !== '0');
 await cleanup.quit();
+await floorClient.quit();
 await pool.query(`DROP TABLE IF EXISTS "${run}_idempotency"`);
 await pool.end();
 await postgres.stop();

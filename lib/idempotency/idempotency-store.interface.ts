@@ -1,3 +1,5 @@
+import type { Redis } from 'ioredis';
+
 /**
  * The contract every idempotency store meets: Redis (default), PostgreSQL, SQLite, or your own. One shared contract
  * test suite (`test/idempotency/store-contract.ts`) runs against each store; run it against a custom store too.
@@ -35,6 +37,19 @@ export interface IdempotencyStore<Transaction = unknown> {
    * its claim and nothing was written.
    */
   complete(ref: IdempotencyRecordRef, completion: IdempotencyCompletion): Promise<boolean>;
+
+  /**
+   * Optional, for stores on Redis: {@link complete}, sent on `connection` — the connection the worker records the
+   * job's outcome on — when this store's records live on that connection's server (answer `undefined` otherwise, and
+   * the runner awaits {@link complete}). Sent there, the completion takes effect before BullMQ records the job as
+   * completed, because one connection keeps one order; so the runner does not wait for the answer before returning,
+   * and the completion costs no round trip of its own. It must be sent before this method returns.
+   */
+  completeInOrder?(
+    connection: Redis,
+    ref: IdempotencyRecordRef,
+    completion: IdempotencyCompletion,
+  ): Promise<boolean> | undefined;
 
   /** Turns the owner's `in_progress` record into `failed`, storing `failure.error`, kept `failure.ttlMs`. */
   fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): Promise<boolean>;

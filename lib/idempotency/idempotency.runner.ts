@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { canonicalJson } from '../digest/canonical-json.js';
 import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
 import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
@@ -42,6 +43,7 @@ export class IdempotencyRunner {
     token: string | undefined,
     signal: AbortSignal | undefined,
     next: Processor,
+    connection?: Redis,
   ): Promise<unknown> {
     const base = { queue: job.queueName, jobName: job.name, jobId: job.id! };
     const keyed = keyOf(definition, job);
@@ -76,15 +78,19 @@ export class IdempotencyRunner {
 
     const context = new AttemptContext(scope, ref.key, takeover);
     return context.run(job, () =>
-      options.transactional ? this.runInTransaction(attempt, context, next) : this.runThenComplete(attempt, next),
+      options.transactional
+        ? this.runInTransaction(attempt, context, next)
+        : this.runThenComplete(attempt, next, connection),
     );
   }
 
   /**
    * Plain mode: the handler's effect lands wherever it writes, while the claim's lease is renewed; then the record is
-   * completed. Renewing stops before the claim is settled, so a late renewal is not taken for a lost lease.
+   * completed. Renewing stops before the claim is settled, so a late renewal is not taken for a lost lease. When the
+   * store can send the completion on the worker's `connection` (`IdempotencyStore.completeInOrder`), it lands
+   * before BullMQ records the job completed and its answer is handled without holding the job.
    */
-  private async runThenComplete(attempt: Attempt, next: Processor): Promise<unknown> {
+  private async runThenComplete(attempt: Attempt, next: Processor, connection: Redis | undefined): Promise<unknown> {
     const { job, token, signal, definition, ref } = attempt;
     const { store, options } = definition;
     const keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
@@ -108,17 +114,27 @@ export class IdempotencyRunner {
       await this.afterFailure(attempt, error);
       throw error;
     }
+    const completion = { result, ttlMs: definition.options.ttl };
+    const inOrder = connection && definition.store.completeInOrder?.(connection, ref, completion);
+    const settled = (inOrder ?? definition.store.complete(ref, completion)).then((completed) =>
+      this.afterCompletion(attempt, completed),
+    );
+    if (inOrder) settled.catch((error: unknown) => this.reportError(attempt, error));
+    else await settled;
+    return value;
+  }
+
+  private async afterCompletion(attempt: Attempt, completed: boolean): Promise<void> {
     if (
-      (await definition.store.complete(ref, { result, ttlMs: definition.options.ttl })) ||
+      completed ||
       // A completion the client sent again after its connection dropped (ioredis resends unanswered commands) finds the
       // record already completed by this very claim: that is not a lost lease.
-      (await completedBy(definition, ref))
+      (await completedBy(attempt.definition, attempt.ref))
     ) {
       this.emit(attempt, { type: 'idempotencyCompleted' });
     } else {
       this.leaseLost(attempt, 'the handler finished after its claim was taken over, so its effect may have run twice');
     }
-    return value;
   }
 
   /** Transactional mode: the handler's writes and the completed record commit in one transaction of the store. */

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Job, UnrecoverableError, type JobsOptions, type Queue } from 'bullmq';
+import { Job, UnrecoverableError, type JobsOptions, type Queue, type Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { DeadSetService } from '../dead-set/dead-set.service.js';
 import type { DeadSetEntry } from '../dead-set/dead-set-entry.interface.js';
@@ -19,6 +19,7 @@ import { LeaseKeeper } from '../locks/lease-keeper.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { deduplicationId, digestOfDeduplicationId, type UniqueJobsKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
+import { knownOnSameServer } from '../redis/same-server.js';
 import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_LEASE } from '../unique-jobs.options.js';
 import type { JobDefinitions, ResolvedJobDefinition } from './job-definitions.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
@@ -31,6 +32,7 @@ import type {
   JobOperationAttributes,
 } from '../tracing/job-instrumentation.interface.js';
 import { newJobId } from './job-ids.js';
+import { workerConnection } from './worker-connection.js';
 import { willRunAgain } from './will-run-again.js';
 
 /**
@@ -407,17 +409,24 @@ export class JobInterceptor {
     token: string | undefined,
     signal: AbortSignal | undefined,
     handler: Processor,
+    worker?: Worker,
   ): Promise<unknown> {
     const keyed = this.deps.enabled ? this.deps.idempotencyDefinitions.find(job.queueName, job.name) : undefined;
     const definition = this.definitionOf(job.queueName, job.name);
     if (!keyed && !definition) return handler(job, token, signal);
+    const connection = workerConnection(worker);
     return this.instrumented(
       'process',
       { queue: job.queueName, jobName: job.name, ...(definition ? { lock: definition.options.lock } : {}) },
-      (annotate) => this.processGuarded(job, token, signal, handler, keyed, definition, annotate),
+      (annotate) => this.processGuarded(job, token, signal, handler, keyed, definition, connection, annotate),
     );
   }
 
+  /**
+   * `connection`: the one the worker records the job's outcome on, when known. A write that must land before that
+   * outcome (releasing the run-time lock, completing the idempotency record) is sent on it without waiting for its
+   * answer, when it reaches the server the write is for: it costs no round trip of its own (docs/performance.md).
+   */
   private async processGuarded(
     job: Job,
     token: string | undefined,
@@ -425,12 +434,13 @@ export class JobInterceptor {
     handler: Processor,
     keyed: ResolvedIdempotency | undefined,
     definition: ResolvedJobDefinition | undefined,
+    connection: Redis | undefined,
     annotate: AnnotateOperation,
   ): Promise<unknown> {
     const run: Processor = keyed
       ? (j, t, s) =>
           this.instrumented('idempotency', { queue: j.queueName, jobName: j.name, store: keyed.store.name }, () =>
-            this.deps.idempotency.run(keyed, j, t, s, handler),
+            this.deps.idempotency.run(keyed, j, t, s, handler, connection),
           )
       : handler;
     if (!definition) return run(job, token, signal);
@@ -494,8 +504,9 @@ export class JobInterceptor {
       // even when no renewal answer said so: the handler may have returned before the next renewal was sent.
       if (keeper?.expired) keeper.reportLost();
       if (runtimeKey) {
-        await this.quietly(job, digest, async () => {
-          if (await this.deps.store.release(runtimeKey, jobId)) {
+        const inOrderOn = connection && knownOnSameServer(this.deps.client, connection) ? connection : undefined;
+        const released = this.quietly(job, digest, async () => {
+          if (await this.deps.store.release(runtimeKey, jobId, inOrderOn)) {
             this.deps.events.emit({
               type: 'unlocked',
               lock: 'runtime',
@@ -507,6 +518,7 @@ export class JobInterceptor {
             });
           }
         });
+        if (!inOrderOn) await released;
       }
     }
   }

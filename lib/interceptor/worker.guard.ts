@@ -75,7 +75,8 @@ export class UniqueJobsWorkerGuard {
     }
     const interceptor = this.interceptor;
     const guarded = function (this: object, job: Job, token?: string, signal?: AbortSignal) {
-      return interceptor.process(job, token, signal, (j, t, s) => process.call(this, j, t, s));
+      const worker = (this as { _worker?: Worker })._worker;
+      return interceptor.process(job, token, signal, (j, t, s) => process.call(this, j, t, s), worker);
     };
     Object.defineProperty(guarded, 'length', { value: process.length });
     Object.defineProperty(instance, 'process', { value: guarded, writable: true, configurable: true });

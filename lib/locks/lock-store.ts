@@ -1,4 +1,5 @@
-import type { RedisScripts } from '../redis/redis-scripts.js';
+import type { Redis } from 'ioredis';
+import { runInOrder, type RedisScripts } from '../redis/redis-scripts.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
 export type AcquireResult = { acquired: true } | { acquired: false; holder: string | undefined; retryAfter: number };
@@ -27,9 +28,15 @@ export class LockStore {
     return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) === 1;
   }
 
-  /** Releases the owner's slot; `false` when it held none. */
-  async release(key: string, owner: string): Promise<boolean> {
-    return (await this.scripts.run('releaseLock', [key], [owner])) === 1;
+  /**
+   * Releases the owner's slot; `false` when it held none. `inOrderOn`: send it on that connection (to the lock's server)
+   * so it takes effect before whatever is sent there next.
+   */
+  async release(key: string, owner: string, inOrderOn?: Redis): Promise<boolean> {
+    const released = inOrderOn
+      ? runInOrder(inOrderOn, 'releaseLock', [key], [owner])
+      : this.scripts.run('releaseLock', [key], [owner]);
+    return (await released) === 1;
   }
 
   /** The job holding a BullMQ deduplication key, or `undefined` when it is free or stale (its job is gone). */

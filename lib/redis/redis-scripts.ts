@@ -23,6 +23,8 @@ export type ScriptName =
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;
+/** Comments: the `--[[ … ]]` header blocks and whole-line `--` comments (not sent to Redis: fewer bytes per EVAL). */
+const COMMENTS = /^\s*--\[\[[\s\S]*?\]\]\s*$|^\s*--.*$/gm;
 
 interface ScriptSource {
   readonly name: ScriptName;
@@ -47,9 +49,20 @@ function loadSources(): readonly ScriptSource[] {
     .map((file) => {
       const match = /^(\w+)-(\d+)\.lua$/.exec(file);
       if (!match) throw new Error(`Unexpected script file name ${file}`);
-      return { name: match[1] as ScriptName, numberOfKeys: Number(match[2]), lua: expand(read(file), new Set()) };
+      const lua = expand(read(file), new Set())
+        .replace(COMMENTS, '')
+        .replace(/\n{2,}/g, '\n')
+        .trim();
+      return { name: match[1] as ScriptName, numberOfKeys: Number(match[2]), lua };
     });
   return sources;
+}
+
+let byName: ReadonlyMap<ScriptName, ScriptSource> | undefined;
+
+function sourceOf(name: ScriptName): ScriptSource {
+  byName ??= new Map(loadSources().map((source) => [source.name, source]));
+  return byName.get(name)!;
 }
 
 /** Every script of the library (name and expanded Lua source, as sent to Redis): the health check loads them. */
@@ -76,6 +89,21 @@ export class RedisScripts {
     const command = (this.client as unknown as Record<string, ScriptCommand>)[commandName(name)];
     return command.call(this.client, ...keys, ...args);
   }
+}
+
+/**
+ * Runs a script on `client` by sending its source (EVAL), independent of the server's script cache: there is no
+ * NOSCRIPT answer to fall back from, so the script takes effect before any command sent on `client` after it. Used
+ * where a write must land before BullMQ's next command on its own connection (see docs/performance.md).
+ */
+export function runInOrder(
+  client: Redis,
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  const { lua, numberOfKeys } = sourceOf(name);
+  return client.eval(lua, numberOfKeys, ...keys, ...args);
 }
 
 function commandName(name: ScriptName): string {

@@ -1,7 +1,8 @@
 import { hash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { UniqueJobsKeys } from '../../redis/keys.js';
-import { RedisScripts } from '../../redis/redis-scripts.js';
+import { RedisScripts, runInOrder } from '../../redis/redis-scripts.js';
+import { knownOnSameServer } from '../../redis/same-server.js';
 import { DEFAULT_PREFIX } from '../../unique-jobs.options.js';
 import type {
   IdempotencyClaim,
@@ -69,6 +70,20 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
     return this.settle(ref, 'completed', completion.result, completion.ttlMs);
   }
 
+  completeInOrder(
+    connection: Redis,
+    ref: IdempotencyRecordRef,
+    completion: IdempotencyCompletion,
+  ): Promise<boolean> | undefined {
+    if (!knownOnSameServer(this.client, connection)) return undefined;
+    return runInOrder(
+      connection,
+      'idempotencySettle',
+      [this.recordKey(ref.scope, ref.key)],
+      settleArgs(ref, 'completed', completion.result, completion.ttlMs),
+    ).then((settled) => settled === 1);
+  }
+
   fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): Promise<boolean> {
     return this.settle(ref, 'failed', failure.error, failure.ttlMs);
   }
@@ -100,9 +115,18 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
     value: string | undefined,
     ttlMs: number,
   ): Promise<boolean> {
-    const args = [ref.owner, state, value === undefined ? 0 : 1, value ?? '', ttlMs];
+    const args = settleArgs(ref, state, value, ttlMs);
     return (await this.scripts.run('idempotencySettle', [this.recordKey(ref.scope, ref.key)], args)) === 1;
   }
+}
+
+function settleArgs(
+  ref: IdempotencyRecordRef,
+  state: Exclude<IdempotencyState, 'in_progress'>,
+  value: string | undefined,
+  ttlMs: number,
+): (string | number)[] {
+  return [ref.owner, state, value === undefined ? 0 : 1, value ?? '', ttlMs];
 }
 
 function pairs(flat: readonly string[]): Record<string, string> {

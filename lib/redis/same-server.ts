@@ -1,0 +1,45 @@
+import type { Cluster, Redis } from 'ioredis';
+
+/** A server's identity as a client sees it: its run id and the client's database. */
+type Identity = string;
+
+const identities = new WeakMap<Redis, Promise<Identity | undefined>>();
+const answers = new WeakMap<Redis | Cluster, WeakMap<Redis, boolean>>();
+
+/**
+ * Whether `a` and `b` are known to reach the same Redis server and database (one `INFO server` per client, asked the
+ * first time and answered from then on). `false` while the answer is unknown, for a cluster client (two keys of one
+ * call may live on two masters), and when asking failed (asked again next time): a caller that needs the two
+ * connections on one server falls back to not relying on it.
+ */
+export function knownOnSameServer(a: Redis | Cluster, b: Redis): boolean {
+  if (a === b) return true;
+  if (a.isCluster) return false;
+  let known = answers.get(a);
+  if (!known) answers.set(a, (known = new WeakMap()));
+  const answer = known.get(b);
+  if (answer !== undefined) return answer;
+  known.set(b, false);
+  void Promise.all([identityOf(a as Redis), identityOf(b)]).then(([ia, ib]) => {
+    if (ia === undefined || ib === undefined) known.delete(b);
+    else known.set(b, ia === ib);
+  });
+  return false;
+}
+
+function identityOf(client: Redis): Promise<Identity | undefined> {
+  let identity = identities.get(client);
+  if (!identity) {
+    identity = client.info('server').then(
+      (info) => {
+        const runId = /^run_id:(\w+)/m.exec(info)?.[1];
+        return runId === undefined ? undefined : `${runId}/${client.options.db ?? 0}`;
+      },
+      () => undefined,
+    );
+    identities.set(client, identity);
+    // A failed or inconclusive answer is asked again.
+    void identity.then((value) => value === undefined && identities.delete(client));
+  }
+  return identity;
+}
