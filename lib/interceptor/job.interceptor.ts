@@ -414,7 +414,9 @@ export class JobInterceptor {
     const keyed = this.deps.enabled ? this.deps.idempotencyDefinitions.find(job.queueName, job.name) : undefined;
     const definition = this.definitionOf(job.queueName, job.name);
     if (!keyed && !definition) return handler(job, token, signal);
-    const connection = workerConnection(worker);
+    // Only jobs that settle something after the handler need the worker's connection.
+    const settles = keyed !== undefined || definition?.lock.locksWhileRunning === true;
+    const connection = settles ? workerConnection(worker) : undefined;
     return this.instrumented(
       'process',
       { queue: job.queueName, jobName: job.name, ...(definition ? { lock: definition.options.lock } : {}) },
