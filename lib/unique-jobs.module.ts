@@ -1,5 +1,6 @@
 import { Inject, Module, Optional, type OnApplicationShutdown } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { InvalidUniqueJobOptionsError } from './errors/invalid-unique-job-options.error.js';
 import { getSharedConfigToken } from '@nestjs/bullmq';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { strategyRegistry } from './conflicts/index.js';
@@ -37,6 +38,17 @@ interface RedisHandle {
 
 function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: unknown } | undefined): RedisHandle {
   const connection: unknown = options.connection ?? bullConfig?.connection;
+  const clientOptions = (
+    connection instanceof Redis || connection instanceof Cluster ? connection.options : connection
+  ) as { keyPrefix?: string } | undefined;
+  if (clientOptions?.keyPrefix) {
+    // The library reads and writes BullMQ's own keys (deduplication keys, job hashes) by their full names.
+    throw new InvalidUniqueJobOptionsError(
+      'UniqueJobsModule',
+      'connection',
+      `must not set an ioredis keyPrefix (got "${clientOptions.keyPrefix}"): BullMQ's keys are shared by their full names; use the module option "prefix" for the library's keys`,
+    );
+  }
   if (connection instanceof Redis || connection instanceof Cluster) return { client: connection, owned: false };
   return {
     // Lazy: a bootstrap that fails before the first lock operation leaves no connection open.

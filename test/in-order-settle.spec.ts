@@ -175,6 +175,25 @@ describe('settling in order on the worker connection', () => {
     expect(events.of('idempotencyCompleted').filter((event) => ids.includes(event.jobId))).toHaveLength(ids.length);
   });
 
+  it("waits for the answers when the store's client names keys with an ioredis keyPrefix the worker's has not", async () => {
+    const idOf = (job: Job) => (job.data as { id: string }).id;
+    const prefixed = redisClient({ keyPrefix: 'kp:' });
+    onCleanup(async () => void (await prefixed.quit()));
+    const prefix = uniqueName('ujt');
+    const store = new RedisIdempotencyStore({ client: prefixed, prefix });
+    const app = await start({ idempotency: { key: idOf }, module: { prefix, idempotency: { store } } });
+    const events = new EventLog(app);
+    // Past the first jobs, whose completion waits anyway while the library compares the two connections.
+    for (let i = 0; i < 8; i++) {
+      const job = await app.queue.add('sync', { id: `job-${i}` });
+      await app.finished(job);
+      await events.next((event) => event.type === 'idempotencyCompleted' && event.jobId === job.id);
+      await expect(store.get(`${app.queue.name}:sync`, `job-${i}`)).resolves.toMatchObject({ state: 'completed' });
+    }
+    expect(events.of('idempotencyLeaseLost')).toEqual([]);
+    await deleteKeys(redis, await scanKeys(redis, `kp:${prefix}:*`));
+  });
+
   it("waits for the answers when the lock lives elsewhere than the worker's connection (another database)", async () => {
     const app = await start({
       unique: { lock: 'while_executing', lockArgs: byId },

@@ -14,7 +14,7 @@ import {
   type UniqueJobsModuleOptions,
 } from '../lib/index.js';
 import { startApp, type TestApp } from './support/app.js';
-import { lockKeys, redisClient, uniqueName } from './support/redis.js';
+import { lockKeys, redisClient, redisOptions, uniqueName } from './support/redis.js';
 import { bootstrapError, invalidOptions } from './support/bootstrap.js';
 
 /** Options as a user might mistype them (the type system would catch most of these in TypeScript). */
@@ -424,6 +424,18 @@ describe('invalid unique-job options fail the bootstrap', () => {
     expect(error.source).toBe('UniqueJobsModule.forRoot');
     expect(error.option).toBe('defaults.lock_ttl');
     expect(error.message).toContain('lockTtl');
+  });
+
+  it('a connection with an ioredis keyPrefix (options or a client)', async () => {
+    const client = redisClient({ keyPrefix: 'mine:', lazyConnect: true });
+    for (const connection of [{ ...redisOptions(), keyPrefix: 'mine:' }, client]) {
+      const error = await invalidOptions({ queues: [uniqueName('val')], module: { connection } });
+      expect(error.source).toBe('UniqueJobsModule');
+      expect(error.option).toBe('connection');
+      expect(error.message).toContain('keyPrefix');
+      expect(error.message).toContain('"prefix"');
+    }
+    client.disconnect();
   });
 
   it('a processor of a queue with forRoot job definitions but no @UniqueJob', async () => {

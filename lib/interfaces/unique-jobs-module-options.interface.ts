@@ -11,8 +11,8 @@ import type { UniqueJobDefaults, UniqueJobDefinition } from './unique-job-option
 export interface UniqueJobsModuleOptions {
   /**
    * The Redis the locks live in: connection options, or a client the module will use but not close. It must be the
-   * Redis server (and database) your queues live on. Default: the connection of `BullModule.forRoot`, else
-   * 127.0.0.1:6379.
+   * Redis server (and database) your queues live on, without an ioredis `keyPrefix` (rejected at bootstrap, as BullMQ
+   * does: use `prefix`). Default: the connection of `BullModule.forRoot`, else 127.0.0.1:6379.
    */
   connection?: RedisOptions | Redis | Cluster;
   /** Prefix of every key the library writes itself. Default `'uniquejobs'`. */

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 
-/** A server's identity as a client sees it: its run id and the client's database. */
+/** A server's identity as a client sees it: its run id, the client's database and key prefix. */
 type Identity = string;
 
 const identities = new WeakMap<Redis, Promise<Identity | undefined>>();
@@ -33,13 +33,18 @@ function identityOf(client: Redis): Promise<Identity | undefined> {
     identity = client.info('server').then(
       (info) => {
         const runId = /^run_id:(\w+)/m.exec(info)?.[1];
-        return runId === undefined ? undefined : `${runId}/${client.options.db ?? 0}`;
+        // The key prefix too: a client with an ioredis `keyPrefix` names other keys than one without.
+        const { db, keyPrefix } = client.options;
+        return runId === undefined ? undefined : JSON.stringify([runId, db ?? 0, keyPrefix ?? '']);
       },
       () => undefined,
     );
     identities.set(client, identity);
-    // A failed or inconclusive answer is asked again.
-    void identity.then((value) => value === undefined && identities.delete(client));
+    // A failed or inconclusive answer (no connection yet, INFO not allowed to this user) is asked again a minute later,
+    // not on every job.
+    void identity.then((value) => value === undefined && setTimeout(() => identities.delete(client), RETRY_MS).unref());
   }
   return identity;
 }
+
+const RETRY_MS = 60_000;
