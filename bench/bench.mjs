@@ -56,6 +56,23 @@ const percentile = (values, p) => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 };
 
+// CPU per operation, of this process and of the Redis server (`INFO cpu`), in µs: where the time of an operation goes
+// (JavaScript and syscalls here, scripts in Redis). Less stable than command counts, steadier than rates.
+const cpuClient = new Redis(connection);
+async function redisCpuMicros() {
+  const info = await cpuClient.info('cpu');
+  const field = (name) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)[1]);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+async function cpuMeter() {
+  const node = process.cpuUsage();
+  const redisBefore = await redisCpuMicros();
+  return async (n) => {
+    const used = process.cpuUsage(node);
+    return { nodeUsPerOp: (used.user + used.system) / n, redisUsPerOp: ((await redisCpuMicros()) - redisBefore) / n };
+  };
+}
+
 /** The variants of a round, in reverse order every other round so position effects (warm-up, GC) cancel. */
 const inRoundOrder = (variants, round) => (round % 2 ? Object.entries(variants).reverse() : Object.entries(variants));
 
@@ -63,6 +80,7 @@ const inRoundOrder = (variants, round) => (round % 2 ? Object.entries(variants).
 async function measure(n, inFlight, op) {
   let next = 0;
   const latencies = [];
+  const cpu = await cpuMeter();
   const before = commands;
   const t0 = performance.now();
   await Promise.all(
@@ -76,7 +94,7 @@ async function measure(n, inFlight, op) {
     }),
   );
   const seconds = (performance.now() - t0) / 1000;
-  return { rate: n / seconds, commandsPerOp: (commands - before) / n, latencies };
+  return { rate: n / seconds, commandsPerOp: (commands - before) / n, ...(await cpu(n)), latencies };
 }
 
 // ── enqueue ──
@@ -190,6 +208,7 @@ async function measureWorker(label, variant, concurrency) {
     worker.on('completed', () => ++done === n && resolve());
     worker.on('failed', (job, error) => reject(new Error(`${label}: job ${job?.id} failed: ${error.message}`)));
   });
+  const cpu = await cpuMeter();
   const before = commands;
   const statementsBefore = statements;
   const t0 = performance.now();
@@ -198,10 +217,11 @@ async function measureWorker(label, variant, concurrency) {
   const seconds = (performance.now() - t0) / 1000;
   const commandsPerOp = (commands - before) / n;
   const sqlPerOp = (statements - statementsBefore) / n;
+  const cpuPerOp = await cpu(n);
   await worker.close();
   await queue.obliterate({ force: true });
   await app.close();
-  return { rate: n / seconds, commandsPerOp, sqlPerOp, latencies: [] };
+  return { rate: n / seconds, commandsPerOp, sqlPerOp, ...cpuPerOp, latencies: [] };
 }
 
 function summarize(rounds, baseline) {
@@ -213,6 +233,8 @@ function summarize(rounds, baseline) {
       rate: Math.round(median(samples.map((s) => s.rate))),
       ratio: Number(median(ratios).toFixed(3)),
       commandsPerOp: Number(median(samples.map((s) => s.commandsPerOp)).toFixed(2)),
+      nodeUsPerOp: Number(median(samples.map((s) => s.nodeUsPerOp)).toFixed(1)),
+      redisUsPerOp: Number(median(samples.map((s) => s.redisUsPerOp)).toFixed(1)),
       ...(samples[0].sqlPerOp ? { sqlPerOp: Number(median(samples.map((s) => s.sqlPerOp)).toFixed(2)) } : {}),
       extraCommandsPerOp: Number(
         (median(samples.map((s) => s.commandsPerOp)) - median(rounds[baseline].map((s) => s.commandsPerOp))).toFixed(2),
@@ -237,6 +259,8 @@ for (const [inFlight, variants] of Object.entries(results.enqueue)) {
       'ratio to plain': r.ratio,
       'cmds/op': r.commandsPerOp,
       'library cmds/op': r.extraCommandsPerOp,
+      'node µs/op': r.nodeUsPerOp,
+      'redis µs/op': r.redisUsPerOp,
       'p50 ms': r.p50ms,
       'p99 ms': r.p99ms,
     });
@@ -251,6 +275,8 @@ for (const [concurrency, variants] of Object.entries(results.worker)) {
       'ratio to plain': r.ratio,
       'cmds/op': r.commandsPerOp,
       'library cmds/op': r.extraCommandsPerOp,
+      'node µs/op': r.nodeUsPerOp,
+      'redis µs/op': r.redisUsPerOp,
       'SQL/op': r.sqlPerOp,
     });
   }
@@ -270,6 +296,7 @@ do {
 } while (cursor !== '0');
 await cleanup.quit();
 await floorClient.quit();
+await cpuClient.quit();
 await pool.query(`DROP TABLE IF EXISTS "${run}_idempotency"`);
 await pool.end();
 await postgres.stop();
