@@ -1,0 +1,62 @@
+// L4: `replace` with several producers at once replaces in a chain (each new job takes the place of the holder it met),
+// leaving one job and no dead-set entry naming a job that is gone. L5: a caller's `jobId` that already exists, reused
+// with other data, takes no lock on the other data's digest.
+import { describe, expect, it } from '@jest/globals';
+import type { EnqueueResult } from '../../lib/index.js';
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { byId, dedupHolder, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
+import { pendingJobs } from './lifecycle-helpers.js';
+
+/** A result as a diff shows it well; a duplicate says whether the job it names exists. */
+async function summary(app: TestApp, result: EnqueueResult): Promise<Record<string, unknown>> {
+  if (result.status === 'enqueued') return { status: 'enqueued', replacedJobId: result.replacedJobId };
+  const holder = result.existingJobId === undefined ? undefined : await app.queue.getJob(result.existingJobId);
+  return {
+    status: 'duplicate',
+    strategy: result.strategy,
+    existingJobId: result.existingJobId,
+    existingJobExists: holder !== undefined,
+  };
+}
+
+describe('L4 replace with concurrent producers, L5 a reused caller jobId', () => {
+  const { redis, start } = useApps('lcenq');
+
+  it('L4 until_executed replace: 5 concurrent enqueues of one digest each replace the holder they met; one job remains and the dead set is empty', async () => {
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId, onConflict: 'replace' },
+      paused: true,
+    });
+    const holder = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: 'u1', n: 0 }));
+    const results = await Promise.all(
+      [1, 2, 3, 4, 5].map((n) => app.service.enqueue(app.queue, 'sync', { id: 'u1', n })),
+    );
+    const summaries = await Promise.all(results.map((result) => summary(app, result)));
+    // Today one replaces the holder and the others fall back to reject, naming the holder that was just removed.
+    for (const entry of summaries) {
+      if (entry.status === 'duplicate') expect(entry).toMatchObject({ existingJobExists: true });
+    }
+    expect(summaries).toEqual(Array(5).fill({ status: 'enqueued', replacedJobId: expect.any(String) }));
+
+    const pending = (await pendingJobs(app)).filter((job) => (job.data as { id: string }).id === 'u1');
+    expect(pending).toHaveLength(1);
+    expect(await dedupHolder(redis, app.queue.name, digestOf(app, 'sync', { id: 'u1' }))).toBe(pending[0].id);
+    const replaced = results.flatMap((result) => (result.status === 'enqueued' ? [result.replacedJobId!] : []));
+    expect(replaced).toContain(holder.id);
+    for (const id of replaced) expect(await app.queue.getJob(id)).toBeUndefined();
+    expect(await app.service.deadSet.size()).toBe(0);
+  });
+
+  it('L5 general path (lockLimit 2): a caller jobId reused with other data returns the existing job and holds no lock for the other digest', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const first = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: 'a' }, { jobId: 'job-1' }));
+    expect(first.id).toBe('job-1');
+    const second = await app.service.enqueue(app.queue, 'sync', { id: 'b' }, { jobId: 'job-1' });
+    expect(second.status === 'enqueued' ? second.job.id : second.existingJobId).toBe('job-1');
+    // Today job-1 (whose data is { id: 'a' }) also holds a slot of digest "b" for 24 hours.
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'b' })))).toEqual([]);
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'a' })))).toEqual(['job-1']);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+  });
+});
