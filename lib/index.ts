@@ -2,10 +2,10 @@
  * nestjs-unique-jobs: unique jobs (sidekiq-unique-jobs semantics) for NestJS + BullMQ.
  * @packageDocumentation
  */
-export { UniqueJobsModule } from './unique-jobs.module.js';
-export { UniqueJobsService } from './unique-jobs.service.js';
-export { UniqueJob } from './decorators/unique-job.decorator.js';
-export { IdempotencyKey } from './decorators/idempotency-key.decorator.js';
+export { UniqueJobsModule } from './nest/unique-jobs.module.js';
+export { UniqueJobsService } from './nest/unique-jobs.service.js';
+export { UniqueJob } from './nest/unique-job.decorator.js';
+export { IdempotencyKey } from './nest/idempotency-key.decorator.js';
 export { idempotencyOf, currentIdempotency } from './idempotency/idempotency-context.js';
 export type { IdempotencyContext } from './idempotency/idempotency-context.js';
 export { RedisIdempotencyStore } from './idempotency/stores/redis-idempotency.store.js';
@@ -25,13 +25,13 @@ export type {
 } from './idempotency/stores/sqlite-idempotency.store.js';
 export { DEFAULT_IDEMPOTENCY_OPTIONS, MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency/idempotency-options.js';
 export type * from './idempotency/idempotency-store.interface.js';
-export type * from './interfaces/idempotency-key-options.interface.js';
-export { defineUniqueJob } from './interceptor/job-definitions.js';
-export type { ResolvedJobDefinition } from './interceptor/job-definitions.js';
-export { JobInterceptor } from './interceptor/job.interceptor.js';
-export type { BulkJob, UniqueJobMarker } from './interceptor/job.interceptor.js';
-export { UniqueJobsWorkerGuard } from './interceptor/worker.guard.js';
-export { UniqueJobsQueueGuard } from './interceptor/queue.guard.js';
+export type * from './idempotency/idempotency-key-options.interface.js';
+export { defineUniqueJob } from './options/job-definitions.js';
+export { JobInterceptor } from './nest/job.interceptor.js';
+export type { BulkJob } from './producer/guarded-queues.js';
+export type { UniqueJobMarker } from './locks/slot-set.enqueue-lock.js';
+export { UniqueJobsWorkerGuard } from './nest/worker.guard.js';
+export { UniqueJobsQueueGuard } from './nest/queue.guard.js';
 export { digest, lockKey, DIGEST_VERSION } from './digest/digest.js';
 export type { DigestInput, LockKeyInput } from './digest/digest.js';
 export { canonicalJson } from './digest/canonical-json.js';
@@ -50,8 +50,8 @@ export {
 } from './metrics/unique-jobs-metrics.constants.js';
 export type * from './metrics/interfaces/unique-jobs-metrics-options.interface.js';
 export type { HeldLockCount } from './metrics/held-lock-counter.js';
-export { UniqueJobsTracing } from './tracing/unique-jobs.tracing.js';
-export type * from './tracing/job-instrumentation.interface.js';
+export { UniqueJobsTracing } from './nest/unique-jobs.tracing.js';
+export type * from './interfaces/job-instrumentation.interface.js';
 export { UniqueJobsHealthModule } from './health/unique-jobs-health.module.js';
 export { UniqueJobsHealthIndicator } from './health/unique-jobs-health.indicator.js';
 export type * from './health/interfaces/unique-jobs-health.interface.js';
@@ -68,14 +68,15 @@ export type { AdminRequest } from './admin/http.js';
 export { DeadSetService } from './dead-set/dead-set.service.js';
 export { OrphanReaper } from './reaper/orphan-reaper.js';
 export type { OrphanReaperDeps } from './reaper/orphan-reaper.js';
-export { UniqueJobsReaper, DEFAULT_REAPER_INTERVAL } from './reaper/unique-jobs.reaper.js';
+export { UniqueJobsReaper, DEFAULT_REAPER_INTERVAL } from './nest/unique-jobs.reaper.js';
 export type * from './reaper/reap-report.interface.js';
-export type { DeadSetEntry } from './dead-set/dead-set-entry.interface.js';
+export type { DeadSetEntry, NewDeadSetEntry, RetryableDeadSetEntry } from './dead-set/dead-set-entry.interface.js';
+export type { DeadSetBounds } from './dead-set/dead-set.service.js';
 export { Lock, LOCKS } from './locks/index.js';
-export { DEFAULT_JOB_OPTIONS, DEFAULT_PREFIX } from './unique-jobs.options.js';
-export { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
+export { DEFAULT_JOB_OPTIONS, DEFAULT_PREFIX } from './options/defaults.js';
+export { UNIQUE_JOBS_MODULE_OPTIONS } from './nest/unique-jobs.module-definition.js';
 export * from './errors/index.js';
 export type * from './interfaces/unique-job-options.interface.js';
-export type * from './interfaces/unique-jobs-module-options.interface.js';
+export type * from './options/unique-jobs-module-options.interface.js';
 export type * from './interfaces/enqueue-result.interface.js';
-export type * from './interfaces/conflict-strategy.interface.js';
+export type * from './conflicts/conflict-strategy.interface.js';

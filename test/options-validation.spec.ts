@@ -180,7 +180,7 @@ describe('invalid unique-job options fail the bootstrap', () => {
     ['a negative lockTimeout', { lock: 'while_executing', lockTimeout: -1 }, 'lockTimeout', '≥ 0', '-1'],
     ['a fractional lockTimeout', { lock: 'while_executing', lockTimeout: 1.5 }, 'lockTimeout', '≥ 0', '1.5'],
     ['lockLimit 0', { lock: 'until_executed', lockLimit: 0 }, 'lockLimit', '≥ 1', '0'],
-    ['a non-number lockLimit', { lock: 'until_executed', lockLimit: '2' }, 'lockLimit', '≥ 1', '2'],
+    ['a non-number lockLimit', { lock: 'until_executed', lockLimit: '2' }, 'lockLimit', '≥ 1', '"2"'],
     ['lockTtl 0', { lock: 'until_expired', lockTtl: 0 }, 'lockTtl', '≥ 1', '0'],
     [
       'a runtimeLockLease below 100 ms',

@@ -77,6 +77,7 @@ export class UniqueJobsAdminController {
     const context = this.pageContext(req, res, 0);
     const locksQuery: LocksQuery = {
       digest: stringParam(query.digest)?.trim(),
+      pattern: stringParam(query.pattern)?.trim(),
       kind: stringParam(query.kind),
       queue: stringParam(query.queue),
       jobId: stringParam(query.jobId)?.trim(),

@@ -16,11 +16,11 @@ import type {
   LockPage,
 } from '../inspection/lock-inspection.interface.js';
 import { LockInspector } from '../inspection/lock-inspector.js';
-import type { UniqueJobsModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
-import { UNIQUE_JOBS_MODULE_OPTIONS } from '../unique-jobs.module-definition.js';
+import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
+import { UNIQUE_JOBS_MODULE_OPTIONS } from '../nest/unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../unique-jobs.options.js';
-import { UNIQUE_JOBS_REDIS } from '../unique-jobs.constants.js';
-import { UniqueJobsService } from '../unique-jobs.service.js';
+import { UNIQUE_JOBS_REDIS } from '../nest/unique-jobs.constants.js';
+import { UniqueJobsService } from '../nest/unique-jobs.service.js';
 import type {
   AdminDeadSetPage,
   AdminJobEvent,

@@ -7,9 +7,9 @@ import { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.j
 import { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import { RedisIdempotencyStore } from '../idempotency/stores/redis-idempotency.store.js';
 import { isLockDigest } from '../inspection/digest-format.js';
-import { JobDefinitions, type ResolvedJobDefinition } from '../interceptor/job-definitions.js';
-import { JobInterceptor } from '../interceptor/job.interceptor.js';
-import { loggerOf } from '../interceptor/logger.js';
+import { JobDefinitions, type EnqueueLockStores, type JobDefinition } from '../options/job-definitions.js';
+import { JobInterceptor } from '../nest/job.interceptor.js';
+import { loggerOf } from '../common/logger.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { UniqueJobDefinition } from '../interfaces/unique-job-options.interface.js';
 import { LockStore } from '../locks/lock-store.js';
@@ -43,11 +43,14 @@ class StillHeld extends Error {
  * application's `lockArgs`, and the entry's digest is the one its lock lives under.
  */
 class FixedDigestDefinitions extends JobDefinitions {
-  constructor(private readonly digest: string) {
-    super(undefined, strategyRegistry());
+  constructor(
+    private readonly digest: string,
+    stores: EnqueueLockStores,
+  ) {
+    super(undefined, strategyRegistry(), stores);
   }
 
-  override find(queue: string, name: string): ResolvedJobDefinition | undefined {
+  override find(queue: string, name: string): JobDefinition | undefined {
     const found = super.find(queue, name);
     return found && { ...found, digestOf: () => this.digest };
   }
@@ -82,15 +85,17 @@ export async function deadSetRequeue(context: CliContext, entry: DeadSetEntry): 
     onConflict: 'log',
     ...(lockTtl === undefined ? {} : { lockTtl }),
   };
-  const definitions = new FixedDigestDefinitions(entry.digest);
+  const client = await context.redis();
+  const scripts = new RedisScripts(client);
+  const store = new LockStore(scripts);
+  const keys = new UniqueJobsKeys(context.prefix);
+  const definitions = new FixedDigestDefinitions(entry.digest, { store, keys });
   definitions.register(
     entry.queue,
     definition,
     'unique-jobs dead retry (--lock, --lock-limit, --lock-ttl, --unique-across)',
   );
 
-  const client = await context.redis();
-  const scripts = new RedisScripts(client);
   const events = new UniqueJobsEvents();
   const logger = loggerOf(false);
   const interceptor = new JobInterceptor({
@@ -103,8 +108,8 @@ export async function deadSetRequeue(context: CliContext, entry: DeadSetEntry): 
     strategies: strategyRegistry(),
     client,
     scripts,
-    store: new LockStore(scripts),
-    keys: new UniqueJobsKeys(context.prefix),
+    store,
+    keys,
     events,
     logger,
     enabled: true,

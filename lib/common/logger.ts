@@ -1,5 +1,4 @@
 import { Logger, type LoggerService } from '@nestjs/common';
-import type { UniqueJobsModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
 
 /** The minimal logger the library writes to. */
 export interface LoggerLike {
@@ -25,7 +24,7 @@ const SILENT: LoggerLike = {
  * `false`. A Nest `Logger` that has a context of its own keeps it; any other logger gets the context as its last
  * argument (Nest's `LoggerService` convention), so it is never printed as a second message.
  */
-export function loggerOf(option: UniqueJobsModuleOptions['logger']): LoggerLike {
+export function loggerOf(option: LoggerService | false | undefined): LoggerLike {
   if (option === false) return SILENT;
   const logger: LoggerService = option ?? new Logger(LOGGER_CONTEXT);
   const hasContext =

@@ -1,11 +1,10 @@
 import type { Job, JobsOptions, Queue } from 'bullmq';
 import type { DeadSetService } from '../dead-set/dead-set.service.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
-import type { ResolvedJobDefinition } from '../interceptor/job-definitions.js';
-import type { EnqueueResult } from './enqueue-result.interface.js';
+import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
+import type { ConflictSide, ResolvedJobDefinition } from '../interfaces/unique-job-options.interface.js';
 
-/** `client`: at enqueue, before the job exists. `server`: in the worker, when a run-time lock is taken. */
-export type ConflictSide = 'client' | 'server';
+export type { ConflictSide };
 
 /** A duplicate found at enqueue. */
 export interface ClientConflict {
@@ -21,7 +20,10 @@ export interface ClientConflict {
   readonly definition: ResolvedJobDefinition;
 }
 
-/** A duplicate found when a worker tried to take a run-time lock. */
+/**
+ * A duplicate found in the worker: the job could not take its run-time lock, or it came back to the queue (a retry of
+ * a finished job made without the library) and its enqueue lock is held by another job.
+ */
 export interface ServerConflict {
   readonly side: 'server';
   readonly job: Job;
@@ -51,6 +53,11 @@ export interface ConflictTools {
    * `undefined` when the existing job is running (or could not be removed), so the strategy can fall back.
    */
   replaceExisting(conflict: ClientConflict): Promise<EnqueueResult | undefined>;
+  /**
+   * The job holding the conflict's lock now (it may have changed since the conflict was met, e.g. when other producers
+   * replaced it), or `undefined` when the lock is free: what a fallback should name.
+   */
+  holderOf(conflict: ClientConflict): Promise<string | undefined>;
   /** The strategy registered under a name (used for fallbacks). */
   strategy(name: string): ConflictStrategy;
   /** Counts one more reschedule of a job and returns the count (kept on the job's own hash, so it dies with it). */

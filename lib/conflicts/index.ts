@@ -1,4 +1,4 @@
-import type { ConflictStrategy } from '../interfaces/conflict-strategy.interface.js';
+import type { ConflictStrategy } from './conflict-strategy.interface.js';
 import { LogStrategy } from './log.strategy.js';
 import { RaiseStrategy } from './raise.strategy.js';
 import { RejectStrategy } from './reject.strategy.js';

@@ -4,7 +4,7 @@ import type {
   ConflictStrategy,
   ConflictTools,
   ServerConflict,
-} from '../interfaces/conflict-strategy.interface.js';
+} from './conflict-strategy.interface.js';
 import { describeConflict, duplicateResult, emitDuplicate } from './strategy.js';
 
 /** The default: drop the duplicate with a warning naming queue, job name, digest and the existing job, and an event. */

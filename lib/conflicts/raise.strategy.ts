@@ -5,7 +5,7 @@ import type {
   ConflictStrategy,
   ConflictTools,
   ServerConflict,
-} from '../interfaces/conflict-strategy.interface.js';
+} from './conflict-strategy.interface.js';
 import { duplicateResult, emitDuplicate } from './strategy.js';
 
 /**

@@ -3,7 +3,7 @@ import type {
   ClientResolution,
   ConflictStrategy,
   ConflictTools,
-} from '../interfaces/conflict-strategy.interface.js';
+} from './conflict-strategy.interface.js';
 
 /**
  * At enqueue: removes the job holding the lock if it never started (waiting, delayed or prioritized, no attempt begun)
@@ -18,9 +18,11 @@ export class ReplaceStrategy implements ConflictStrategy {
   async onClientConflict(conflict: ClientConflict, tools: ConflictTools): Promise<ClientResolution> {
     const replaced = await tools.replaceExisting(conflict);
     if (replaced) return { result: replaced };
+    // Other producers may have replaced the holder meanwhile: the fallback names the live one.
+    const live: ClientConflict = { ...conflict, existingJobId: await tools.holderOf(conflict) };
     tools.logger.log(
-      `Job ${conflict.existingJobId} cannot be replaced (it has started, has finished, or is not in queue "${conflict.definition.queue}"); falling back to reject`,
+      `Job ${live.existingJobId ?? '(unknown)'} cannot be replaced (it has started, has finished, or is not in queue "${conflict.definition.queue}"); falling back to reject`,
     );
-    return tools.strategy('reject').onClientConflict!(conflict, tools);
+    return tools.strategy('reject').onClientConflict!(live, tools);
   }
 }

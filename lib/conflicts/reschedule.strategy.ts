@@ -1,5 +1,5 @@
 import { DelayedError } from 'bullmq';
-import type { ConflictStrategy, ConflictTools, ServerConflict } from '../interfaces/conflict-strategy.interface.js';
+import type { ConflictStrategy, ConflictTools, ServerConflict } from './conflict-strategy.interface.js';
 
 /**
  * In the worker: moves the job back to delayed for `rescheduleIn` ms without using a retry attempt, at most

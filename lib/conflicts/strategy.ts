@@ -1,4 +1,4 @@
-import type { ClientConflict, ConflictTools, ServerConflict } from '../interfaces/conflict-strategy.interface.js';
+import type { ClientConflict, ConflictTools, ServerConflict } from './conflict-strategy.interface.js';
 import type { DuplicateResult } from '../interfaces/enqueue-result.interface.js';
 
 /** Shared helpers of the built-in strategies. */

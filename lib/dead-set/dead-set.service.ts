@@ -1,36 +1,79 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
+import { TruncatedDeadSetEntryError } from '../errors/truncated-dead-set-entry.error.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
-import type { DeadSetEntry } from './dead-set-entry.interface.js';
+import type { DeadSetEntry, NewDeadSetEntry, RetryableDeadSetEntry } from './dead-set-entry.interface.js';
 
 /** Re-enqueues a dead entry through the guarded producer path (set by the module). */
-export type DeadSetRequeue = (entry: DeadSetEntry) => Promise<EnqueueResult>;
+export type DeadSetRequeue = (entry: RetryableDeadSetEntry) => Promise<EnqueueResult>;
+
+/** The bounds of a dead set (the module's `deadSet` option over its defaults). */
+export interface DeadSetBounds {
+  /** Most entries kept. */
+  maxSize: number;
+  /** Age (ms) after which an entry is dropped. */
+  maxAge: number;
+  /** Most bytes of entry JSON kept in total. Default: no bound (`Number.MAX_SAFE_INTEGER`). */
+  maxBytes?: number;
+  /** Largest entry JSON kept with its payload (capped at `maxBytes`). Default: no bound. */
+  maxEntryBytes?: number;
+}
+
+/** Where the dead set reports an entry stored without its payload. */
+export interface DeadSetLogger {
+  warn(message: string): void;
+}
 
 /**
- * The dead set: rejected duplicates, bounded by size and age (oldest dropped first), with list, retry and delete.
- * Retrying takes the entry out atomically and enqueues it again through the same uniqueness rules; if that enqueue
- * fails, the entry is put back.
+ * The dead set: rejected duplicates, bounded by entries, age and bytes (oldest dropped first), with list, retry and
+ * delete. An entry over `maxEntryBytes` is kept without its payload (see {@link DeadSetEntry}). Retrying takes the
+ * entry out atomically and enqueues it again through the same uniqueness rules; if that enqueue fails, the entry is put
+ * back.
  */
 export class DeadSetService {
+  private readonly maxBytes: number;
+  private readonly maxEntryBytes: number;
+
   constructor(
     private readonly client: Redis | Cluster,
     private readonly scripts: RedisScripts,
     private readonly keys: UniqueJobsKeys,
-    private readonly bounds: { maxSize: number; maxAge: number },
+    private readonly bounds: DeadSetBounds,
     private readonly requeue: DeadSetRequeue,
-  ) {}
+    private readonly logger: DeadSetLogger = new Logger('UniqueJobs'),
+  ) {
+    this.maxBytes = bounds.maxBytes ?? Number.MAX_SAFE_INTEGER;
+    this.maxEntryBytes = Math.min(bounds.maxEntryBytes ?? Number.MAX_SAFE_INTEGER, this.maxBytes);
+  }
 
-  /** Adds an entry; returns its id. */
-  async add(entry: Omit<DeadSetEntry, 'id' | 'rejectedAt'>): Promise<string> {
+  /**
+   * Adds an entry; returns its id. An entry whose JSON is over `maxEntryBytes` is stored without its `data` and
+   * `opts` (truncated) and a warning says so.
+   */
+  async add(entry: NewDeadSetEntry): Promise<string> {
     const id = randomUUID();
     const full: DeadSetEntry = { ...entry, id, rejectedAt: Date.now() };
-    await this.scripts.run(
-      'deadSetAdd',
-      [this.keys.deadSetIndex, this.keys.deadSetEntries],
-      [id, JSON.stringify(full), this.bounds.maxSize, this.bounds.maxAge],
-    );
+    let json = JSON.stringify(full);
+    const bytes = Buffer.byteLength(json);
+    if (bytes > this.maxEntryBytes) {
+      const { data, opts, ...metadata } = full;
+      const payloadSha256 = createHash('sha256').update(JSON.stringify({ data, opts })).digest('hex');
+      json = JSON.stringify({
+        ...metadata,
+        truncated: true,
+        originalBytes: bytes,
+        payloadSha256,
+      } satisfies DeadSetEntry);
+      this.logger.warn(
+        `Dead-set entry ${id} (queue "${entry.queue}", job "${entry.jobName}", digest ${entry.digest}) is ${bytes} bytes, ` +
+          `over deadSet.maxEntryBytes (${this.maxEntryBytes}): stored without its data and options ` +
+          `(payload sha256 ${payloadSha256}); it can be listed and deleted, not retried`,
+      );
+    }
+    await this.store(id, json);
     return id;
   }
 
@@ -52,12 +95,9 @@ export class DeadSetService {
     return count as number;
   }
 
-  private async read(offset: number, limit: number): Promise<(number | string)[]> {
-    return (await this.scripts.run(
-      'deadSetList',
-      [this.keys.deadSetIndex, this.keys.deadSetEntries],
-      [offset, limit, this.bounds.maxAge],
-    )) as (number | string)[];
+  /** Bytes of entry JSON the set holds (the counter that `maxBytes` bounds; entries older than `maxAge` included). */
+  async bytes(): Promise<number> {
+    return Number((await this.client.get(this.keys.deadSetBytes)) ?? 0);
   }
 
   /** Deletes an entry; resolves `false` when there was none. */
@@ -68,25 +108,52 @@ export class DeadSetService {
   /**
    * Takes the entry out and enqueues it again (through the uniqueness rules of its queue). Resolves `undefined` when
    * there is no such entry.
+   *
+   * @throws TruncatedDeadSetEntryError when the entry was stored without its payload; it stays in the dead set.
    */
   async retry(id: string): Promise<EnqueueResult | undefined> {
+    const stored = await this.get(id);
+    if (stored?.truncated) throw new TruncatedDeadSetEntryError(id, stored.originalBytes, stored.payloadSha256);
     const entry = await this.take(id);
     if (!entry) return undefined;
+    if (!isRetryable(entry)) {
+      await this.store(entry.id, JSON.stringify(entry)); // cannot happen: ids are never reused
+      throw new TruncatedDeadSetEntryError(id, entry.originalBytes, entry.payloadSha256);
+    }
     try {
       return await this.requeue(entry);
     } catch (error) {
-      await this.scripts.run(
-        'deadSetAdd',
-        [this.keys.deadSetIndex, this.keys.deadSetEntries],
-        [entry.id, JSON.stringify(entry), this.bounds.maxSize, this.bounds.maxAge],
-      );
+      await this.store(entry.id, JSON.stringify(entry));
       throw error;
     }
   }
 
+  private async store(id: string, json: string): Promise<void> {
+    await this.scripts.run(
+      'deadSetAdd',
+      [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
+      [id, json, this.bounds.maxSize, this.bounds.maxAge, this.maxBytes],
+    );
+  }
+
+  private async read(offset: number, limit: number): Promise<(number | string)[]> {
+    return (await this.scripts.run(
+      'deadSetList',
+      [this.keys.deadSetIndex, this.keys.deadSetEntries],
+      [offset, limit, this.bounds.maxAge],
+    )) as (number | string)[];
+  }
+
   private async take(id: string): Promise<DeadSetEntry | undefined> {
-    const value = (await this.scripts.run('deadSetTake', [this.keys.deadSetIndex, this.keys.deadSetEntries], [id])) as
-      string | null;
+    const value = (await this.scripts.run(
+      'deadSetTake',
+      [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
+      [id],
+    )) as string | null;
     return value === null ? undefined : (JSON.parse(value) as DeadSetEntry);
   }
+}
+
+function isRetryable(entry: DeadSetEntry): entry is RetryableDeadSetEntry {
+  return entry.truncated !== true;
 }

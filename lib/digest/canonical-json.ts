@@ -68,10 +68,8 @@ function writeValue(value: unknown, path: string, seen: Set<object>, strict: boo
   // `new Number(1)` is written as 1, like JSON does (else every boxed number would hash as {}).
   if (types.isBoxedPrimitive(object)) return writeValue(unbox(object), path, seen, strict, depth);
   if (seen.has(object)) throw new UnserializableLockArgsError(path, 'circular structure');
-  if (object instanceof Map || object instanceof Set || object instanceof WeakMap || object instanceof WeakSet) {
-    throw new UnserializableLockArgsError(path, `${object.constructor.name} has no JSON form; convert it to an array`);
-  }
-  if (object instanceof RegExp) throw new UnserializableLockArgsError(path, 'RegExp has no JSON form');
+  const lossy = lossyObject(object);
+  if (lossy) throw new UnserializableLockArgsError(path, lossy);
   if (depth >= MAX_CANONICAL_DEPTH) {
     throw new UnserializableLockArgsError(path, `nested deeper than ${MAX_CANONICAL_DEPTH} arrays and objects`);
   }
@@ -97,6 +95,33 @@ function writeValue(value: unknown, path: string, seen: Set<object>, strict: boo
   } finally {
     seen.delete(object);
   }
+}
+
+/**
+ * Why an object that is not plain data would be hashed lossily (JSON would write it as `{}` or drop what makes it
+ * what it is), or `undefined` when its own enumerable properties are its data: plain objects, arrays, and instances of
+ * classes that keep their data in own fields (DTOs), as JSON and so BullMQ store them.
+ */
+function lossyObject(object: object): string | undefined {
+  if (typeof (object as { then?: unknown }).then === 'function') {
+    return 'a Promise (a thenable): lockArgs must be synchronous and return the value itself, not a Promise';
+  }
+  if (object instanceof Map || object instanceof Set || object instanceof WeakMap || object instanceof WeakSet) {
+    return `${object.constructor.name} has no JSON form; convert it to an array`;
+  }
+  if (object instanceof RegExp) return 'RegExp has no JSON form';
+  if (object instanceof Error) return `an Error (${object.name}) has no JSON form; pick its fields (e.g. its message)`;
+  if (types.isAnyArrayBuffer(object) || ArrayBuffer.isView(object)) {
+    return `binary data (${object.constructor.name}) has no plain JSON form; convert it to an array or a string`;
+  }
+  if (object instanceof WeakRef) return 'a WeakRef cannot be hashed; pass what it refers to';
+  const prototype: unknown = Object.getPrototypeOf(object);
+  const plain = prototype === Object.prototype || prototype === null || Array.isArray(object);
+  if (!plain && Object.keys(object).length === 0) {
+    const name = (object.constructor as { name?: string } | undefined)?.name ?? 'an object';
+    return `an instance of ${name} with no own data (JSON would write it as {}); return plain data`;
+  }
+  return undefined;
 }
 
 /** The primitive inside a boxed primitive (`new Number(1)` → 1), read from its internal slot, as JSON does. */

@@ -1,8 +1,9 @@
 import { UniqueJobsError } from './unique-jobs.error.js';
 
 /**
- * Thrown at enqueue (and nothing is enqueued) when the lock arguments cannot be hashed canonically: functions,
- * symbols, BigInt, `undefined`, non-finite numbers, Maps, Sets, circular structures.
+ * Thrown at enqueue (and nothing is enqueued) when the lock arguments are not plain data that can be hashed
+ * canonically: a Promise (an `async` lockArgs: it must be synchronous), functions, symbols, BigInt, `undefined`,
+ * non-finite numbers, Maps, Sets, Errors, binary data, WeakRefs, class instances with no own data, circular structures.
  */
 export class UnserializableLockArgsError extends UniqueJobsError {
   constructor(

@@ -1,6 +1,6 @@
 import type { Observable, Subscription } from 'rxjs';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
-import type { LoggerLike } from '../interceptor/logger.js';
+import type { LoggerLike } from '../common/logger.js';
 import type { UniqueJobEvent } from './unique-jobs.events.js';
 
 /** The level of the line logged for an event (`false`: none). */

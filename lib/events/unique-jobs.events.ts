@@ -1,12 +1,10 @@
-import { Inject, Injectable, Optional, type OnModuleInit } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
+import type { LoggerService, OnModuleInit } from '@nestjs/common';
+import type { ModuleRef } from '@nestjs/core';
 import { Subject, type Observable, type Subscription } from 'rxjs';
-import type { ConflictSide } from '../interfaces/conflict-strategy.interface.js';
-import type { UniqueJobsModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
-import { loggerOf, type LoggerLike } from '../interceptor/logger.js';
-import { UNIQUE_JOBS_MODULE_OPTIONS } from '../unique-jobs.module-definition.js';
+import { loggerOf, type LoggerLike } from '../common/logger.js';
+import type { ConflictSide } from '../interfaces/unique-job-options.interface.js';
 import { findEventEmitter, forwardToEventEmitter } from './event-emitter.forwarder.js';
-import { logEvents, validateLogLevels } from './event-logger.js';
+import { logEvents, validateLogLevels, type UniqueJobsLogLevels } from './event-logger.js';
 import { SafeObservable } from './safe-observable.js';
 
 interface JobEventBase {
@@ -96,16 +94,19 @@ export type UniqueJobEvent =
  * break anything: what an Observable subscriber or an EventEmitter2 listener throws (or an async one rejects with) is
  * logged as an error and goes no further; the job and the other listeners carry on.
  */
-@Injectable()
 export class UniqueJobsEvents implements OnModuleInit {
   private readonly subject = new Subject<UniqueJobEvent>();
   private readonly stream: Observable<UniqueJobEvent>;
   private readonly logger: LoggerLike;
   private readonly subscriptions: Subscription[] = [];
 
+  /**
+   * `options`: the module's logger and log levels (the module builds the instance it provides). `moduleRef`: where to
+   * look for `@nestjs/event-emitter`'s emitter.
+   */
   constructor(
-    @Optional() @Inject(UNIQUE_JOBS_MODULE_OPTIONS) private readonly options?: UniqueJobsModuleOptions,
-    @Optional() private readonly moduleRef?: ModuleRef,
+    private readonly options?: { logger?: LoggerService | false; logLevels?: UniqueJobsLogLevels },
+    private readonly moduleRef?: ModuleRef,
   ) {
     validateLogLevels(options?.logLevels);
     this.logger = loggerOf(options?.logger);

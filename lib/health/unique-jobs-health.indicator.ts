@@ -2,13 +2,13 @@ import { createHash } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { Cluster, Redis } from 'ioredis';
-import { JobInterceptor } from '../interceptor/job.interceptor.js';
-import type { UniqueJobsModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
+import { JobInterceptor } from '../nest/job.interceptor.js';
+import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
 import { scanNodes } from '../redis/scan.js';
-import { DEFAULT_REAPER_INTERVAL, UniqueJobsReaper } from '../reaper/unique-jobs.reaper.js';
+import { DEFAULT_REAPER_INTERVAL, UniqueJobsReaper } from '../nest/unique-jobs.reaper.js';
 import { scriptSources } from '../redis/redis-scripts.js';
-import { UNIQUE_JOBS_REDIS } from '../unique-jobs.constants.js';
-import { UNIQUE_JOBS_MODULE_OPTIONS } from '../unique-jobs.module-definition.js';
+import { UNIQUE_JOBS_REDIS } from '../nest/unique-jobs.constants.js';
+import { UNIQUE_JOBS_MODULE_OPTIONS } from '../nest/unique-jobs.module-definition.js';
 import type {
   ReaperHealth,
   UniqueJobsHealthDetails,

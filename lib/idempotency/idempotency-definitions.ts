@@ -1,12 +1,12 @@
 import { hash } from 'node:crypto';
 import { canonicalJson } from '../digest/canonical-json.js';
 import { UnrecoverableUniqueJobsError } from '../errors/unrecoverable-unique-jobs.error.js';
-import { JobNameRegistry, type JobNameScoped } from '../interceptor/job-name-registry.js';
+import { JobNameRegistry, type JobNameScoped } from '../common/job-name-registry.js';
 import type {
   IdempotencyDefaults,
   IdempotencyJob,
   IdempotencyKeyOptions,
-} from '../interfaces/idempotency-key-options.interface.js';
+} from './idempotency-key-options.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import {
   MAX_IDEMPOTENCY_KEY_LENGTH,

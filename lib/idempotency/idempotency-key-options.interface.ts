@@ -1,3 +1,5 @@
+import type { IdempotencyStore } from './idempotency-store.interface.js';
+
 /**
  * The job as an idempotency key function sees it: the BullMQ job being processed (only these fields are read, so a
  * plain object works in tests).
@@ -75,4 +77,17 @@ export interface IdempotencyKeyOptions<DataType = unknown> extends Partial<Idemp
    * from `idempotencyOf(job).transaction`. Default `false`.
    */
   transactional?: boolean;
+}
+
+/** The `idempotency` part of the module options. */
+export interface IdempotencyModuleOptions {
+  /**
+   * The store used when `@IdempotencyKey` names none. Default: a `RedisIdempotencyStore` on the lock connection and
+   * prefix.
+   */
+  store?: IdempotencyStore;
+  /** Stores `@IdempotencyKey({ store: name })` can pick, e.g. `{ sql: new PostgresIdempotencyStore({ pool }) }`. */
+  stores?: Readonly<Record<string, IdempotencyStore>>;
+  /** Defaults of every `@IdempotencyKey` option. */
+  defaults?: Partial<IdempotencyDefaults>;
 }

@@ -1,7 +1,13 @@
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
-import type { IdempotencyDefaults, IdempotencyKeyOptions } from '../interfaces/idempotency-key-options.interface.js';
-import type { IdempotencyModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
-import { describeOptionValue, isPlainObject, stripUndefined } from '../unique-jobs.options.js';
+import type { IdempotencyDefaults, IdempotencyKeyOptions } from './idempotency-key-options.interface.js';
+import type { IdempotencyModuleOptions } from './idempotency-key-options.interface.js';
+import {
+  describeOptionValue,
+  integerProblem,
+  isPlainObject,
+  MAX_TIMER_MS,
+  stripUndefined,
+} from '../common/option-values.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 
 /** The defaults of every `@IdempotencyKey` option (overridable in `forRoot({ idempotency: { defaults } })`). */
@@ -147,14 +153,13 @@ export function validateIdempotencyModuleOptions(options: IdempotencyModuleOptio
 }
 
 function checkDefaults(merged: IdempotencyDefaults, fail: (option: string, problem: string) => never): void {
-  const integer = (option: 'ttl' | 'lease', min: number) => {
-    const value = merged[option];
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-      fail(option, `must be an integer ≥ ${min} (milliseconds) (got ${describeOptionValue(value)})`);
-    }
+  const integer = (option: 'ttl' | 'lease', min: number, max?: number) => {
+    const problem = integerProblem(merged[option], min, max, ' (milliseconds)');
+    if (problem) fail(option, problem);
   };
   integer('ttl', 1);
-  integer('lease', 100);
+  // The lease is renewed on a timer: bounded by what Node's timers accept.
+  integer('lease', 100, MAX_TIMER_MS);
   for (const [option, valid] of Object.entries(CHOICES)) {
     const value = merged[option as keyof IdempotencyDefaults];
     if (!valid.includes(value as string)) {

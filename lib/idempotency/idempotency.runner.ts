@@ -9,8 +9,8 @@ import { IdempotencyLeaseLostError } from '../errors/idempotency-lease-lost.erro
 import { MissingIdempotencyKeyError } from '../errors/missing-idempotency-key.error.js';
 import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
 import type { DistributiveOmit, IdempotencyEvent, UniqueJobsEvents } from '../events/unique-jobs.events.js';
-import type { LoggerLike } from '../interceptor/logger.js';
-import { willRunAgain } from '../interceptor/will-run-again.js';
+import { attemptOutcome } from '../common/bullmq-lifecycle.js';
+import type { LoggerLike } from '../common/logger.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
 import { AttemptContext } from './idempotency-context.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
@@ -206,11 +206,12 @@ export class IdempotencyRunner {
   /** The handler (or storing its result) failed: release the claim, or keep a final failure (`onFailure: 'keep'`). */
   private async afterFailure(attempt: Attempt, error: unknown): Promise<void> {
     const { job, definition, ref } = attempt;
-    const keep =
-      definition.options.onFailure === 'keep' &&
-      !(error instanceof UnserializableIdempotencyResultError) &&
-      !willRunAgain(job, error);
     try {
+      // A failure is kept only when BullMQ fails the job for good (asked of BullMQ, before it moves the job).
+      const keep =
+        definition.options.onFailure === 'keep' &&
+        !(error instanceof UnserializableIdempotencyResultError) &&
+        (await attemptOutcome(job, error)) === 'fails';
       if (keep) {
         const { name, message } = error instanceof Error ? error : new Error(String(error));
         const failure = { error: JSON.stringify({ name, message }), ttlMs: definition.options.ttl };

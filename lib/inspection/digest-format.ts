@@ -49,9 +49,11 @@ export function parseDigestPrefix(value: string): string {
 
 /**
  * Checks a glob over digests given by a user (`*` any characters, `?` one; otherwise hex, `v`, digits and `:`). A
- * pattern starting with hex gets `v1:` in front. The result is safe in a Redis `SCAN MATCH` pattern.
+ * pattern starting with hex gets `v1:` in front, and runs of `*` become one `*` (same matches). The result is safe in
+ * a Redis `SCAN MATCH` pattern; match digests against it with {@link digestPatternMatcher}, never a regular
+ * expression (which backtracks exponentially on patterns such as `***************v*`).
  *
- * @throws InvalidDigestError for any other character.
+ * @throws InvalidDigestError for any other character, or a pattern longer than 200 characters.
  */
 export function parseDigestPattern(value: string): string {
   const text = String(value).trim().toLowerCase();
@@ -60,13 +62,55 @@ export function parseDigestPattern(value: string): string {
       `Invalid digest pattern ${JSON.stringify(truncate(value))}: use hex (0-9, a-f), "${DIGEST_VERSION}:", "*" and "?"`,
     );
   }
-  return /^[0-9a-f]/.test(text) ? `${DIGEST_VERSION}:${text}` : text;
+  const collapsed = collapseStars(text);
+  return /^[0-9a-f]/.test(collapsed) ? `${DIGEST_VERSION}:${collapsed}` : collapsed;
 }
 
-/** A regular expression matching the digests a pattern from {@link parseDigestPattern} matches. */
-export function digestPatternRegExp(pattern: string): RegExp {
-  const source = [...pattern].map((c) => (c === '*' ? '.*' : c === '?' ? '.' : c)).join('');
-  return new RegExp(`^${source}$`);
+/** The pattern with every run of `*` replaced by one `*` (the same set of matches, less work for any matcher). */
+export function collapseStars(pattern: string): string {
+  return pattern.replace(/\*{2,}/g, '*');
+}
+
+/**
+ * A predicate telling whether a digest matches a glob from {@link parseDigestPattern} (`*` any run of characters,
+ * including none; `?` exactly one; any other character itself).
+ *
+ * It never backtracks beyond the last `*` seen (the classic two-pointer wildcard matcher), so one test costs at most
+ * pattern length × text length steps whatever the pattern: a pattern such as `***************v*` or
+ * `*a*a*a*a*a*a*a*a*b`, which makes a backtracking regular expression take minutes, is answered in microseconds.
+ */
+export function digestPatternMatcher(pattern: string): (text: string) => boolean {
+  const glob = collapseStars(pattern);
+  return (text) => globMatches(glob, text);
+}
+
+/**
+ * Greedy wildcard matching: advance through both strings; at a `*` remember where it was and match it empty; on a
+ * mismatch go back to just after the last `*` and let it swallow one more character of the text. Once a later `*` is
+ * reached, an earlier one never needs to grow again (the later one can absorb whatever it would), so the text position
+ * only moves forward and the work is bounded by pattern length × text length.
+ */
+function globMatches(pattern: string, text: string): boolean {
+  let p = 0;
+  let t = 0;
+  let star = -1; // index of the last `*` in the pattern, -1 before any
+  let resume = 0; // where in the text that `*` stopped swallowing
+  while (t < text.length) {
+    if (p < pattern.length && (pattern[p] === '?' || (pattern[p] !== '*' && pattern[p] === text[t]))) {
+      p++;
+      t++;
+    } else if (p < pattern.length && pattern[p] === '*') {
+      star = p++;
+      resume = t;
+    } else if (star !== -1) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.length && pattern[p] === '*') p++;
+  return p === pattern.length;
 }
 
 function truncate(value: unknown): string {

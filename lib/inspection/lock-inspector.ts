@@ -2,7 +2,7 @@ import { discoverQueues, escapeGlob, scanNodes } from '../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
 import { deduplicationId, digestOfDeduplicationId, UniqueJobsKeys } from '../redis/keys.js';
 import {
-  digestPatternRegExp,
+  digestPatternMatcher,
   isLockDigest,
   parseDigestPattern,
   parseDigestPrefix,
@@ -188,9 +188,8 @@ export class LockInspector {
     let glob = '*';
     let matches: (digest: string) => boolean = () => true;
     if (filter.pattern !== undefined) {
-      glob = parseDigestPattern(filter.pattern);
-      const regExp = digestPatternRegExp(glob);
-      matches = (digest) => regExp.test(digest);
+      glob = parseDigestPattern(filter.pattern); // runs of `*` collapsed: also the pattern Redis's MATCH gets
+      matches = digestPatternMatcher(glob);
     }
     if (filter.digest !== undefined) {
       const prefix = parseDigestPrefix(filter.digest);

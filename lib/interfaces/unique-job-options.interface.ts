@@ -16,6 +16,9 @@ export type StrategyName = BuiltInStrategyName | (string & {});
  */
 export type OnConflict = StrategyName | { client?: StrategyName; server?: StrategyName };
 
+/** `client`: at enqueue, before the job exists. `server`: in the worker, when a run-time lock is taken. */
+export type ConflictSide = 'client' | 'server';
+
 /** What a uniqueness digest can be made unique across. */
 export type UniqueAcross = 'queues' | 'names';
 
@@ -85,4 +88,22 @@ export interface UniqueJobOptions<DataType = unknown> extends Partial<UniqueJobD
 export interface UniqueJobDefinition<DataType = unknown> extends UniqueJobOptions<DataType> {
   /** The queue the options apply to. */
   queue: string;
+}
+
+/** Per-job options with every default applied and `uniqueAcross` normalized. */
+export interface EffectiveJobOptions extends UniqueJobDefaults {
+  lock: LockType;
+  uniqueAcross: readonly UniqueAcross[];
+}
+
+/** The options in force for (queue, job name), as conflict strategies and events see them. */
+export interface ResolvedJobDefinition {
+  /** The queue the options apply to. */
+  readonly queue: string;
+  /** Job names they apply to; `undefined`: every name of the queue without options of its own. */
+  readonly jobNames: readonly string[] | undefined;
+  /** Where they were declared (for messages), e.g. `SettlePaymentProcessor (@UniqueJob #1)`. */
+  readonly source: string;
+  /** Every option, defaults applied. */
+  readonly options: EffectiveJobOptions;
 }

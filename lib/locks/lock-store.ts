@@ -39,6 +39,17 @@ export class LockStore {
     return (await released) === 1;
   }
 
+  /** The options a job was stored with (its hash's `opts` field), or `undefined` when the job does not exist. */
+  async jobOptions(jobKey: string): Promise<Record<string, unknown> | undefined> {
+    const opts = await this.scripts.client.hget(jobKey, 'opts');
+    return opts === null ? undefined : (JSON.parse(opts) as Record<string, unknown>);
+  }
+
+  /** The oldest owner of `key` whose lease is live, or `undefined`. */
+  async holder(key: string): Promise<string | undefined> {
+    return ((await this.scripts.run('lockHolder', [key], [])) as string | null) ?? undefined;
+  }
+
   /** The job holding a BullMQ deduplication key, or `undefined` when it is free or stale (its job is gone). */
   async peekDeduplication(key: string, jobKeyPrefix: string): Promise<string | undefined> {
     const holder = (await this.scripts.run('peekDeduplication', [key], [jobKeyPrefix])) as string | null;

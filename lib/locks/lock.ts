@@ -1,35 +1,102 @@
-import type { ConflictSide } from '../interfaces/conflict-strategy.interface.js';
-import type { LockType } from '../interfaces/unique-job-options.interface.js';
+import type { ConflictSide, LockType } from '../interfaces/unique-job-options.interface.js';
+import type { AcquireResult } from './lock-store.js';
 
-/** When a lock type lets go of its enqueue lock. */
-export type EnqueueLockRelease = 'on-start' | 'on-finish' | 'on-expiry';
+/** The answer of a hook that admits the job or names the job in the way. */
+export const ADMITTED: AcquireResult = Object.freeze({ acquired: true });
+
+/** A job's enqueue lock, bound to the job: what a lock type may do with it. Every operation is owner-checked. */
+export interface JobEnqueueLock {
+  /** Releases it now. */
+  release(): Promise<void>;
+  /**
+   * Releases it, if the job still holds it, at the job's end: when its handler returned (before BullMQ records the
+   * completion, on the same connection when it can) or when BullMQ recorded its end. Nothing is sent when BullMQ deletes
+   * it with the job.
+   */
+  releaseAtEnd(): Promise<void>;
+  /** Takes it (back) for the job, unless another live job holds it. */
+  retake(): Promise<AcquireResult>;
+}
+
+/** What a lock type may do while a worker runs one attempt of a job (the worker provides it). */
+export interface LockRun {
+  /** The job's enqueue lock, when the job took one at enqueue (a job added without the library has none). */
+  readonly enqueueLock: JobEnqueueLock | undefined;
+  /**
+   * Whether this is not the job's first start: a retry, a stalled job recovered, or a job brought back from `failed`
+   * or `completed` (by `job.retry()` made outside the library, a dashboard…), which may no longer hold its lock.
+   */
+  readonly restarted: boolean;
+  /** Takes the run-time lock (waiting up to `lockTimeout`); the worker gives it back after the attempt, whatever happens. */
+  takeRuntimeLock(): Promise<AcquireResult>;
+}
+
+/** An attempt whose handler threw. */
+export interface FailedAttempt {
+  /**
+   * Whether BullMQ fails the job for good after this attempt, by BullMQ's own rule (asked of BullMQ once, on demand: it
+   * costs a Redis call). `false` when BullMQ retries it or the handler moved it (a delay, a rate limit).
+   */
+  endsJob(): Promise<boolean>;
+}
+
+/** How a job ended, as BullMQ recorded it. */
+export type JobEnd = 'completed' | 'failed';
 
 /**
- * A lock type: a small policy object saying what the lock does at enqueue, start, success, retry and death. The job
- * interceptor carries the policy out, so every lock type moves through the same code (see docs/how-locks-move.md).
- * Adding a lock type is adding a subclass and a line in `locks/index.ts`.
+ * A lock type: what it does at each point of a job's life, one hook per column of the table in docs/how-locks-move.md.
+ * The worker calls the hooks; what BullMQ does next with a job is never guessed: `attemptFailed` runs before BullMQ
+ * decides (retry, delay, or fail for good), and `finished` after BullMQ recorded the job's end. Adding a lock type is
+ * adding a subclass and a line in `locks/index.ts`.
  */
 export abstract class Lock {
   /** The name used in `@UniqueJob({ lock })`. */
   abstract readonly type: LockType;
-  /** Takes a lock when the job is enqueued. */
-  abstract readonly locksAtEnqueue: boolean;
-  /** When the enqueue lock is released (ignored without one). */
-  readonly releaseEnqueueLock: EnqueueLockRelease = 'on-finish';
-  /** Takes the enqueue lock again when an attempt fails and will be retried (the job is queued again). */
-  readonly relockOnRetry: boolean = false;
-  /** Holds a run-time lock (a renewed lease) while the handler runs. */
-  readonly locksWhileRunning: boolean = false;
-  /** Needs `lockTtl`. */
-  readonly requiresTtl: boolean = false;
+  /**
+   * Where duplicates are met: `client` when the lock is taken at enqueue (an enqueue lock), `server` when it is taken
+   * while the handler runs (a run-time lock).
+   */
+  abstract readonly conflictSides: readonly ConflictSide[];
   /** The strategy of each side when `onConflict` leaves it unset. */
   readonly defaultStrategy: Readonly<Record<ConflictSide, string>> = { client: 'log', server: 'log' };
+  /** Needs `lockTtl`. */
+  readonly requiresTtl: boolean = false;
 
-  /** The sides on which this lock meets duplicates, so the strategies they need. */
-  get conflictSides(): ConflictSide[] {
-    const sides: ConflictSide[] = [];
-    if (this.locksAtEnqueue) sides.push('client');
-    if (this.locksWhileRunning) sides.push('server');
-    return sides;
+  /** Whether a lock is taken before the job enters the queue (an enqueue lock). */
+  get locksAtEnqueue(): boolean {
+    return this.conflictSides.includes('client');
+  }
+
+  /** Whether a lock is held while the handler runs (a run-time lock). */
+  get locksWhileRunning(): boolean {
+    return this.conflictSides.includes('server');
+  }
+
+  /** A worker starts an attempt; `acquired: false` names the job in the way (the conflict strategy applies). */
+  start(_run: LockRun): Promise<AcquireResult> {
+    return Promise.resolve(ADMITTED);
+  }
+
+  /** The handler returned: BullMQ records the job completed next. */
+  async succeeded(_run: LockRun): Promise<void> {}
+
+  /**
+   * The handler threw; BullMQ retries the job, moves it, or fails it for good next (`attempt.endsJob()` asks BullMQ's
+   * rule). {@link finished} follows BullMQ's record of the end, whatever was foreseen here.
+   */
+  async attemptFailed(_run: LockRun, _attempt: FailedAttempt): Promise<void> {}
+
+  /**
+   * BullMQ recorded the job failed for good (also a job it failed without calling the processor), or completed through
+   * a conflict strategy: release what is still held.
+   */
+  async finished(_run: LockRun, _end: JobEnd): Promise<void> {}
+
+  /**
+   * The job is brought back to the queue from `failed` or `completed` (`job.retry()`, `queue.retryJobs()` through a
+   * guarded queue); `acquired: false` refuses it, naming the job in the way.
+   */
+  reentering(_enqueueLock: JobEnqueueLock): Promise<AcquireResult> {
+    return Promise.resolve(ADMITTED);
   }
 }

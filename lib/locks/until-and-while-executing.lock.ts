@@ -1,4 +1,4 @@
-import { Lock } from './lock.js';
+import { Lock, type FailedAttempt, type JobEnqueueLock, type LockRun } from './lock.js';
 
 /**
  * An enqueue lock released when the job starts, plus a run-time lock while it runs: at most one queued and one running
@@ -7,9 +7,28 @@ import { Lock } from './lock.js';
  */
 export class UntilAndWhileExecutingLock extends Lock {
   readonly type = 'until_and_while_executing';
-  readonly locksAtEnqueue = true;
-  override readonly releaseEnqueueLock = 'on-start';
-  override readonly relockOnRetry = true;
-  override readonly locksWhileRunning = true;
+  readonly conflictSides = ['client', 'server'] as const;
   override readonly defaultStrategy = { client: 'log', server: 'reschedule' };
+
+  /** Start: take the run-time lock, then release the enqueue lock (a conflict keeps it: the job stays in line). */
+  override async start(run: LockRun) {
+    const held = await run.takeRuntimeLock();
+    if (held.acquired) await run.enqueueLock?.release();
+    return held;
+  }
+
+  /** Failed attempt: take the enqueue lock back for the retry (not when BullMQ fails the job for good). */
+  override async attemptFailed(run: LockRun, attempt: FailedAttempt) {
+    if (!(await attempt.endsJob())) await run.enqueueLock?.retake();
+  }
+
+  /** Ended (failed for good, or through a conflict strategy): release the enqueue lock still held. */
+  override async finished(run: LockRun) {
+    await run.enqueueLock?.releaseAtEnd();
+  }
+
+  /** Back from failed or completed: take the enqueue lock again. */
+  override reentering(enqueueLock: JobEnqueueLock) {
+    return enqueueLock.retake();
+  }
 }

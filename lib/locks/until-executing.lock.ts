@@ -1,12 +1,31 @@
-import { Lock } from './lock.js';
+import { Lock, type FailedAttempt, type JobEnqueueLock, type LockRun } from './lock.js';
 
 /**
  * Locked from enqueue until a worker starts the job: at most one queued job per digest, while a running one does not
- * block a new one. A failed attempt that will be retried takes the lock again until its next start.
+ * block a new one. A failed attempt takes the lock back until the next start (unless another job took it meanwhile).
  */
 export class UntilExecutingLock extends Lock {
   readonly type = 'until_executing';
-  readonly locksAtEnqueue = true;
-  override readonly releaseEnqueueLock = 'on-start';
-  override readonly relockOnRetry = true;
+  readonly conflictSides = ['client'] as const;
+
+  /** Start: release. */
+  override async start(run: LockRun) {
+    await run.enqueueLock?.release();
+    return { acquired: true } as const;
+  }
+
+  /** Failed attempt: take it back, so the job never waits for its retry unlocked (not when BullMQ fails it for good). */
+  override async attemptFailed(run: LockRun, attempt: FailedAttempt) {
+    if (!(await attempt.endsJob())) await run.enqueueLock?.retake();
+  }
+
+  /** Failed for good: release what is still held. */
+  override async finished(run: LockRun) {
+    await run.enqueueLock?.releaseAtEnd();
+  }
+
+  /** Back from failed or completed: take the lock again. */
+  override reentering(enqueueLock: JobEnqueueLock) {
+    return enqueueLock.retake();
+  }
 }

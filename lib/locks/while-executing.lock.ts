@@ -1,11 +1,15 @@
-import { Lock } from './lock.js';
+import { Lock, type LockRun } from './lock.js';
 
 /**
- * No lock at enqueue; a run-time lock around the handler, so two jobs with one digest never run at the same time.
- * Released in every outcome.
+ * No lock at enqueue; a run-time lock around the handler, so no two jobs of a digest run at the same time. The worker
+ * gives it back after every attempt, whatever its outcome.
  */
 export class WhileExecutingLock extends Lock {
   readonly type = 'while_executing';
-  readonly locksAtEnqueue = false;
-  override readonly locksWhileRunning = true;
+  readonly conflictSides = ['server'] as const;
+
+  /** Start: take the run-time lock (or meet the server strategy). */
+  override start(run: LockRun) {
+    return run.takeRuntimeLock();
+  }
 }

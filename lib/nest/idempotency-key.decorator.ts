@@ -1,6 +1,9 @@
-import type { IdempotencyKeyFunction, IdempotencyKeyOptions } from '../interfaces/idempotency-key-options.interface.js';
-import { requestWorkerGuard } from '../interceptor/worker.guard.js';
-import { IDEMPOTENCY_KEY_METADATA } from '../unique-jobs.constants.js';
+import type {
+  IdempotencyKeyFunction,
+  IdempotencyKeyOptions,
+} from '../idempotency/idempotency-key-options.interface.js';
+import { requestWorkerGuard } from './worker.guard.js';
+import { IDEMPOTENCY_KEY_METADATA } from './unique-jobs.constants.js';
 
 /**
  * Makes the effect of a `@Processor`'s jobs happen once per key, however often a job is delivered: the handler runs

@@ -7,9 +7,10 @@ import {
   PROCESSOR_METADATA,
   UNIQUE_JOB_METADATA,
   UNIQUE_JOBS_DEFINITIONS,
-} from '../unique-jobs.constants.js';
-import { JobInterceptor, type BulkJob } from './job.interceptor.js';
-import type { JobDefinitions } from './job-definitions.js';
+} from './unique-jobs.constants.js';
+import type { BulkJob } from '../producer/guarded-queues.js';
+import { JobInterceptor } from './job.interceptor.js';
+import type { JobDefinitions } from '../options/job-definitions.js';
 import { UniqueJobsWorkerGuard } from './worker.guard.js';
 
 const GUARDED = new WeakSet<Queue>();

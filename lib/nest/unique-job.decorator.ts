@@ -1,6 +1,6 @@
 import type { UniqueJobDefinition, UniqueJobOptions } from '../interfaces/unique-job-options.interface.js';
-import { requestWorkerGuard } from '../interceptor/worker.guard.js';
-import { UNIQUE_JOB_METADATA } from '../unique-jobs.constants.js';
+import { requestWorkerGuard } from './worker.guard.js';
+import { UNIQUE_JOB_METADATA } from './unique-jobs.constants.js';
 
 /**
  * Makes the jobs of a `@Processor` unique. Records the options (validated at bootstrap) and asks for the processor to

@@ -21,3 +21,6 @@ export const IDEMPOTENCY_KEY_METADATA = 'nestjs-unique-jobs:idempotency-key';
 
 /** Injection token of the idempotency definitions registry. */
 export const UNIQUE_JOBS_IDEMPOTENCY = Symbol('UNIQUE_JOBS_IDEMPOTENCY');
+
+/** Injection token of the lock storage (scripts, lock operations, key names). */
+export const UNIQUE_JOBS_LOCKS = Symbol('UNIQUE_JOBS_LOCKS');

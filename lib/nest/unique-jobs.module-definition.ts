@@ -1,5 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
-import type { UniqueJobsModuleOptions } from './interfaces/unique-jobs-module-options.interface.js';
+import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
 
 /** `forRoot` / `forRootAsync` built with Nest's ConfigurableModuleBuilder; `isGlobal` defaults to `true`. */
 export const {

@@ -1,34 +1,36 @@
 import { Inject, Module, Optional, type OnApplicationShutdown } from '@nestjs/common';
-import { DiscoveryModule } from '@nestjs/core';
-import { InvalidUniqueJobOptionsError } from './errors/invalid-unique-job-options.error.js';
+import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import { getSharedConfigToken } from '@nestjs/bullmq';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import { strategyRegistry } from './conflicts/index.js';
-import { UniqueJobsEvents } from './events/unique-jobs.events.js';
-import type { ConflictStrategy } from './interfaces/conflict-strategy.interface.js';
-import type { UniqueJobsModuleOptions } from './interfaces/unique-jobs-module-options.interface.js';
-import { JobInterceptor } from './interceptor/job.interceptor.js';
-import { loggerOf } from './interceptor/logger.js';
-import { JobDefinitions } from './interceptor/job-definitions.js';
-import { UniqueJobsQueueGuard } from './interceptor/queue.guard.js';
-import { UniqueJobsWorkerGuard } from './interceptor/worker.guard.js';
-import { LockStore } from './locks/lock-store.js';
-import { UniqueJobsKeys } from './redis/keys.js';
-import { RedisScripts } from './redis/redis-scripts.js';
+import { loggerOf } from '../common/logger.js';
+import type { ConflictStrategy } from '../conflicts/conflict-strategy.interface.js';
+import { strategyRegistry } from '../conflicts/index.js';
+import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
+import { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
+import { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
+import { RedisIdempotencyStore } from '../idempotency/stores/redis-idempotency.store.js';
+import { LockStore } from '../locks/lock-store.js';
+import { DEFAULT_PREFIX } from '../options/defaults.js';
+import { JobDefinitions } from '../options/job-definitions.js';
+import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
+import { UniqueJobsReaper } from './unique-jobs.reaper.js';
+import { UniqueJobsKeys } from '../redis/keys.js';
+import { RedisScripts } from '../redis/redis-scripts.js';
+import { UniqueJobsTracing } from './unique-jobs.tracing.js';
+import { validateModuleOptions } from '../unique-jobs.options.js';
+import { JobInterceptor } from './job.interceptor.js';
+import { UniqueJobsQueueGuard } from './queue.guard.js';
 import {
   UNIQUE_JOBS_DEFINITIONS,
   UNIQUE_JOBS_IDEMPOTENCY,
+  UNIQUE_JOBS_LOCKS,
   UNIQUE_JOBS_REDIS,
   UNIQUE_JOBS_STRATEGIES,
 } from './unique-jobs.constants.js';
-import { IdempotencyDefinitions } from './idempotency/idempotency-definitions.js';
-import { IdempotencyRunner } from './idempotency/idempotency.runner.js';
-import { RedisIdempotencyStore } from './idempotency/stores/redis-idempotency.store.js';
 import { ConfigurableModuleClass, UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
-import { DEFAULT_PREFIX, validateModuleOptions } from './unique-jobs.options.js';
 import { UniqueJobsService } from './unique-jobs.service.js';
-import { UniqueJobsReaper } from './reaper/unique-jobs.reaper.js';
-import { UniqueJobsTracing } from './tracing/unique-jobs.tracing.js';
+import { UniqueJobsWorkerGuard } from './worker.guard.js';
 
 /** The Redis client of the library, and whether the module created it (and so closes it). */
 interface RedisHandle {
@@ -66,6 +68,17 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
  * Unique jobs for `@nestjs/bullmq`: import it once with `UniqueJobsModule.forRoot(options)` (or `forRootAsync`),
  * annotate processors with `@UniqueJob`, and keep calling `queue.add`. Global by default (`isGlobal: true`).
  */
+/** Where the locks live: the scripts on the library's client, the lock operations and the key names. */
+interface LockStorage {
+  scripts: RedisScripts;
+  store: LockStore;
+  keys: UniqueJobsKeys;
+}
+
+/**
+ * Unique jobs for `@nestjs/bullmq`: import it once with `UniqueJobsModule.forRoot(options)` (or `forRootAsync`),
+ * annotate processors with `@UniqueJob`, and keep calling `queue.add`. Global by default (`isGlobal: true`).
+ */
 @Module({
   imports: [DiscoveryModule],
   providers: [
@@ -78,6 +91,14 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
       inject: [UNIQUE_JOBS_MODULE_OPTIONS, { token: getSharedConfigToken(), optional: true }],
     },
     {
+      provide: UNIQUE_JOBS_LOCKS,
+      useFactory: (options: UniqueJobsModuleOptions, redis: RedisHandle): LockStorage => {
+        const scripts = new RedisScripts(redis.client);
+        return { scripts, store: new LockStore(scripts), keys: new UniqueJobsKeys(options.prefix ?? DEFAULT_PREFIX) };
+      },
+      inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_REDIS],
+    },
+    {
       provide: UNIQUE_JOBS_STRATEGIES,
       useFactory: (options: UniqueJobsModuleOptions) => {
         // Nest may build this provider first: bad `strategies` must still fail with InvalidUniqueJobOptionsError.
@@ -88,14 +109,18 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
     },
     {
       provide: UNIQUE_JOBS_DEFINITIONS,
-      useFactory: (options: UniqueJobsModuleOptions, strategies: ReadonlyMap<string, ConflictStrategy>) => {
-        const definitions = new JobDefinitions(options.defaults, strategies);
+      useFactory: (
+        options: UniqueJobsModuleOptions,
+        strategies: ReadonlyMap<string, ConflictStrategy>,
+        locks: LockStorage,
+      ) => {
+        const definitions = new JobDefinitions(options.defaults, strategies, locks);
         (options.jobs ?? []).forEach((job, i) =>
           definitions.register(job.queue, job, `forRoot jobs[${i}] (queue "${job.queue}")`),
         );
         return definitions;
       },
-      inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_STRATEGIES],
+      inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_STRATEGIES, UNIQUE_JOBS_LOCKS],
     },
     {
       provide: UNIQUE_JOBS_IDEMPOTENCY,
@@ -110,28 +135,33 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
       },
       inject: [UNIQUE_JOBS_MODULE_OPTIONS, UNIQUE_JOBS_REDIS],
     },
-    UniqueJobsEvents,
+    {
+      provide: UniqueJobsEvents,
+      useFactory: (options: UniqueJobsModuleOptions, moduleRef: ModuleRef) => {
+        validateModuleOptions(options);
+        return new UniqueJobsEvents(options, moduleRef);
+      },
+      inject: [UNIQUE_JOBS_MODULE_OPTIONS, ModuleRef],
+    },
     {
       provide: JobInterceptor,
       useFactory: (
         options: UniqueJobsModuleOptions,
         redis: RedisHandle,
+        locks: LockStorage,
         definitions: JobDefinitions,
         strategies: ReadonlyMap<string, ConflictStrategy>,
         events: UniqueJobsEvents,
         idempotencyDefinitions: IdempotencyDefinitions,
       ) => {
-        const scripts = new RedisScripts(redis.client);
         const logger = loggerOf(options.logger);
         return new JobInterceptor({
+          ...locks,
           definitions,
           idempotencyDefinitions,
           idempotency: new IdempotencyRunner({ events, logger }),
           strategies,
           client: redis.client,
-          scripts,
-          store: new LockStore(scripts),
-          keys: new UniqueJobsKeys(options.prefix ?? DEFAULT_PREFIX),
           events,
           logger,
           enabled: options.enabled ?? true,
@@ -141,6 +171,7 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
       inject: [
         UNIQUE_JOBS_MODULE_OPTIONS,
         UNIQUE_JOBS_REDIS,
+        UNIQUE_JOBS_LOCKS,
         UNIQUE_JOBS_DEFINITIONS,
         UNIQUE_JOBS_STRATEGIES,
         UniqueJobsEvents,

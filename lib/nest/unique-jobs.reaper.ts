@@ -2,15 +2,15 @@ import { Inject, Injectable, type OnApplicationBootstrap } from '@nestjs/common'
 import type { Cluster, Redis } from 'ioredis';
 import { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
-import { JobInterceptor } from '../interceptor/job.interceptor.js';
-import { loggerOf } from '../interceptor/logger.js';
-import { UniqueJobsWorkerGuard } from '../interceptor/worker.guard.js';
-import type { UniqueJobsModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
-import { UNIQUE_JOBS_IDEMPOTENCY, UNIQUE_JOBS_REDIS } from '../unique-jobs.constants.js';
-import { UNIQUE_JOBS_MODULE_OPTIONS } from '../unique-jobs.module-definition.js';
+import { JobInterceptor } from './job.interceptor.js';
+import { loggerOf } from '../common/logger.js';
+import { UniqueJobsWorkerGuard } from './worker.guard.js';
+import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
+import { UNIQUE_JOBS_IDEMPOTENCY, UNIQUE_JOBS_REDIS } from './unique-jobs.constants.js';
+import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../unique-jobs.options.js';
-import { OrphanReaper } from './orphan-reaper.js';
-import type { ReapReport } from './reap-report.interface.js';
+import { OrphanReaper } from '../reaper/orphan-reaper.js';
+import type { ReapReport } from '../reaper/reap-report.interface.js';
 
 /** Default time between reaper runs (ms). */
 export const DEFAULT_REAPER_INTERVAL = 60_000;

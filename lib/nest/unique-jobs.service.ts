@@ -1,12 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { JobsOptions, Queue } from 'bullmq';
 import type { Observable } from 'rxjs';
-import type { DeadSetService } from './dead-set/dead-set.service.js';
-import { UniqueJobsEvents, type UniqueJobEvent } from './events/unique-jobs.events.js';
-import type { EnqueueResult } from './interfaces/enqueue-result.interface.js';
-import { JobInterceptor, type BulkJob } from './interceptor/job.interceptor.js';
-import type { JobDefinitions } from './interceptor/job-definitions.js';
-import { UniqueJobsQueueGuard } from './interceptor/queue.guard.js';
+import type { DeadSetService } from '../dead-set/dead-set.service.js';
+import { UniqueJobsEvents, type UniqueJobEvent } from '../events/unique-jobs.events.js';
+import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
+import type { BulkJob } from '../producer/guarded-queues.js';
+import { JobInterceptor } from './job.interceptor.js';
+import type { JobDefinitions } from '../options/job-definitions.js';
+import { UniqueJobsQueueGuard } from './queue.guard.js';
 import { UNIQUE_JOBS_DEFINITIONS } from './unique-jobs.constants.js';
 
 /**

@@ -2,9 +2,10 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { WorkerHost } from '@nestjs/bullmq';
 import type { Job, Worker } from 'bullmq';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
-import type { UniqueJobOptions } from '../interfaces/unique-job-options.interface.js';
 import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
-import type { IdempotencyKeyOptions } from '../interfaces/idempotency-key-options.interface.js';
+import type { IdempotencyKeyOptions } from '../idempotency/idempotency-key-options.interface.js';
+import type { UniqueJobOptions } from '../interfaces/unique-job-options.interface.js';
+import type { JobDefinitions } from '../options/job-definitions.js';
 import {
   IDEMPOTENCY_KEY_METADATA,
   PROCESSOR_METADATA,
@@ -12,11 +13,9 @@ import {
   UNIQUE_JOBS_DEFINITIONS,
   UNIQUE_JOBS_IDEMPOTENCY,
   WORKER_GUARD_PROPERTY,
-} from '../unique-jobs.constants.js';
+} from './unique-jobs.constants.js';
 import { JobInterceptor } from './job.interceptor.js';
-import type { JobDefinitions } from './job-definitions.js';
-
-type ProcessFn = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
+import type { ProcessFn } from '../worker/job-runner.js';
 
 /**
  * Wraps a processor's `process` with the job interceptor. It runs while Nest instantiates the processor (the guard is
@@ -102,21 +101,20 @@ export class UniqueJobsWorkerGuard {
 }
 
 /**
- * Listens to the worker `@nestjs/bullmq` attaches to the processor (`instance._worker = worker`, right after creating
- * it, before it runs a job): a job BullMQ fails without calling the processor still gets its lock released.
+ * Follows the worker `@nestjs/bullmq` attaches to the processor (`instance._worker = worker`, right after creating it,
+ * before it runs a job): the interceptor hears of every job's end there, including a job BullMQ fails without calling
+ * the processor.
  */
 function watchWorker(instance: object, interceptor: JobInterceptor): void {
   let worker: Worker | undefined = (instance as { _worker?: Worker })._worker;
+  if (worker) interceptor.attachWorker(worker);
   Object.defineProperty(instance, '_worker', {
     configurable: true,
     enumerable: true,
     get: () => worker,
     set: (value: Worker | undefined) => {
       worker = value;
-      worker?.on('failed', (job) => {
-        if (job) void interceptor.afterWorkerFailure(job);
-      });
-      worker?.on('completed', (job) => interceptor.afterWorkerCompletion(job));
+      if (worker) interceptor.attachWorker(worker);
     },
   });
 }

@@ -1,29 +1,47 @@
+import { JobNameRegistry } from '../common/job-name-registry.js';
+import type { ConflictStrategy } from '../conflicts/conflict-strategy.interface.js';
 import { digest, usesDeduplicationKey } from '../digest/digest.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
-import type { ConflictStrategy } from '../interfaces/conflict-strategy.interface.js';
 import type {
   LockArgsJob,
+  ResolvedJobDefinition,
   UniqueJobDefaults,
   UniqueJobDefinition,
   UniqueJobOptions,
 } from '../interfaces/unique-job-options.interface.js';
+import { DeduplicationEnqueueLock } from '../locks/deduplication.enqueue-lock.js';
+import type { EnqueueLock } from '../locks/enqueue-lock.js';
 import { LOCKS, type Lock } from '../locks/index.js';
-import { JobNameRegistry, type JobNameScoped } from './job-name-registry.js';
-import { resolveJobOptions, type EffectiveJobOptions } from '../unique-jobs.options.js';
+import type { LockStore } from '../locks/lock-store.js';
+import { SlotSetEnqueueLock } from '../locks/slot-set.enqueue-lock.js';
+import type { UniqueJobsKeys } from '../redis/keys.js';
+import { DEFAULT_ENQUEUE_LEASE } from './defaults.js';
+import { resolveJobOptions } from './job-options.js';
 
-/** The options that apply to (queue, job name), validated, with defaults, the lock, the strategies and the digest. */
-export interface ResolvedJobDefinition extends JobNameScoped {
-  readonly queue: string;
-  readonly options: EffectiveJobOptions;
+/**
+ * The options that apply to (queue, job name), validated, with defaults, and what they choose: the lock type, the
+ * enqueue lock (chosen once, here), the strategies and the digest.
+ */
+export interface JobDefinition extends ResolvedJobDefinition {
   readonly lock: Lock;
+  /** The enqueue lock, when the lock type takes one. */
+  readonly enqueueLock: EnqueueLock | undefined;
   /** Strategy for duplicates at enqueue, if the lock has any. */
   readonly clientStrategy: ConflictStrategy | undefined;
-  /** Strategy for duplicates in the worker, if the lock has any. */
+  /**
+   * Strategy for duplicates met in the worker: the run-time lock's, or, for a lock taken at enqueue only, the one a job
+   * meets when it starts again without its lock and another job holds it (the client strategy's worker side, else
+   * `reject`).
+   */
   readonly serverStrategy: ConflictStrategy | undefined;
-  /** Whether the enqueue lock rides on BullMQ's deduplication key (one Redis call) or on the library's own key. */
-  readonly enqueueLockPath: 'deduplication' | 'semaphore';
   /** The digest of a job. @throws UnserializableLockArgsError */
   digestOf(job: LockArgsJob): string;
+}
+
+/** Where enqueue locks live: what a definition needs to build its own. */
+export interface EnqueueLockStores {
+  readonly store: LockStore;
+  readonly keys: UniqueJobsKeys;
 }
 
 /**
@@ -31,11 +49,12 @@ export interface ResolvedJobDefinition extends JobNameScoped {
  * is instantiated) and from `forRoot({ jobs })`. One instance per application.
  */
 export class JobDefinitions {
-  private readonly registry = new JobNameRegistry<ResolvedJobDefinition>('unique job options');
+  private readonly registry = new JobNameRegistry<JobDefinition>('unique job options');
 
   constructor(
     private readonly defaults: Partial<UniqueJobDefaults> | undefined,
     private readonly strategies: ReadonlyMap<string, ConflictStrategy>,
+    private readonly stores: EnqueueLockStores,
   ) {}
 
   /** Registers options declared for a queue. Throws `InvalidUniqueJobOptionsError` (at bootstrap). */
@@ -44,20 +63,19 @@ export class JobDefinitions {
     options: UniqueJobOptions | UniqueJobDefinition,
     source: string,
     processorClass?: object,
-  ): ResolvedJobDefinition {
-    if ('queue' in options && options.queue !== queue) {
+  ): JobDefinition {
+    if (typeof options === 'object' && options !== null && 'queue' in options && options.queue !== queue) {
       throw new InvalidUniqueJobOptionsError(
         source,
         'queue',
         `is "${options.queue}" but the processor consumes queue "${queue}"`,
       );
     }
-    const resolved = resolve(queue, options, source, this.defaults, this.strategies, processorClass);
-    return this.registry.add(queue, options, resolved);
+    return this.registry.add(queue, options, this.resolve(queue, options, source, processorClass));
   }
 
   /** The options for a job, or `undefined` when the job is not unique. */
-  find(queue: string, name: string): ResolvedJobDefinition | undefined {
+  find(queue: string, name: string): JobDefinition | undefined {
     return this.registry.find(queue, name);
   }
 
@@ -65,45 +83,57 @@ export class JobDefinitions {
   hasQueue(queue: string): boolean {
     return this.registry.hasQueue(queue);
   }
-}
 
-function resolve(
-  queue: string,
-  declared: UniqueJobOptions | UniqueJobDefinition,
-  source: string,
-  defaults: Partial<UniqueJobDefaults> | undefined,
-  strategies: ReadonlyMap<string, ConflictStrategy>,
-  processorClass: object | undefined,
-): ResolvedJobDefinition {
-  const { options, strategies: chosen } = resolveJobOptions(source, declared, defaults, strategies, processorClass);
-  const lockArgs = declared.lockArgs;
-  const pick: (data: unknown, job: LockArgsJob) => unknown =
-    lockArgs === undefined
-      ? (data) => data
-      : typeof lockArgs === 'string'
-        ? (data, job) =>
-            (processorClass as Record<string, (d: unknown, j: LockArgsJob) => unknown>)[lockArgs](data, job)
-        : lockArgs;
-  return {
-    queue,
-    jobNames: declared.jobName === undefined ? undefined : [declared.jobName].flat(),
-    source,
-    options,
-    lock: LOCKS[options.lock],
-    clientStrategy: chosen.client,
-    serverStrategy: chosen.server,
-    enqueueLockPath: usesDeduplicationKey(options.lock, options.lockLimit, options.uniqueAcross)
-      ? 'deduplication'
-      : 'semaphore',
-    digestOf: (job) =>
-      digest({
-        queue,
-        name: job.name,
-        lockArgs: pick(job.data, job),
-        uniqueAcross: options.uniqueAcross,
-        picked: lockArgs !== undefined,
-      }),
-  };
+  private resolve(
+    queue: string,
+    declared: UniqueJobOptions | UniqueJobDefinition,
+    source: string,
+    processorClass: object | undefined,
+  ): JobDefinition {
+    const resolved = resolveJobOptions(source, declared, this.defaults, this.strategies, processorClass);
+    const { options } = resolved;
+    const lock = LOCKS[options.lock];
+    const lockArgs = declared.lockArgs;
+    const pick: (data: unknown, job: LockArgsJob) => unknown =
+      lockArgs === undefined
+        ? (data) => data
+        : typeof lockArgs === 'string'
+          ? (data, job) =>
+              (processorClass as Record<string, (d: unknown, j: LockArgsJob) => unknown>)[lockArgs](data, job)
+          : lockArgs;
+    const { client, server } = resolved.strategies;
+    return {
+      queue,
+      jobNames: declared.jobName === undefined ? undefined : [declared.jobName].flat(),
+      source,
+      options,
+      lock,
+      enqueueLock: lock.locksAtEnqueue ? this.enqueueLockFor(options) : undefined,
+      clientStrategy: client,
+      serverStrategy: server ?? (client?.onServerConflict ? client : this.strategies.get('reject')),
+      digestOf: (job) =>
+        digest({
+          queue,
+          name: job.name,
+          lockArgs: pick(job.data, job),
+          uniqueAcross: options.uniqueAcross,
+          picked: lockArgs !== undefined,
+        }),
+    };
+  }
+
+  private enqueueLockFor(options: JobDefinition['options']): EnqueueLock {
+    const { store, keys } = this.stores;
+    if (usesDeduplicationKey(options.lock, options.lockLimit, options.uniqueAcross)) {
+      return new DeduplicationEnqueueLock(store, options.lockTtl);
+    }
+    return new SlotSetEnqueueLock(store, keys, {
+      lock: options.lock,
+      lockTtl: options.lockTtl,
+      lockLimit: options.lockLimit,
+      defaultLease: DEFAULT_ENQUEUE_LEASE,
+    });
+  }
 }
 
 /**

@@ -1,11 +1,10 @@
 import type { LoggerService } from '@nestjs/common';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { UniqueJobsLogLevels } from '../events/event-logger.js';
-import type { IdempotencyStore } from '../idempotency/idempotency-store.interface.js';
-import type { ReaperOptions } from '../reaper/reap-report.interface.js';
-import type { ConflictStrategy } from './conflict-strategy.interface.js';
-import type { IdempotencyDefaults } from './idempotency-key-options.interface.js';
-import type { UniqueJobDefaults, UniqueJobDefinition } from './unique-job-options.interface.js';
+import type { ReaperOptions } from './reaper-options.js';
+import type { ConflictStrategy } from '../conflicts/conflict-strategy.interface.js';
+import type { IdempotencyModuleOptions } from '../idempotency/idempotency-key-options.interface.js';
+import type { UniqueJobDefaults, UniqueJobDefinition } from '../interfaces/unique-job-options.interface.js';
 
 /** Options of `UniqueJobsModule.forRoot` / `forRootAsync`. */
 export interface UniqueJobsModuleOptions {
@@ -43,24 +42,25 @@ export interface UniqueJobsModuleOptions {
    * and prunes the SQL stores. Runs every minute by default, in one process of the fleet at a time.
    */
   reaper?: ReaperOptions;
-  /** Bounds of the dead set that keeps rejected duplicates. */
+  /**
+   * Bounds of the dead set that keeps rejected duplicates: by entries, age and bytes, the oldest entries dropped first.
+   * Each value is an integer from 1 to `Number.MAX_SAFE_INTEGER`.
+   */
   deadSet?: {
     /** Most entries kept; the oldest are dropped first. Default `10000`. */
     maxSize?: number;
     /** Entries older than this (ms) are dropped. Default 7 days. */
     maxAge?: number;
+    /**
+     * Most bytes kept in total: the sum of the entries' JSON (UTF-8), enforced atomically on every add by dropping the
+     * oldest entries. Default 64 MiB (`67108864`).
+     */
+    maxBytes?: number;
+    /**
+     * Largest entry (its JSON, UTF-8) kept whole. A larger one is kept truncated: without its `data` and `opts`, with
+     * its size and the sha256 of what was dropped, and a warning is logged; it can be listed and deleted, not retried.
+     * Capped at `maxBytes`. Default 1 MiB (`1048576`).
+     */
+    maxEntryBytes?: number;
   };
-}
-
-/** The `idempotency` part of the module options. */
-export interface IdempotencyModuleOptions {
-  /**
-   * The store used when `@IdempotencyKey` names none. Default: a `RedisIdempotencyStore` on the lock connection and
-   * prefix.
-   */
-  store?: IdempotencyStore;
-  /** Stores `@IdempotencyKey({ store: name })` can pick, e.g. `{ sql: new PostgresIdempotencyStore({ pool }) }`. */
-  stores?: Readonly<Record<string, IdempotencyStore>>;
-  /** Defaults of every `@IdempotencyKey` option. */
-  defaults?: Partial<IdempotencyDefaults>;
 }

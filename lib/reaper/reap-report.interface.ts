@@ -1,8 +1,6 @@
-/** A BullMQ queue the reaper checks jobs in: its name and key prefix (`'bull'` unless you set one). */
-export interface ReaperQueue {
-  name: string;
-  prefix: string;
-}
+import type { ReaperOptions, ReaperQueue } from '../options/reaper-options.js';
+
+export type { ReaperOptions, ReaperQueue };
 
 /** What the reaper found orphaned (and released, unless the run was dry). */
 export interface ReapedItem {
@@ -39,24 +37,4 @@ export interface ReapReport {
   };
   /** The released items (the first 1,000). */
   items: ReapedItem[];
-}
-
-/** Options of the orphan reaper (`UniqueJobsModule.forRoot({ reaper })`). */
-export interface ReaperOptions {
-  /** Milliseconds between runs in each process (only the leader works). `false`: never on a timer. Default 60,000. */
-  interval?: number | false;
-  /** SCAN `COUNT` per call: keys Redis looks at in one step. Default 500. */
-  batchSize?: number;
-  /** A run stops scanning after this many ms and goes on where it stopped at the next run. Default 1,000. */
-  timeBudget?: number;
-  /**
-   * A general-path enqueue lock or an idempotency claim found orphaned is checked again after this many ms before it
-   * is released, so a lock taken just before its job was added is never mistaken for an orphan. Default 15,000.
-   */
-  grace?: number;
-  /**
-   * Extra queues whose jobs may own locks under this prefix (besides the queues this application registers and those
-   * found by their `meta` key).
-   */
-  queues?: readonly ReaperQueue[];
 }

@@ -45,6 +45,14 @@ export class UniqueJobsKeys {
   get deadSetEntries(): string {
     return `${this.prefix}:{dead}:entries`;
   }
+
+  /**
+   * Dead set byte counter (string: the total length in bytes of the JSON values of {@link deadSetEntries}), kept by the
+   * dead-set scripts so that the set is bounded by bytes as well as by entries and age.
+   */
+  get deadSetBytes(): string {
+    return `${this.prefix}:{dead}:bytes`;
+  }
 }
 
 const DEDUPLICATION_PREFIX = 'uj:';
@@ -58,3 +66,25 @@ export function deduplicationId(digest: string): string {
 export function digestOfDeduplicationId(id: string | undefined): string | undefined {
   return id?.startsWith(DEDUPLICATION_PREFIX) ? id.slice(DEDUPLICATION_PREFIX.length) : undefined;
 }
+
+/**
+ * Keys of BullMQ's own key space that the library reads or writes, built exactly as BullMQ builds them from a queue's
+ * qualified name (`<queue prefix>:<queue name>`, BullMQ's `queue.qualifiedName`).
+ */
+export const bullKeys = {
+  /** A queue's qualified name from its BullMQ prefix and name. */
+  qualifiedName: (queuePrefix: string, queueName: string): string => `${queuePrefix}:${queueName}`,
+  /** What every key of one queue starts with (a job's hash is this + its id). */
+  queueKeyPrefix: (qualifiedName: string): string => `${qualifiedName}:`,
+  /** A queue's event stream. */
+  events: (qualifiedName: string): string => `${qualifiedName}:events`,
+  /** A job's hash. */
+  job: (qualifiedName: string, jobId: string): string => `${qualifiedName}:${jobId}`,
+  /** The deduplication key holding a digest's fast-path enqueue lock. */
+  deduplication: (qualifiedName: string, digest: string): string => `${qualifiedName}:de:${deduplicationId(digest)}`,
+  /**
+   * The start of every deduplication key of the library in a queue (`…:de:uj:`): a digest glob or prefix appended to it
+   * makes a SCAN pattern.
+   */
+  deduplicationBase: (qualifiedName: string): string => `${qualifiedName}:de:${DEDUPLICATION_PREFIX}`,
+} as const;

@@ -8,6 +8,7 @@ export type ScriptName =
   | 'releaseLock'
   | 'relockDeduplication'
   | 'peekDeduplication'
+  | 'lockHolder'
   | 'deadSetAdd'
   | 'deadSetList'
   | 'deadSetTake'
@@ -44,7 +45,7 @@ function loadSources(): readonly ScriptSource[] {
       seen.add(include);
       return expand(read(`${include}.lua`), seen);
     });
-  sources = readdirSync(SCRIPTS_DIR)
+  const loaded = readdirSync(SCRIPTS_DIR)
     .filter((file) => file.endsWith('.lua'))
     .map((file) => {
       const match = /^(\w+)-(\d+)\.lua$/.exec(file);
@@ -55,6 +56,13 @@ function loadSources(): readonly ScriptSource[] {
         .trim();
       return { name: match[1] as ScriptName, numberOfKeys: Number(match[2]), lua };
     });
+  // A script whose number of keys changed has a new file name: a stale copy of the old one must not shadow it.
+  const seen = new Set<string>();
+  for (const { name } of loaded) {
+    if (seen.has(name)) throw new Error(`Two files of script ${name} in ${SCRIPTS_DIR.pathname}: remove the stale one`);
+    seen.add(name);
+  }
+  sources = loaded;
   return sources;
 }
 
@@ -78,7 +86,10 @@ type ScriptCommand = (...args: (string | number)[]) => Promise<unknown>;
  * when needed.
  */
 export class RedisScripts {
-  constructor(private readonly client: Redis | Cluster) {
+  constructor(
+    /** The client the scripts run on. */
+    readonly client: Redis | Cluster,
+  ) {
     for (const { name, numberOfKeys, lua } of loadSources()) {
       if (!(commandName(name) in client)) client.defineCommand(commandName(name), { numberOfKeys, lua });
     }

@@ -1,5 +1,6 @@
 import type { JobsOptions, Queue } from 'bullmq';
-import { deduplicationId } from '../redis/keys.js';
+import { DeduplicationEnqueueLock } from '../locks/deduplication.enqueue-lock.js';
+import { bullKeys } from '../redis/keys.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** A queue given to the lock helpers: a BullMQ `Queue`, or a queue name of the application. */
@@ -47,13 +48,13 @@ export async function lockState(
     key,
     holders: await client.zrangebyscore(key, `(${now}`, '+inf'),
   });
-  if (definition.lock.locksAtEnqueue) {
-    if (definition.enqueueLockPath === 'deduplication') {
+  if (definition.enqueueLock) {
+    if (definition.enqueueLock instanceof DeduplicationEnqueueLock) {
       const queuePrefix =
         (typeof queue === 'object' && 'opts' in queue ? (queue as Queue).opts.prefix : undefined) ??
         queues.find((known) => known.name === queueName)?.prefix ??
         'bull';
-      const key = `${queuePrefix}:${queueName}:de:${deduplicationId(digest)}`;
+      const key = bullKeys.deduplication(bullKeys.qualifiedName(queuePrefix, queueName), digest);
       const holder = await client.get(key);
       state.enqueue = { key, holders: holder === null ? [] : [holder] };
     } else {

@@ -21,7 +21,7 @@ export async function resetLocks(app: UniqueJobsTestTarget, options: ResetLocksO
   const { client, keys, queues } = internalsOf(app);
   const keep = (key: string) =>
     (options.idempotency === false && key.endsWith(':idempotency')) ||
-    (options.deadSet === false && (key === keys.deadSetIndex || key === keys.deadSetEntries));
+    (options.deadSet === false && [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes].includes(key));
   const patterns = [
     `${escapeGlob(keys.prefix)}:*`,
     ...queues.map((queue) => `${escapeGlob(`${queue.prefix}:${queue.name}:de:${deduplicationId('')}`)}*`),

@@ -1,12 +1,12 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
-import { JobInterceptor } from '../interceptor/job.interceptor.js';
-import type { JobDefinitions } from '../interceptor/job-definitions.js';
-import { UniqueJobsWorkerGuard } from '../interceptor/worker.guard.js';
-import type { UniqueJobsModuleOptions } from '../interfaces/unique-jobs-module-options.interface.js';
+import { JobInterceptor } from '../nest/job.interceptor.js';
+import type { JobDefinitions } from '../options/job-definitions.js';
+import { UniqueJobsWorkerGuard } from '../nest/worker.guard.js';
+import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
 import { UniqueJobsKeys } from '../redis/keys.js';
-import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../unique-jobs.constants.js';
-import { UNIQUE_JOBS_MODULE_OPTIONS } from '../unique-jobs.module-definition.js';
+import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../nest/unique-jobs.constants.js';
+import { UNIQUE_JOBS_MODULE_OPTIONS } from '../nest/unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../unique-jobs.options.js';
 
 /**

@@ -6,7 +6,7 @@ import type {
   JobInstrumentation,
   JobOperation,
   JobOperationAttributes,
-} from './job-instrumentation.interface.js';
+} from '../interfaces/job-instrumentation.interface.js';
 
 /** The `@opentelemetry/api` module. */
 export type OpenTelemetryApi = typeof OpenTelemetry;

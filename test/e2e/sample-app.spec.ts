@@ -57,6 +57,7 @@ describe.each([
     // Enqueue locks are BullMQ deduplication keys (`…:de:…`); the library's own keys are only the dead set's.
     expect(keys.filter((key) => key.includes(':de:'))).toEqual([]);
     expect(keys.filter((key) => key.includes(':uj:')).sort()).toEqual([
+      `${app.namespace}:uj:{dead}:bytes`,
       `${app.namespace}:uj:{dead}:entries`,
       `${app.namespace}:uj:{dead}:index`,
     ]);

@@ -22,7 +22,8 @@ import {
   type UniqueJobsModuleOptions,
 } from '../../lib/index.js';
 import { resolveIdempotencyOptions } from '../../lib/idempotency/idempotency-options.js';
-import { resolveJobOptions, validateModuleOptions } from '../../lib/unique-jobs.options.js';
+import { resolveJobOptions } from '../../lib/options/job-options.js';
+import { validateModuleOptions } from '../../lib/unique-jobs.options.js';
 import { bootstrapError, invalidOptions } from '../support/bootstrap.js';
 import { redisOptions, uniqueName } from '../support/redis.js';
 import {

@@ -1,7 +1,7 @@
 // The ids the library gives unique jobs: never repeated, never integer-like (BullMQ refuses integer custom ids), and
 // shorter than a UUID (every key and event of the job carries the id).
 import { describe, expect, it } from '@jest/globals';
-import { newJobId } from '../../lib/interceptor/job-ids.js';
+import { newJobId } from '../../lib/producer/job-ids.js';
 
 describe('library job ids', () => {
   it('never repeat, start with a letter and stay short', () => {

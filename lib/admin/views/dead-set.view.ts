@@ -49,8 +49,19 @@ export function deadEntriesTable(context: PageContext, entries: readonly DeadSet
               >${entry.existingJobId ? html`<br /><span class="muted">held by </span><code>${entry.existingJobId}</code>` : ''}
             </td>
             <td class="reason">${entry.reason}</td>
-            <td class="data">${jsonBlock(entry.data)}</td>
-            <td>${actionForm(context, entry, 'retry')} ${actionForm(context, entry, 'delete')}</td>
+            <td class="data">
+              ${
+                entry.truncated
+                  ? html`<span class="muted"
+                      >Not stored: ${String(entry.originalBytes ?? '?')} bytes, over deadSet.maxEntryBytes (sha256
+                      <code>${entry.payloadSha256 ?? '?'}</code>); cannot be retried</span
+                    >`
+                  : jsonBlock(entry.data)
+              }
+            </td>
+            <td>
+              ${entry.truncated ? '' : actionForm(context, entry, 'retry')} ${actionForm(context, entry, 'delete')}
+            </td>
           </tr>`,
       )}
     </tbody>

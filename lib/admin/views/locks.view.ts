@@ -6,6 +6,8 @@ import { countsStrip, csrfField, layout, type Notice, type PageContext } from '.
 /** The filter of the locks page, as typed (redisplayed in the form). */
 export interface LocksQuery {
   digest?: string;
+  /** A glob over digests (`*`, `?`). */
+  pattern?: string;
   kind?: string;
   queue?: string;
   jobId?: string;
@@ -70,6 +72,7 @@ export function locksPage(
   const base = context.base;
   const filterParams = {
     digest: query.digest || undefined,
+    pattern: query.pattern || undefined,
     kind: query.kind || undefined,
     queue: query.queue || undefined,
     jobId: query.jobId || undefined,
@@ -101,6 +104,9 @@ export function locksPage(
             placeholder="v1:ab12…"
             class="wide"
             autocomplete="off"
+        /></label>
+        <label
+          >Digest glob<input name="pattern" value="${query.pattern}" placeholder="*ab12?c*" autocomplete="off"
         /></label>
         <label
           >Kind<select name="kind">

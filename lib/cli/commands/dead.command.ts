@@ -1,5 +1,6 @@
 import { DeadSetService } from '../../dead-set/dead-set.service.js';
 import type { DeadSetEntry } from '../../dead-set/dead-set-entry.interface.js';
+import { TruncatedDeadSetEntryError } from '../../errors/truncated-dead-set-entry.error.js';
 import { UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import { DEFAULT_DEAD_SET } from '../../unique-jobs.options.js';
@@ -104,6 +105,9 @@ async function remove(context: CliContext, id: string): Promise<number> {
 async function retry(context: CliContext, id: string): Promise<number> {
   const entry = await (await deadSetOf(context)).get(id);
   if (!entry) throw new CliError(`No dead-set entry ${id}`);
+  if (entry.truncated) {
+    throw new CliError(new TruncatedDeadSetEntryError(id, entry.originalBytes, entry.payloadSha256).message);
+  }
   // Loaded on demand: it brings BullMQ and the library's interceptor, which the other commands do not need.
   const { deadSetRequeue } = await import('../dead-set-requeue.js');
   const requeue = await deadSetRequeue(context, entry);
@@ -134,6 +138,8 @@ function describeEntry(entry: DeadSetEntry): string {
     `  holder    ${clean(entry.existingJobId)}`,
     `  rejected  ${iso(entry.rejectedAt)} (${clean(entry.side)} side)`,
     `  reason    ${clean(entry.reason)}`,
-    `  data      ${clean(truncate(toJson(entry.data).replace(/\s*\n\s*/g, ' '), 200))}`,
+    entry.truncated
+      ? `  data      (not stored: ${entry.originalBytes ?? '?'} bytes, over deadSet.maxEntryBytes; sha256 ${clean(entry.payloadSha256)})`
+      : `  data      ${clean(truncate(toJson(entry.data).replace(/\s*\n\s*/g, ' '), 200))}`,
   ].join('\n');
 }

@@ -1,0 +1,59 @@
+import type { Redis } from 'ioredis';
+import type { EnqueueLock, LockedJob } from './enqueue-lock.js';
+import type { JobEnqueueLock } from './lock.js';
+import type { AcquireResult } from './lock-store.js';
+
+/** How a bound lock reports: each release (the `unlocked` event), and a release sent without waiting that failed. */
+export interface BoundLockReport {
+  released(): void;
+  error(error: unknown): void;
+}
+
+/**
+ * A job's enqueue lock bound to the job, remembering whether the job still holds it, so a lock released at start is
+ * not released again at the end (no Redis call for it).
+ */
+export class BoundEnqueueLock implements JobEnqueueLock {
+  private held = true;
+  /** Released at the end by BullMQ itself, with the job: reported once BullMQ recorded the end ({@link ended}). */
+  private withJob = false;
+
+  constructor(
+    private readonly lock: EnqueueLock,
+    private readonly locked: LockedJob,
+    private readonly report: BoundLockReport,
+    /** The worker's connection to send a release at the end on, when it reaches the lock's server. */
+    private readonly inOrderOn: () => Redis | undefined = () => undefined,
+  ) {}
+
+  async release(): Promise<void> {
+    if (!this.held) return;
+    this.held = false;
+    if (await this.lock.release(this.locked)) this.report.released();
+  }
+
+  async releaseAtEnd(): Promise<void> {
+    if (!this.held) return;
+    this.held = false;
+    const inOrderOn = this.inOrderOn();
+    const released = this.lock.releaseAtEnd(this.locked, inOrderOn).then((done) => {
+      if (done === 'with-job') this.withJob = true;
+      else if (done) this.report.released();
+    });
+    if (!inOrderOn) return released;
+    released.catch((error: unknown) => this.report.error(error));
+  }
+
+  /** BullMQ recorded the job's end: a lock it deleted with the job is now gone. */
+  ended(): void {
+    if (!this.withJob) return;
+    this.withJob = false;
+    this.report.released();
+  }
+
+  async retake(): Promise<AcquireResult> {
+    const answer = await this.lock.retake(this.locked);
+    this.held = answer.acquired;
+    return answer;
+  }
+}

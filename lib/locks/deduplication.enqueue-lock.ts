@@ -1,0 +1,76 @@
+import type { Job, JobsOptions, Queue } from 'bullmq';
+import { bullKeys, deduplicationId } from '../redis/keys.js';
+import { ContendedDigests } from './contended-digests.js';
+import { delayOf, type EnqueueLock, type EnqueueRequest, type LockedJob, type Taken } from './enqueue-lock.js';
+import type { AcquireResult, LockStore } from './lock-store.js';
+
+/**
+ * The enqueue lock as BullMQ's own deduplication key (`<queue>:de:uj:<digest>`, value = the holder's job id): taken
+ * inside BullMQ's add script, so a unique enqueue costs one Redis call, and deleted by BullMQ when the job completes,
+ * finally fails or is removed. With `lockTtl` the key also gets that TTL (plus the job's delay), and the library
+ * releases it itself when the job ends.
+ */
+export class DeduplicationEnqueueLock implements EnqueueLock {
+  /** Keys recently found held: their duplicates are answered by a read, not a whole add. */
+  private readonly contended = new ContendedDigests();
+
+  constructor(
+    private readonly store: LockStore,
+    private readonly lockTtl: number | undefined,
+  ) {}
+
+  async take(request: EnqueueRequest): Promise<Taken> {
+    const { queue, add, name, data, opts, digest, jobId } = request;
+    const key = bullKeys.deduplication(queue.qualifiedName, digest);
+    if (opts.jobId === undefined && this.contended.has(key)) {
+      const holder = await this.store.peekDeduplication(key, bullKeys.queueKeyPrefix(queue.qualifiedName));
+      if (holder !== undefined) return { existingJobId: holder };
+      this.contended.delete(key);
+    }
+    const taken = this.settleBulk(await add(name, data, this.bulkOptions(request)), jobId);
+    if (!('job' in taken)) this.contended.add(key);
+    return taken;
+  }
+
+  bulkOptions({ queue, opts, digest, jobId }: Omit<EnqueueRequest, 'add' | 'name' | 'data'>): JobsOptions {
+    const ttl = this.lockTtl;
+    return {
+      ...opts,
+      jobId,
+      deduplication: { id: deduplicationId(digest), ...(ttl === undefined ? {} : { ttl: ttl + delayOf(queue, opts) }) },
+    };
+  }
+
+  /** BullMQ answers a deduplicated add with the existing job's id instead of the one chosen. */
+  settleBulk(job: Job, jobId: string): Taken {
+    return job.id === jobId ? { job } : { existingJobId: job.id };
+  }
+
+  async retake({ job, digest }: LockedJob): Promise<AcquireResult> {
+    const key = bullKeys.deduplication(job.queueQualifiedName, digest);
+    const prefix = bullKeys.queueKeyPrefix(job.queueQualifiedName);
+    if (await this.store.relockDeduplication(key, job.id!, this.lockTtl, prefix)) return { acquired: true };
+    return { acquired: false, holder: await this.store.peekDeduplication(key, prefix), retryAfter: 0 };
+  }
+
+  release({ job }: LockedJob): Promise<boolean> {
+    return job.removeDeduplicationKey();
+  }
+
+  async releaseAtEnd(locked: LockedJob): Promise<boolean | 'with-job'> {
+    // Without a TTL BullMQ deletes the key in the script that moves the job to completed or failed. With one, the
+    // release goes on the job's connection (the worker's), ahead of BullMQ's record of the end.
+    return this.lockTtl === undefined ? 'with-job' : this.release(locked);
+  }
+
+  async forget(): Promise<void> {
+    // BullMQ deletes the key with the job it belongs to.
+  }
+
+  holder(queue: Queue, digest: string): Promise<string | undefined> {
+    return this.store.peekDeduplication(
+      bullKeys.deduplication(queue.qualifiedName, digest),
+      bullKeys.queueKeyPrefix(queue.qualifiedName),
+    );
+  }
+}

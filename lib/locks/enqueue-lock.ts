@@ -1,0 +1,67 @@
+import type { Job, JobsOptions, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { AcquireResult } from './lock-store.js';
+
+/** A queue's own `add`, which the library's guard replaces (the enqueue lock adds through it). */
+export type AddFn = (name: string, data: unknown, opts?: JobsOptions) => Promise<Job>;
+
+/** A new job to lock and add. */
+export interface EnqueueRequest {
+  readonly queue: Queue;
+  /** The queue's own add. */
+  readonly add: AddFn;
+  readonly name: string;
+  readonly data: unknown;
+  /** The producer's options (without the library's). */
+  readonly opts: JobsOptions;
+  readonly digest: string;
+  /** The id the job gets: the producer's `jobId`, or one of the library's. */
+  readonly jobId: string;
+}
+
+/** What taking the lock for a new job did: added the job, or met the job holding the lock. */
+export type Taken = { job: Job } | { existingJobId: string | undefined };
+
+/** A job that holds (or held, or is to hold again) its enqueue lock. */
+export interface LockedJob {
+  readonly job: Job;
+  readonly digest: string;
+}
+
+/**
+ * The enqueue lock of a job definition: what keeps a second job of a digest out of the queue. Chosen once per
+ * definition: BullMQ's deduplication key (one Redis call per enqueue; the lock lives and dies with the job) or the
+ * library's own slot set (`lockLimit` > 1, unique across queues, `until_expired`). Every release is compare-and-delete
+ * on the job id.
+ */
+export interface EnqueueLock {
+  /** Takes the lock for a new job and adds it (one call on the deduplication path). */
+  take(request: EnqueueRequest): Promise<Taken>;
+  /**
+   * The options that take the lock inside BullMQ's own add, for an `addBulk` of many jobs in one call; `undefined` when
+   * this lock cannot ride inside the add (then each job goes through {@link take}).
+   */
+  bulkOptions(request: Omit<EnqueueRequest, 'add' | 'name' | 'data'>): JobsOptions | undefined;
+  /** What a job added with {@link bulkOptions} got: itself, or the id of the job holding the lock. */
+  settleBulk(job: Job, jobId: string): Taken;
+  /** Takes the lock (back) for a job that exists, unless another live job holds it; re-entrant for its holder. */
+  retake(locked: LockedJob): Promise<AcquireResult>;
+  /** Releases the job's hold now; `false` when it held none. */
+  release(locked: LockedJob): Promise<boolean>;
+  /**
+   * Releases the job's hold at its end: after its handler returned (BullMQ records it completed next), or after BullMQ
+   * recorded it failed for good. `'with-job'`: BullMQ deletes the lock itself, in the script that records the end
+   * (nothing is sent). `inOrderOn`: the worker's connection, to send the release on without waiting for its answer
+   * (it lands before BullMQ's record of the end, sent next on it).
+   */
+  releaseAtEnd(locked: LockedJob, inOrderOn?: Redis): Promise<boolean | 'with-job'>;
+  /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it). */
+  forget(queue: Queue, digest: string, holderId: string): Promise<void>;
+  /** The job holding the lock of `digest` in `queue` now, or `undefined` when it is free. */
+  holder(queue: Queue, digest: string): Promise<string | undefined>;
+}
+
+/** The delay of a job (its own, or the queue's default), which a lock's lifetime must cover. */
+export function delayOf(queue: Queue, opts: JobsOptions): number {
+  return Math.max(opts.delay ?? queue.defaultJobOptions?.delay ?? 0, 0);
+}

@@ -1,0 +1,75 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { LeaseKeeper } from './lease-keeper.js';
+import type { AcquireResult, LockStore } from './lock-store.js';
+
+/** The options of a run-time lock. */
+export interface RuntimeLeaseSettings {
+  /** How long a conflict waits for the holder (ms). */
+  readonly lockTimeout: number;
+  /** The lease (ms), renewed every third of it while held. */
+  readonly runtimeLockLease: number;
+  /** Holders admitted at once. */
+  readonly lockLimit: number;
+}
+
+/**
+ * One job's run-time lock: a slot of `<prefix>:{<digest>}:running` with a lease, renewed while the handler runs, so
+ * a crashed holder blocks its digest at most one lease. The owner is the job id: a retried or recovered job re-enters
+ * its own slot at once.
+ */
+export class RuntimeLease {
+  private keeper: LeaseKeeper | undefined;
+  /** When the lock was taken (ms), for the held time of the `unlocked` event. */
+  takenAt = 0;
+
+  constructor(
+    private readonly store: LockStore,
+    private readonly key: string,
+    private readonly owner: string,
+    private readonly settings: RuntimeLeaseSettings,
+    private readonly report: { lost(): void; error(error: unknown): void },
+  ) {}
+
+  /** Whether the lock is held (taken and not given back). */
+  get held(): boolean {
+    return this.keeper !== undefined;
+  }
+
+  /** Waits up to `lockTimeout` for a slot, backing off (25 ms doubling to 1 s) rather than polling hot. */
+  async take(): Promise<AcquireResult> {
+    const { lockTimeout, runtimeLockLease, lockLimit } = this.settings;
+    const deadline = Date.now() + lockTimeout;
+    let wait = 25;
+    for (;;) {
+      const held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit);
+      const left = deadline - Date.now();
+      if (held.acquired) {
+        this.takenAt = Date.now();
+        this.keeper = new LeaseKeeper(
+          () => this.store.renew(this.key, this.owner, runtimeLockLease),
+          runtimeLockLease,
+          this.report,
+        );
+        return held;
+      }
+      if (left <= 0) return held;
+      await sleep(Math.min(wait, left));
+      wait = Math.min(wait * 2, 1000);
+    }
+  }
+
+  /**
+   * Stops renewing and gives the slot back; resolves whether it was still held. A lease that ended under the handler
+   * (an event-loop stall, or Redis out of reach, longer than the lease) is reported lost even when no renewal said so.
+   * `inOrderOn`: send the release on that connection (see `LockStore.release`).
+   */
+  release(inOrderOn?: Redis): Promise<boolean> {
+    const keeper = this.keeper;
+    this.keeper = undefined;
+    if (!keeper) return Promise.resolve(false);
+    keeper.stop();
+    if (keeper.expired) keeper.reportLost();
+    return this.store.release(this.key, this.owner, inOrderOn);
+  }
+}

@@ -1,0 +1,164 @@
+import type { Job, JobsOptions, Queue, Worker } from 'bullmq';
+import type { Cluster, Redis } from 'ioredis';
+import type { LoggerLike } from '../common/logger.js';
+import { OperationTracer } from '../common/operation-tracer.js';
+import type { ClientResolution, ConflictStrategy, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
+import { DeadSetService, type DeadSetBounds } from '../dead-set/dead-set.service.js';
+import type { DeadSetEntry } from '../dead-set/dead-set-entry.interface.js';
+import { UniqueJobsError } from '../errors/unique-jobs.error.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
+import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
+import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
+import type { JobInstrumentation } from '../interfaces/job-instrumentation.interface.js';
+import type { LockStore } from '../locks/lock-store.js';
+import { DEFAULT_DEAD_SET } from '../unique-jobs.options.js';
+import type { JobDefinitions } from '../options/job-definitions.js';
+import { Enqueuer } from '../producer/enqueuer.js';
+import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';
+import { ReentryGuard } from '../producer/reentry-guard.js';
+import { Replacer } from '../producer/replacer.js';
+import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
+import type { RedisScripts } from '../redis/redis-scripts.js';
+import { JobRunner, type ProcessFn } from '../worker/job-runner.js';
+import type { AddFn } from '../locks/enqueue-lock.js';
+
+/** Everything the interceptor works with, built by the module. */
+export interface JobInterceptorDeps {
+  definitions: JobDefinitions;
+  idempotencyDefinitions: IdempotencyDefinitions;
+  idempotency: IdempotencyRunner;
+  strategies: ReadonlyMap<string, ConflictStrategy>;
+  client: Redis | Cluster;
+  scripts: RedisScripts;
+  store: LockStore;
+  keys: UniqueJobsKeys;
+  events: UniqueJobsEvents;
+  logger: LoggerLike;
+  enabled: boolean;
+  deadSetBounds?: Partial<DeadSetBounds>;
+}
+
+/**
+ * The library's job interceptor: wires the producer side (`queue.add` → {@link Enqueuer}) and the worker side
+ * (`process` → {@link JobRunner}) that the queue and worker guards route through it, with the conflict tools and the
+ * dead set they share. It holds no lock logic of its own: that is in the lock types (lib/locks).
+ */
+export class JobInterceptor {
+  /** Rejected duplicates. */
+  readonly deadSet: DeadSetService;
+  private readonly queues = new GuardedQueues();
+  private readonly tracer = new OperationTracer();
+  private readonly enqueuer: Enqueuer;
+  private readonly runner: JobRunner;
+  private readonly reentry: ReentryGuard;
+  private readonly workers = new WeakSet<Worker>();
+
+  constructor(private readonly deps: JobInterceptorDeps) {
+    const { definitions, events, logger, client, strategies, enabled } = deps;
+    this.deadSet = new DeadSetService(
+      client,
+      deps.scripts,
+      deps.keys,
+      { ...DEFAULT_DEAD_SET, ...deps.deadSetBounds },
+      (entry) => this.requeue(entry),
+      logger,
+    );
+    const replacer = new Replacer(definitions, this.queues, events);
+    const tools: ConflictTools = {
+      logger,
+      events,
+      deadSet: this.deadSet,
+      replaceExisting: (conflict) => replacer.replace(conflict),
+      holderOf: async ({ queue, name, digest }) =>
+        definitions.find(queue.name, name)?.enqueueLock?.holder(queue, digest),
+      strategy: (name) => strategies.get(name)!,
+      countReschedule: (job) => client.hincrby(bullKeys.job(job.queueQualifiedName, job.id!), 'ujReschedules', 1),
+    };
+    const tracer = this.tracer;
+    this.enqueuer = new Enqueuer({ definitions, queues: this.queues, tools, events, tracer, enabled });
+    this.runner = new JobRunner({
+      ...deps,
+      tools,
+      tracer,
+      reportError: (job, digest, error) => this.reportError(job, digest, error),
+    });
+    this.reentry = new ReentryGuard(definitions, client, events, logger, enabled);
+  }
+
+  /** Remembers a queue's own `add`/`addBulk` (guarded calls reach BullMQ through them) and guards its retries. */
+  registerQueue(queue: Queue, add: AddFn, addBulk: AddBulkFn): void {
+    this.queues.register(queue, { add, addBulk });
+    this.reentry.install(queue);
+  }
+
+  /** Follows a worker of a guarded processor: its jobs' ends (the lock types' `finished` hook) and their retries. */
+  attachWorker(worker: Worker): void {
+    if (this.workers.has(worker)) return;
+    this.workers.add(worker);
+    this.reentry.install(worker);
+    worker.on('failed', (job) => {
+      // Only a job BullMQ failed for good has ended; a retried one comes back.
+      if (job?.finishedOn) void this.runner.finished(job, 'failed');
+    });
+    worker.on('completed', (job) => void this.runner.finished(job, 'completed'));
+  }
+
+  /** The queues guarded for enqueue: name and key prefix (the reaper checks jobs there). */
+  guardedQueues(): { name: string; prefix: string }[] {
+    return this.queues.list();
+  }
+
+  /** Wraps enqueue and process (and their lock and idempotency phases) with an instrumentation: tracing. */
+  instrument(instrumentation: JobInstrumentation): void {
+    this.tracer.install(instrumentation);
+  }
+
+  /** {@link Enqueuer.enqueue} */
+  enqueue(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<ClientResolution> {
+    return this.enqueuer.enqueue(queue, name, data, opts);
+  }
+
+  /** {@link Enqueuer.enqueueBulk} */
+  enqueueBulk(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
+    return this.enqueuer.enqueueBulk(queue, jobs);
+  }
+
+  /** `queue.add` of a guarded queue. */
+  add(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<Job> {
+    return this.enqueuer.add(queue, name, data, opts);
+  }
+
+  /** `queue.addBulk` of a guarded queue. */
+  addBulk(queue: Queue, jobs: BulkJob[]): Promise<Job[]> {
+    return this.enqueuer.addBulk(queue, jobs);
+  }
+
+  /** A guarded processor's `process`: {@link JobRunner.process}. */
+  process(job: Job, token: string | undefined, signal: AbortSignal | undefined, handler: ProcessFn, worker?: Worker) {
+    return this.runner.process(job, token, signal, handler, worker);
+  }
+
+  private async requeue(entry: DeadSetEntry): Promise<EnqueueResult> {
+    const queue = this.queues.get(entry.queue);
+    if (!queue) {
+      throw new UniqueJobsError(
+        `Cannot retry dead-set entry ${entry.id}: queue "${entry.queue}" is not registered in this application`,
+      );
+    }
+    return (await this.enqueuer.enqueue(queue, entry.jobName, entry.data, entry.opts)).result;
+  }
+
+  private reportError(job: Job, digest: string, error: unknown): void {
+    const err = error instanceof Error ? error : new Error(String(error));
+    this.deps.logger.error(`Lock bookkeeping for job ${job.id} (queue "${job.queueName}") failed: ${err.message}`);
+    this.deps.events.emit({
+      type: 'error',
+      queue: job.queueName,
+      jobName: job.name,
+      digest,
+      jobId: job.id,
+      error: err,
+    });
+  }
+}

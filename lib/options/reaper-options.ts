@@ -1,0 +1,54 @@
+import { describeOptionValue, integerProblem, isPlainObject, MAX_TIMER_MS } from '../common/option-values.js';
+
+/** A BullMQ queue the reaper checks jobs in: its name and key prefix (`'bull'` unless you set one). */
+export interface ReaperQueue {
+  name: string;
+  prefix: string;
+}
+
+/** Options of the orphan reaper (`UniqueJobsModule.forRoot({ reaper })`). */
+export interface ReaperOptions {
+  /** Milliseconds between runs in each process (only the leader works). `false`: never on a timer. Default 60,000. */
+  interval?: number | false;
+  /** SCAN `COUNT` per call: keys Redis looks at in one step. Default 500. */
+  batchSize?: number;
+  /** A run stops scanning after this many ms and goes on where it stopped at the next run. Default 1,000. */
+  timeBudget?: number;
+  /**
+   * A general-path enqueue lock or an idempotency claim found orphaned is checked again after this many ms before it
+   * is released, so a lock taken just before its job was added is never mistaken for an orphan. Default 15,000.
+   */
+  grace?: number;
+  /**
+   * Extra queues whose jobs may own locks under this prefix (besides the queues this application registers and those
+   * found by their `meta` key).
+   */
+  queues?: readonly ReaperQueue[];
+}
+
+/** Checks `reaper` (module options). */
+export function validateReaperOptions(reaper: unknown, fail: (option: string, problem: string) => never): void {
+  if (reaper === undefined) return;
+  const valid = ['interval', 'batchSize', 'timeBudget', 'grace', 'queues'];
+  if (!isPlainObject(reaper))
+    fail('reaper', `must be an object with ${valid.join(', ')} (got ${describeOptionValue(reaper)})`);
+  for (const [option, value] of Object.entries(reaper)) {
+    if (!valid.includes(option)) fail(`reaper.${option}`, `is not an option; valid: ${valid.join(', ')}`);
+    if (value === undefined || (option === 'interval' && value === false)) continue;
+    if (option === 'queues') {
+      const queues = Array.isArray(value) ? (value as unknown[]) : undefined;
+      const ok = queues?.every(
+        (queue) =>
+          isPlainObject(queue) &&
+          typeof (queue as { name?: unknown }).name === 'string' &&
+          typeof (queue as { prefix?: unknown }).prefix === 'string',
+      );
+      if (!ok) fail('reaper.queues', `must be a list of { name, prefix } (got ${describeOptionValue(value)})`);
+      continue;
+    }
+    const min = option === 'grace' ? 0 : 1;
+    // Milliseconds (interval, timeBudget, grace) become timers: bounded by what Node's timers accept.
+    const problem = integerProblem(value, min, option === 'batchSize' ? undefined : MAX_TIMER_MS);
+    if (problem) fail(`reaper.${option}`, `${problem}${option === 'interval' ? ', or false' : ''}`);
+  }
+}

@@ -1,0 +1,190 @@
+import { Job, type JobsOptions, type Queue } from 'bullmq';
+import type { OperationTracer } from '../common/operation-tracer.js';
+import type { ClientConflict, ClientResolution, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
+import { UniqueJobsError } from '../errors/unique-jobs.error.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { Taken } from '../locks/enqueue-lock.js';
+import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
+import type { BulkJob, GuardedQueues } from './guarded-queues.js';
+import { newJobId } from './job-ids.js';
+import { reportLocked, takeEnqueueLock } from './take-enqueue-lock.js';
+
+/** What the producer side works with, built by the module. */
+export interface EnqueuerDeps {
+  readonly definitions: JobDefinitions;
+  readonly queues: GuardedQueues;
+  /** What conflict strategies may do. */
+  readonly tools: ConflictTools;
+  readonly events: UniqueJobsEvents;
+  readonly tracer: OperationTracer;
+  /** `false`: jobs pass straight through. */
+  readonly enabled: boolean;
+}
+
+/** A bulk entry, sorted by how it is enqueued: in the one `addBulk` call (with its lock riding inside, or no lock), or alone. */
+type BulkEntry =
+  | { kind: 'plain'; entry: BulkJob; bulk: BulkJob; digest?: string }
+  | { kind: 'riding'; entry: BulkJob; bulk: BulkJob; definition: JobDefinition; digest: string; jobId: string }
+  | { kind: 'alone'; entry: BulkJob; definition: JobDefinition; digest: string };
+
+/**
+ * The producer side: `queue.add` / `addBulk` and the explicit `enqueue`: definition → digest → enqueue lock (one call
+ * on the deduplication path) → on a duplicate, the client strategy → the result.
+ */
+export class Enqueuer {
+  constructor(private readonly deps: EnqueuerDeps) {}
+
+  /**
+   * Enqueues a job under its uniqueness rules. Resolves what happened; `error` is what plain `queue.add` throws (the
+   * `raise` strategy). Nothing is enqueued when the lock arguments cannot be hashed.
+   */
+  async enqueue(queue: Queue, name: string, data: unknown, opts: JobsOptions = {}): Promise<ClientResolution> {
+    const definition = this.definitionOf(queue, name);
+    if (!definition) {
+      return { result: { status: 'enqueued', job: await this.deps.queues.originals(queue).add(name, data, opts) } };
+    }
+    return this.deps.tracer.run(
+      'enqueue',
+      { queue: queue.name, jobName: name, lock: definition.options.lock },
+      async (annotate) => {
+        const digest = digestAtEnqueue(definition, queue, name, data, opts);
+        annotate({ digest });
+        const taken = await this.lockAndAdd(queue, definition, name, data, opts, digest);
+        return this.settle(queue, definition, { name, data, opts }, digest, taken);
+      },
+    );
+  }
+
+  /**
+   * Enqueues many jobs. Jobs whose enqueue lock rides inside BullMQ's add go to Redis in one `addBulk`; the others are
+   * locked one by one. Every digest is computed first, so a bad entry enqueues nothing.
+   */
+  enqueueBulk(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
+    if (!this.deps.tracer.active || !jobs.some((entry) => this.definitionOf(queue, entry.name))) {
+      return this.bulkEnqueue(queue, jobs);
+    }
+    return this.deps.tracer.run('enqueueBulk', { queue: queue.name, jobs: jobs.length }, () =>
+      this.bulkEnqueue(queue, jobs),
+    );
+  }
+
+  /** `queue.add` as users call it: the strategy decides between returning the existing job and throwing. */
+  async add(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<Job> {
+    return this.toJob(queue, { name, data, opts }, await this.enqueue(queue, name, data, opts));
+  }
+
+  /** `queue.addBulk` as users call it; throws the first strategy error after every other job was handled. */
+  async addBulk(queue: Queue, jobs: BulkJob[]): Promise<Job[]> {
+    const resolutions = await this.enqueueBulk(queue, jobs);
+    const failure = resolutions.find((r) => r.error);
+    if (failure?.error) throw failure.error;
+    return Promise.all(resolutions.map((resolution, i) => this.toJob(queue, jobs[i], resolution)));
+  }
+
+  private async lockAndAdd(
+    queue: Queue,
+    definition: JobDefinition,
+    name: string,
+    data: unknown,
+    opts: JobsOptions,
+    digest: string,
+  ): Promise<Taken> {
+    const { add } = this.deps.queues.originals(queue);
+    if (!definition.enqueueLock) return { job: await add(name, data, runtimeOnlyOpts(definition, opts)) };
+    const jobId = opts.jobId ?? newJobId();
+    return takeEnqueueLock(definition, { queue, add, name, data, opts, digest, jobId }, this.deps.events);
+  }
+
+  private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
+    const entries = jobs.map((entry): BulkEntry => {
+      const opts = entry.opts ?? {};
+      const definition = this.definitionOf(queue, entry.name);
+      if (!definition) return { kind: 'plain', entry, bulk: entry };
+      const digest = digestAtEnqueue(definition, queue, entry.name, entry.data, opts);
+      const lock = definition.enqueueLock;
+      if (!lock) return { kind: 'plain', entry, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) }, digest };
+      const jobId = opts.jobId ?? newJobId();
+      const riding = lock.bulkOptions({ queue, opts, digest, jobId });
+      if (!riding) return { kind: 'alone', entry, definition, digest };
+      return { kind: 'riding', entry, bulk: { ...entry, opts: riding }, definition, digest, jobId };
+    });
+    const bulk = entries.flatMap((e) => (e.kind === 'alone' ? [] : [e.bulk]));
+    const added = bulk.length > 0 ? await this.deps.queues.originals(queue).addBulk(bulk) : [];
+    const results: ClientResolution[] = [];
+    let next = 0;
+    for (const e of entries) {
+      if (e.kind === 'plain') {
+        results.push({ result: { status: 'enqueued', job: added[next++], ...(e.digest ? { digest: e.digest } : {}) } });
+        continue;
+      }
+      const { entry, definition, digest } = e;
+      let taken: Taken;
+      if (e.kind === 'riding') {
+        taken = definition.enqueueLock!.settleBulk(added[next++], e.jobId);
+        if ('job' in taken) reportLocked(definition, { name: entry.name, digest, jobId: e.jobId }, this.deps.events);
+      } else {
+        taken = await this.lockAndAdd(queue, definition, entry.name, entry.data, entry.opts ?? {}, digest);
+      }
+      results.push(await this.settle(queue, definition, entry, digest, taken));
+    }
+    return results;
+  }
+
+  /** The result of a lock taken (the job) or met (the client strategy decides). */
+  private settle(
+    queue: Queue,
+    definition: JobDefinition,
+    { name, data, opts }: BulkJob,
+    digest: string,
+    taken: Taken,
+  ): Promise<ClientResolution> | ClientResolution {
+    if ('job' in taken) return { result: { status: 'enqueued', job: taken.job, digest } };
+    const conflict: ClientConflict = {
+      side: 'client',
+      queue,
+      name,
+      data,
+      opts: opts ?? {},
+      digest,
+      existingJobId: taken.existingJobId,
+      definition,
+    };
+    return definition.clientStrategy!.onClientConflict!(conflict, this.deps.tools);
+  }
+
+  private async toJob(queue: Queue, { name, data, opts }: BulkJob, { result, error }: ClientResolution): Promise<Job> {
+    if (error) throw error;
+    if (result.status === 'enqueued') return result.job;
+    const existing = result.existingJobId ? await Job.fromId(queue, result.existingJobId) : undefined;
+    return existing ?? new Job(queue, name, data, opts, result.existingJobId);
+  }
+
+  private definitionOf(queue: Queue, name: string): JobDefinition | undefined {
+    return this.deps.enabled ? this.deps.definitions.find(queue.name, name) : undefined;
+  }
+}
+
+function digestAtEnqueue(
+  definition: JobDefinition,
+  queue: Queue,
+  name: string,
+  data: unknown,
+  opts: JobsOptions,
+): string {
+  if (opts.deduplication) {
+    throw new UniqueJobsError(
+      `Job "${name}" on queue "${queue.name}" sets BullMQ's "deduplication" option, but it is a unique job (${definition.source}): the library owns deduplication for it; drop the option`,
+    );
+  }
+  return definition.digestOf({ name, queueName: queue.name, data, opts });
+}
+
+/**
+ * Options of a job with a run-time lock only (its digest is computed again in the worker, from the same data). The
+ * lock's owner is the job id: unique across queues, the id must not repeat on another queue, as BullMQ's counter ids
+ * ("1", "2", …) do, so such a job gets an id of the library's unless the caller chose one.
+ */
+function runtimeOnlyOpts(definition: JobDefinition, opts: JobsOptions): JobsOptions {
+  const acrossQueues = definition.options.uniqueAcross.includes('queues') && opts.jobId === undefined;
+  return acrossQueues ? { ...opts, jobId: newJobId() } : opts;
+}

@@ -1,0 +1,102 @@
+import { Job, type MinimalQueue } from 'bullmq';
+import type { Cluster, Redis } from 'ioredis';
+import type { LoggerLike } from '../common/logger.js';
+import { DuplicateJobError } from '../errors/duplicate-job.error.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
+import type { AcquireResult } from '../locks/lock-store.js';
+import { lockedDigest } from '../locks/locked-digest.js';
+import type { JobDefinitions } from '../options/job-definitions.js';
+import { bullKeys } from '../redis/keys.js';
+
+type FinishedState = 'failed' | 'completed';
+
+/** What the guard wraps of a queue's or worker's backend (BullMQ's `IQueueBackend`). */
+interface RetryingBackend {
+  /** `job.retry()`. */
+  retryFinishedJob(job: Job, state: FinishedState, opts?: object): Promise<void>;
+  /** One batch of `queue.retryJobs()`: resolves a cursor (more to do while non-zero). */
+  retryFinishedJobs(state?: FinishedState, count?: number, timestamp?: number): Promise<number>;
+}
+
+/** A queue or a worker: where the jobs it retries live. */
+type RetryingOwner = MinimalQueue & { name: string; qualifiedName: string; getBackend(): unknown };
+
+const GUARDED = new WeakSet<object>();
+
+/**
+ * Makes a finished job that re-enters the queue take its lock again, through the retries of a guarded queue or worker
+ * (their backend's `retryFinishedJob` and `retryFinishedJobs`, BullMQ's backend interface):
+ * - `job.retry()`: the lock is taken before the job moves; when another live job holds the digest, `retry()` rejects
+ *   with {@link DuplicateJobError} and the job stays where it was.
+ * - `queue.retryJobs()`: BullMQ moves many jobs in one script; right after it, each unique job it moved (read from
+ *   BullMQ's event stream) takes its lock back. One whose digest another job took meanwhile meets that job when it
+ *   starts (the conflict strategy), as does a job brought back by a process or dashboard without the library.
+ */
+export class ReentryGuard {
+  constructor(
+    private readonly definitions: JobDefinitions,
+    private readonly client: Redis | Cluster,
+    private readonly events: UniqueJobsEvents,
+    private readonly logger: LoggerLike,
+    private readonly enabled: boolean,
+  ) {}
+
+  /** Installs the guard on a queue's or worker's backend (idempotent). */
+  install(owner: RetryingOwner): void {
+    const backend = owner.getBackend() as Partial<RetryingBackend> | undefined;
+    if (!backend || GUARDED.has(backend)) return;
+    if (typeof backend.retryFinishedJob !== 'function' || typeof backend.retryFinishedJobs !== 'function') return;
+    GUARDED.add(backend);
+    const retryOne = backend.retryFinishedJob.bind(backend);
+    const retryMany = backend.retryFinishedJobs.bind(backend);
+    backend.retryFinishedJob = async (job, state, opts) => {
+      // A job not in `state` is BullMQ's to refuse, before any lock is taken.
+      if (this.guards(job) && (await job.getState()) === state) await this.relock(job, true);
+      return retryOne(job, state, opts);
+    };
+    backend.retryFinishedJobs = async (state = 'failed', count, timestamp) => {
+      if (!this.enabled || !this.definitions.hasQueue(owner.name)) return retryMany(state, count, timestamp);
+      const stream = bullKeys.events(owner.qualifiedName);
+      const [last] = await this.client.xrevrange(stream, '+', '-', 'COUNT', 1);
+      const cursor = await retryMany(state, count, timestamp);
+      const entries = await this.client.xrange(stream, last ? `(${last[0]}` : '-', '+');
+      for (const [, fields] of entries) {
+        const event = Object.fromEntries(pairs(fields));
+        if (event.event !== 'waiting' || event.prev !== state || !event.jobId) continue;
+        const job = await Job.fromId(owner, event.jobId);
+        if (job) await this.relock(job, false);
+      }
+      return cursor;
+    };
+  }
+
+  /** Whether the job has an enqueue lock of this application's. */
+  private guards(job: Job): boolean {
+    return this.enabled && this.definitions.find(job.queueName, job.name)?.enqueueLock !== undefined;
+  }
+
+  /** Takes a re-entering job's lock; `refuse`: a held lock refuses the re-entry (else it is logged and left). */
+  private async relock(job: Job, refuse: boolean): Promise<void> {
+    const definition = this.definitions.find(job.queueName, job.name);
+    const digest = lockedDigest(job);
+    if (!definition?.enqueueLock || digest === undefined) return;
+    const bound = new BoundEnqueueLock(definition.enqueueLock, { job, digest }, NO_REPORT);
+    const admitted: AcquireResult = await definition.lock.reentering(bound);
+    const ids = { queue: job.queueName, jobName: job.name, digest, jobId: job.id! };
+    if (admitted.acquired) {
+      this.events.emit({ type: 'locked', lock: 'enqueue', ...ids });
+      return;
+    }
+    if (refuse) throw new DuplicateJobError(job.queueName, job.name, digest, admitted.holder);
+    this.logger.warn(
+      `Job ${job.id} (queue "${job.queueName}") was retried while job ${admitted.holder ?? '(unknown)'} holds its digest ${digest}: it meets the conflict strategy when it starts`,
+    );
+  }
+}
+
+const NO_REPORT = { released: () => undefined, error: () => undefined };
+
+function* pairs(fields: string[]): Generator<[string, string]> {
+  for (let i = 0; i + 1 < fields.length; i += 2) yield [fields[i], fields[i + 1]];
+}

@@ -1,0 +1,64 @@
+import { Job, type Queue } from 'bullmq';
+import type { ClientConflict } from '../conflicts/conflict-strategy.interface.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
+import type { JobDefinitions } from '../options/job-definitions.js';
+import type { GuardedQueues } from './guarded-queues.js';
+import { newJobId } from './job-ids.js';
+import { takeEnqueueLock } from './take-enqueue-lock.js';
+
+/** Holders taken over one after the other before `replace` gives up (other producers replacing the same digest). */
+const MAX_REPLACEMENTS = 32;
+
+/**
+ * The `replace` strategy's tool: takes the place of the job holding a lock if that job never started. Producers
+ * replacing one digest at once chain: each takes the place of the holder it meets, so every one of them either replaces
+ * a live holder or reports the live holder that cannot be replaced.
+ */
+export class Replacer {
+  constructor(
+    private readonly definitions: JobDefinitions,
+    private readonly queues: GuardedQueues,
+    private readonly events: UniqueJobsEvents,
+  ) {}
+
+  /**
+   * Removes the holder if it never started (waiting, delayed or prioritized, no attempt begun) and adds the job in its
+   * place, with the lock; `undefined` when the holder is running, finished, waiting for a retry or in another queue.
+   */
+  async replace(conflict: ClientConflict): Promise<EnqueueResult | undefined> {
+    const { queue, digest, name, data, opts } = conflict;
+    const definition = this.definitions.find(queue.name, name);
+    if (!definition?.enqueueLock) return undefined;
+    let holder = conflict.existingJobId;
+    for (let attempt = 0; attempt < MAX_REPLACEMENTS && holder !== undefined; attempt++) {
+      const removed = await removeIfNotStarted(queue, holder);
+      // A holder not found in this queue may live in another one (a lock unique across queues): it stays.
+      const elsewhere = removed === 'gone' && definition.options.uniqueAcross.includes('queues');
+      if (removed === 'kept' || elsewhere) return undefined;
+      await definition.enqueueLock.forget(queue, digest, holder); // the hold of a job removed (by us or another)
+      const { add } = this.queues.originals(queue);
+      const jobId = opts.jobId ?? newJobId();
+      const taken = await takeEnqueueLock(definition, { queue, add, name, data, opts, digest, jobId }, this.events);
+      if ('job' in taken) {
+        const replacedJobId = holder;
+        this.events.emit({ type: 'replaced', queue: definition.queue, jobName: name, digest, jobId, replacedJobId });
+        return { status: 'enqueued', job: taken.job, digest, replacedJobId };
+      }
+      holder = taken.existingJobId; // another producer got in between: replace that one
+    }
+    return undefined;
+  }
+}
+
+/** Removes a job of this queue that never started. `'gone'`: it no longer exists; `'kept'`: it started or finished. */
+async function removeIfNotStarted(queue: Queue, jobId: string): Promise<'removed' | 'gone' | 'kept'> {
+  const job = await Job.fromId(queue, jobId);
+  if (!job) return 'gone';
+  if (job.attemptsStarted > 0) return 'kept';
+  const state = await job.getState();
+  if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
+    return state === 'unknown' ? 'gone' : 'kept';
+  if ((await queue.remove(jobId)) === 1) return 'removed';
+  return (await Job.fromId(queue, jobId)) ? 'kept' : 'gone'; // it became active meanwhile, or someone removed it
+}

@@ -1,0 +1,86 @@
+--[[
+  Adds a rejected duplicate to the dead set and keeps the set bounded by age, entries and bytes: entries older than
+  maxAge and the oldest entries beyond maxSize are dropped (at most 100 of each per call, so no call walks the whole
+  set), then the oldest entries until the JSON of those left totals at most maxBytes. The byte total is kept in a
+  counter (KEYS[3]) that every script removing an entry decrements by the length of the removed value; when it is
+  missing (a dead set written before the counter existed, or the counter was deleted) it is counted again from the
+  hash. All keys expire maxAge after the last add (by then every entry is too old anyway), so an idle dead set leaves
+  nothing behind.
+
+  KEYS[1] index (sorted set: entry id -> time added, ms)
+  KEYS[2] entries (hash: entry id -> JSON)
+  KEYS[3] byte counter (string: total length in bytes of the values of KEYS[2])
+  ARGV[1] entry id
+  ARGV[2] entry JSON
+  ARGV[3] maxSize
+  ARGV[4] maxAge, ms
+  ARGV[5] maxBytes
+
+  Returns the number of entries dropped.
+]]
+--- @include "includes/nowMs"
+local index = KEYS[1]
+local entries = KEYS[2]
+local counter = KEYS[3]
+local id = ARGV[1]
+local json = ARGV[2]
+local maxSize = tonumber(ARGV[3])
+local maxAge = tonumber(ARGV[4])
+local maxBytes = tonumber(ARGV[5])
+local now = nowMs()
+
+local total = tonumber(redis.call('GET', counter))
+if not total or total < 0 then
+  total = 0
+  for _, field in ipairs(redis.call('HKEYS', entries)) do
+    total = total + redis.call('HSTRLEN', entries, field)
+  end
+end
+
+-- Scores strictly increase, so "oldest first" is the order of addition even for entries added in the same ms.
+local score = now
+local newest = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
+if newest[2] and tonumber(newest[2]) >= score then
+  score = tonumber(newest[2]) + 0.001
+end
+total = total - redis.call('HSTRLEN', entries, id) + string.len(json)
+redis.call('ZADD', index, score, id)
+redis.call('HSET', entries, id, json)
+
+local dropped = 0
+local function drop(old)
+  local bytes = redis.call('HSTRLEN', entries, old)
+  redis.call('ZREM', index, old)
+  if redis.call('HDEL', entries, old) == 1 then
+    total = total - bytes
+  end
+  dropped = dropped + 1
+end
+
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now - maxAge, 'LIMIT', 0, 100)) do
+  drop(old)
+end
+local excess = redis.call('ZCARD', index) - maxSize
+if excess > 0 then
+  for _, old in ipairs(redis.call('ZRANGE', index, 0, math.min(excess, 100) - 1)) do
+    drop(old)
+  end
+end
+-- Oldest first until the total fits; the new entry goes last, only if it alone is over maxBytes.
+while total > maxBytes do
+  local oldest = redis.call('ZRANGE', index, 0, 99)
+  if #oldest == 0 then break end
+  for _, old in ipairs(oldest) do
+    if total <= maxBytes then break end
+    drop(old)
+  end
+end
+
+if redis.call('HLEN', entries) == 0 then
+  redis.call('DEL', counter)
+else
+  redis.call('SET', counter, total, 'PX', maxAge)
+end
+redis.call('PEXPIRE', index, maxAge)
+redis.call('PEXPIRE', entries, maxAge)
+return dropped

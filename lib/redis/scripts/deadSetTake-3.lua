@@ -1,0 +1,25 @@
+--[[
+  Takes an entry out of the dead set atomically, so two concurrent retries never both re-enqueue it, and takes its
+  length off the byte counter (deleted with the last entry, so an empty dead set leaves no key).
+
+  KEYS[1] index
+  KEYS[2] entries
+  KEYS[3] byte counter
+  ARGV[1] entry id
+
+  Returns the entry JSON, or nil when there is no such entry.
+]]
+local json = redis.call('HGET', KEYS[2], ARGV[1])
+if json then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  if redis.call('HLEN', KEYS[2]) == 0 then
+    redis.call('DEL', KEYS[3])
+  elseif redis.call('EXISTS', KEYS[3]) == 1 then
+    -- Without a counter there is nothing to correct: the next add counts the hash again.
+    if redis.call('DECRBY', KEYS[3], string.len(json)) < 0 then
+      redis.call('DEL', KEYS[3])
+    end
+  end
+end
+return json

@@ -1,0 +1,126 @@
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { isRestart } from '../common/bullmq-lifecycle.js';
+import type { LoggerLike } from '../common/logger.js';
+import type { OperationTracer } from '../common/operation-tracer.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
+import type { LockRun } from '../locks/lock.js';
+import type { AcquireResult, LockStore } from '../locks/lock-store.js';
+import { RuntimeLease } from '../locks/runtime-lease.js';
+import type { JobDefinition } from '../options/job-definitions.js';
+import type { UniqueJobsKeys } from '../redis/keys.js';
+import { knownOnSameServer } from '../redis/same-server.js';
+
+/** What a run needs from the worker side. */
+export interface JobRunDeps {
+  readonly store: LockStore;
+  readonly keys: UniqueJobsKeys;
+  readonly events: UniqueJobsEvents;
+  readonly logger: LoggerLike;
+  readonly tracer: OperationTracer;
+  /** The client the library's scripts run on (to know whether the worker's connection reaches the same server). */
+  readonly client: Parameters<typeof knownOnSameServer>[0];
+  /** Reports a bookkeeping failure that must not change the job's outcome. */
+  reportError(job: Job, digest: string, error: unknown): void;
+}
+
+/**
+ * One job under its lock, from its start to BullMQ's record of its end: what a lock type's hooks act on (its enqueue
+ * lock, bound to it; its run-time lock, given back after each attempt), with the events of each transition.
+ */
+export class JobRun implements LockRun {
+  readonly enqueueLock: BoundEnqueueLock | undefined;
+  readonly restarted: boolean;
+  private runtime: RuntimeLease | undefined;
+
+  constructor(
+    readonly job: Job,
+    readonly definition: JobDefinition,
+    readonly digest: string,
+    /** Whether the job took its enqueue lock at enqueue (its digest came from the lock). */
+    lockedAtEnqueue: boolean,
+    private readonly deps: JobRunDeps,
+    /** The connection the worker records the job's end on, when known. */
+    private readonly connection?: Redis,
+  ) {
+    this.restarted = isRestart(job);
+    const lock = definition.enqueueLock;
+    this.enqueueLock =
+      lock && lockedAtEnqueue
+        ? new BoundEnqueueLock(
+            lock,
+            { job, digest },
+            {
+              released: () => this.emitUnlocked('enqueue', job.timestamp),
+              error: (error) => deps.reportError(job, digest, error),
+            },
+            () => this.inOrderOn(),
+          )
+        : undefined;
+  }
+
+  async takeRuntimeLock(): Promise<AcquireResult> {
+    const { job, definition, digest, deps } = this;
+    const lease = new RuntimeLease(deps.store, deps.keys.runtimeLock(digest), job.id!, definition.options, {
+      lost: () => {
+        deps.logger.error(
+          `Run-time lock of job ${job.id} (queue "${job.queueName}", digest ${digest}) was lost: its lease ended before it was renewed, so a duplicate may run concurrently`,
+        );
+        deps.events.emit({ type: 'lockLost', queue: job.queueName, jobName: job.name, digest, jobId: job.id! });
+      },
+      error: (error) => deps.reportError(job, digest, error),
+    });
+    const waitFrom = Date.now();
+    const held = await deps.tracer.run(
+      'runtimeLock',
+      { queue: job.queueName, jobName: job.name, digest },
+      async (annotate) => {
+        const answer = await lease.take();
+        annotate({ acquired: answer.acquired });
+        return answer;
+      },
+    );
+    if (held.acquired) {
+      this.runtime = lease;
+      deps.events.emit({
+        type: 'locked',
+        lock: 'runtime',
+        ...this.ids(),
+        waitedMs: lease.takenAt - waitFrom,
+      });
+    }
+    return held;
+  }
+
+  /**
+   * Gives the run-time lock back after the attempt. On the worker's connection (when it reaches the lock's server) the
+   * release is sent without waiting: it still lands before BullMQ's record of the attempt, sent next on it.
+   */
+  async giveBackRuntimeLock(): Promise<void> {
+    const lease = this.runtime;
+    if (!lease) return;
+    this.runtime = undefined;
+    const inOrderOn = this.inOrderOn();
+    const released = lease.release(inOrderOn).then(
+      (wasHeld) => wasHeld && this.emitUnlocked('runtime', lease.takenAt),
+      (error: unknown) => this.deps.reportError(this.job, this.digest, error),
+    );
+    if (!inOrderOn) await released;
+  }
+
+  /** The worker's connection, when it is known to reach the server the library's keys live on. */
+  private inOrderOn(): Redis | undefined {
+    const { connection } = this;
+    return connection && knownOnSameServer(this.deps.client, connection) ? connection : undefined;
+  }
+
+  private emitUnlocked(lock: 'enqueue' | 'runtime', since: number): void {
+    this.deps.events.emit({ type: 'unlocked', lock, ...this.ids(), heldMs: Math.max(0, Date.now() - since) });
+  }
+
+  private ids() {
+    const { job, digest } = this;
+    return { queue: job.queueName, jobName: job.name, digest, jobId: job.id! };
+  }
+}

@@ -1,0 +1,145 @@
+import { UnrecoverableError, type Job, type Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { attemptOutcome } from '../common/bullmq-lifecycle.js';
+import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
+import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
+import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
+import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
+import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
+import type { JobEnd } from '../locks/lock.js';
+import { lockedDigest } from '../locks/locked-digest.js';
+import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
+import { JobRun, type JobRunDeps } from './job-run.js';
+import { workerConnection } from './worker-connection.js';
+
+/** A processor's `process`, as BullMQ calls it. */
+export type ProcessFn = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
+
+/** What the worker side works with, built by the module. */
+export interface JobRunnerDeps extends JobRunDeps {
+  readonly definitions: JobDefinitions;
+  readonly idempotencyDefinitions: IdempotencyDefinitions;
+  readonly idempotency: IdempotencyRunner;
+  /** What conflict strategies may do. */
+  readonly tools: ConflictTools;
+  /** `false`: jobs pass straight through. */
+  readonly enabled: boolean;
+}
+
+/**
+ * The worker side, one job at a time: run-time lock → idempotency → handler → settle, the lock type's hooks at each
+ * step, and its `finished` hook once BullMQ recorded the job's end (the worker's `completed` and `failed` events).
+ */
+export class JobRunner {
+  /** The run of each job a worker of this process is running, until BullMQ records its end. */
+  private readonly runs = new WeakMap<Job, JobRun>();
+
+  constructor(private readonly deps: JobRunnerDeps) {}
+
+  /** Runs a job's handler inside its locks, then under its idempotency key. */
+  process(job: Job, token: string | undefined, signal: AbortSignal | undefined, handler: ProcessFn, worker?: Worker) {
+    const { enabled, idempotencyDefinitions, tracer } = this.deps;
+    const keyed = enabled ? idempotencyDefinitions.find(job.queueName, job.name) : undefined;
+    const definition = this.definitionOf(job);
+    if (!keyed && !definition) return handler(job, token, signal);
+    // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
+    const connection = workerConnection(worker);
+    const next: ProcessFn = keyed ? this.underKey(keyed, handler, connection) : handler;
+    if (!definition)
+      return tracer.run('process', { queue: job.queueName, jobName: job.name }, () => next(job, token, signal));
+    return tracer.run(
+      'process',
+      { queue: job.queueName, jobName: job.name, lock: definition.options.lock },
+      (annotate) => this.runLocked(job, token, signal, next, definition, connection, annotate),
+    );
+  }
+
+  /** BullMQ recorded a job completed, or failed for good (the worker's events): the lock type's `finished` hook. */
+  async finished(job: Job, end: JobEnd): Promise<void> {
+    const definition = this.definitionOf(job);
+    if (!definition) return;
+    let run = this.runs.get(job);
+    this.runs.delete(job);
+    if (!run) {
+      // A job BullMQ failed without calling the processor (stalled or started too often): it still holds its lock.
+      const digest = lockedDigest(job);
+      if (digest === undefined) return;
+      run = new JobRun(job, definition, digest, true, this.deps);
+    }
+    const current = run;
+    await this.quietly(job, run.digest, () => definition.lock.finished(current, end));
+    run.enqueueLock?.ended();
+  }
+
+  private async runLocked(
+    job: Job,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    next: ProcessFn,
+    definition: JobDefinition,
+    connection: Redis | undefined,
+    annotate: AnnotateOperation,
+  ): Promise<unknown> {
+    const locked = lockedDigest(job);
+    const digest = locked ?? digestInWorker(definition, job);
+    annotate({ digest });
+    const run = new JobRun(job, definition, digest, locked !== undefined, this.deps, connection);
+    this.runs.set(job, run);
+    try {
+      const admitted = await definition.lock.start(run);
+      if (!admitted.acquired) {
+        return await definition.serverStrategy!.onServerConflict!(
+          { side: 'server', job, token, digest, existingJobId: admitted.holder, definition },
+          this.deps.tools,
+        );
+      }
+      let value: unknown;
+      try {
+        value = await next(job, token, signal);
+      } catch (error) {
+        const attempt = { endsJob: async () => (await attemptOutcome(job, error)) === 'fails' };
+        await this.quietly(job, digest, () => definition.lock.attemptFailed(run, attempt));
+        throw error;
+      }
+      await this.quietly(job, digest, () => definition.lock.succeeded(run));
+      return value;
+    } finally {
+      await run.giveBackRuntimeLock();
+    }
+  }
+
+  /** The handler under `@IdempotencyKey` (claim → handler → complete). */
+  private underKey(keyed: ResolvedIdempotency, handler: ProcessFn, connection: Redis | undefined): ProcessFn {
+    return (job, token, signal) =>
+      this.deps.tracer.run('idempotency', { queue: job.queueName, jobName: job.name, store: keyed.store.name }, () =>
+        this.deps.idempotency.run(keyed, job, token, signal, handler, connection),
+      );
+  }
+
+  private definitionOf(job: Job): JobDefinition | undefined {
+    return this.deps.enabled ? this.deps.definitions.find(job.queueName, job.name) : undefined;
+  }
+
+  /** Runs a bookkeeping step whose failure must not change the job's outcome; the failure is reported. */
+  private async quietly(job: Job, digest: string, step: () => Promise<void>): Promise<void> {
+    try {
+      await step();
+    } catch (error) {
+      this.deps.reportError(job, digest, error);
+    }
+  }
+}
+
+/**
+ * The digest of a job that took no enqueue lock (a run-time lock only, or a job added without the library). The data
+ * is what the producer stored, so it is the digest the producer computed. Lock arguments that cannot be hashed will
+ * never be hashable: the job fails for good instead of retrying.
+ */
+function digestInWorker(definition: JobDefinition, job: Job): string {
+  try {
+    return definition.digestOf(job);
+  } catch (error) {
+    if (error instanceof UnserializableLockArgsError) throw new UnrecoverableError(error.message);
+    throw error;
+  }
+}

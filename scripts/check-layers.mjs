@@ -1,0 +1,80 @@
+// `npm run lint` step: the folders of lib/ import each other one way only. Builds the graph of imports between the
+// top-level folders of lib/ (type imports included) and fails, naming one import of each direction, when two folders
+// import each other directly or through others (a cycle). Files at lib/ top level (index.ts) may import anything.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'lib');
+const IMPORT = /^\s*(?:import|export)\b[^'"]*?from\s+'(\.[^']+)'/gm;
+
+function* files(dir) {
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) yield* files(path);
+    else if (name.endsWith('.ts')) yield path;
+  }
+}
+
+/** The unit of layering: `ops/admin` for files under lib/ops/admin, else the top-level folder. */
+const unitOf = (path) => {
+  const parts = relative(root, path).split(sep);
+  if (parts.length === 1) return undefined;
+  return parts[0] === 'ops' && parts.length > 2 ? `ops/${parts[1]}` : parts[0];
+};
+
+const edges = new Map(); // unit -> Map(unit -> example "file -> import")
+for (const file of files(root)) {
+  const from = unitOf(file);
+  if (!from) continue;
+  for (const [, spec] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+    const to = unitOf(resolve(dirname(file), spec));
+    if (!to || to === from) continue;
+    if (!edges.has(from)) edges.set(from, new Map());
+    if (!edges.get(from).has(to)) edges.get(from).set(to, `${relative(root, file)} imports ${spec}`);
+  }
+}
+
+// Tarjan's strongly connected components: any component of more than one unit is a cycle.
+let index = 0;
+const stack = [];
+const state = new Map();
+const cycles = [];
+function visit(unit) {
+  state.set(unit, { index, low: index, onStack: true });
+  index++;
+  stack.push(unit);
+  for (const next of edges.get(unit)?.keys() ?? []) {
+    if (!state.has(next)) {
+      visit(next);
+      state.get(unit).low = Math.min(state.get(unit).low, state.get(next).low);
+    } else if (state.get(next).onStack) {
+      state.get(unit).low = Math.min(state.get(unit).low, state.get(next).index);
+    }
+  }
+  if (state.get(unit).low === state.get(unit).index) {
+    const component = [];
+    let member;
+    do {
+      member = stack.pop();
+      state.get(member).onStack = false;
+      component.push(member);
+    } while (member !== unit);
+    if (component.length > 1) cycles.push(component);
+  }
+}
+for (const unit of edges.keys()) if (!state.has(unit)) visit(unit);
+
+if (cycles.length === 0) {
+  console.log(`lib/ layering: ${edges.size} folders, no import cycle between them`);
+} else {
+  for (const component of cycles) {
+    console.error(`Import cycle between lib/ folders: ${component.sort().join(', ')}`);
+    for (const from of component) {
+      for (const [to, example] of edges.get(from) ?? []) {
+        if (component.includes(to)) console.error(`  ${from} -> ${to}: ${example}`);
+      }
+    }
+  }
+  process.exit(1);
+}

@@ -1,0 +1,84 @@
+// The admin's digest glob (`?pattern=` of the locks page and of `api/locks`) against real locks: patterns that made the
+// old regular expression backtrack for minutes (freezing the whole process, workers' lease renewals included) are
+// answered at once with the right locks, and the page keeps the glob in its filter form and its paging links.
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import type { LockPage } from '../../lib/index.js';
+import { redisClient, uniqueName } from '../support/redis.js';
+import { http, OPS, startAdminApp, type AdminTestApp } from './admin-app.js';
+
+interface Order {
+  id: string;
+}
+
+/** Every digest in `digests` that holds each character of `chars` in order (what `*c*h*a*r*s*` matches). */
+const holdsInOrder = (digests: readonly string[], chars: string) =>
+  digests.filter((digest) => {
+    let at = 0;
+    for (const c of chars) {
+      at = digest.indexOf(c, at) + 1;
+      if (at === 0) return false;
+    }
+    return true;
+  });
+
+describe('admin digest patterns', () => {
+  const redis = redisClient();
+  let app: AdminTestApp | undefined;
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(async () => redis.quit());
+
+  it('answers pathological globs at once, on the JSON API and the page', async () => {
+    const queueName = uniqueName('admpat');
+    app = await startAdminApp({
+      queues: [{ queue: queueName, paused: true, unique: { lock: 'until_executed', lockArgs: (d: Order) => d.id } }],
+    });
+    const digests: string[] = [];
+    for (const id of ['o1', 'o2', 'o3', 'o4', 'o5', 'o6']) {
+      const result = await app.service.enqueue(app.queue(queueName), 'charge', { id });
+      if (result.status !== 'enqueued' || !result.digest) throw new Error(`order ${id} was not enqueued`);
+      digests.push(result.digest);
+    }
+    digests.sort();
+    const target = digests[2].slice(3, 23); // 20 characters of one digest, each after a `*`
+    const cases: [string, string[]][] = [
+      ['***************v*', digests],
+      ['*?'.repeat(33), digests], // 66 characters: every digest (67)
+      ['*a*a*a*a*a*a*a*a*a*a*a*a*b', holdsInOrder(digests, 'aaaaaaaaaaaab')],
+      ['*?'.repeat(100), []], // needs 100 characters; a digest has 67
+      [`*${[...target].join('*')}*`, holdsInOrder(digests, target)],
+    ];
+    expect(cases[4][1]).toContain(digests[2]);
+
+    for (const [pattern, expected] of cases) {
+      const started = performance.now();
+      const answer = await http(`${app.adminUrl}/api/locks?pattern=${encodeURIComponent(pattern)}&limit=500`, {
+        headers: { authorization: OPS },
+      });
+      const elapsed = performance.now() - started;
+      expect([pattern, answer.status]).toEqual([pattern, 200]);
+      const page = answer.json as LockPage;
+      expect([pattern, page.cursor, page.locks.map((lock) => lock.digest).sort()]).toEqual([pattern, '0', expected]);
+      expect(elapsed).toBeLessThan(5000);
+    }
+
+    const started = performance.now();
+    const page = await http(`${app.adminUrl}/?pattern=${encodeURIComponent(cases[0][0])}&limit=2`, {
+      headers: { authorization: OPS, accept: 'text/html' },
+    });
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(page.status).toBe(200);
+    // The filter form and the next-page link keep the glob as typed.
+    expect(page.text).toContain(`name="pattern" value="${cases[0][0]}"`);
+    expect(page.text).toMatch(/rel="next" href="[^"]*pattern&#61;\*{15}v\*&amp;/);
+    expect(page.text.match(/<tr data-digest="/g)).toHaveLength(2);
+
+    const bad = await http(`${app.adminUrl}/api/locks?pattern=${encodeURIComponent('*'.repeat(201))}`, {
+      headers: { authorization: OPS },
+    });
+    expect(bad.status).toBe(400);
+    expect((bad.json as { message: string }).message).toMatch(/Invalid digest pattern/);
+  });
+});

@@ -1,0 +1,71 @@
+// Moves that reach BullMQ without going through the library's producer side: FlowProducer children and the jobs of a
+// job scheduler. The run-time lock still applies in the worker (the digest is computed from the job's data there); an
+// enqueue lock cannot be taken for them (docs/how-locks-move.md says what to do instead).
+import { describe, expect, it } from '@jest/globals';
+import { FlowProducer } from 'bullmq';
+import { useApps } from '../support/apps.js';
+import { Gates } from '../support/gates.js';
+import { bullOptions, uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
+
+describe('moves that bypass the producer side', () => {
+  const { start, keysOf, onCleanup } = useApps('byp');
+
+  it('FlowProducer children of a while_executing queue: two of one digest never run at once', async () => {
+    const gates = new Gates().hold('a');
+    const a = await start({
+      unique: { lock: 'while_executing', lockArgs: (data: { id: string }) => data.id },
+      handler: gates.handler,
+      worker: { concurrency: 2 },
+    });
+    const flows = new FlowProducer(bullOptions());
+    onCleanup(() => flows.close());
+    const parentQueue = uniqueName('byp-parent');
+    onCleanup(async () => {
+      const { Queue } = await import('bullmq');
+      const parent = new Queue(parentQueue, bullOptions());
+      await parent.obliterate({ force: true });
+      await parent.close();
+    });
+    const tree = await flows.add({
+      name: 'parent',
+      queueName: parentQueue,
+      children: [
+        { name: 'sync', queueName: a.queue.name, data: { id: 'u1', tag: 'a' } },
+        { name: 'sync', queueName: a.queue.name, data: { id: 'u1', tag: 'b' } },
+      ],
+    });
+    await gates.started('a');
+    const jobOf = (tag: string) =>
+      tree.children!.map((child) => child.job).find((job) => (job.data as { tag: string }).tag === tag)!;
+    const second = jobOf('b');
+    // The second child meets the run-time lock of the first and completes without running (`log`).
+    await expect(a.finished(second.id!)).resolves.toBeNull();
+    expect(a.runs.map((job) => (job.data as { tag: string }).tag)).toEqual(['a']);
+    gates.release('a');
+    await expect(a.finished(jobOf('a').id!)).resolves.toBe('ran:a');
+    expect(await keysOf(a)).toEqual([]);
+  });
+
+  it('FlowProducer children of an until_executed queue take no enqueue lock: a queue.add of the digest is enqueued', async () => {
+    const a = await start({
+      unique: { lock: 'until_executed', lockArgs: (data: { id: string }) => data.id },
+      paused: true,
+    });
+    const flows = new FlowProducer(bullOptions());
+    onCleanup(() => flows.close());
+    const child = await flows.add({ name: 'sync', queueName: a.queue.name, data: { id: 'u1' } });
+    expect(await keysOf(a)).toEqual([]);
+    const added = await a.service.enqueue(a.queue, 'sync', { id: 'u1' });
+    expect(added.status).toBe('enqueued');
+    expect(await a.queue.getJobState(child.job.id!)).toBe('waiting');
+  });
+
+  it('jobs of a job scheduler on an until_executed queue take no enqueue lock, and run', async () => {
+    const a = await start({ unique: { lock: 'until_executed', lockArgs: (data: { id: string }) => data.id } });
+    await a.queue.upsertJobScheduler('every-hour', { every: 3_600_000 }, { name: 'sync', data: { id: 'u1' } });
+    onCleanup(async () => void (await a.queue.removeJobScheduler('every-hour')));
+    await waitFor('the scheduled job to run', () => a.runs.length === 1);
+    expect(a.runs[0].data).toEqual({ id: 'u1' });
+  });
+});
