@@ -5,7 +5,7 @@ export default {
   moduleNameMapper: {
     '^(\\.{1,2}/.*)\\.js$': '$1',
     '^nestjs-unique-jobs$': '<rootDir>/lib/index.ts',
-    '^nestjs-unique-jobs/testing$': '<rootDir>/lib/testing/index.ts',
+    '^nestjs-unique-jobs/testing$': '<rootDir>/lib/ops/testing/index.ts',
   },
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json', diagnostics: { ignoreCodes: [151002] } }],

@@ -40,36 +40,41 @@ export type { UniqueJobEvent, IdempotencyEvent } from './events/unique-jobs.even
 export { UNIQUE_JOBS_EVENT_PREFIX } from './events/event-emitter.forwarder.js';
 export { DEFAULT_EVENT_LOG_LEVELS } from './events/event-logger.js';
 export type { EventLogLevel, UniqueJobsLogLevels } from './events/event-logger.js';
-export { UniqueJobsMetricsModule } from './metrics/unique-jobs-metrics.module.js';
-export { UniqueJobsMetrics } from './metrics/unique-jobs-metrics.service.js';
+export { UniqueJobsMetricsModule } from './ops/metrics/unique-jobs-metrics.module.js';
+export { UniqueJobsMetrics } from './ops/metrics/unique-jobs-metrics.service.js';
 export {
   UNIQUE_JOBS_METRICS_OPTIONS,
   DEFAULT_METRICS_PREFIX,
   DEFAULT_LOCK_WAIT_BUCKETS,
   DEFAULT_LOCK_HOLD_BUCKETS,
-} from './metrics/unique-jobs-metrics.constants.js';
-export type * from './metrics/interfaces/unique-jobs-metrics-options.interface.js';
-export type { HeldLockCount } from './metrics/held-lock-counter.js';
+} from './ops/metrics/unique-jobs-metrics.constants.js';
+export type * from './ops/metrics/interfaces/unique-jobs-metrics-options.interface.js';
+export type { HeldLockCount } from './ops/metrics/held-lock-counter.js';
 export { UniqueJobsTracing } from './nest/unique-jobs.tracing.js';
 export type * from './interfaces/job-instrumentation.interface.js';
-export { UniqueJobsHealthModule } from './health/unique-jobs-health.module.js';
-export { UniqueJobsHealthIndicator } from './health/unique-jobs-health.indicator.js';
-export type * from './health/interfaces/unique-jobs-health.interface.js';
-export { LockInspector } from './inspection/lock-inspector.js';
-export type * from './inspection/lock-inspection.interface.js';
-export { isLockDigest, parseLockDigest, parseDigestPrefix, parseDigestPattern } from './inspection/digest-format.js';
-export { InvalidDigestError } from './inspection/errors/invalid-digest.error.js';
-export { InvalidCursorError } from './inspection/errors/invalid-cursor.error.js';
-export { UniqueJobsAdminModule } from './admin/unique-jobs-admin.module.js';
-export { UniqueJobsAdminService } from './admin/unique-jobs-admin.service.js';
-export type * from './admin/interfaces/unique-jobs-admin-options.interface.js';
-export type * from './admin/interfaces/admin-views.interface.js';
-export type { AdminRequest } from './admin/http.js';
+export { UniqueJobsHealthModule } from './ops/health/unique-jobs-health.module.js';
+export { UniqueJobsHealthIndicator } from './ops/health/unique-jobs-health.indicator.js';
+export type * from './ops/health/interfaces/unique-jobs-health.interface.js';
+export { LockInspector } from './ops/inspection/lock-inspector.js';
+export type * from './ops/inspection/lock-inspection.interface.js';
+export {
+  isLockDigest,
+  parseLockDigest,
+  parseDigestPrefix,
+  parseDigestPattern,
+} from './ops/inspection/digest-format.js';
+export { InvalidDigestError } from './ops/inspection/errors/invalid-digest.error.js';
+export { InvalidCursorError } from './ops/inspection/errors/invalid-cursor.error.js';
+export { UniqueJobsAdminModule } from './ops/admin/unique-jobs-admin.module.js';
+export { UniqueJobsAdminService } from './ops/admin/unique-jobs-admin.service.js';
+export type * from './ops/admin/interfaces/unique-jobs-admin-options.interface.js';
+export type * from './ops/admin/interfaces/admin-views.interface.js';
+export type { AdminRequest } from './ops/admin/http.js';
 export { DeadSetService } from './dead-set/dead-set.service.js';
-export { OrphanReaper } from './reaper/orphan-reaper.js';
-export type { OrphanReaperDeps } from './reaper/orphan-reaper.js';
+export { OrphanReaper } from './ops/reaper/orphan-reaper.js';
+export type { OrphanReaperDeps } from './ops/reaper/orphan-reaper.js';
 export { UniqueJobsReaper, DEFAULT_REAPER_INTERVAL } from './nest/unique-jobs.reaper.js';
-export type * from './reaper/reap-report.interface.js';
+export type * from './ops/reaper/reap-report.interface.js';
 export type { DeadSetEntry, NewDeadSetEntry, RetryableDeadSetEntry } from './dead-set/dead-set-entry.interface.js';
 export type { DeadSetBounds } from './dead-set/dead-set.service.js';
 export { Lock, LOCKS } from './locks/index.js';

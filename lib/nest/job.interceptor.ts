@@ -12,7 +12,7 @@ import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { JobInstrumentation } from '../interfaces/job-instrumentation.interface.js';
 import type { LockStore } from '../locks/lock-store.js';
-import { DEFAULT_DEAD_SET } from '../unique-jobs.options.js';
+import { DEFAULT_DEAD_SET } from '../options/defaults.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { Enqueuer } from '../producer/enqueuer.js';
 import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';

@@ -18,7 +18,7 @@ import { UniqueJobsReaper } from './unique-jobs.reaper.js';
 import { UniqueJobsKeys } from '../redis/keys.js';
 import { RedisScripts } from '../redis/redis-scripts.js';
 import { UniqueJobsTracing } from './unique-jobs.tracing.js';
-import { validateModuleOptions } from '../unique-jobs.options.js';
+import { validateModuleOptions } from '../options/module-options.js';
 import { JobInterceptor } from './job.interceptor.js';
 import { UniqueJobsQueueGuard } from './queue.guard.js';
 import {

@@ -8,9 +8,9 @@ import { UniqueJobsWorkerGuard } from './worker.guard.js';
 import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
 import { UNIQUE_JOBS_IDEMPOTENCY, UNIQUE_JOBS_REDIS } from './unique-jobs.constants.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
-import { DEFAULT_PREFIX } from '../unique-jobs.options.js';
-import { OrphanReaper } from '../reaper/orphan-reaper.js';
-import type { ReapReport } from '../reaper/reap-report.interface.js';
+import { DEFAULT_PREFIX } from '../options/defaults.js';
+import { OrphanReaper } from '../ops/reaper/orphan-reaper.js';
+import type { ReapReport } from '../ops/reaper/reap-report.interface.js';
 
 /** Default time between reaper runs (ms). */
 export const DEFAULT_REAPER_INTERVAL = 60_000;

@@ -2,7 +2,7 @@ import { Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/com
 import type { Subscription } from 'rxjs';
 import { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { JobInterceptor } from './job.interceptor.js';
-import { OpenTelemetryInstrumentation, type OpenTelemetryApi } from '../tracing/open-telemetry.instrumentation.js';
+import { OpenTelemetryInstrumentation, type OpenTelemetryApi } from '../ops/tracing/open-telemetry.instrumentation.js';
 
 /**
  * OpenTelemetry spans for unique jobs, on when `@opentelemetry/api` is installed (an optional peer, imported when the

@@ -11,8 +11,15 @@ export const DEFAULT_JOB_OPTIONS: Readonly<UniqueJobDefaults> = {
   maxReschedules: 10,
 };
 
-/** Default key prefix. */
-export const DEFAULT_PREFIX = 'uniquejobs';
+export { DEFAULT_PREFIX } from '../redis/keys.js';
 
 /** Lease of a general-path enqueue lock without `lockTtl` (a queued job does not renew it): 24 hours. */
 export const DEFAULT_ENQUEUE_LEASE = 24 * 60 * 60 * 1000;
+
+/** Default bounds of the dead set: 10,000 entries, 7 days, 64 MiB in total, 1 MiB per entry (larger: truncated). */
+export const DEFAULT_DEAD_SET = {
+  maxSize: 10_000,
+  maxAge: 7 * 24 * 60 * 60 * 1000,
+  maxBytes: 64 * 1024 * 1024,
+  maxEntryBytes: 1024 * 1024,
+};

@@ -1,3 +1,6 @@
+/** Default prefix of the library's keys. */
+export const DEFAULT_PREFIX = 'uniquejobs';
+
 /**
  * Every key name the library writes, in one place. Keys of one lock share a hash tag (`{<digest>}`), so on Redis
  * Cluster every script touches one slot. Enqueue locks of the fast path are BullMQ deduplication keys

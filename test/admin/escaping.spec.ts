@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { adminUrl, escapeHtml, html, styleSheet } from '../../lib/admin/views/html.js';
+import { adminUrl, escapeHtml, html, styleSheet } from '../../lib/ops/admin/views/html.js';
 
 describe('admin views: escaping', () => {
   it('escapes every interpolated value, passes nested html fragments and arrays of them through', () => {

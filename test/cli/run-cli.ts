@@ -1,11 +1,11 @@
-// Runs the built `unique-jobs` executable (lib/cli/bin.ts, compiled by `npm test` into .build/) as a child process
+// Runs the built `unique-jobs` executable (lib/ops/cli/bin.ts, compiled by `npm test` into .build/) as a child process
 // against the run's Redis, and answers its exit code and output.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { bullPrefix, clusterNodes } from '../support/redis.js';
 
-const BIN = fileURLToPath(new URL('../../.build/lib/cli/bin.js', import.meta.url));
+const BIN = fileURLToPath(new URL('../../.build/lib/ops/cli/bin.js', import.meta.url));
 
 /** What a CLI run printed and its exit code. */
 export interface CliRun {

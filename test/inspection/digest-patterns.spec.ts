@@ -5,7 +5,7 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { LockInspector, parseDigestPattern } from '../../lib/index.js';
-import { digestPatternMatcher } from '../../lib/inspection/digest-format.js';
+import { digestPatternMatcher } from '../../lib/ops/inspection/digest-format.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { byId, digestOf } from '../support/locks.js';

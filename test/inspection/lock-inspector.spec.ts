@@ -1,4 +1,4 @@
-// The lock inspector (lib/inspection/) against real locks taken by a real app on the run's Redis: every storage of a
+// The lock inspector (lib/ops/inspection/) against real locks taken by a real app on the run's Redis: every storage of a
 // lock (BullMQ deduplication key, general-path sorted set, run-time sorted set), owner job lookup, filters, paging,
 // release, counts, queue discovery, and the validation of user-supplied digests and cursors.
 import { describe, expect, it } from '@jest/globals';

@@ -23,7 +23,7 @@ import {
 } from '../../lib/index.js';
 import { resolveIdempotencyOptions } from '../../lib/idempotency/idempotency-options.js';
 import { resolveJobOptions } from '../../lib/options/job-options.js';
-import { validateModuleOptions } from '../../lib/unique-jobs.options.js';
+import { validateModuleOptions } from '../../lib/options/module-options.js';
 import { bootstrapError, invalidOptions } from '../support/bootstrap.js';
 import { redisOptions, uniqueName } from '../support/redis.js';
 import {

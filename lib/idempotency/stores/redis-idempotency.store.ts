@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts, runInOrder } from '../../redis/redis-scripts.js';
 import { knownOnSameServer } from '../../redis/same-server.js';
-import { DEFAULT_PREFIX } from '../../unique-jobs.options.js';
+import { DEFAULT_PREFIX } from '../../redis/keys.js';
 import type {
   IdempotencyClaim,
   IdempotencyClaimResult,

@@ -8,7 +8,7 @@ import type { ChaosProducerSummary } from '../../fixtures/chaos-producer.js';
 import { spawnFixture, type Fixture } from '../../support/fixtures.js';
 import { databaseUrl, pgPool, uniqueTable } from '../../support/postgres.js';
 import { uniqueName } from '../../support/redis.js';
-import { PrivateRedis, type PrivateRedisOptions } from './private-redis.js';
+import { PrivateRedis, type PrivateRedisOptions } from '../../support/private-redis.js';
 
 /** Lock of the chaos processor (`none`: no `@UniqueJob`). */
 export type ChaosLock = 'none' | 'while_executing' | 'until_executed' | 'until_and_while_executing';

@@ -1,0 +1,63 @@
+import type { CanActivate, ModuleMetadata, Type } from '@nestjs/common';
+import type { Queue } from 'bullmq';
+import type { IdempotencyStore } from '../../../idempotency/idempotency-store.interface.js';
+import type { AdminRequest } from '../http.js';
+
+/** A queue the admin inspects: a BullMQ `Queue`, its name (BullMQ prefix `'bull'`), or its name and key prefix. */
+export type AdminQueue = Queue | string | { name: string; prefix?: string };
+
+/** Options of `UniqueJobsAdminModule.forRoot`. */
+export interface UniqueJobsAdminModuleOptions {
+  /**
+   * Where the page and API are mounted (after any global prefix), e.g. `'admin/unique-jobs'`: the page at
+   * `/<path>`, the JSON API under `/<path>/api`. Letters, digits, `-`, `_`, `.` and `/` only.
+   */
+  path: string;
+  /**
+   * Required. Every route of the admin (page, JSON API, CSRF token) goes through this guard before anything else runs:
+   * a Nest `CanActivate` class (resolved in this module, with `imports` for its dependencies) or instance. Deny with
+   * `false` (403) or by throwing (`UnauthorizedException` for 401). There is deliberately no way to mount the admin
+   * without one; for a trusted network, write the guard that checks that.
+   */
+  guard: Type<CanActivate> | CanActivate;
+  /** Modules the guard's class needs (its injected dependencies). */
+  imports?: ModuleMetadata['imports'];
+  /**
+   * The queues whose locks and jobs the admin shows. Default: every queue registered with `BullModule.registerQueue`
+   * in this application (the queues the unique-jobs module guards).
+   */
+  queues?: readonly AdminQueue[];
+  /**
+   * Idempotency stores the key lookup can query, by name. Default: the stores of `UniqueJobsModule.forRoot`
+   * (`idempotency.store` as `'default'`, or the Redis store on the lock connection, plus `idempotency.stores`).
+   */
+  idempotencyStores?: Readonly<Record<string, IdempotencyStore>>;
+  /** Locks per page (1-500). Default 50. */
+  pageSize?: number;
+  /** CSRF protection of the mutations (always on; these options only tune it). */
+  csrf?: AdminCsrfOptions;
+  /** Title of the page. Default `'Unique jobs'`. */
+  title?: string;
+}
+
+/** Tuning of the admin's CSRF protection (a signed double-submit cookie bound to the requester's identity). */
+export interface AdminCsrfOptions {
+  /**
+   * HMAC secret of the tokens (at least 32 bytes). Default: random per process, so tokens do not survive a restart
+   * and are not valid on another instance; behind a load balancer without sticky sessions, set the same secret on
+   * every instance (from your secret store, never from source code).
+   */
+  secret?: string | Uint8Array;
+  /**
+   * Who the request is, after the guard ran: tokens are bound to it, so a token issued to one user is refused for
+   * another. Default: `request.user` as a string, or its `id`, `sub`, `username` or `email`; `''` when absent.
+   */
+  identity?: (request: AdminRequest) => string | undefined;
+  /**
+   * Origins (`https://ops.example.com`) accepted in the `Origin`/`Referer` of a mutation besides the request's own
+   * `Host` (e.g. behind a proxy that rewrites it).
+   */
+  allowedOrigins?: readonly string[];
+  /** Mark the cookie `Secure`. Default: when the request came over TLS (`request.secure`). */
+  secureCookie?: boolean;
+}

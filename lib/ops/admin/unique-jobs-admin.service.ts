@@ -1,0 +1,269 @@
+import { hash } from 'node:crypto';
+import { Inject, Injectable, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { DiscoveryService, ModuleRef } from '@nestjs/core';
+import { Job, Queue } from 'bullmq';
+import type { Cluster, Redis } from 'ioredis';
+import type { DeadSetEntry } from '../../dead-set/dead-set-entry.interface.js';
+import { UniqueJobsError } from '../../errors/unique-jobs.error.js';
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from '../../idempotency/idempotency-options.js';
+import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
+import { RedisIdempotencyStore } from '../../idempotency/stores/redis-idempotency.store.js';
+import type {
+  HeldLockKind,
+  InspectedQueue,
+  LockCounts,
+  LockFilter,
+  LockPage,
+} from '../inspection/lock-inspection.interface.js';
+import { LockInspector } from '../inspection/lock-inspector.js';
+import type { UniqueJobsModuleOptions } from '../../options/unique-jobs-module-options.interface.js';
+import { UNIQUE_JOBS_MODULE_OPTIONS } from '../../nest/unique-jobs.module-definition.js';
+import { DEFAULT_PREFIX } from '../../options/defaults.js';
+import { UNIQUE_JOBS_REDIS } from '../../nest/unique-jobs.constants.js';
+import { UniqueJobsService } from '../../nest/unique-jobs.service.js';
+import type {
+  AdminDeadSetPage,
+  AdminJobEvent,
+  AdminJobView,
+  AdminKeyLookup,
+  AdminLockDetail,
+  AdminRetryResult,
+} from './interfaces/admin-views.interface.js';
+import type { UniqueJobsAdminModuleOptions } from './interfaces/unique-jobs-admin-options.interface.js';
+import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
+
+/** Dead-set entries searched for the rejected duplicates of one lock. */
+const DEAD_SET_SEARCH = 2000;
+/** Log lines shown per owner job. */
+const LOG_LINES = 50;
+
+/**
+ * What the admin page and API show and do, on top of the lock inspector, the dead set and the idempotency stores of
+ * the application's `UniqueJobsModule`.
+ */
+@Injectable()
+export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
+  private inspector!: LockInspector;
+  private readonly queues = new Map<string, Queue>();
+  /** Queues this service created (from names in the `queues` option), closed on shutdown. */
+  private readonly ownQueues: Queue[] = [];
+  private stores = new Map<string, IdempotencyStore>();
+
+  constructor(
+    @Inject(UNIQUE_JOBS_ADMIN_OPTIONS) private readonly options: UniqueJobsAdminModuleOptions,
+    private readonly moduleRef: ModuleRef,
+    private readonly discovery: DiscoveryService,
+    @Optional() private readonly uniqueJobs?: UniqueJobsService,
+  ) {}
+
+  onModuleInit(): void {
+    const handle = this.find<{ client: Redis | Cluster }>(UNIQUE_JOBS_REDIS);
+    const moduleOptions = this.find<UniqueJobsModuleOptions>(UNIQUE_JOBS_MODULE_OPTIONS);
+    if (!this.uniqueJobs || !handle || !moduleOptions) {
+      throw new UniqueJobsError(
+        'UniqueJobsAdminModule needs UniqueJobsModule: import UniqueJobsModule.forRoot(...) in the application too',
+      );
+    }
+    const client = handle.client;
+    const prefix = moduleOptions.prefix ?? DEFAULT_PREFIX;
+    this.resolveQueues(client);
+    this.stores = new Map(
+      Object.entries(
+        this.options.idempotencyStores ?? {
+          default: moduleOptions.idempotency?.store ?? new RedisIdempotencyStore({ client, prefix }),
+          ...moduleOptions.idempotency?.stores,
+        },
+      ),
+    );
+    const inspected: InspectedQueue[] = [...this.queues.values()].map((queue) => ({
+      name: queue.name,
+      prefix: queue.opts.prefix ?? 'bull',
+    }));
+    this.inspector = new LockInspector({ client, prefix, queues: inspected });
+  }
+
+  /** A provider of the application's UniqueJobsModule (global), or `undefined` when it is not there. */
+  private find<T>(token: symbol | string): T | undefined {
+    try {
+      return this.moduleRef.get<T>(token, { strict: false });
+    } catch {
+      return undefined;
+    }
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await Promise.all(this.ownQueues.map((queue) => queue.close().catch(() => undefined)));
+  }
+
+  /** Names of the inspected queues. */
+  queueNames(): string[] {
+    return [...this.queues.keys()].sort();
+  }
+
+  /** Names of the idempotency stores the key lookup can query. */
+  storeNames(): string[] {
+    return [...this.stores.keys()];
+  }
+
+  /** Locks and dead-set entries. */
+  counts(): Promise<LockCounts> {
+    return this.inspector.counts();
+  }
+
+  /** One page of held locks. */
+  listLocks(filter: LockFilter, cursor: string | undefined, limit: number): Promise<LockPage> {
+    return this.inspector.listLocks(filter, { cursor, limit });
+  }
+
+  /** Everything about one digest: its keys, its owner jobs (with their history) and its rejected duplicates. */
+  async showLock(digest: string): Promise<AdminLockDetail> {
+    const locks = await this.inspector.showLock(digest);
+    const owners = new Map<string, string | undefined>();
+    for (const lock of locks) {
+      for (const owner of lock.owners) {
+        if (!owners.has(owner.jobId) || owners.get(owner.jobId) === undefined) {
+          owners.set(owner.jobId, owner.queue ?? lock.queue);
+        }
+      }
+    }
+    const jobs = await Promise.all([...owners].map(([id, queue]) => this.jobView(id, queue)));
+    return { digest, locks, jobs, rejected: await this.rejectedUnder(digest) };
+  }
+
+  /** Deletes the lock keys of a digest (one kind, or both); resolves how many keys were removed. */
+  releaseLock(digest: string, kind?: HeldLockKind): Promise<number> {
+    return this.inspector.releaseLock(digest, kind);
+  }
+
+  /** A page of the dead set, newest first. */
+  async deadSet(offset: number, limit: number): Promise<AdminDeadSetPage> {
+    const deadSet = this.uniqueJobs!.deadSet;
+    const [entries, total] = await Promise.all([deadSet.list({ offset, limit }), deadSet.size()]);
+    return { entries, offset, limit, total };
+  }
+
+  /** Enqueues a rejected duplicate again (under its uniqueness rules); `undefined` when there is no such entry. */
+  async retryDead(id: string): Promise<AdminRetryResult | undefined> {
+    const result = await this.uniqueJobs!.deadSet.retry(id);
+    if (!result) return undefined;
+    return result.status === 'enqueued'
+      ? { status: 'enqueued', jobId: result.job.id }
+      : { status: 'duplicate', existingJobId: result.existingJobId, strategy: result.strategy };
+  }
+
+  /** Deletes a rejected duplicate; `false` when there was none. */
+  deleteDead(id: string): Promise<boolean> {
+    return this.uniqueJobs!.deadSet.delete(id);
+  }
+
+  /**
+   * The live idempotency record of (scope, key) in a store; `undefined` when the store is unknown. The key is
+   * normalized like `@IdempotencyKey` does (longer than 255 characters: its sha256).
+   */
+  async lookupKey(storeName: string, scope: string, key: string): Promise<AdminKeyLookup | undefined> {
+    const store = this.stores.get(storeName);
+    if (!store) return undefined;
+    const stored = key.length > MAX_IDEMPOTENCY_KEY_LENGTH ? `sha256:${hash('sha256', key, 'hex')}` : key;
+    const record = await store.get(scope, stored);
+    return {
+      store: storeName,
+      scope,
+      key: stored,
+      record: record
+        ? {
+            scope: record.scope,
+            key: record.key,
+            state: record.state,
+            jobId: record.jobId,
+            fingerprint: record.fingerprint,
+            result: record.result,
+            error: record.error,
+            attempts: record.attempts,
+            createdAt: record.createdAt,
+            expiresAt: record.expiresAt,
+          }
+        : null,
+    };
+  }
+
+  private resolveQueues(client: Redis | Cluster): void {
+    const registered = new Map<string, Queue>();
+    for (const wrapper of this.discovery.getProviders()) {
+      const instance: unknown = wrapper.isDependencyTreeStatic() ? wrapper.instance : undefined;
+      if (instance instanceof Queue && !registered.has(instance.name)) registered.set(instance.name, instance as Queue);
+    }
+    if (this.options.queues === undefined) {
+      for (const [name, queue] of registered) this.queues.set(name, queue);
+      return;
+    }
+    for (const entry of this.options.queues) {
+      if (entry instanceof Queue) {
+        this.queues.set(entry.name, entry);
+        continue;
+      }
+      const { name, prefix } = typeof entry === 'string' ? { name: entry, prefix: undefined } : entry;
+      const known = registered.get(name);
+      if (known && (prefix === undefined || (known.opts.prefix ?? 'bull') === prefix)) {
+        this.queues.set(name, known);
+        continue;
+      }
+      const queue = new Queue(name, { connection: client, ...(prefix === undefined ? {} : { prefix }) });
+      this.ownQueues.push(queue);
+      this.queues.set(name, queue);
+    }
+  }
+
+  private async jobView(id: string, queueName: string | undefined): Promise<AdminJobView> {
+    const candidates = queueName !== undefined ? [this.queues.get(queueName)] : [...this.queues.values()];
+    for (const queue of candidates) {
+      if (!queue) continue;
+      const job = await Job.fromId(queue, id);
+      if (!job) continue;
+      const [state, logs] = await Promise.all([job.getState(), queue.getJobLogs(id, -LOG_LINES, -1)]);
+      return {
+        queue: queue.name,
+        id,
+        found: true,
+        name: job.name,
+        state,
+        data: job.data as unknown,
+        opts: job.opts,
+        attemptsMade: job.attemptsMade,
+        ...(job.failedReason ? { failedReason: job.failedReason } : {}),
+        ...(job.returnvalue !== undefined && job.returnvalue !== null
+          ? { returnValue: job.returnvalue as unknown }
+          : {}),
+        timeline: timelineOf(job, state),
+        logs: logs.logs,
+      };
+    }
+    return { queue: queueName, id, found: false, timeline: [], logs: [] };
+  }
+
+  private async rejectedUnder(digest: string): Promise<DeadSetEntry[]> {
+    const found: DeadSetEntry[] = [];
+    const page = 200;
+    for (let offset = 0; offset < DEAD_SET_SEARCH; offset += page) {
+      const entries = await this.uniqueJobs!.deadSet.list({ offset, limit: page });
+      found.push(...entries.filter((entry) => entry.digest === digest));
+      if (entries.length < page) break;
+    }
+    return found;
+  }
+}
+
+function timelineOf(job: Job, state: string): AdminJobEvent[] {
+  const events: AdminJobEvent[] = [{ at: job.timestamp, event: 'added' }];
+  if (job.delay > 0) events.push({ at: job.timestamp + job.delay, event: 'delayed until' });
+  if (job.processedOn) {
+    events.push({ at: job.processedOn, event: 'started', detail: `attempt ${job.attemptsStarted || 1}` });
+  }
+  if (job.finishedOn) {
+    events.push({
+      at: job.finishedOn,
+      event: state === 'failed' ? 'failed' : 'completed',
+      ...(state === 'failed' && job.failedReason ? { detail: job.failedReason } : {}),
+    });
+  }
+  return events.sort((a, b) => a.at - b.at);
+}

@@ -1,0 +1,123 @@
+import { parseArgs } from 'node:util';
+import type { HeldLockKind } from '../inspection/lock-inspection.interface.js';
+import type { LockType, UniqueAcross } from '../../interfaces/unique-job-options.interface.js';
+import { LOCKS } from '../../locks/index.js';
+import { CliError } from './errors/cli.error.js';
+
+/** Every option of every command (each command reads the ones it uses). */
+const OPTIONS = {
+  redis: { type: 'string' },
+  cluster: { type: 'boolean' },
+  prefix: { type: 'string' },
+  'bull-prefix': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  queue: { type: 'string' },
+  name: { type: 'string' },
+  kind: { type: 'string' },
+  'job-id': { type: 'string' },
+  limit: { type: 'string' },
+  offset: { type: 'string' },
+  cursor: { type: 'string' },
+  yes: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  scope: { type: 'string' },
+  lock: { type: 'string' },
+  'lock-args': { type: 'string' },
+  'lock-args-json': { type: 'string' },
+  'lock-limit': { type: 'string' },
+  'lock-ttl': { type: 'string' },
+  'unique-across': { type: 'string' },
+} as const;
+
+/** The parsed command line. */
+export interface CliArgs {
+  positionals: string[];
+  values: {
+    redis?: string;
+    cluster?: boolean;
+    prefix?: string;
+    'bull-prefix'?: string;
+    json?: boolean;
+    help?: boolean;
+    queue?: string;
+    name?: string;
+    kind?: string;
+    'job-id'?: string;
+    limit?: string;
+    offset?: string;
+    cursor?: string;
+    yes?: boolean;
+    'dry-run'?: boolean;
+    scope?: string;
+    lock?: string;
+    'lock-args'?: string;
+    'lock-args-json'?: string;
+    'lock-limit'?: string;
+    'lock-ttl'?: string;
+    'unique-across'?: string;
+  };
+}
+
+/** Parses argv (without `node` and the script). @throws CliError on an unknown or malformed option. */
+export function parseCliArgs(argv: readonly string[]): CliArgs {
+  try {
+    const { values, positionals } = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true });
+    return { values, positionals };
+  } catch (error) {
+    throw new CliError((error as Error).message, undefined, true);
+  }
+}
+
+/** An integer option within bounds, or `fallback` when absent. */
+export function integerOption(name: string, value: string | undefined, fallback: number, min: number, max: number) {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+    throw new CliError(`--${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(value)})`);
+  }
+  return n;
+}
+
+/** `--kind`: `enqueue` or `runtime`. */
+export function kindOption(value: string | undefined): HeldLockKind | undefined {
+  if (value === undefined || value === 'enqueue' || value === 'runtime') return value;
+  throw new CliError(`--kind must be "enqueue" or "runtime" (got ${JSON.stringify(value)})`);
+}
+
+/** `--lock`: a lock type (default `until_executed`). */
+export function lockOption(value: string | undefined): LockType {
+  if (value === undefined) return 'until_executed';
+  if (Object.hasOwn(LOCKS, value)) return value as LockType;
+  throw new CliError(`--lock must be one of ${Object.keys(LOCKS).join(', ')} (got ${JSON.stringify(value)})`);
+}
+
+/** `--unique-across`: a comma-separated list of `queues` and `names`. */
+export function uniqueAcrossOption(value: string | undefined): UniqueAcross[] {
+  if (value === undefined) return [];
+  const items = value.split(',').map((item) => item.trim());
+  for (const item of items) {
+    if (item !== 'queues' && item !== 'names') {
+      throw new CliError(`--unique-across takes "queues", "names" or "queues,names" (got ${JSON.stringify(value)})`);
+    }
+  }
+  return [...new Set(items as UniqueAcross[])];
+}
+
+/** A name that goes into a key (a prefix): printable, no spaces, no glob characters. */
+export function keyPartOption(name: string, value: string | undefined, fallback: string): string {
+  if (value === undefined) return fallback;
+  if (!/^[\w{}.:@/-]{1,100}$/.test(value)) {
+    throw new CliError(
+      `--${name} may hold letters, digits and _ { } . : @ / - only (got ${JSON.stringify(value.slice(0, 100))})`,
+    );
+  }
+  return value;
+}
+
+/** Reads a required positional argument. */
+export function required(positionals: readonly string[], index: number, what: string): string {
+  const value = positionals[index];
+  if (value === undefined || value === '') throw new CliError(`Missing ${what}`, undefined, true);
+  return value;
+}

@@ -1,0 +1,133 @@
+import { Cluster, Redis } from 'ioredis';
+import { LockInspector } from '../inspection/lock-inspector.js';
+import type { InspectedQueue } from '../inspection/lock-inspection.interface.js';
+import { DEFAULT_PREFIX } from '../../options/defaults.js';
+import { keyPartOption, type CliArgs } from './args.js';
+import { CliError, EXIT } from './errors/cli.error.js';
+import { toJson, type CliIo } from './output.js';
+
+const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+/**
+ * What every command works with: the options, the output, and (opened on first use, closed at the end) the Redis
+ * client, the queues found under the BullMQ prefix and a lock inspector.
+ */
+export class CliContext {
+  /** The library's key prefix (`--prefix`). */
+  readonly prefix: string;
+  /** BullMQ's key prefix (`--bull-prefix`). */
+  readonly bullPrefix: string;
+  /** `--json`. */
+  readonly json: boolean;
+  private client: Redis | Cluster | undefined;
+  private lastError: Error | undefined;
+  private queueList: InspectedQueue[] | undefined;
+  private readonly closers: (() => Promise<unknown>)[] = [];
+
+  constructor(
+    readonly args: CliArgs,
+    readonly io: CliIo,
+  ) {
+    this.prefix = keyPartOption('prefix', args.values.prefix, DEFAULT_PREFIX);
+    this.bullPrefix = keyPartOption('bull-prefix', args.values['bull-prefix'], 'bull');
+    this.json = args.values.json ?? false;
+  }
+
+  /** Prints a result: JSON with `--json`, else the human text `human()` builds. */
+  print(result: unknown, human: () => string): void {
+    this.io.out(this.json ? toJson(result) : human());
+  }
+
+  /** The Redis URL without its password, for messages. */
+  get redisLabel(): string {
+    const url = this.redisUrl();
+    return `${url.protocol}//${url.hostname}:${url.port || '6379'}${url.pathname.length > 1 ? url.pathname : ''}`;
+  }
+
+  /**
+   * The connected Redis client. Fails fast (one attempt, no reconnection) with exit code 2 when Redis cannot be
+   * reached.
+   */
+  async redis(): Promise<Redis | Cluster> {
+    if (this.client) return this.client;
+    const url = this.redisUrl();
+    const common = { lazyConnect: true, connectTimeout: 5000, maxRetriesPerRequest: 1 };
+    const client: Redis | Cluster = this.args.values.cluster
+      ? new Cluster([{ host: url.hostname, port: Number(url.port || 6379) }], {
+          lazyConnect: true,
+          clusterRetryStrategy: () => null,
+          redisOptions: {
+            connectTimeout: common.connectTimeout,
+            maxRetriesPerRequest: common.maxRetriesPerRequest,
+            ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+            ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+            ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
+          },
+        })
+      : new Redis(url.href, { ...common, retryStrategy: () => null });
+    // Connection errors surface as rejected commands; without a listener ioredis would also print each one. The last
+    // one names the cause (ECONNREFUSED, ENOTFOUND, NOAUTH…) better than "Connection is closed".
+    client.on('error', (error: Error) => (this.lastError = error));
+    this.client = client;
+    this.closers.push(() => client.quit().catch(() => client.disconnect()));
+    try {
+      await client.connect();
+      await client.ping();
+    } catch (error) {
+      throw this.unreachable(error);
+    }
+    return client;
+  }
+
+  /** The error reported when Redis cannot be reached (exit code 2). */
+  unreachable(error: unknown): CliError {
+    const reason = this.lastError?.message || (error as Error).message || String(error);
+    return new CliError(`Cannot reach Redis at ${this.redisLabel}: ${reason}`, EXIT.unreachable);
+  }
+
+  /**
+   * The BullMQ queues under `--bull-prefix` (found by their `meta` key). With `--queue`, that queue must be one of them:
+   * a queue name given on the command line never reaches a key unless Redis knows the queue.
+   */
+  async queues(): Promise<InspectedQueue[]> {
+    if (this.queueList) return this.queueList;
+    const found = await LockInspector.discoverQueues(await this.redis(), this.bullPrefix);
+    const wanted = this.args.values.queue;
+    if (wanted !== undefined && !found.some((queue) => queue.name === wanted)) {
+      throw new CliError(
+        `No queue ${JSON.stringify(wanted)} under the BullMQ prefix "${this.bullPrefix}" (no ${this.bullPrefix}:<queue>:meta key); queues found: ${found.map((queue) => queue.name).join(', ') || 'none'}`,
+      );
+    }
+    this.queueList = found;
+    return found;
+  }
+
+  /** A lock inspector over every queue found. */
+  async inspector(): Promise<LockInspector> {
+    return new LockInspector({ client: await this.redis(), prefix: this.prefix, queues: await this.queues() });
+  }
+
+  /** Runs `close` when the command ends (after its output). */
+  onClose(close: () => Promise<unknown>): void {
+    this.closers.unshift(close);
+  }
+
+  /** Closes what the command opened, newest first. */
+  async close(): Promise<void> {
+    for (const close of this.closers.splice(0)) await close().catch(() => undefined);
+  }
+
+  private redisUrl(): URL {
+    const text = this.args.values.redis ?? this.io.env.REDIS_URL ?? DEFAULT_REDIS_URL;
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      throw new CliError(`Invalid Redis URL ${JSON.stringify(text.replace(/\/\/[^@/]*@/, '//***@'))}`);
+    }
+    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
+      throw new CliError(`Invalid Redis URL: it must start with redis:// or rediss:// (got ${url.protocol}//…)`);
+    }
+    return url;
+  }
+}

@@ -1,0 +1,294 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Cluster, Redis } from 'ioredis';
+import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
+import { LockStore } from '../../locks/lock-store.js';
+import { UniqueJobsKeys } from '../../redis/keys.js';
+import { RedisScripts } from '../../redis/redis-scripts.js';
+import { connectedScanNodes, discoverQueueNames, escapeGlob } from '../../redis/scan.js';
+import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
+
+/** What the reaper needs: the library's Redis and prefix, and where to find the jobs that own locks. */
+export interface OrphanReaperDeps {
+  /** The library's Redis client (the one the locks live on). */
+  client: Redis | Cluster;
+  /** The library's key prefix. */
+  prefix: string;
+  /** Queues the application knows, asked at the start of each pass. */
+  queues?: () => readonly ReaperQueue[];
+  /** Idempotency stores whose `prune` each run calls. */
+  stores?: () => readonly IdempotencyStore[];
+  /** Tuning (see {@link ReaperOptions}). */
+  options?: Omit<ReaperOptions, 'interval'>;
+  /** How long one run's leadership lasts unless the next run extends it (ms). Default 30,000. */
+  leaderTtl?: number;
+  /** Called for every item released (not in dry runs). */
+  onReaped?: (item: ReapedItem) => void;
+}
+
+/** One SCAN stream of a pass: a pattern on one Redis node. */
+interface ScanStream {
+  node: Redis;
+  match: string;
+  cursor: string;
+  /** For BullMQ deduplication keys: the queue's job key prefix (`<prefix>:<queue>:`). */
+  jobKeyPrefix?: string;
+}
+
+/** An orphan seen once: released only if it is still orphaned after the grace period. */
+interface Suspect {
+  item: ReapedItem;
+  /** Job keys to check again: the suspect is released only when no live job is behind any of them. */
+  jobKeys: () => Promise<string[]>;
+  release: () => Promise<boolean>;
+}
+
+type JobStatus = 'live' | 'finished' | 'gone';
+
+const MAX_ITEMS = 1000;
+const MAX_LOCK_OWNERS = 100;
+const MAX_SUSPECTS = 1000;
+/** Default `grace`: far above the time between a general-path lock and its add (one round trip). */
+const DEFAULT_GRACE = 15_000;
+
+/**
+ * Finds and releases what crashes and hand-removed jobs leave behind: general-path enqueue locks and idempotency claims
+ * whose job is gone or finished, BullMQ deduplication keys (fast-path enqueue locks) whose job is gone or finished, and
+ * lock leases that ended. Only one process works at a time (a leased leadership lock); each run SCANs in steps of
+ * `batchSize` for at most `timeBudget` ms and the next run goes on where it stopped, so no call walks the keyspace
+ * at once. Every release is compare-and-set: a lock re-taken or renewed meanwhile is left alone.
+ */
+export class OrphanReaper {
+  private readonly scripts: RedisScripts;
+  private readonly locks: LockStore;
+  private readonly keys: UniqueJobsKeys;
+  private readonly token = `reaper-${randomBytes(9).toString('base64url')}`;
+  private readonly batchSize: number;
+  private readonly timeBudget: number;
+  private readonly grace: number;
+  /** SCAN streams left of the current pass (a pass spans runs when the time budget ends a run first). */
+  private streams: ScanStream[] = [];
+  /**
+   * Every queue on the server (qualified names), found once per pass and only when a general-path lock needs it. The
+   * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
+   */
+  private discovered: Promise<string[]> | undefined;
+
+  constructor(private readonly deps: OrphanReaperDeps) {
+    this.scripts = new RedisScripts(deps.client);
+    this.locks = new LockStore(this.scripts);
+    this.keys = new UniqueJobsKeys(deps.prefix);
+    this.batchSize = deps.options?.batchSize ?? 500;
+    this.timeBudget = deps.options?.timeBudget ?? 1000;
+    this.grace = deps.options?.grace ?? DEFAULT_GRACE;
+  }
+
+  /**
+   * One run: takes (or extends) the leadership, scans for at most the time budget, re-checks what it suspects after
+   * the grace period, releases it, and prunes the SQL stores. A dry run reports what it would release (without the
+   * grace re-check) and changes nothing.
+   */
+  async run(options: { dryRun?: boolean } = {}): Promise<ReapReport> {
+    const dryRun = options.dryRun ?? false;
+    const startedAt = Date.now();
+    const report: ReapReport = {
+      startedAt,
+      durationMs: 0,
+      dryRun,
+      leader: true,
+      complete: false,
+      scannedKeys: 0,
+      reaped: { enqueueLocks: 0, deduplicationKeys: 0, runtimeLeases: 0, idempotencyClaims: 0, sqlRecords: 0 },
+      items: [],
+    };
+    const leaderTtl = Math.max(this.deps.leaderTtl ?? 30_000, this.timeBudget + this.grace + 10_000);
+    if (!(await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1)).acquired) {
+      report.leader = false;
+      report.durationMs = Date.now() - startedAt;
+      return report;
+    }
+    if (this.streams.length === 0) this.streams = await this.newPass();
+    const deadline = startedAt + this.timeBudget;
+    const suspects: Suspect[] = [];
+    const record = (item: ReapedItem) => {
+      report.reaped[countOf(item.kind)] += 1;
+      if (report.items.length < MAX_ITEMS) report.items.push(item);
+      if (!dryRun) this.deps.onReaped?.(item);
+    };
+    while (this.streams.length > 0) {
+      const stream = this.streams[0];
+      const [cursor, found] = await stream.node
+        .scan(stream.cursor, 'MATCH', stream.match, 'COUNT', this.batchSize)
+        .catch((error: unknown) => {
+          // A node that failed (or left the cluster) must not pin the pass: the next run starts a fresh one.
+          this.streams = [];
+          throw error;
+        });
+      stream.cursor = cursor;
+      if (cursor === '0') this.streams.shift();
+      report.scannedKeys += found.length;
+      await Promise.all(found.map((key) => this.inspect(stream, key, dryRun, record, suspects)));
+      // Confirming suspects costs calls too: a run that found many stops scanning and leaves the rest to the next.
+      if (Date.now() >= deadline || suspects.length >= MAX_SUSPECTS) break;
+    }
+    report.complete = this.streams.length === 0;
+    if (report.complete) this.discovered = undefined;
+
+    if (dryRun) {
+      suspects.forEach((suspect) => record(suspect.item));
+    } else if (suspects.length > 0) {
+      await delay(this.grace);
+      for (let i = 0; i < suspects.length; i += this.batchSize) {
+        await Promise.all(
+          suspects.slice(i, i + this.batchSize).map(async (suspect) => {
+            const statuses = await Promise.all((await suspect.jobKeys()).map((key) => this.jobStatus(key)));
+            if (!statuses.includes('live') && (await suspect.release())) record(suspect.item);
+          }),
+        );
+      }
+    }
+    if (!dryRun) report.reaped.sqlRecords = await this.prune(deadline);
+    await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1);
+    report.durationMs = Date.now() - startedAt;
+    return report;
+  }
+
+  /** Gives the leadership up (shutdown), so another process takes over at its next run. */
+  async resign(): Promise<void> {
+    await this.locks.release(this.keys.reaperLeader, this.token);
+  }
+
+  private async newPass(): Promise<ScanStream[]> {
+    const nodes = await connectedScanNodes(this.deps.client);
+    const queues = uniqueQueues(this.knownQueues());
+    return nodes.flatMap((node) => [
+      { node, match: `${escapeGlob(this.deps.prefix)}:{*}:*`, cursor: '0' },
+      ...queues.map((queue) => ({
+        node,
+        match: `${escapeGlob(`${queue.prefix}:${queue.name}`)}:de:uj:*`,
+        cursor: '0',
+        jobKeyPrefix: `${queue.prefix}:${queue.name}:`,
+      })),
+    ]);
+  }
+
+  private knownQueues(): ReaperQueue[] {
+    return [...(this.deps.queues?.() ?? []), ...(this.deps.options?.queues ?? [])];
+  }
+
+  /** Looks at one key; releases what needs no re-check, and collects suspects that do. */
+  private async inspect(
+    stream: ScanStream,
+    key: string,
+    dryRun: boolean,
+    record: (item: ReapedItem) => void,
+    suspects: Suspect[],
+  ): Promise<void> {
+    const dry = dryRun ? '1' : '0';
+    if (stream.jobKeyPrefix !== undefined) {
+      const orphan = (await this.scripts.run('reapDeduplication', [key], [stream.jobKeyPrefix, dry])) as
+        [string, string] | null;
+      if (orphan) record({ key, kind: 'deduplicationKey', jobId: orphan[0], reason: orphan[1] });
+      return;
+    }
+    if (key.endsWith('}:running') || key.endsWith('}:queued')) {
+      const kind = key.endsWith('}:running') ? 'runtimeLease' : 'enqueueLock';
+      const expired = (await this.scripts.run('reapExpiredLeases', [key], [dry])) as string[];
+      expired.forEach((jobId) => record({ key, kind, jobId, reason: 'lease ended' }));
+      // A run-time lease is renewed by a running handler: only its end frees it. A queued job renews nothing, so a
+      // general-path enqueue lock is checked against its job.
+      if (kind === 'enqueueLock') await this.suspectEnqueueLock(key, expired, suspects);
+    } else if (key.endsWith('}:idempotency')) {
+      await this.suspectIdempotencyClaim(key, suspects);
+    }
+  }
+
+  private async suspectEnqueueLock(key: string, expired: readonly string[], suspects: Suspect[]): Promise<void> {
+    // RESP2 answers [member, score, …], RESP3 [[member, score], …]: flatten both.
+    const reply = (await this.deps.client.call('ZRANGE', key, 0, MAX_LOCK_OWNERS - 1, 'WITHSCORES')) as unknown[];
+    const owners = reply.flat().map(String);
+    for (let i = 0; i < owners.length; i += 2) {
+      const [jobId, score] = [owners[i], owners[i + 1]];
+      if (expired.includes(jobId)) continue;
+      const jobKeys = async () => (await this.queueNames()).map((queue) => `${queue}:${jobId}`);
+      const statuses = await Promise.all((await jobKeys()).map((jobKey) => this.jobStatus(jobKey)));
+      if (statuses.includes('live')) continue;
+      suspects.push({
+        item: { key, kind: 'enqueueLock', jobId, reason: statuses.includes('finished') ? 'job finished' : 'job gone' },
+        jobKeys,
+        release: async () => (await this.scripts.run('reapLockOwner', [key], [jobId, score])) === 1,
+      });
+    }
+  }
+
+  private async suspectIdempotencyClaim(key: string, suspects: Suspect[]): Promise<void> {
+    const [state, owner, until, jobKey, jobId] = await this.deps.client.hmget(
+      key,
+      'state',
+      'owner',
+      'until',
+      'jobKey',
+      'job',
+    );
+    // Only a claim whose lease ended: a live lease may belong to a handler still running after its job was removed.
+    if (state !== 'in_progress' || !owner || !jobKey || Number(until) > Date.now()) return;
+    const status = await this.jobStatus(jobKey);
+    if (status === 'live') return;
+    suspects.push({
+      item: { key, kind: 'idempotencyClaim', jobId: jobId ?? undefined, reason: `job ${status}` },
+      jobKeys: () => Promise.resolve([jobKey]),
+      release: async () => (await this.scripts.run('reapIdempotencyClaim', [key], [owner])) === 1,
+    });
+  }
+
+  /**
+   * Queues whose jobs may own a general-path lock, which records only its owner's job id: the known ones and every
+   * BullMQ queue on the server, whatever its prefix (another application sharing the library prefix, a `{bull}`
+   * prefix on a cluster). An owner is "gone" only when no queue on the server holds its job.
+   */
+  private async queueNames(): Promise<string[]> {
+    this.discovered ??= discoverQueueNames(this.deps.client, this.batchSize).catch((error: unknown) => {
+      this.discovered = undefined;
+      throw error;
+    });
+    const known = this.knownQueues().map((queue) => `${queue.prefix}:${queue.name}`);
+    return [...new Set([...known, ...(await this.discovered)])];
+  }
+
+  /** A BullMQ job's status from its hash: every job has a `timestamp`; a finished one has `finishedOn`. */
+  private async jobStatus(jobKey: string): Promise<JobStatus> {
+    const [timestamp, finishedOn] = await this.deps.client.hmget(jobKey, 'timestamp', 'finishedOn');
+    if (timestamp === null) return 'gone';
+    return finishedOn === null ? 'live' : 'finished';
+  }
+
+  /** Prunes the SQL stores in batches until they have nothing more or the time budget ends. */
+  private async prune(deadline: number): Promise<number> {
+    let total = 0;
+    for (const store of new Set(this.deps.stores?.() ?? [])) {
+      if (!store.prune) continue;
+      let deleted: number;
+      do {
+        deleted = await store.prune(this.batchSize);
+        total += deleted;
+      } while (deleted === this.batchSize && Date.now() < deadline);
+    }
+    return total;
+  }
+}
+
+function countOf(kind: ReapedItem['kind']): keyof Omit<ReapReport['reaped'], 'sqlRecords'> {
+  return (
+    {
+      enqueueLock: 'enqueueLocks',
+      deduplicationKey: 'deduplicationKeys',
+      runtimeLease: 'runtimeLeases',
+      idempotencyClaim: 'idempotencyClaims',
+    } as const
+  )[kind];
+}
+
+function uniqueQueues(queues: readonly ReaperQueue[]): ReaperQueue[] {
+  const byKey = new Map(queues.map((queue) => [`${queue.prefix}:${queue.name}`, queue]));
+  return [...byKey.values()];
+}

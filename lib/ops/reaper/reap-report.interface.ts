@@ -1,0 +1,40 @@
+import type { ReaperOptions, ReaperQueue } from '../../options/reaper-options.js';
+
+export type { ReaperOptions, ReaperQueue };
+
+/** What the reaper found orphaned (and released, unless the run was dry). */
+export interface ReapedItem {
+  /** The Redis key (hashed names only; never user data). */
+  key: string;
+  kind: 'enqueueLock' | 'deduplicationKey' | 'runtimeLease' | 'idempotencyClaim';
+  /** The job that held it. */
+  jobId?: string;
+  /** Why it was orphaned: `'lease ended'`, `'job gone'`, `'job finished'`. */
+  reason: string;
+}
+
+/** What one reaper run did. */
+export interface ReapReport {
+  /** When the run started (ms since epoch). */
+  startedAt: number;
+  durationMs: number;
+  /** A dry run reports what it would release and changes nothing. */
+  dryRun: boolean;
+  /** `false` when another process held the reaper's leadership: this run did nothing. */
+  leader: boolean;
+  /** `true` when this run finished a whole pass over the keys; `false` when its time budget ended it first. */
+  complete: boolean;
+  /** Keys looked at by this run. */
+  scannedKeys: number;
+  /** Counts of what was released (or would be, in a dry run). */
+  reaped: {
+    enqueueLocks: number;
+    deduplicationKeys: number;
+    runtimeLeases: number;
+    idempotencyClaims: number;
+    /** Rows deleted by the SQL stores' `prune`. */
+    sqlRecords: number;
+  };
+  /** The released items (the first 1,000). */
+  items: ReapedItem[];
+}

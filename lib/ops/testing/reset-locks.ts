@@ -1,0 +1,48 @@
+import { escapeGlob, scanNodes } from '../../redis/scan.js';
+import { deduplicationId } from '../../redis/keys.js';
+import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
+
+/** What {@link resetLocks} deletes besides the locks. */
+export interface ResetLocksOptions {
+  /** Also delete the Redis store's idempotency records (`<prefix>:{…}:idempotency`). Default `true`. */
+  idempotency?: boolean;
+  /** Also empty the dead set. Default `true`. */
+  deadSet?: boolean;
+}
+
+/**
+ * Deletes the application's unique-job state from Redis, for a clean slate between tests: every key under its
+ * `prefix` (locks, idempotency records, dead set) and the deduplication keys the library set on its queues
+ * (`<bull prefix>:<queue>:de:uj:…`). Nothing else: other prefixes, other queues' keys and the jobs themselves are left
+ * alone (obliterate your queues if you want them empty). Call it while no job of these queues runs. Resolves the
+ * number of keys deleted.
+ */
+export async function resetLocks(app: UniqueJobsTestTarget, options: ResetLocksOptions = {}): Promise<number> {
+  const { client, keys, queues } = internalsOf(app);
+  const keep = (key: string) =>
+    (options.idempotency === false && key.endsWith(':idempotency')) ||
+    (options.deadSet === false && [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes].includes(key));
+  const patterns = [
+    `${escapeGlob(keys.prefix)}:*`,
+    ...queues.map((queue) => `${escapeGlob(`${queue.prefix}:${queue.name}:de:${deduplicationId('')}`)}*`),
+  ];
+  let deleted = 0;
+  for (const node of scanNodes(client)) {
+    for (const pattern of patterns) {
+      let cursor = '0';
+      do {
+        const [next, found] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        cursor = next;
+        const doomed = found.filter((key) => !keep(key));
+        if (doomed.length === 0) continue;
+        // One DEL per key: on Redis Cluster the keys of one node may live in different slots.
+        const results = (await node.pipeline(doomed.map((key) => ['del', key])).exec()) ?? [];
+        for (const [error, count] of results) {
+          if (error) throw error;
+          deleted += count as number;
+        }
+      } while (cursor !== '0');
+    }
+  }
+  return deleted;
+}
