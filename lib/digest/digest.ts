@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import type { LockType, UniqueAcross } from '../interfaces/unique-job-options.interface.js';
-import { deduplicationId, UniqueJobsKeys } from '../redis/keys.js';
+import { bullKeys, UniqueJobsKeys } from '../redis/keys.js';
 import { canonicalJson } from './canonical-json.js';
 
 /** Version of the digest recipe; it is part of every digest, so a future recipe never collides with this one. */
@@ -62,7 +62,7 @@ export function lockKey(input: LockKeyInput): string {
   const keys = new UniqueJobsKeys(input.prefix ?? 'uniquejobs');
   if (input.kind === 'runtime') return keys.runtimeLock(value);
   if (usesDeduplicationKey(input.lock ?? 'until_executed', input.lockLimit ?? 1, input.uniqueAcross)) {
-    return `${input.queuePrefix ?? 'bull'}:${input.queue}:de:${deduplicationId(value)}`;
+    return bullKeys.deduplication(bullKeys.qualifiedName(input.queuePrefix ?? 'bull', input.queue), value);
   }
   return keys.enqueueLock(value, input.lock);
 }

@@ -79,6 +79,10 @@ export const bullKeys = {
   qualifiedName: (queuePrefix: string, queueName: string): string => `${queuePrefix}:${queueName}`,
   /** What every key of one queue starts with (a job's hash is this + its id). */
   queueKeyPrefix: (qualifiedName: string): string => `${qualifiedName}:`,
+  /** A key of a queue's own: its state sets and lists (`wait`, `active`, `failed`…), `meta`, `events`. */
+  queueKey: (qualifiedName: string, suffix: string): string => `${qualifiedName}:${suffix}`,
+  /** What every deduplication key of the library contains, whatever its queue (for scans over every queue). */
+  deduplicationMarker: `:de:${DEDUPLICATION_PREFIX}`,
   /** A queue's event stream. */
   events: (qualifiedName: string): string => `${qualifiedName}:events`,
   /** A job's hash. */

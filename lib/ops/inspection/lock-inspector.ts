@@ -1,6 +1,6 @@
 import { discoverQueues, escapeGlob, scanNodes } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
-import { deduplicationId, digestOfDeduplicationId, UniqueJobsKeys } from '../../redis/keys.js';
+import { bullKeys, UniqueJobsKeys } from '../../redis/keys.js';
 import {
   digestPatternMatcher,
   isLockDigest,
@@ -9,6 +9,7 @@ import {
   parseLockDigest,
 } from './digest-format.js';
 import { InvalidCursorError } from './errors/invalid-cursor.error.js';
+import { JobOwners, type Candidate } from './job-owners.js';
 import type {
   HeldLock,
   HeldLockKind,
@@ -17,7 +18,6 @@ import type {
   LockCounts,
   LockFilter,
   LockInspectorOptions,
-  LockOwner,
   LockPage,
   LockPageRequest,
 } from './lock-inspection.interface.js';
@@ -28,18 +28,7 @@ const SCAN_COUNT = 500;
 const MAX_SCANS_PER_PAGE = 100;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
-/** Characters of job data in {@link LockOwner.dataSummary}. */
-const DATA_SUMMARY_LENGTH = 200;
 const CURSOR = /^(\d{1,6})\.(\d{1,6})\.(\d{1,20})\.(\d{1,9})$/;
-
-/** A key SCAN found that may hold a lock. */
-interface Candidate {
-  key: string;
-  digest: string;
-  storage: HeldLockStorage;
-  /** The queue of a deduplication key. */
-  queue?: InspectedQueue;
-}
 
 /** One key space SCAN walks: a MATCH pattern and how to read the keys it finds. */
 interface ScanPhase {
@@ -68,9 +57,11 @@ export class LockInspector {
   private readonly keys: UniqueJobsKeys;
   private readonly queues: readonly InspectedQueue[];
   private readonly ownKey: RegExp;
+  private readonly owners: JobOwners;
 
   constructor(options: LockInspectorOptions) {
     this.client = options.client;
+    this.owners = new JobOwners(options.client);
     this.keys = new UniqueJobsKeys(options.prefix);
     this.queues = [...options.queues];
     this.ownKey = new RegExp(`^${escapeRegExp(options.prefix)}:\\{(v\\d+:[0-9a-f]{64})\\}:(queued|expiring|running)$`);
@@ -211,11 +202,11 @@ export class LockInspector {
     if (filter.kind !== 'runtime') {
       for (const queue of this.queues) {
         if (filter.queue !== undefined && queue.name !== filter.queue) continue;
-        const base = `${queue.prefix}:${queue.name}:de:`;
+        const base = bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name));
         phases.push({
-          match: `${escapeGlob(base)}${deduplicationId(glob)}`,
+          match: `${escapeGlob(base)}${glob}`,
           parse: (key) => {
-            const digest = key.startsWith(base) ? digestOfDeduplicationId(key.slice(base.length)) : undefined;
+            const digest = key.startsWith(base) ? key.slice(base.length) : undefined;
             if (!isLockDigest(digest) || !matches(digest)) return undefined;
             return { key, digest, storage: 'deduplication', queue };
           },
@@ -232,7 +223,7 @@ export class LockInspector {
       { key: this.keys.enqueueLock(digest, 'until_expired'), digest, storage: 'expiring' },
       { key: this.keys.runtimeLock(digest), digest, storage: 'running' },
       ...this.queues.map((queue): Candidate => ({
-        key: `${queue.prefix}:${queue.name}:de:${deduplicationId(digest)}`,
+        key: bullKeys.deduplication(bullKeys.qualifiedName(queue.prefix, queue.name), digest),
         digest,
         storage: 'deduplication',
         queue,
@@ -266,7 +257,9 @@ export class LockInspector {
     const searched = candidate.queue
       ? [candidate.queue]
       : this.queues.filter((queue) => filter.queue === undefined || queue.name === filter.queue);
-    const resolved = await Promise.all(owners.map((owner) => this.resolveOwner(owner, candidate, searched, withData)));
+    const resolved = await Promise.all(
+      owners.map((owner) => this.owners.resolve(owner, candidate, searched, withData)),
+    );
     const queue = candidate.queue?.name ?? resolved.find((owner) => owner.queue !== undefined)?.queue;
     if (filter.queue !== undefined && queue !== filter.queue) return undefined;
     return {
@@ -279,110 +272,6 @@ export class LockInspector {
       ...(ttl >= 0 ? { ttlMs: ttl } : {}),
     };
   }
-
-  /**
-   * Finds an owner's job in the queues with its state, name and creation time. A sorted-set lock names its owners by
-   * job id only, and ids repeat across queues (BullMQ numbers each queue's jobs from 1), so when several queues have a
-   * job with that id the best match wins: a job that carries this digest (its deduplication id or the library's
-   * marker), then one whose state fits the lock (active for a run-time lock, not finished for an enqueue lock), then the
-   * first queue by name.
-   */
-  private async resolveOwner(
-    owner: { jobId: string; leaseExpiresAt?: number },
-    candidate: Candidate,
-    queues: readonly InspectedQueue[],
-    withData: boolean,
-  ): Promise<LockOwner> {
-    const found = await Promise.all(
-      queues.map((queue) => this.readJob(queue, owner.jobId, candidate.digest, withData)),
-    );
-    let best = -1;
-    let bestRank = 0;
-    found.forEach((job, index) => {
-      if (!job) return;
-      const rank = (job.carriesDigest ? 4 : 0) + (fitsLock(candidate.storage, job.owner.jobState) ? 2 : 0) + 1;
-      if (rank > bestRank) [best, bestRank] = [index, rank];
-    });
-    if (best === -1) return { ...owner, jobState: 'missing' };
-    return { ...owner, queue: queues[best].name, ...found[best]!.owner };
-  }
-
-  /**
-   * A job's name, creation time, state (as BullMQ's getState computes it) and data summary, read atomically, and
-   * whether it carries `digest`.
-   */
-  private async readJob(
-    queue: InspectedQueue,
-    jobId: string,
-    digest: string,
-    withData: boolean,
-  ): Promise<{ owner: Omit<LockOwner, 'jobId'>; carriesDigest: boolean } | undefined> {
-    const key = (suffix: string) => `${queue.prefix}:${queue.name}:${suffix}`;
-    const fields = ['name', 'timestamp', 'deid', 'opts', ...(withData ? ['data'] : [])];
-    // BullMQ's order of precedence (getState): completed, failed, delayed, prioritized, active, wait, paused, children.
-    const probes: [string, 'zscore' | 'lpos'][] = [
-      ['completed', 'zscore'],
-      ['failed', 'zscore'],
-      ['delayed', 'zscore'],
-      ['prioritized', 'zscore'],
-      ['active', 'lpos'],
-      ['wait', 'lpos'],
-      ['paused', 'lpos'],
-      ['waiting-children', 'zscore'],
-    ];
-    const states = [
-      'completed',
-      'failed',
-      'delayed',
-      'prioritized',
-      'active',
-      'waiting',
-      'waiting',
-      'waiting-children',
-    ];
-    const direct = async (): Promise<unknown[]> =>
-      Promise.all([
-        this.client.hmget(key(jobId), ...fields),
-        ...probes.map(([suffix, command]) =>
-          command === 'zscore' ? this.client.zscore(key(suffix), jobId) : this.client.lpos(key(suffix), jobId),
-        ),
-      ]);
-    let replies: unknown[] | undefined;
-    try {
-      // A queue's keys share one slot (BullMQ requires a hash-tagged prefix on Cluster), so one transaction reads all.
-      const multi = this.client.multi().hmget(key(jobId), ...fields);
-      for (const [suffix, command] of probes) {
-        if (command === 'zscore') multi.zscore(key(suffix), jobId);
-        else multi.lpos(key(suffix), jobId);
-      }
-      const answered = await multi.exec();
-      if (answered && answered.every(([error]) => !error)) replies = answered.map(([, value]) => value);
-    } catch {
-      replies = undefined; // e.g. CROSSSLOT on a Cluster whose BullMQ prefix has no hash tag: read without MULTI
-    }
-    const [hash, ...found] = (replies ?? (await direct())) as [(string | null)[], ...unknown[]];
-    const [name, timestamp, deid, opts, data] = hash;
-    if (name === null && timestamp === null) return undefined;
-    const stateIndex = found.findIndex((value) => value !== null);
-    return {
-      carriesDigest: deid === deduplicationId(digest) || (opts?.includes(`"digest":"${digest}"`) ?? false),
-      owner: {
-        jobState: stateIndex === -1 ? 'unknown' : states[stateIndex],
-        ...(name === null ? {} : { jobName: name }),
-        ...(timestamp === null || !Number.isFinite(Number(timestamp)) ? {} : { since: Number(timestamp) }),
-        ...(withData && typeof data === 'string'
-          ? { dataSummary: data.length > DATA_SUMMARY_LENGTH ? `${data.slice(0, DATA_SUMMARY_LENGTH)}…` : data }
-          : {}),
-      },
-    };
-  }
-}
-
-/** Whether a job in this state can hold this kind of lock (a run-time lock: running; an enqueue lock: not finished). */
-function fitsLock(storage: HeldLockStorage, state: string | undefined): boolean {
-  if (storage === 'running') return state === 'active';
-  if (storage === 'expiring') return true;
-  return state !== 'completed' && state !== 'failed';
 }
 
 function kindOf(storage: HeldLockStorage): HeldLockKind {

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { deduplicationId } from '../../redis/keys.js';
+import { bullKeys } from '../../redis/keys.js';
 import type { HeldLocksGaugeOptions } from './interfaces/unique-jobs-metrics-options.interface.js';
 import { escapeGlob, scanNodes } from '../../redis/scan.js';
 
@@ -58,7 +58,9 @@ export class HeldLockCounter {
     const result: HeldLockCount = { enqueue: 0, runtime: 0, complete: true };
     let budget = this.maxScans;
     const own = `${this.prefix}:{`;
-    const bases = new Set(this.queues().map((queue) => `${queue.prefix}:${queue.name}:de:`));
+    const bases = new Set(
+      this.queues().map((queue) => bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name))),
+    );
     const passes: { match: string; count(key: string): void }[] = [
       {
         match: `${escapeGlob(this.prefix)}:{*}:*`,
@@ -70,12 +72,12 @@ export class HeldLockCounter {
       },
     ];
     if (bases.size > 0) {
-      const marker = `:de:${deduplicationId('')}`;
+      const marker = bullKeys.deduplicationMarker;
       passes.push({
         match: `*${escapeGlob(marker)}*`,
         count: (key) => {
           const at = key.lastIndexOf(marker);
-          if (at >= 0 && bases.has(key.slice(0, at + ':de:'.length))) result.enqueue++;
+          if (at >= 0 && bases.has(key.slice(0, at + marker.length))) result.enqueue++;
         },
       });
     }

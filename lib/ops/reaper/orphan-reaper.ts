@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { LockStore } from '../../locks/lock-store.js';
-import { UniqueJobsKeys } from '../../redis/keys.js';
+import { bullKeys, UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import { connectedScanNodes, discoverQueueNames, escapeGlob } from '../../redis/scan.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
@@ -165,9 +165,9 @@ export class OrphanReaper {
       { node, match: `${escapeGlob(this.deps.prefix)}:{*}:*`, cursor: '0' },
       ...queues.map((queue) => ({
         node,
-        match: `${escapeGlob(`${queue.prefix}:${queue.name}`)}:de:uj:*`,
+        match: `${escapeGlob(bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name)))}*`,
         cursor: '0',
-        jobKeyPrefix: `${queue.prefix}:${queue.name}:`,
+        jobKeyPrefix: bullKeys.queueKeyPrefix(bullKeys.qualifiedName(queue.prefix, queue.name)),
       })),
     ]);
   }
@@ -251,7 +251,7 @@ export class OrphanReaper {
       this.discovered = undefined;
       throw error;
     });
-    const known = this.knownQueues().map((queue) => `${queue.prefix}:${queue.name}`);
+    const known = this.knownQueues().map((queue) => bullKeys.qualifiedName(queue.prefix, queue.name));
     return [...new Set([...known, ...(await this.discovered)])];
   }
 
@@ -289,6 +289,6 @@ function countOf(kind: ReapedItem['kind']): keyof Omit<ReapReport['reaped'], 'sq
 }
 
 function uniqueQueues(queues: readonly ReaperQueue[]): ReaperQueue[] {
-  const byKey = new Map(queues.map((queue) => [`${queue.prefix}:${queue.name}`, queue]));
+  const byKey = new Map(queues.map((queue) => [bullKeys.qualifiedName(queue.prefix, queue.name), queue]));
   return [...byKey.values()];
 }

@@ -1,5 +1,5 @@
 import { escapeGlob, scanNodes } from '../../redis/scan.js';
-import { deduplicationId } from '../../redis/keys.js';
+import { bullKeys } from '../../redis/keys.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** What {@link resetLocks} deletes besides the locks. */
@@ -24,7 +24,9 @@ export async function resetLocks(app: UniqueJobsTestTarget, options: ResetLocksO
     (options.deadSet === false && [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes].includes(key));
   const patterns = [
     `${escapeGlob(keys.prefix)}:*`,
-    ...queues.map((queue) => `${escapeGlob(`${queue.prefix}:${queue.name}:de:${deduplicationId('')}`)}*`),
+    ...queues.map(
+      (queue) => `${escapeGlob(bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name)))}*`,
+    ),
   ];
   let deleted = 0;
   for (const node of scanNodes(client)) {

@@ -4,7 +4,7 @@ import { JobInterceptor } from '../../nest/job.interceptor.js';
 import type { JobDefinitions } from '../../options/job-definitions.js';
 import { UniqueJobsWorkerGuard } from '../../nest/worker.guard.js';
 import type { UniqueJobsModuleOptions } from '../../options/unique-jobs-module-options.interface.js';
-import { UniqueJobsKeys } from '../../redis/keys.js';
+import { bullKeys, UniqueJobsKeys } from '../../redis/keys.js';
 import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../../nest/unique-jobs.constants.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from '../../nest/unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../../options/defaults.js';
@@ -37,7 +37,7 @@ export function internalsOf(app: UniqueJobsTestTarget): UniqueJobsInternals {
   const workerGuard = app.get(UniqueJobsWorkerGuard, { strict: false });
   const queues = new Map<string, TestedQueue>();
   for (const queue of [...interceptor.guardedQueues(), ...workerGuard.workerQueues()]) {
-    queues.set(`${queue.prefix}:${queue.name}`, queue);
+    queues.set(bullKeys.qualifiedName(queue.prefix, queue.name), queue);
   }
   return {
     client: app.get<{ client: Redis | Cluster }>(UNIQUE_JOBS_REDIS, { strict: false }).client,
