@@ -10,3 +10,4 @@ export * from './idempotency-lease-lost.error.js';
 export * from './unserializable-idempotency-result.error.js';
 export * from './idempotency-key-failed.error.js';
 export * from './truncated-dead-set-entry.error.js';
+export * from './redis-unavailable.error.js';

@@ -12,13 +12,14 @@ import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { JobInstrumentation } from '../interfaces/job-instrumentation.interface.js';
 import type { LockStore } from '../locks/lock-store.js';
-import { DEFAULT_DEAD_SET } from '../options/defaults.js';
+import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_TIMEOUT } from '../options/defaults.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { Enqueuer } from '../producer/enqueuer.js';
 import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';
 import { ReentryGuard } from '../producer/reentry-guard.js';
 import { Replacer } from '../producer/replacer.js';
 import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
+import { RedisAvailability } from '../redis/redis-availability.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { JobRunner, type ProcessFn } from '../worker/job-runner.js';
 import type { AddFn } from '../locks/enqueue-lock.js';
@@ -37,6 +38,8 @@ export interface JobInterceptorDeps {
   logger: LoggerLike;
   enabled: boolean;
   deadSetBounds?: Partial<DeadSetBounds>;
+  /** How long an enqueue waits for a connection that is not ready (ms), or `false`. Default 10 s. */
+  enqueueTimeout?: number | false;
 }
 
 /**
@@ -53,6 +56,7 @@ export class JobInterceptor {
   private readonly runner: JobRunner;
   private readonly reentry: ReentryGuard;
   private readonly workers = new WeakSet<Worker>();
+  private readonly availability: RedisAvailability;
 
   constructor(private readonly deps: JobInterceptorDeps) {
     const { definitions, events, logger, client, strategies, enabled } = deps;
@@ -76,7 +80,10 @@ export class JobInterceptor {
       countReschedule: (job) => client.hincrby(bullKeys.job(job.queueQualifiedName, job.id!), 'ujReschedules', 1),
     };
     const tracer = this.tracer;
-    this.enqueuer = new Enqueuer({ definitions, queues: this.queues, tools, events, tracer, enabled });
+    this.availability = new RedisAvailability(logger, deps.enqueueTimeout ?? DEFAULT_ENQUEUE_TIMEOUT);
+    this.availability.watchClient(client);
+    const availability = this.availability;
+    this.enqueuer = new Enqueuer({ definitions, queues: this.queues, tools, events, tracer, enabled, availability });
     this.runner = new JobRunner({
       ...deps,
       tools,
@@ -89,6 +96,7 @@ export class JobInterceptor {
   /** Remembers a queue's own `add`/`addBulk` (guarded calls reach BullMQ through them) and guards its retries. */
   registerQueue(queue: Queue, add: AddFn, addBulk: AddBulkFn): void {
     this.queues.register(queue, { add, addBulk });
+    this.availability.watch(queue);
     this.reentry.install(queue);
   }
 
@@ -96,6 +104,7 @@ export class JobInterceptor {
   attachWorker(worker: Worker): void {
     if (this.workers.has(worker)) return;
     this.workers.add(worker);
+    this.availability.watch(worker);
     this.reentry.install(worker);
     worker.on('failed', (job) => {
       // Only a job BullMQ failed for good has ended; a retried one comes back.

@@ -165,6 +165,7 @@ interface LockStorage {
           events,
           logger,
           enabled: options.enabled ?? true,
+          ...(options.enqueueTimeout === undefined ? {} : { enqueueTimeout: options.enqueueTimeout }),
           ...(options.deadSet ? { deadSetBounds: options.deadSet } : {}),
         });
       },

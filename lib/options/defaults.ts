@@ -13,6 +13,9 @@ export const DEFAULT_JOB_OPTIONS: Readonly<UniqueJobDefaults> = {
 
 export { DEFAULT_PREFIX } from '../redis/keys.js';
 
+/** How long an enqueue waits for a Redis connection that is not ready (ms). */
+export const DEFAULT_ENQUEUE_TIMEOUT = 10_000;
+
 /** Lease of a general-path enqueue lock without `lockTtl` (a queued job does not renew it): 24 hours. */
 export const DEFAULT_ENQUEUE_LEASE = 24 * 60 * 60 * 1000;
 

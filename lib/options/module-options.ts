@@ -1,4 +1,4 @@
-import { describeOptionValue, isPlainObject } from '../common/option-values.js';
+import { describeOptionValue, integerProblem, isPlainObject, MAX_TIMER_MS } from '../common/option-values.js';
 import { strategyRegistry } from '../conflicts/index.js';
 import type { ConflictStrategy } from '../conflicts/conflict-strategy.interface.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
@@ -22,6 +22,7 @@ const MODULE_OPTIONS: Record<keyof UniqueJobsModuleOptions, true> = {
   logLevels: true,
   idempotency: true,
   enabled: true,
+  enqueueTimeout: true,
   deadSet: true,
   reaper: true,
 };
@@ -40,6 +41,10 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
   }
   if (options.prefix !== undefined && (typeof options.prefix !== 'string' || !/^[\w.:-]+$/.test(options.prefix))) {
     fail('prefix', 'must be a non-empty string of letters, digits, _ . : - (no braces: the library adds hash tags)');
+  }
+  if (options.enqueueTimeout !== undefined && options.enqueueTimeout !== false) {
+    const problem = integerProblem(options.enqueueTimeout, 1, MAX_TIMER_MS, ' (milliseconds)');
+    if (problem) fail('enqueueTimeout', `${problem.replace(/ \(got/, ', or false (got')}`);
   }
   if (options.enabled !== undefined && typeof options.enabled !== 'boolean') {
     fail('enabled', `must be true or false (got ${describeOptionValue(options.enabled)})`);

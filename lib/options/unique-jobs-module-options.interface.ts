@@ -35,6 +35,13 @@ export interface UniqueJobsModuleOptions {
   logLevels?: UniqueJobsLogLevels;
   /** Stores and defaults of `@IdempotencyKey`. */
   idempotency?: IdempotencyModuleOptions;
+  /**
+   * How long an enqueue through the library (`queue.add` of a guarded queue, `UniqueJobsService.enqueue`) waits for its
+   * queue's Redis connection when it is not ready (Redis down at startup, or reconnecting), in ms; then it fails with
+   * `RedisUnavailableError`, having sent nothing. `false`: wait as long as it takes (BullMQ's own behaviour). Default
+   * `10000`.
+   */
+  enqueueTimeout?: number | false;
   /** `false` turns the library off: no locks, no idempotency (jobs pass straight through). Default `true`. */
   enabled?: boolean;
   /**

@@ -4,6 +4,7 @@ import type { ClientConflict, ClientResolution, ConflictTools } from '../conflic
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { Taken } from '../locks/enqueue-lock.js';
+import type { RedisAvailability } from '../redis/redis-availability.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import type { BulkJob, GuardedQueues } from './guarded-queues.js';
 import { newJobId } from './job-ids.js';
@@ -19,6 +20,8 @@ export interface EnqueuerDeps {
   readonly tracer: OperationTracer;
   /** `false`: jobs pass straight through. */
   readonly enabled: boolean;
+  /** Bounds the wait for a queue connection that is not ready. */
+  readonly availability: RedisAvailability;
 }
 
 /** A bulk entry, sorted by how it is enqueued: in the one `addBulk` call (with its lock riding inside, or no lock), or alone. */
@@ -39,6 +42,8 @@ export class Enqueuer {
    * `raise` strategy). Nothing is enqueued when the lock arguments cannot be hashed.
    */
   async enqueue(queue: Queue, name: string, data: unknown, opts: JobsOptions = {}): Promise<ClientResolution> {
+    const connected = this.deps.availability.ready(queue);
+    if (connected) await connected;
     const definition = this.definitionOf(queue, name);
     if (!definition) {
       return { result: { status: 'enqueued', job: await this.deps.queues.originals(queue).add(name, data, opts) } };
@@ -96,6 +101,8 @@ export class Enqueuer {
   }
 
   private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
+    const connected = this.deps.availability.ready(queue);
+    if (connected) await connected;
     const entries = jobs.map((entry): BulkEntry => {
       const opts = entry.opts ?? {};
       const definition = this.definitionOf(queue, entry.name);

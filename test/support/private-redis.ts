@@ -118,10 +118,20 @@ export class PrivateRedis {
    */
   async restart(): Promise<number> {
     const down = Date.now();
+    await this.kill();
+    await this.relaunch();
+    return Date.now() - down;
+  }
+
+  /** Kills the server (SIGKILL); its port stays free until {@link relaunch}. */
+  async kill(): Promise<void> {
     this.child?.kill('SIGKILL');
     await this.exited;
-    await this.launch();
-    return Date.now() - down;
+  }
+
+  /** Starts a killed server again on the same port and data dir. */
+  relaunch(): Promise<void> {
+    return this.launch();
   }
 
   /** Stops the server and deletes its data dir. */

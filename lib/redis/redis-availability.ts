@@ -1,0 +1,146 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { LoggerLike } from '../common/logger.js';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
+
+type Client = Redis | Cluster;
+
+/** A BullMQ queue or worker, as far as its connection is concerned. */
+export interface ConnectionOwner {
+  readonly opts: { connection?: unknown };
+  getBackend(): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+/** Error codes and messages that mean the server is out of reach (not that a command failed). */
+const UNREACHABLE =
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|Connection is closed|connect ETIMEDOUT|MaxRetriesPerRequest|Stream isn't writeable/i;
+
+/**
+ * Follows the Redis connections of guarded queues, workers and the library's own client: one log line when a server
+ * becomes unreachable and one when it is back (not a line per reconnect attempt), and a bounded wait for an enqueue
+ * whose queue has no ready connection, after which it fails with {@link RedisUnavailableError} having sent nothing.
+ */
+export class RedisAvailability {
+  private readonly watched = new WeakSet<object>();
+  private readonly clients = new WeakMap<object, Client>();
+  private readonly firstConnection = new WeakMap<object, Promise<Client | undefined>>();
+  private readonly nextReady = new WeakMap<Client, Promise<void>>();
+  private readonly endpoints = new WeakMap<object, string>();
+  /** Servers out of reach now: since when. */
+  private readonly outages = new Map<string, number>();
+  private readonly lastErrors = new Map<string, string>();
+
+  constructor(
+    private readonly logger: LoggerLike,
+    /** How long an enqueue waits for a connection that is not ready (ms); `false`: as long as it takes. */
+    readonly enqueueTimeout: number | false,
+  ) {}
+
+  /** Follows a queue's or worker's connection (idempotent). */
+  watch(owner: ConnectionOwner): void {
+    if (this.watched.has(owner)) return;
+    this.watched.add(owner);
+    const endpoint = describeConnection(owner.opts.connection);
+    this.endpoints.set(owner, endpoint);
+    owner.on('error', (error) => this.failed(endpoint, error));
+    const backend = owner.getBackend() as { client?: unknown } | undefined;
+    const first = Promise.resolve(backend?.client).then(
+      (client) => (isClient(client) ? client : undefined),
+      () => undefined,
+    );
+    this.firstConnection.set(owner, first);
+    void first.then((client) => {
+      if (!client) return;
+      this.clients.set(owner, client);
+      this.reachable(endpoint);
+      client.on('ready', () => this.reachable(endpoint));
+    });
+  }
+
+  /** Follows the library's own client (which otherwise has no `error` listener: ioredis would print every attempt). */
+  watchClient(client: Client): void {
+    if (this.watched.has(client)) return;
+    this.watched.add(client);
+    const endpoint = describeConnection(client);
+    client.on('error', (error: Error) => this.failed(endpoint, error));
+    client.on('ready', () => this.reachable(endpoint));
+  }
+
+  /**
+   * `undefined` when the owner's connection is ready (or unknown to this watcher): go ahead. Otherwise a promise that
+   * resolves once it is ready, or rejects with {@link RedisUnavailableError} after `enqueueTimeout`.
+   */
+  ready(owner: ConnectionOwner): Promise<void> | undefined {
+    if (this.enqueueTimeout === false || !this.watched.has(owner)) return undefined;
+    const client = this.clients.get(owner);
+    if (client?.status === 'ready') return undefined;
+    const ready = client ? this.readyOf(client) : this.firstConnection.get(owner)!.then(() => undefined);
+    const endpoint = this.endpoints.get(owner)!;
+    const timeout = this.enqueueTimeout;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new RedisUnavailableError(endpoint, timeout, this.lastErrors.get(endpoint))),
+        timeout,
+      );
+      void ready.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Resolves at the client's next `ready` (one listener per client, however many enqueues wait). */
+  private readyOf(client: Client): Promise<void> {
+    let next = this.nextReady.get(client);
+    if (!next) {
+      next = new Promise<void>((resolve) => client.once('ready', () => resolve()));
+      this.nextReady.set(client, next);
+      void next.then(() => this.nextReady.delete(client));
+    }
+    return next;
+  }
+
+  private failed(endpoint: string, error: Error): void {
+    const text = error?.message ?? String(error);
+    if (!UNREACHABLE.test(`${(error as { code?: string })?.code ?? ''} ${text}`)) {
+      this.logger.error(`Redis ${endpoint}: ${text}`);
+      return;
+    }
+    this.lastErrors.set(endpoint, text);
+    if (this.outages.has(endpoint)) return;
+    this.outages.set(endpoint, Date.now());
+    const wait = this.enqueueTimeout === false ? 'wait for it' : `fail after ${this.enqueueTimeout} ms`;
+    this.logger.error(
+      `Redis ${endpoint} is unreachable (${text}): enqueues through the library ${wait}, workers wait for it; logged once until it is back`,
+    );
+  }
+
+  private reachable(endpoint: string): void {
+    const since = this.outages.get(endpoint);
+    if (since === undefined) return;
+    this.outages.delete(endpoint);
+    this.logger.log(`Redis ${endpoint} is reachable again, after ${Date.now() - since} ms`);
+  }
+}
+
+function isClient(value: unknown): value is Client {
+  return typeof value === 'object' && value !== null && typeof (value as { status?: unknown }).status === 'string';
+}
+
+/** `host:port` of a connection given as ioredis options or a client (`cluster host:port,…` for a Cluster). */
+export function describeConnection(connection: unknown): string {
+  const client = connection as { options?: object; isCluster?: boolean; startupNodes?: unknown[] } | undefined;
+  if (client?.isCluster) {
+    const nodes = (client.startupNodes ?? []).map((node) =>
+      typeof node === 'object' && node !== null
+        ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}`
+        : String(node),
+    );
+    return `cluster ${nodes.join(',')}`;
+  }
+  const options = (
+    client && typeof (client as { status?: unknown }).status === 'string' ? client.options : connection
+  ) as { host?: string; port?: number; path?: string } | undefined;
+  if (options?.path) return options.path;
+  return `${options?.host ?? '127.0.0.1'}:${options?.port ?? 6379}`;
+}
