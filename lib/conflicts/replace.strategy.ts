@@ -16,13 +16,21 @@ export class ReplaceStrategy implements ConflictStrategy {
   readonly sides = ['client'] as const;
 
   async onClientConflict(conflict: ClientConflict, tools: ConflictTools): Promise<ClientResolution> {
-    const replaced = await tools.replaceExisting(conflict);
-    if (replaced) return { result: replaced };
-    // Other producers may have replaced the holder meanwhile: the fallback names the live one.
-    const live: ClientConflict = { ...conflict, existingJobId: await tools.holderOf(conflict) };
-    tools.logger.log(
-      `Job ${live.existingJobId ?? '(unknown)'} cannot be replaced (it has started, has finished, or is not in queue "${conflict.definition.queue}"); falling back to reject`,
-    );
-    return tools.strategy('reject').onClientConflict!(live, tools);
+    let current = conflict;
+    for (let round = 0; round < 3; round++) {
+      const replaced = await tools.replaceExisting(current);
+      if (replaced) return { result: replaced };
+      // Other producers may have replaced the holder meanwhile, or it gave the lock up as it started: name the live
+      // holder in the fallback, or take the lock if it is free now.
+      const live = await tools.holderOf(current);
+      if (live !== undefined) {
+        tools.logger.log(
+          `Job ${live} cannot be replaced (it has started, has finished, or is not in queue "${conflict.definition.queue}"); falling back to reject`,
+        );
+        return tools.strategy('reject').onClientConflict!({ ...current, existingJobId: live }, tools);
+      }
+      current = { ...current, existingJobId: undefined };
+    }
+    return tools.strategy('reject').onClientConflict!(current, tools);
   }
 }

@@ -11,9 +11,13 @@ export type AcquireResult = { acquired: true } | { acquired: false; holder: stri
 export class LockStore {
   constructor(private readonly scripts: RedisScripts) {}
 
-  /** Takes one of `limit` slots of `key` for `owner` with a lease of `leaseMs`; re-entrant for the same owner. */
-  async acquire(key: string, owner: string, leaseMs: number, limit: number): Promise<AcquireResult> {
-    const [held, holder, retryAfter] = (await this.scripts.run('acquireLock', [key], [owner, leaseMs, limit])) as [
+  /**
+   * Takes one of `limit` slots of `key` for `owner` with a lease of `leaseMs`. `reentrant` (default): an owner that
+   * holds a slot takes it again (a retried or recovered job); else it is answered as the holder.
+   */
+  async acquire(key: string, owner: string, leaseMs: number, limit: number, reentrant = true): Promise<AcquireResult> {
+    const args = [owner, leaseMs, limit, reentrant ? 1 : 0];
+    const [held, holder, retryAfter] = (await this.scripts.run('acquireLock', [key], args)) as [
       number,
       string | null,
       number | undefined,
@@ -37,6 +41,11 @@ export class LockStore {
       ? runInOrder(inOrderOn, 'releaseLock', [key], [owner])
       : this.scripts.run('releaseLock', [key], [owner]);
     return (await released) === 1;
+  }
+
+  /** Whether a job's hash exists. */
+  async jobExists(jobKey: string): Promise<boolean> {
+    return (await this.scripts.client.exists(jobKey)) === 1;
   }
 
   /** The options a job was stored with (its hash's `opts` field), or `undefined` when the job does not exist. */

@@ -61,6 +61,8 @@ export abstract class Lock {
   readonly defaultStrategy: Readonly<Record<ConflictSide, string>> = { client: 'log', server: 'log' };
   /** Needs `lockTtl`. */
   readonly requiresTtl: boolean = false;
+  /** Whether the enqueue lock outlives its job (only its TTL ends it): a holder whose job is gone still holds it. */
+  readonly outlivesJob: boolean = false;
 
   /** Whether a lock is taken before the job enters the queue (an enqueue lock). */
   get locksAtEnqueue(): boolean {
@@ -82,9 +84,13 @@ export abstract class Lock {
 
   /**
    * The handler threw; BullMQ retries the job, moves it, or fails it for good next (`attempt.endsJob()` asks BullMQ's
-   * rule). {@link finished} follows BullMQ's record of the end, whatever was foreseen here.
+   * rule). {@link finished} follows BullMQ's record of the end, whatever was foreseen here. `acquired: false`: the job
+   * would wait for its retry beside the job named, which took the lock meanwhile: it is not retried (the worker fails
+   * it for good, naming that job, which will do the same work).
    */
-  async attemptFailed(_run: LockRun, _attempt: FailedAttempt): Promise<void> {}
+  attemptFailed(_run: LockRun, _attempt: FailedAttempt): Promise<AcquireResult> {
+    return Promise.resolve(ADMITTED);
+  }
 
   /**
    * BullMQ recorded the job failed for good (also a job it failed without calling the processor), or completed through

@@ -30,12 +30,19 @@ export interface SlotSetSettings {
   readonly lockLimit: number;
   /** Lease of a slot whose definition sets no `lockTtl` (a queued job renews nothing). */
   readonly defaultLease: number;
+  /**
+   * Whether a hold may outlive its job or live in another queue (`until_expired`'s period; a lock unique across
+   * queues, whose holder this queue cannot see): then a holder missing from this queue is never taken for stale.
+   */
+  readonly outlivesJob: boolean;
 }
 
 /**
  * The enqueue lock as the library's own sorted set `<prefix>:{<digest>}:queued` (`:expiring` for `until_expired`) of
  * holder job ids scored by lease expiry: `lockLimit` holders, locks across queues, and `until_expired` periods that
  * outlive their job. Taken with one script call before the add (two calls per enqueue); a failed add gives it back.
+ * A holder whose job is gone from the queue (removed by hand) is dropped when it is met, as BullMQ does with a stale
+ * deduplication key, so a duplicate never names a job that no longer exists.
  */
 export class SlotSetEnqueueLock implements EnqueueLock {
   constructor(
@@ -45,23 +52,23 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   ) {}
 
   async take({ queue, add, name, data, opts, digest, jobId }: EnqueueRequest): Promise<Taken> {
-    const key = this.key(digest);
+    const marked = { ...opts, jobId, [MARKER_FIELD]: { digest } satisfies UniqueJobMarker };
+    // A producer's jobId that a job already has: BullMQ returns that job and adds nothing, so no lock is taken for it.
+    const jobKey = bullKeys.job(queue.qualifiedName, jobId);
+    if (opts.jobId !== undefined && (await this.store.jobExists(jobKey))) return { job: await add(name, data, marked) };
     const lease = (this.settings.lockTtl ?? this.settings.defaultLease) + delayOf(queue, opts);
-    const held = await this.store.acquire(key, jobId, lease, this.settings.lockLimit);
+    const held = await this.acquire(queue, digest, jobId, lease, false);
     if (!held.acquired) return { existingJobId: held.holder };
     let job: Job;
     try {
-      const marker: UniqueJobMarker = { digest };
-      job = await add(name, data, { ...opts, jobId, [MARKER_FIELD]: marker } as typeof opts);
+      job = await add(name, data, marked);
     } catch (error) {
-      await this.store.release(key, jobId).catch(() => undefined);
+      await this.store.release(this.key(digest), jobId).catch(() => undefined);
       throw error;
     }
-    // A producer's jobId that a job already has: BullMQ returns that job and adds nothing. Its slot is only this
-    // digest's if that job was locked under it.
-    if (opts.jobId !== undefined) {
-      const stored = await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId));
-      if (markedDigest(stored) !== digest) await this.store.release(key, jobId);
+    // The job may have appeared between the check and the add: its slot is this digest's only if it is locked under it.
+    if (opts.jobId !== undefined && markedDigest(await this.store.jobOptions(jobKey)) !== digest) {
+      await this.store.release(this.key(digest), jobId);
     }
     return { job };
   }
@@ -75,8 +82,8 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   }
 
   retake({ job, digest }: LockedJob): Promise<AcquireResult> {
-    const { lockTtl, defaultLease, lockLimit } = this.settings;
-    return this.store.acquire(this.key(digest), job.id!, lockTtl ?? defaultLease, lockLimit);
+    const lease = this.settings.lockTtl ?? this.settings.defaultLease;
+    return this.acquire(job.queueQualifiedName, digest, job.id!, lease, true);
   }
 
   release({ job, digest }: LockedJob): Promise<boolean> {
@@ -91,8 +98,41 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     await this.store.release(this.key(digest), holderId);
   }
 
-  holder(_queue: Queue, digest: string): Promise<string | undefined> {
-    return this.store.holder(this.key(digest));
+  async holder(queue: Queue, digest: string): Promise<string | undefined> {
+    for (let round = 0; round <= this.settings.lockLimit; round++) {
+      const holder = await this.store.holder(this.key(digest));
+      if (holder === undefined || !(await this.dropIfStale(queue.qualifiedName, digest, holder))) return holder;
+    }
+    return undefined;
+  }
+
+  /** Takes a slot, dropping holders met whose job is gone from the queue (at most `lockLimit` of them). */
+  private async acquire(
+    queue: Queue | string,
+    digest: string,
+    owner: string,
+    lease: number,
+    reentrant: boolean,
+  ): Promise<AcquireResult> {
+    const qualifiedName = typeof queue === 'string' ? queue : queue.qualifiedName;
+    const { lockLimit } = this.settings;
+    for (let round = 0; ; round++) {
+      const held = await this.store.acquire(this.key(digest), owner, lease, lockLimit, reentrant);
+      if (held.acquired || held.holder === undefined || round >= lockLimit) return held;
+      if (!(await this.dropIfStale(qualifiedName, digest, held.holder))) return held;
+    }
+  }
+
+  /**
+   * Releases a holder's slot when its job is gone from the queue, or its id now names a job of another digest (a
+   * reused job id); `true` when it did.
+   */
+  private async dropIfStale(qualifiedName: string, digest: string, holder: string): Promise<boolean> {
+    if (this.settings.outlivesJob) return false;
+    const opts = await this.store.jobOptions(bullKeys.job(qualifiedName, holder));
+    if (opts !== undefined && markedDigest(opts) === digest) return false;
+    await this.store.release(this.key(digest), holder);
+    return true;
   }
 
   private key(digest: string): string {

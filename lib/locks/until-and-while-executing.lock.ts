@@ -1,4 +1,4 @@
-import { Lock, type FailedAttempt, type JobEnqueueLock, type LockRun } from './lock.js';
+import { ADMITTED, Lock, type FailedAttempt, type JobEnqueueLock, type LockRun } from './lock.js';
 
 /**
  * An enqueue lock released when the job starts, plus a run-time lock while it runs: at most one queued and one running
@@ -17,9 +17,13 @@ export class UntilAndWhileExecutingLock extends Lock {
     return held;
   }
 
-  /** Failed attempt: take the enqueue lock back for the retry (not when BullMQ fails the job for good). */
+  /**
+   * Failed attempt: take the enqueue lock back for the retry (not when BullMQ fails the job for good). A job queued
+   * while this one ran may hold it: then this one is not retried (that job runs instead).
+   */
   override async attemptFailed(run: LockRun, attempt: FailedAttempt) {
-    if (!(await attempt.endsJob())) await run.enqueueLock?.retake();
+    if (await attempt.endsJob()) return ADMITTED;
+    return (await run.enqueueLock?.retake()) ?? ADMITTED;
   }
 
   /** Ended (failed for good, or through a conflict strategy): release the enqueue lock still held. */

@@ -21,6 +21,7 @@ export class UntilExecutedLock extends Lock {
   /** Failed attempt: keep the lock while the job waits for its retry; release it if BullMQ fails the job for good. */
   override async attemptFailed(run: LockRun, attempt: FailedAttempt) {
     if (await attempt.endsJob()) await run.enqueueLock?.releaseAtEnd();
+    return ADMITTED;
   }
 
   /** Failed for good (or ended through a conflict strategy): release what is still held. */

@@ -1,4 +1,4 @@
-import { Lock, type FailedAttempt, type JobEnqueueLock, type LockRun } from './lock.js';
+import { ADMITTED, Lock, type FailedAttempt, type JobEnqueueLock, type LockRun } from './lock.js';
 
 /**
  * Locked from enqueue until a worker starts the job: at most one queued job per digest, while a running one does not
@@ -8,15 +8,19 @@ export class UntilExecutingLock extends Lock {
   readonly type = 'until_executing';
   readonly conflictSides = ['client'] as const;
 
-  /** Start: release. */
+  /** Start: release (a running job does not block a new one). */
   override async start(run: LockRun) {
     await run.enqueueLock?.release();
-    return { acquired: true } as const;
+    return ADMITTED;
   }
 
-  /** Failed attempt: take it back, so the job never waits for its retry unlocked (not when BullMQ fails it for good). */
+  /**
+   * Failed attempt: take it back, so the job never waits for its retry unlocked (not when BullMQ fails it for good). A
+   * job of the digest enqueued while this one ran may hold it: then this one is not retried (that job runs instead).
+   */
   override async attemptFailed(run: LockRun, attempt: FailedAttempt) {
-    if (!(await attempt.endsJob())) await run.enqueueLock?.retake();
+    if (await attempt.endsJob()) return ADMITTED;
+    return (await run.enqueueLock?.retake()) ?? ADMITTED;
   }
 
   /** Failed for good: release what is still held. */

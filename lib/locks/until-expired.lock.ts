@@ -8,6 +8,7 @@ export class UntilExpiredLock extends Lock {
   readonly type = 'until_expired';
   readonly conflictSides = ['client'] as const;
   override readonly requiresTtl = true;
+  override readonly outlivesJob = true;
 
   /** Back from failed or completed: the job's own period (or a new one, if it ended) admits it. */
   override reentering(enqueueLock: JobEnqueueLock) {

@@ -108,7 +108,7 @@ export class JobDefinitions {
       source,
       options,
       lock,
-      enqueueLock: lock.locksAtEnqueue ? this.enqueueLockFor(options) : undefined,
+      enqueueLock: lock.locksAtEnqueue ? this.enqueueLockFor(options, lock) : undefined,
       clientStrategy: client,
       serverStrategy: server ?? (client?.onServerConflict ? client : this.strategies.get('reject')),
       digestOf: (job) =>
@@ -122,7 +122,7 @@ export class JobDefinitions {
     };
   }
 
-  private enqueueLockFor(options: JobDefinition['options']): EnqueueLock {
+  private enqueueLockFor(options: JobDefinition['options'], lock: Lock): EnqueueLock {
     const { store, keys } = this.stores;
     if (usesDeduplicationKey(options.lock, options.lockLimit, options.uniqueAcross)) {
       return new DeduplicationEnqueueLock(store, options.lockTtl);
@@ -132,6 +132,7 @@ export class JobDefinitions {
       lockTtl: options.lockTtl,
       lockLimit: options.lockLimit,
       defaultLease: DEFAULT_ENQUEUE_LEASE,
+      outlivesJob: lock.outlivesJob || options.uniqueAcross.includes('queues'),
     });
   }
 }

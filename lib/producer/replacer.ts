@@ -29,19 +29,31 @@ export class Replacer {
   async replace(conflict: ClientConflict): Promise<EnqueueResult | undefined> {
     const { queue, digest, name, data, opts } = conflict;
     const definition = this.definitions.find(queue.name, name);
-    if (!definition?.enqueueLock) return undefined;
+    const lock = definition?.enqueueLock;
+    if (!definition || !lock) return undefined;
     let holder = conflict.existingJobId;
-    for (let attempt = 0; attempt < MAX_REPLACEMENTS && holder !== undefined; attempt++) {
-      const removed = await removeIfNotStarted(queue, holder);
-      // A holder not found in this queue may live in another one (a lock unique across queues): it stays.
-      const elsewhere = removed === 'gone' && definition.options.uniqueAcross.includes('queues');
-      if (removed === 'kept' || elsewhere) return undefined;
-      await definition.enqueueLock.forget(queue, digest, holder); // the hold of a job removed (by us or another)
+    let replaced: string | undefined;
+    for (let attempt = 0; attempt < MAX_REPLACEMENTS; attempt++) {
+      if (holder !== undefined) {
+        const removed = await removeIfNotStarted(queue, holder);
+        if (removed === 'removed') {
+          await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
+          replaced = holder;
+        } else {
+          // Started, finished, or not found in this queue: it stays. Unless the lock changed hands meanwhile (another
+          // producer replaced it, or it started and gave the lock up), there is nothing to replace.
+          const current = await lock.holder(queue, digest);
+          if (current === holder) return undefined;
+          holder = current;
+          continue;
+        }
+      }
       const { add } = this.queues.originals(queue);
       const jobId = opts.jobId ?? newJobId();
       const taken = await takeEnqueueLock(definition, { queue, add, name, data, opts, digest, jobId }, this.events);
       if ('job' in taken) {
-        const replacedJobId = holder;
+        if (replaced === undefined) return { status: 'enqueued', job: taken.job, digest };
+        const replacedJobId = replaced;
         this.events.emit({ type: 'replaced', queue: definition.queue, jobName: name, digest, jobId, replacedJobId });
         return { status: 'enqueued', job: taken.job, digest, replacedJobId };
       }

@@ -6,7 +6,8 @@ import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js'
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
-import type { JobEnd } from '../locks/lock.js';
+import { ADMITTED, type JobEnd } from '../locks/lock.js';
+import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedDigest } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
@@ -98,7 +99,9 @@ export class JobRunner {
         value = await next(job, token, signal);
       } catch (error) {
         const attempt = { endsJob: async () => (await attemptOutcome(job, error)) === 'fails' };
-        await this.quietly(job, digest, () => definition.lock.attemptFailed(run, attempt));
+        let retry: AcquireResult = ADMITTED;
+        await this.quietly(job, digest, async () => void (retry = await definition.lock.attemptFailed(run, attempt)));
+        if (!retry.acquired) throw this.superseded(run, error, retry.holder);
         throw error;
       }
       await this.quietly(job, digest, () => definition.lock.succeeded(run));
@@ -106,6 +109,28 @@ export class JobRunner {
     } finally {
       await run.giveBackRuntimeLock();
     }
+  }
+
+  /**
+   * A failed attempt whose retry would wait beside `holder`, a job of the digest enqueued while it ran: it is not
+   * retried (the error makes BullMQ fail it for good), and `holder` does the work. Reported as a duplicate.
+   */
+  private superseded(run: JobRun, error: unknown, holder: string | undefined): UnrecoverableError {
+    const { job, digest } = run;
+    const reason = error instanceof Error ? error.message : String(error);
+    this.deps.events.emit({
+      type: 'duplicate',
+      side: 'server',
+      strategy: 'superseded',
+      queue: job.queueName,
+      jobName: job.name,
+      digest,
+      jobId: job.id,
+      existingJobId: holder,
+    });
+    return new UnrecoverableError(
+      `${reason} — not retried: job ${holder ?? '(unknown)'} of the same digest ${digest} was enqueued while this attempt ran and holds its lock; it runs instead`,
+    );
   }
 
   /** The handler under `@IdempotencyKey` (claim → handler → complete). */

@@ -1,6 +1,6 @@
 import { firstValueFrom, filter } from 'rxjs';
 import Database from 'better-sqlite3';
-import { Queue } from 'bullmq';
+import { Queue, type JobsOptions } from 'bullmq';
 import { Redis as IORedis, type Redis } from 'ioredis';
 import { connectedScanNodes } from '../../lib/redis/scan.js';
 import {
@@ -14,7 +14,7 @@ import {
 import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
 import { deferred } from '../support/deferred.js';
 import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey, runningKey } from '../support/locks.js';
-import { bullPrefix, redisClient, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
+import { bullOptions, bullPrefix, redisClient, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
 
 describe('the orphan reaper', () => {
   let redis: Redis;
@@ -150,7 +150,11 @@ describe('the orphan reaper', () => {
       // The first half of a general-path enqueue: the lock is taken, the add has not happened yet.
       await redis.zadd(queuedKey(a.prefix, digest), Date.now() + 60_000, 'late-job');
       const run = reaperOf(a).run();
-      await a.queue.add('plain', { id: 'g' }, { jobId: 'late-job' });
+      // The second half: the job, with the library's marker naming the digest it is locked under (added as the library
+      // adds it, through the queue's own add: the guarded one would take a lock of its own).
+      const plain = new Queue(a.queue.name, bullOptions());
+      await plain.add('sync', { id: 'g' }, { jobId: 'late-job', uniqueJobs: { digest } } as JobsOptions);
+      await plain.close();
       const report = await run;
       expect(await owners(redis, queuedKey(a.prefix, digest))).toEqual(['late-job']);
       expect(report.reaped.enqueueLocks).toBe(0);
@@ -290,7 +294,8 @@ describe('the orphan reaper', () => {
       connection: redisOptions(),
       prefix: `{${uniqueName('payments')}}`,
     });
-    const lock = queuedKey(prefix, 'v1:' + 'b'.repeat(64));
+    const digest = 'v1:' + 'b'.repeat(64);
+    const lock = queuedKey(prefix, digest);
     const reaper = new OrphanReaper({
       client: redis,
       prefix,
@@ -300,7 +305,7 @@ describe('the orphan reaper', () => {
     try {
       // The other application's general-path enqueue: the lock, then its job, which waits.
       await redis.zadd(lock, Date.now() + 86_400_000, 'job-b-1');
-      await queue.add('charge', { id: 1 }, { jobId: 'job-b-1' });
+      await queue.add('charge', { id: 1 }, { jobId: 'job-b-1', uniqueJobs: { digest } } as JobsOptions);
       const report = await reaper.run();
       expect(report.reaped.enqueueLocks).toBe(0);
       expect(await owners(redis, lock)).toEqual(['job-b-1']);

@@ -3,6 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { LockStore } from '../../locks/lock-store.js';
+import { markedDigest } from '../../locks/slot-set.enqueue-lock.js';
 import { bullKeys, UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import { connectedScanNodes, discoverQueueNames, escapeGlob } from '../../redis/scan.js';
@@ -40,10 +41,12 @@ interface Suspect {
   item: ReapedItem;
   /** Job keys to check again: the suspect is released only when no live job is behind any of them. */
   jobKeys: () => Promise<string[]>;
+  /** A slot-set lock's digest: a job behind a key that is marked with another digest does not own it. */
+  digest?: string;
   release: () => Promise<boolean>;
 }
 
-type JobStatus = 'live' | 'finished' | 'gone';
+type JobStatus = 'live' | 'finished' | 'gone' | 'another';
 
 const MAX_ITEMS = 1000;
 const MAX_LOCK_OWNERS = 100;
@@ -141,7 +144,9 @@ export class OrphanReaper {
       for (let i = 0; i < suspects.length; i += this.batchSize) {
         await Promise.all(
           suspects.slice(i, i + this.batchSize).map(async (suspect) => {
-            const statuses = await Promise.all((await suspect.jobKeys()).map((key) => this.jobStatus(key)));
+            const statuses = await Promise.all(
+              (await suspect.jobKeys()).map((key) => this.jobStatus(key, suspect.digest)),
+            );
             if (!statuses.includes('live') && (await suspect.release())) record(suspect.item);
           }),
         );
@@ -210,12 +215,19 @@ export class OrphanReaper {
     for (let i = 0; i < owners.length; i += 2) {
       const [jobId, score] = [owners[i], owners[i + 1]];
       if (expired.includes(jobId)) continue;
-      const jobKeys = async () => (await this.queueNames()).map((queue) => `${queue}:${jobId}`);
-      const statuses = await Promise.all((await jobKeys()).map((jobKey) => this.jobStatus(jobKey)));
+      const digest = /\{([^}]+)\}:queued$/.exec(key)?.[1];
+      const jobKeys = async () => (await this.queueNames()).map((queue) => bullKeys.job(queue, jobId));
+      const statuses = await Promise.all((await jobKeys()).map((jobKey) => this.jobStatus(jobKey, digest)));
       if (statuses.includes('live')) continue;
+      const reason = statuses.includes('finished')
+        ? 'job finished'
+        : statuses.includes('another')
+          ? 'its job id now names a job of another digest'
+          : 'job gone';
       suspects.push({
-        item: { key, kind: 'enqueueLock', jobId, reason: statuses.includes('finished') ? 'job finished' : 'job gone' },
+        item: { key, kind: 'enqueueLock', jobId, reason },
         jobKeys,
+        ...(digest === undefined ? {} : { digest }),
         release: async () => (await this.scripts.run('reapLockOwner', [key], [jobId, score])) === 1,
       });
     }
@@ -255,10 +267,15 @@ export class OrphanReaper {
     return [...new Set([...known, ...(await this.discovered)])];
   }
 
-  /** A BullMQ job's status from its hash: every job has a `timestamp`; a finished one has `finishedOn`. */
-  private async jobStatus(jobKey: string): Promise<JobStatus> {
-    const [timestamp, finishedOn] = await this.deps.client.hmget(jobKey, 'timestamp', 'finishedOn');
+  /**
+   * A BullMQ job's status from its hash: every job has a `timestamp`; a finished one has `finishedOn`. With `digest`
+   * (a slot-set lock's), a job whose marker names another digest is `'another'`: its id was reused by a job that does
+   * not own this lock.
+   */
+  private async jobStatus(jobKey: string, digest?: string): Promise<JobStatus> {
+    const [timestamp, finishedOn, opts] = await this.deps.client.hmget(jobKey, 'timestamp', 'finishedOn', 'opts');
     if (timestamp === null) return 'gone';
+    if (digest !== undefined && markedDigest(parseOptions(opts)) !== digest) return 'another';
     return finishedOn === null ? 'live' : 'finished';
   }
 
@@ -291,4 +308,13 @@ function countOf(kind: ReapedItem['kind']): keyof Omit<ReapReport['reaped'], 'sq
 function uniqueQueues(queues: readonly ReaperQueue[]): ReaperQueue[] {
   const byKey = new Map(queues.map((queue) => [bullKeys.qualifiedName(queue.prefix, queue.name), queue]));
   return [...byKey.values()];
+}
+
+/** A job hash's `opts` field, parsed; `undefined` when it is missing or not JSON. */
+function parseOptions(opts: string | null): object | undefined {
+  try {
+    return opts === null ? undefined : (JSON.parse(opts) as object);
+  } catch {
+    return undefined;
+  }
 }

@@ -7,6 +7,8 @@
   ARGV[1] owner
   ARGV[2] lease, ms
   ARGV[3] limit (holders admitted)
+  ARGV[4] '1': re-entrant (an owner that holds a slot takes it again: a retried or recovered job); '0': an owner that
+          holds a slot is answered as the holder (a new job reusing the id of one that still holds its lock)
 
   Returns {1, owner} when held, {0, oldest holder, ms until its lease ends} when full.
 ]]
@@ -19,7 +21,11 @@ local limit = tonumber(ARGV[3])
 local now = nowMs()
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-if redis.call('ZSCORE', key, owner) or redis.call('ZCARD', key) < limit then
+local own = redis.call('ZSCORE', key, owner)
+if own and ARGV[4] == '0' then
+  return {0, owner, tonumber(own) - now}
+end
+if own or redis.call('ZCARD', key) < limit then
   redis.call('ZADD', key, now + lease, owner)
   extendKeyTtl(key, lease)
   return {1, owner}
