@@ -15,8 +15,7 @@ import {
   type CanActivate,
   type Type,
 } from '@nestjs/common';
-import { isLockDigest, parseDigestPattern, parseDigestPrefix, parseLockDigest } from '../inspection/digest-format.js';
-import type { HeldLockKind, LockFilter } from '../inspection/lock-inspection.interface.js';
+import { parseLockDigest } from '../inspection/digest-format.js';
 import { CSRF_HEADER, UniqueJobsAdminCsrf } from './csrf.service.js';
 import { UniqueJobsAdminCsrfGuard } from './csrf.guard.js';
 import {
@@ -32,6 +31,7 @@ import {
   type AdminResponse,
 } from './http.js';
 import type { UniqueJobsAdminModuleOptions } from './interfaces/unique-jobs-admin-options.interface.js';
+import { AdminQuery, entryIdOf, kindOf, noticeOf, offsetOf, type QueryParams } from './admin-query.js';
 import { UniqueJobsAdminExceptionFilter } from './unique-jobs-admin.exception-filter.js';
 import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
 import { UniqueJobsAdminService } from './unique-jobs-admin.service.js';
@@ -39,18 +39,9 @@ import { deadSetPage } from './views/dead-set.view.js';
 import type { SafeHtml } from './views/html.js';
 import { adminUrl } from './views/html.js';
 import { keysPage, type KeyQuery } from './views/keys.view.js';
-import type { Notice, PageContext } from './views/layout.view.js';
+import type { PageContext } from './views/layout.view.js';
 import { lockPage } from './views/lock.view.js';
 import { locksPage, type LocksQuery } from './views/locks.view.js';
-
-type QueryParams = Record<string, unknown>;
-
-/** Dead-set entry ids are UUIDs. */
-const ENTRY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const MAX_JOB_ID = 256;
-const MAX_SCOPE = 1024;
-const MAX_KEY = 8192;
-const MAX_CURSOR = 512;
 
 /**
  * The admin page and JSON API. Mounted by `UniqueJobsAdminModule.forRoot`, which subclasses it with the configured
@@ -59,7 +50,7 @@ const MAX_CURSOR = 512;
  */
 export class UniqueJobsAdminController {
   private readonly title: string;
-  private readonly pageSize: number;
+  private readonly query: AdminQuery;
 
   constructor(
     private readonly admin: UniqueJobsAdminService,
@@ -67,7 +58,7 @@ export class UniqueJobsAdminController {
     @Inject(UNIQUE_JOBS_ADMIN_OPTIONS) options: UniqueJobsAdminModuleOptions,
   ) {
     this.title = options.title ?? 'Unique jobs';
-    this.pageSize = options.pageSize ?? 50;
+    this.query = new AdminQuery(admin, options.pageSize ?? 50);
   }
 
   // ───────────────────────────── page ─────────────────────────────
@@ -82,11 +73,11 @@ export class UniqueJobsAdminController {
       queue: stringParam(query.queue),
       jobId: stringParam(query.jobId)?.trim(),
       cursor: stringParam(query.cursor),
-      limit: this.limitOf(query.limit),
+      limit: this.query.limitOf(query.limit),
     };
     const [counts, page] = await Promise.all([
       this.admin.counts(),
-      this.admin.listLocks(this.lockFilter(query), this.cursorOf(query.cursor), locksQuery.limit),
+      this.admin.listLocks(this.query.lockFilter(query), this.query.cursorOf(query.cursor), locksQuery.limit),
     ]);
     this.sendPage(res, context, locksPage(context, counts, page, locksQuery, this.admin.queueNames(), noticeOf(query)));
   }
@@ -126,7 +117,7 @@ export class UniqueJobsAdminController {
     const context = this.pageContext(req, res, 1);
     const [counts, page] = await Promise.all([
       this.admin.counts(),
-      this.admin.deadSet(offsetOf(query.offset), this.limitOf(query.limit)),
+      this.admin.deadSet(offsetOf(query.offset), this.query.limitOf(query.limit)),
     ]);
     this.sendPage(res, context, deadSetPage(context, counts, page, noticeOf(query)));
   }
@@ -155,7 +146,7 @@ export class UniqueJobsAdminController {
       scope: stringParam(query.scope),
       key: stringParam(query.key),
     };
-    const lookup = keyQuery.scope && keyQuery.key ? await this.lookup(keyQuery) : undefined;
+    const lookup = keyQuery.scope && keyQuery.key ? await this.query.lookup(keyQuery) : undefined;
     this.sendPage(res, context, keysPage(context, stores, keyQuery, lookup));
   }
 
@@ -177,7 +168,11 @@ export class UniqueJobsAdminController {
     sendJson(
       res,
       200,
-      await this.admin.listLocks(this.lockFilter(query), this.cursorOf(query.cursor), this.limitOf(query.limit)),
+      await this.admin.listLocks(
+        this.query.lockFilter(query),
+        this.query.cursorOf(query.cursor),
+        this.query.limitOf(query.limit),
+      ),
     );
   }
 
@@ -206,7 +201,7 @@ export class UniqueJobsAdminController {
 
   @Get('api/dead')
   async deadSetApi(@Res() res: AdminResponse, @Query() query: QueryParams): Promise<void> {
-    sendJson(res, 200, await this.admin.deadSet(offsetOf(query.offset), this.limitOf(query.limit)));
+    sendJson(res, 200, await this.admin.deadSet(offsetOf(query.offset), this.query.limitOf(query.limit)));
   }
 
   @Post('api/dead/:id/retry')
@@ -234,7 +229,7 @@ export class UniqueJobsAdminController {
     sendJson(
       res,
       200,
-      await this.lookup({ store: stringParam(query.store) ?? this.admin.storeNames()[0], scope, key }),
+      await this.query.lookup({ store: stringParam(query.store) ?? this.admin.storeNames()[0], scope, key }),
     );
   }
 
@@ -261,99 +256,6 @@ export class UniqueJobsAdminController {
 
   private sendPage(res: AdminResponse, context: PageContext, page: SafeHtml): void {
     send(res, 200, 'text/html; charset=utf-8', page.toString(), securityHeaders(context.nonce));
-  }
-
-  private limitOf(value: unknown): number {
-    const text = stringParam(value);
-    if (text === undefined || text === '') return this.pageSize;
-    const limit = Number(text);
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 500) {
-      throw new BadRequestException('"limit" must be an integer from 1 to 500');
-    }
-    return limit;
-  }
-
-  private cursorOf(value: unknown): string | undefined {
-    const cursor = stringParam(value);
-    if (cursor !== undefined && cursor.length > MAX_CURSOR) throw new BadRequestException('"cursor" is too long');
-    return cursor || undefined;
-  }
-
-  private lockFilter(query: QueryParams): LockFilter {
-    const filter: LockFilter = {};
-    const digest = stringParam(query.digest)?.trim();
-    if (digest) filter.digest = parseDigestPrefix(digest);
-    const pattern = stringParam(query.pattern)?.trim();
-    if (pattern) filter.pattern = parseDigestPattern(pattern);
-    const kind = kindOf(query.kind);
-    if (kind) filter.kind = kind;
-    const queue = stringParam(query.queue);
-    if (queue) {
-      if (!this.admin.queueNames().includes(queue)) {
-        throw new BadRequestException(`Unknown queue; inspected queues: ${this.admin.queueNames().join(', ')}`);
-      }
-      filter.queue = queue;
-    }
-    const jobId = stringParam(query.jobId)?.trim();
-    if (jobId) {
-      if (jobId.length > MAX_JOB_ID) throw new BadRequestException('"jobId" is too long');
-      filter.jobId = jobId;
-    }
-    return filter;
-  }
-
-  private async lookup(query: KeyQuery) {
-    const { store = '', scope = '', key = '' } = query;
-    if (scope.length > MAX_SCOPE || key.length > MAX_KEY) throw new BadRequestException('Scope or key too long');
-    const lookup = await this.admin.lookupKey(store, scope, key);
-    if (!lookup) {
-      throw new BadRequestException(`Unknown idempotency store; stores: ${this.admin.storeNames().join(', ')}`);
-    }
-    return lookup;
-  }
-}
-
-function kindOf(value: unknown): HeldLockKind | undefined {
-  const kind = stringParam(value);
-  if (kind === undefined || kind === '') return undefined;
-  if (kind !== 'enqueue' && kind !== 'runtime') throw new BadRequestException('"kind" must be enqueue or runtime');
-  return kind;
-}
-
-function offsetOf(value: unknown): number {
-  const text = stringParam(value);
-  if (text === undefined || text === '') return 0;
-  const offset = Number(text);
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new BadRequestException('"offset" must be an integer ≥ 0');
-  return offset;
-}
-
-function entryIdOf(id: string): string {
-  if (!ENTRY_ID.test(id)) throw new BadRequestException('Invalid dead-set entry id');
-  return id.toLowerCase();
-}
-
-/** The message after a redirect: fixed sentences; only a validated digest and numbers come from the URL. */
-function noticeOf(query: QueryParams): Notice | undefined {
-  const digest = stringParam(query.lock);
-  const lock = isLockDigest(digest) ? `lock ${digest}` : 'the lock';
-  switch (stringParam(query.notice)) {
-    case 'released': {
-      const n = Number(stringParam(query.n));
-      return Number.isSafeInteger(n) && n > 0
-        ? { text: `Released ${lock}: ${n} key${n === 1 ? '' : 's'} deleted.` }
-        : { text: `Nothing to release: ${lock} held no key any more.`, error: true };
-    }
-    case 'retried':
-      return stringParam(query.status) === 'enqueued'
-        ? { text: 'Retried: the job was enqueued again.' }
-        : { text: 'Retried: the job is still a duplicate (its lock is held); its strategy handled it again.' };
-    case 'deleted':
-      return { text: 'Deleted the rejected duplicate.' };
-    case 'missing-entry':
-      return { text: 'No such rejected duplicate (already retried or deleted?).', error: true };
-    default:
-      return undefined;
   }
 }
 
