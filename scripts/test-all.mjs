@@ -1,21 +1,27 @@
-// `npm test` (the README's test command): the whole suite in three phases, each against real services —
-//   1. jest on a single Redis + PostgreSQL (scripts/test.mjs),
+// `npm test` (the README's test command): lint, then the whole suite in three phases, each against real services —
+//   0. lint: `npm run lint` (tsc over the whole project, eslint, prettier, the layering of lib/), counted as one test,
+//   1. jest on a single Redis + PostgreSQL (scripts/test.mjs); its suite test/package packs the library (the prepack
+//      script builds dist/ in a copy), installs it into a fresh Nest app and boots it,
 //   2. the lock and idempotency suites on a local 3-master Redis Cluster (scripts/cluster.mjs),
 //   3. the fault-injection suite, each scenario on a Redis server of its own (jest.chaos.config.mjs),
-// and ends with one line "N passed, N failed" over all three. With arguments (`npm test -- test/locks`), it runs only
-// phase 1 with those jest arguments.
+// and ends with one line "N passed, N failed" over all four. A failed phase does not stop the next ones (their
+// results still count); the exit status is 1 if any failed. With arguments (`npm test -- test/locks`), it runs only
+// phase 1 with those jest arguments (no lint).
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const script = (name) => fileURLToPath(new URL(`./${name}`, import.meta.url));
+const scriptFile = (name) => fileURLToPath(new URL(`./${name}`, import.meta.url));
 const args = process.argv.slice(2);
 const SUMMARY = /^(\d+) passed, (\d+) failed/;
 
-/** Runs one phase with its output shown as it goes; resolves its exit code and last summary line's counts. */
-function phase(title, file, phaseArgs, env = {}) {
+/**
+ * Runs one phase with its output shown as it goes; resolves its exit code and counts: those of its last summary line,
+ * or, for a command that prints none (`counted`), 1 passed or 1 failed by its exit code.
+ */
+function phase(title, command, commandArgs, { env = {}, counted = false } = {}) {
   console.log(`\n== ${title}`);
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [script(file), ...phaseArgs], {
+    const child = spawn(command, commandArgs, {
       stdio: ['ignore', 'pipe', 'inherit'],
       env: { ...process.env, ...env },
     });
@@ -31,23 +37,34 @@ function phase(title, file, phaseArgs, env = {}) {
         if (match) counts = { passed: Number(match[1]), failed: Number(match[2]) };
       }
     });
-    for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
-    child.on('exit', (code, signal) =>
-      resolve({ code: code ?? (signal ? 1 : 0), counts: counts ?? { passed: 0, failed: 1 } }),
-    );
+    const forward = (signal) => child.kill(signal);
+    for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, forward);
+    child.on('exit', (code, signal) => {
+      for (const name of ['SIGINT', 'SIGTERM']) process.off(name, forward);
+      const status = code ?? (signal ? 1 : 0);
+      if (counted) counts = status === 0 ? { passed: 1, failed: 0 } : { passed: 0, failed: 1 };
+      resolve({ code: status, counts: counts ?? { passed: 0, failed: 1 } });
+    });
   });
 }
 
+/** A phase that runs one of scripts/*.mjs with this Node. */
+const script = (title, file, scriptArgs, env = {}) =>
+  phase(title, process.execPath, [scriptFile(file), ...scriptArgs], { env });
+
 if (args.length > 0) {
-  const { code } = await phase('jest', 'test.mjs', args);
+  const { code } = await script('jest', 'test.mjs', args);
   process.exit(code);
 }
 
 const phases = [
-  await phase('single Redis + PostgreSQL', 'test.mjs', []),
+  await phase('lint (npm run lint: tsc, eslint, prettier, layers; counts as one test)', 'npm', ['run', 'lint'], {
+    counted: true,
+  }),
+  await script('single Redis + PostgreSQL', 'test.mjs', []),
   // The fixtures compiled by phase 1 serve the next phases.
-  await phase('Redis Cluster (3 masters, spare ports)', 'cluster.mjs', [], { UNIQUE_JOBS_FIXTURES_BUILT: '1' }),
-  await phase('fault injection (a Redis server per scenario)', 'test.mjs', ['--config', 'jest.chaos.config.mjs'], {
+  await script('Redis Cluster (3 masters, spare ports)', 'cluster.mjs', [], { UNIQUE_JOBS_FIXTURES_BUILT: '1' }),
+  await script('fault injection (a Redis server per scenario)', 'test.mjs', ['--config', 'jest.chaos.config.mjs'], {
     UNIQUE_JOBS_FIXTURES_BUILT: '1',
   }),
 ];
