@@ -28,6 +28,7 @@ const OPTIONS = {
   'lock-limit': { type: 'string' },
   'lock-ttl': { type: 'string' },
   'unique-across': { type: 'string' },
+  'max-scans': { type: 'string' },
 } as const;
 
 /** The parsed command line. */
@@ -56,6 +57,7 @@ export interface CliArgs {
     'lock-limit'?: string;
     'lock-ttl'?: string;
     'unique-across'?: string;
+    'max-scans'?: string;
   };
 }
 

@@ -2,7 +2,8 @@ import { Cluster, Redis } from 'ioredis';
 import { LockInspector } from '../inspection/lock-inspector.js';
 import type { InspectedQueue } from '../inspection/lock-inspection.interface.js';
 import { DEFAULT_PREFIX } from '../../options/defaults.js';
-import { keyPartOption, type CliArgs } from './args.js';
+import { DEFAULT_SURVEY_SCANS, surveyKeys } from '../inspection/key-survey.js';
+import { integerOption, keyPartOption, type CliArgs } from './args.js';
 import { CliError, EXIT } from './errors/cli.error.js';
 import { toJson, type CliIo } from './output.js';
 
@@ -19,9 +20,12 @@ export class CliContext {
   readonly bullPrefix: string;
   /** `--json`. */
   readonly json: boolean;
+  /** `--max-scans`: SCAN calls a command may spend looking for the library's keys elsewhere (default 50). */
+  readonly maxScans: number;
   private client: Redis | Cluster | undefined;
   private lastError: Error | undefined;
   private queueList: InspectedQueue[] | undefined;
+  private discovered: InspectedQueue[] | undefined;
   private readonly closers: (() => Promise<unknown>)[] = [];
 
   constructor(
@@ -31,6 +35,7 @@ export class CliContext {
     this.prefix = keyPartOption('prefix', args.values.prefix, DEFAULT_PREFIX);
     this.bullPrefix = keyPartOption('bull-prefix', args.values['bull-prefix'], 'bull');
     this.json = args.values.json ?? false;
+    this.maxScans = integerOption('max-scans', args.values['max-scans'], DEFAULT_SURVEY_SCANS, 1, 100_000);
   }
 
   /** Prints a result: JSON with `--json`, else the human text `human()` builds. */
@@ -85,21 +90,65 @@ export class CliContext {
     return new CliError(`Cannot reach Redis at ${this.redisLabel}: ${reason}`, EXIT.unreachable);
   }
 
+  /** Every BullMQ queue under `--bull-prefix` (found by their `meta` key), whatever `--queue` says. */
+  async discoveredQueues(): Promise<InspectedQueue[]> {
+    this.discovered ??= await LockInspector.discoverQueues(await this.redis(), this.bullPrefix);
+    return this.discovered;
+  }
+
   /**
    * The BullMQ queues under `--bull-prefix` (found by their `meta` key). With `--queue`, that queue must be one of them:
-   * a queue name given on the command line never reaches a key unless Redis knows the queue.
+   * a queue name given on the command line never reaches a key unless Redis knows the queue. When it is not, the error
+   * names the BullMQ prefixes a queue of that name was found under (a bounded scan).
    */
   async queues(): Promise<InspectedQueue[]> {
     if (this.queueList) return this.queueList;
-    const found = await LockInspector.discoverQueues(await this.redis(), this.bullPrefix);
+    const found = await this.discoveredQueues();
     const wanted = this.args.values.queue;
     if (wanted !== undefined && !found.some((queue) => queue.name === wanted)) {
-      throw new CliError(
+      throw await this.queueNotFound(
+        wanted,
         `No queue ${JSON.stringify(wanted)} under the BullMQ prefix "${this.bullPrefix}" (no ${this.bullPrefix}:<queue>:meta key); queues found: ${found.map((queue) => queue.name).join(', ') || 'none'}`,
       );
     }
     this.queueList = found;
     return found;
+  }
+
+  /**
+   * The error of a queue that is not under `--bull-prefix`: `message`, then the BullMQ prefixes a queue of that name was
+   * found under (a bounded scan), in words and in the `--json` error's `searched` and `elsewhere`.
+   */
+  async queueNotFound(name: string, message: string): Promise<CliError> {
+    const found = await this.discoveredQueues();
+    const survey = await surveyKeys(await this.redis(), { maxScans: this.maxScans });
+    const elsewhere = survey.queues.filter((queue) => queue.queue === name && queue.bullPrefix !== this.bullPrefix);
+    const extent = survey.complete
+      ? `all ${survey.scannedKeys} keys scanned`
+      : `none found in the first ${survey.scannedKeys} keys scanned; raise --max-scans to look further`;
+    const hint =
+      elsewhere.length > 0
+        ? `; a queue ${JSON.stringify(name)} exists under BullMQ prefix ${elsewhere.map((queue) => JSON.stringify(queue.bullPrefix)).join(', ')}: run again with --bull-prefix ${elsewhere[0].bullPrefix}`
+        : `; no queue of that name under another BullMQ prefix either (${extent})`;
+    return new CliError(`${message}${hint}`, EXIT.failed, false, {
+      searched: { redis: this.redisLabel, bullPrefix: this.bullPrefix, queues: found.map((queue) => queue.name) },
+      elsewhere: {
+        queues: elsewhere,
+        scannedKeys: survey.scannedKeys,
+        scanCalls: survey.scanCalls,
+        maxScans: survey.maxScans,
+        complete: survey.complete,
+      },
+    });
+  }
+
+  /**
+   * Where a command looked, for its `--json` answer (`searched`): the Redis, the library prefix, the BullMQ prefix and
+   * the queues found under it, plus what the command adds (the exact keys).
+   */
+  async searched(extra: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+    const queues = (await this.discoveredQueues()).map((queue) => queue.name);
+    return { redis: this.redisLabel, prefix: this.prefix, bullPrefix: this.bullPrefix, queues, ...extra };
   }
 
   /** A lock inspector over every queue found. */

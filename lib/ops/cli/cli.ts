@@ -41,7 +41,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
   } catch (error) {
     const failure = asCliError(error, context);
     if (json) {
-      io.err(toJson({ error: { message: failure.message, exitCode: failure.exitCode } }));
+      io.err(toJson({ error: { message: failure.message, exitCode: failure.exitCode, ...failure.details } }));
     } else {
       io.err(`unique-jobs: ${failure.message}`);
       if (failure.usage) io.err(`\n${USAGE}`);

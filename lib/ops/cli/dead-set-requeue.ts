@@ -70,7 +70,8 @@ export async function deadSetRequeue(context: CliContext, entry: DeadSetEntry): 
   const queues = await context.queues();
   const found = queues.find((queue) => queue.name === entry.queue);
   if (!found) {
-    throw new CliError(
+    throw await context.queueNotFound(
+      entry.queue,
       `Queue ${JSON.stringify(entry.queue)} of entry ${entry.id} is not under the BullMQ prefix "${context.bullPrefix}" (use --bull-prefix)`,
     );
   }

@@ -39,7 +39,12 @@ Options
   --cluster             the URL is a node of a Redis Cluster
   --prefix <prefix>     the library's key prefix (default: uniquejobs)
   --bull-prefix <p>     BullMQ's key prefix (default: bull)
+  --max-scans <n>       when nothing is found: SCAN calls spent looking for other prefixes that hold
+                        the library's keys (default 50, of 1000 keys each)
   --json                machine-readable output (errors as JSON on stderr)
   -h, --help            this help
+
+Every "nothing found" answer says where the command looked (prefix, BullMQ prefix, queues, store) and which other
+prefixes hold the library's keys.
 
 Exit codes: 0 done, 1 usage error or nothing done, 2 Redis unreachable.`;

@@ -8,6 +8,7 @@ import { integerOption, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
 import { clean, iso, table, toJson, truncate } from '../output.js';
+import { elsewhereText, lookElsewhere, quoted } from '../where.js';
 
 /** Dead-set entry ids are UUIDs (`randomUUID`). */
 const ENTRY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -66,8 +67,18 @@ async function list(context: CliContext): Promise<number> {
   const offset = integerOption('offset', values.offset, 0, 0, 1_000_000);
   const deadSet = await deadSetOf(context);
   const [size, entries] = await Promise.all([deadSet.size(), deadSet.list({ offset, limit })]);
-  context.print({ size, offset, entries }, () => {
-    if (entries.length === 0) return size === 0 ? 'The dead set is empty.' : `No entries from offset ${offset}.`;
+  const searched = deadSetSearched(context);
+  const elsewhere = size === 0 ? await lookElsewhere(context, ['deadSet']) : undefined;
+  context.print({ size, offset, entries, searched, ...(elsewhere ? { elsewhere } : {}) }, () => {
+    if (elsewhere) {
+      return [
+        `The dead set under prefix ${quoted(context.prefix)} (${clean(searched.keys[0])}) is empty, on ${context.redisLabel}.`,
+        ...elsewhereText(elsewhere),
+      ].join('\n');
+    }
+    if (entries.length === 0) {
+      return `No entries from offset ${offset} in the dead set under prefix ${quoted(context.prefix)} (${size} in all).`;
+    }
     const rows = entries.map((entry) => [
       clean(entry.id),
       iso(entry.rejectedAt),
@@ -89,7 +100,7 @@ async function list(context: CliContext): Promise<number> {
 async function remove(context: CliContext, id: string): Promise<number> {
   const deadSet = await deadSetOf(context);
   const entry = await deadSet.get(id);
-  if (!entry) throw new CliError(`No dead-set entry ${id}`);
+  if (!entry) throw await noEntry(context, id);
   if (!context.args.values.yes) {
     context.print({ id, dryRun: true, deleted: false, entry }, () =>
       [describeEntry(entry), 'Nothing was deleted: run again with --yes to delete this entry.'].join('\n'),
@@ -97,14 +108,14 @@ async function remove(context: CliContext, id: string): Promise<number> {
     return EXIT.ok;
   }
   const deleted = await deadSet.delete(id);
-  if (!deleted) throw new CliError(`No dead-set entry ${id} (deleted meanwhile)`);
+  if (!deleted) throw await noEntry(context, id, 'deleted meanwhile');
   context.print({ id, dryRun: false, deleted: true }, () => `Deleted dead-set entry ${id}.`);
   return EXIT.ok;
 }
 
 async function retry(context: CliContext, id: string): Promise<number> {
   const entry = await (await deadSetOf(context)).get(id);
-  if (!entry) throw new CliError(`No dead-set entry ${id}`);
+  if (!entry) throw await noEntry(context, id);
   if (entry.truncated) {
     throw new CliError(new TruncatedDeadSetEntryError(id, entry.originalBytes, entry.payloadSha256).message);
   }
@@ -113,7 +124,7 @@ async function retry(context: CliContext, id: string): Promise<number> {
   const requeue = await deadSetRequeue(context, entry);
   const deadSet = await deadSetOf(context, requeue.requeue);
   const outcome = await requeue.run(() => deadSet.retry(id));
-  if (outcome.status === 'gone') throw new CliError(`No dead-set entry ${id} (taken meanwhile)`);
+  if (outcome.status === 'gone') throw await noEntry(context, id, 'taken meanwhile');
   if (outcome.status === 'duplicate') {
     context.print(
       { id, status: 'duplicate', existingJobId: outcome.existingJobId, kept: true },
@@ -127,6 +138,33 @@ async function retry(context: CliContext, id: string): Promise<number> {
     () => `Retried dead-set entry ${id}: enqueued job ${clean(outcome.jobId)} on queue ${clean(entry.queue)}.`,
   );
   return EXIT.ok;
+}
+
+/** Where the dead-set commands look: the dead set's keys under the prefix. */
+function deadSetSearched(context: CliContext) {
+  const keys = new UniqueJobsKeys(context.prefix);
+  return { redis: context.redisLabel, prefix: context.prefix, keys: [keys.deadSetIndex, keys.deadSetEntries] };
+}
+
+/**
+ * The error of an entry that is not in the dead set: where it was looked for, and the dead sets under other prefixes
+ * (one that holds this very entry first).
+ */
+async function noEntry(context: CliContext, id: string, why?: string): Promise<CliError> {
+  const searched = deadSetSearched(context);
+  const elsewhere = await lookElsewhere(context, ['deadSet'], {
+    underPrefix: (prefix) => [new UniqueJobsKeys(prefix).deadSetEntries],
+    field: id,
+  });
+  return new CliError(
+    [
+      `No dead-set entry ${id}${why ? ` (${why})` : ''} in the dead set under prefix ${quoted(context.prefix)} (${clean(searched.keys[1])}), on ${context.redisLabel}.`,
+      ...elsewhereText(elsewhere),
+    ].join('\n'),
+    EXIT.failed,
+    false,
+    { searched, elsewhere },
+  );
 }
 
 function describeEntry(entry: DeadSetEntry): string {

@@ -4,7 +4,9 @@ import { RedisIdempotencyStore } from '../../../idempotency/stores/redis-idempot
 import { required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
+import { DEFAULT_IDEMPOTENCY_TABLE } from '../../../idempotency/stores/sql-records.js';
 import { ago, clean, duration, iso, truncate } from '../output.js';
+import { elsewhereText, lookElsewhere, quoted } from '../where.js';
 
 /** `keys show <key>`: an idempotency record of the Redis store. */
 export async function keysCommand(context: CliContext, args: readonly string[]): Promise<number> {
@@ -28,10 +30,32 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
   const scope = given ?? `${queue}:${name}`;
   // As the library stores it: a key longer than the maximum is stored as its hash.
   const key = raw.length <= MAX_IDEMPOTENCY_KEY_LENGTH ? raw : `sha256:${hash('sha256', raw, 'hex')}`;
-  const store = new RedisIdempotencyStore({ client: await context.redis(), prefix: context.prefix });
+  const client = await context.redis();
+  const store = new RedisIdempotencyStore({ client, prefix: context.prefix });
   const record = await store.get(scope, key);
-  context.print({ scope, key, found: record !== undefined, record: record ?? null }, () => {
-    if (!record) return `No live record for key ${clean(truncate(key, 120))} in scope ${clean(scope)}.`;
+  const recordKey = store.recordKey(scope, key);
+  const searched = {
+    redis: context.redisLabel,
+    store: 'redis',
+    prefix: context.prefix,
+    keys: [recordKey],
+  };
+  if (!record) {
+    const notSearched = [sqlStoreNotice(scope, key)];
+    const elsewhere = await lookElsewhere(context, ['idempotency'], {
+      underPrefix: (prefix) => [new RedisIdempotencyStore({ client, prefix }).recordKey(scope, key)],
+    });
+    context.print({ scope, key, found: false, record: null, searched, notSearched, elsewhere }, () =>
+      [
+        `No live record for key ${clean(truncate(key, 120))} in scope ${clean(scope)} in the Redis idempotency store under prefix ${quoted(context.prefix)} (key ${clean(recordKey)}), on ${context.redisLabel}.`,
+        `Idempotency records kept in a SQL store (@IdempotencyKey({ store: 'sql' }): PostgresIdempotencyStore, SqliteIdempotencyStore) are not visible to this CLI: query table ${notSearched[0].table} (or the \`table\` option of your store):`,
+        `  ${clean(truncate(notSearched[0].query, 400))}`,
+        ...elsewhereText(elsewhere),
+      ].join('\n'),
+    );
+    return EXIT.ok;
+  }
+  context.print({ scope, key, found: true, record, searched }, () => {
     const now = Date.now();
     const left = record.expiresAt - now;
     const lines = [
@@ -49,4 +73,27 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
     return lines.join('\n');
   });
   return EXIT.ok;
+}
+
+/** What `keys show` says about the SQL stores, which it cannot reach. */
+export interface SqlStoreNotice {
+  /** The kind of store not searched. */
+  store: 'sql';
+  /** Why. */
+  reason: string;
+  /** The default table of the SQL stores. */
+  table: string;
+  /** A query that reads the record from that table (PostgreSQL and SQLite alike). */
+  query: string;
+}
+
+function sqlStoreNotice(scope: string, key: string): SqlStoreNotice {
+  const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
+  return {
+    store: 'sql',
+    reason:
+      'idempotency records kept in a SQL store (PostgresIdempotencyStore, SqliteIdempotencyStore) are not visible to this CLI, which reads Redis only',
+    table: DEFAULT_IDEMPOTENCY_TABLE,
+    query: `SELECT * FROM ${DEFAULT_IDEMPOTENCY_TABLE} WHERE scope = ${literal(scope)} AND key = ${literal(key)};`,
+  };
 }

@@ -1,9 +1,12 @@
 import { parseLockDigest } from '../../inspection/digest-format.js';
-import type { HeldLock, LockFilter, LockOwner } from '../../inspection/lock-inspection.interface.js';
+import type { SurveyedQueue } from '../../inspection/key-survey.js';
+import type { HeldLock, HeldLockKind, LockFilter, LockOwner } from '../../inspection/lock-inspection.interface.js';
+import { bullKeys, UniqueJobsKeys } from '../../../redis/keys.js';
 import { integerOption, kindOption, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
 import { ago, clean, duration, table, truncate } from '../output.js';
+import { elsewhereText, lookElsewhere, queuesText, quoted, type SurveyTarget } from '../where.js';
 
 const STORAGE_LABEL: Record<HeldLock['storage'], string> = {
   deduplication: 'BullMQ deduplication key (fast path)',
@@ -53,8 +56,22 @@ async function list(context: CliContext, args: readonly string[]): Promise<numbe
     locks.push(...page.locks);
     cursor = page.cursor;
   } while (cursor !== '0' && locks.length < limit);
-  context.print({ locks, cursor }, () => {
-    if (locks.length === 0) return 'No locks held.';
+  const searchedQueues = (await context.queues())
+    .map((queue) => queue.name)
+    .filter((name) => filter.queue === undefined || name === filter.queue);
+  const searched = await context.searched({
+    queues: searchedQueues,
+    keys: keyShapes(context, '<digest>', kind),
+    filter,
+  });
+  const elsewhere = locks.length === 0 ? await lookElsewhere(context, ['locks']) : undefined;
+  context.print({ locks, cursor, searched, ...(elsewhere ? { elsewhere } : {}) }, () => {
+    if (elsewhere) {
+      return [
+        `No locks${filterText(filter)} held ${whereText(context, 'v1:…', kind, searchedQueues)}.`,
+        ...elsewhereText(elsewhere),
+      ].join('\n');
+    }
     const now = Date.now();
     const rows = locks.map((lock) => {
       const [first] = lock.owners;
@@ -81,8 +98,16 @@ async function list(context: CliContext, args: readonly string[]): Promise<numbe
 async function show(context: CliContext, args: readonly string[]): Promise<number> {
   const digest = parseLockDigest(required(args, 0, 'digest: locks show <digest>'));
   const locks = await (await context.inspector()).showLock(digest);
-  context.print({ digest, locks }, () => {
-    if (locks.length === 0) return `No lock is held for ${digest}.`;
+  const queues = (await context.queues()).map((queue) => queue.name);
+  const searched = await context.searched({ keys: keyNames(context, digest, undefined, queues) });
+  const elsewhere = locks.length === 0 ? await lookElsewhere(context, ['locks'], digestTarget(digest)) : undefined;
+  context.print({ digest, locks, searched, ...(elsewhere ? { elsewhere } : {}) }, () => {
+    if (elsewhere) {
+      return [
+        `No lock is held for ${digest} ${whereText(context, short(digest), undefined, queues)}.`,
+        ...elsewhereText(elsewhere),
+      ].join('\n');
+    }
     return [`Digest ${digest}`, ...locks.map((lock) => describeLock(lock))].join('\n\n');
   });
   return EXIT.ok;
@@ -94,10 +119,19 @@ async function release(context: CliContext, args: readonly string[]): Promise<nu
   const inspector = await context.inspector();
   const held = (await inspector.showLock(digest)).filter((lock) => kind === undefined || lock.kind === kind);
   const keys = held.map((lock) => lock.key);
+  const queues = (await context.queues()).map((queue) => queue.name);
+  const searched = await context.searched({ keys: keyNames(context, digest, kind, queues) });
+  const elsewhere = held.length === 0 ? await lookElsewhere(context, ['locks'], digestTarget(digest, kind)) : undefined;
+  const nothing = () =>
+    [
+      `Nothing to release: no ${kind ? `${kind} ` : ''}lock is held for ${digest} ${whereText(context, short(digest), kind, queues)}.`,
+      ...(elsewhere ? elsewhereText(elsewhere) : []),
+    ].join('\n');
+  const where = { searched, ...(elsewhere ? { elsewhere } : {}) };
   if (!context.args.values.yes) {
-    context.print({ digest, ...(kind ? { kind } : {}), dryRun: true, keys, released: 0 }, () =>
+    context.print({ digest, ...(kind ? { kind } : {}), dryRun: true, keys, released: 0, ...where }, () =>
       held.length === 0
-        ? `Nothing to release: no ${kind ? `${kind} ` : ''}lock is held for ${digest}.`
+        ? nothing()
         : [
             `Would delete ${held.length} key${held.length === 1 ? '' : 's'}:`,
             ...held.map((lock) => `  ${clean(lock.key)}  (${lock.kind}, held by ${ownersText(lock.owners)})`),
@@ -107,12 +141,86 @@ async function release(context: CliContext, args: readonly string[]): Promise<nu
     return EXIT.ok;
   }
   const released = await inspector.releaseLock(digest, kind);
-  context.print({ digest, ...(kind ? { kind } : {}), dryRun: false, keys, released }, () =>
+  context.print({ digest, ...(kind ? { kind } : {}), dryRun: false, keys, released, ...where }, () =>
     released === 0
-      ? `Nothing to release: no ${kind ? `${kind} ` : ''}lock is held for ${digest}.`
+      ? nothing()
       : `Released ${released} key${released === 1 ? '' : 's'} of ${digest}:\n${keys.map((key) => `  ${clean(key)}`).join('\n')}`,
   );
   return EXIT.ok;
+}
+
+/** The library's own keys of a digest's locks under a prefix (all kinds, or one). */
+function ownKeys(prefix: string, digest: string, kind: HeldLockKind | undefined): string[] {
+  const keys = new UniqueJobsKeys(prefix);
+  return [
+    ...(kind === 'runtime' ? [] : [keys.enqueueLock(digest), keys.enqueueLock(digest, 'until_expired')]),
+    ...(kind === 'enqueue' ? [] : [keys.runtimeLock(digest)]),
+  ];
+}
+
+/** The keys a digest's locks may live in, as the inspector looks them up (exact names). */
+function keyNames(context: CliContext, digest: string, kind: HeldLockKind | undefined, queues: readonly string[]) {
+  return [
+    ...ownKeys(context.prefix, digest, kind),
+    ...(kind === 'runtime'
+      ? []
+      : queues.map((queue) => bullKeys.deduplication(bullKeys.qualifiedName(context.bullPrefix, queue), digest))),
+  ];
+}
+
+/** The shapes of the keys a listing scans, with `digest` standing for the digests. */
+function keyShapes(context: CliContext, digest: string, kind: HeldLockKind | undefined): string[] {
+  const suffixes = kind === 'runtime' ? 'running' : kind === 'enqueue' ? 'queued|expiring' : 'queued|expiring|running';
+  return [
+    `${context.prefix}:{${digest}}:${suffixes}`,
+    ...(kind === 'runtime' ? [] : [`${context.bullPrefix}:<queue>:de:uj:${digest}`]),
+  ];
+}
+
+/**
+ * Where the locks were looked for, in words: `under prefix "uniquejobs" (uniquejobs:{v1:…}:queued|expiring|running)
+ * nor in the deduplication keys (bull:<queue>:de:uj:v1:…) of queue payments under BullMQ prefix "bull", on redis://…`.
+ */
+function whereText(context: CliContext, digest: string, kind: HeldLockKind | undefined, queues: readonly string[]) {
+  const [own, dedup] = keyShapes(context, digest, kind).map(clean);
+  const queuePart =
+    kind === 'runtime'
+      ? ''
+      : queues.length === 0
+        ? ` nor in any queue's deduplication keys: ${queuesText(context, queues)}`
+        : ` nor in the deduplication keys (${dedup}) of ${queuesText(context, queues)}`;
+  return `under prefix ${quoted(context.prefix)} (${own})${queuePart}, on ${context.redisLabel}`;
+}
+
+/** ` matching v1:ab*, kind runtime, queue q, held by job 7` (what a listing was narrowed to), or nothing. */
+function filterText(filter: LockFilter): string {
+  const parts = [
+    ...(filter.pattern !== undefined ? [`pattern ${clean(filter.pattern)}`] : []),
+    ...(filter.digest !== undefined ? [`digest prefix ${clean(filter.digest)}`] : []),
+    ...(filter.kind !== undefined ? [`kind ${filter.kind}`] : []),
+    ...(filter.queue !== undefined ? [`queue ${clean(filter.queue)}`] : []),
+    ...(filter.jobId !== undefined ? [`held by job ${clean(truncate(filter.jobId, 40))}`] : []),
+  ];
+  return parts.length === 0 ? '' : ` matching ${parts.join(', ')}`;
+}
+
+/** The keys a digest's locks would have under another prefix or in another queue. */
+function digestTarget(digest: string, kind?: HeldLockKind): SurveyTarget {
+  return {
+    underPrefix: (prefix) => ownKeys(prefix, digest, kind),
+    ...(kind === 'runtime'
+      ? {}
+      : {
+          inQueue: (queue: SurveyedQueue) => [
+            bullKeys.deduplication(bullKeys.qualifiedName(queue.bullPrefix, queue.queue), digest),
+          ],
+        }),
+  };
+}
+
+/** `v1:5d55a2f4…`: a digest shortened for a sentence that already named it in full. */
+function short(digest: string): string {
+  return `${digest.slice(0, 11)}…`;
 }
 
 function describeLock(lock: HeldLock): string {

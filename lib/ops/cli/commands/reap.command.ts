@@ -3,6 +3,7 @@ import type { ReapReport } from '../../reaper/reap-report.interface.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
 import { clean, duration, table, truncate } from '../output.js';
+import { elsewhereText, lookElsewhere, queuesText, quoted } from '../where.js';
 
 /** Time budget of one reaper run from the CLI (the CLI runs until a whole pass is done). */
 const RUN_BUDGET_MS = 10_000;
@@ -40,12 +41,25 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
     );
   }
   const done = report;
-  context.print(done, () => {
+  const names = queues.map((queue) => queue.name);
+  const searched = await context.searched({ queues: names });
+  const { reaped: counts } = done;
+  const nothing =
+    counts.enqueueLocks +
+      counts.deduplicationKeys +
+      counts.runtimeLeases +
+      counts.idempotencyClaims +
+      counts.sqlRecords ===
+    0;
+  const elsewhere = nothing ? await lookElsewhere(context, ['locks', 'idempotency']) : undefined;
+  context.print({ ...done, searched, ...(elsewhere ? { elsewhere } : {}) }, () => {
     const { reaped } = done;
     const verb = done.dryRun ? 'Would release' : 'Released';
     const lines = [
       `${done.dryRun ? 'Dry run: nothing was changed. ' : ''}Scanned ${done.scannedKeys} keys in ${duration(done.durationMs)}.`,
       `${verb}: ${reaped.enqueueLocks} enqueue lock owners, ${reaped.deduplicationKeys} deduplication keys, ${reaped.runtimeLeases} run-time leases, ${reaped.idempotencyClaims} idempotency claims.`,
+      `Searched: prefix ${quoted(context.prefix)} (locks and idempotency claims in Redis) and the deduplication keys of ${queuesText(context, names)}, on ${context.redisLabel}.`,
+      ...(elsewhere ? elsewhereText(elsewhere) : []),
     ];
     if (done.items.length > 0) {
       lines.push(

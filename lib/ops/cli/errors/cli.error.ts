@@ -16,6 +16,8 @@ export class CliError extends Error {
     readonly exitCode: number = EXIT.failed,
     /** Print the usage text after the message. */
     readonly usage = false,
+    /** Fields added to the `--json` error object besides `message` and `exitCode` (where the command looked). */
+    readonly details: Readonly<Record<string, unknown>> = {},
   ) {
     super(message);
     this.name = 'CliError';
