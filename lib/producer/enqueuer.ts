@@ -73,7 +73,12 @@ export class Enqueuer {
     );
   }
 
-  /** `queue.add` as users call it: the strategy decides between returning the existing job and throwing. */
+  /**
+   * `queue.add` as users call it: the strategy decides between returning a handle of the existing job and throwing. A
+   * duplicate costs one round trip, as with BullMQ's own deduplication, whose convention this follows: the `Job`
+   * returned is built locally, with the id of the job that holds the lock and the name, data and options passed to
+   * this call (not the holder's); read the holder with `queue.getJob(job.id)` when you need it.
+   */
   async add(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<Job> {
     return this.toJob(queue, { name, data, opts }, await this.enqueue(queue, name, data, opts));
   }
@@ -83,7 +88,7 @@ export class Enqueuer {
     const resolutions = await this.enqueueBulk(queue, jobs);
     const failure = resolutions.find((r) => r.error);
     if (failure?.error) throw failure.error;
-    return Promise.all(resolutions.map((resolution, i) => this.toJob(queue, jobs[i], resolution)));
+    return resolutions.map((resolution, i) => this.toJob(queue, jobs[i], resolution));
   }
 
   private async lockAndAdd(
@@ -159,11 +164,10 @@ export class Enqueuer {
     return definition.clientStrategy!.onClientConflict!(conflict, this.deps.tools);
   }
 
-  private async toJob(queue: Queue, { name, data, opts }: BulkJob, { result, error }: ClientResolution): Promise<Job> {
+  private toJob(queue: Queue, { name, data, opts }: BulkJob, { result, error }: ClientResolution): Job {
     if (error) throw error;
     if (result.status === 'enqueued') return result.job;
-    const existing = result.existingJobId ? await Job.fromId(queue, result.existingJobId) : undefined;
-    return existing ?? new Job(queue, name, data, opts, result.existingJobId);
+    return new Job(queue, name, data, opts, result.existingJobId);
   }
 
   private definitionOf(queue: Queue, name: string): JobDefinition | undefined {

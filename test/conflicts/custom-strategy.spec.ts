@@ -86,7 +86,7 @@ describe('custom conflict strategies (forRoot({ strategies }))', () => {
     });
     expect((audit.seen[0] as ClientConflict).queue).toBe(app.queue);
 
-    // queue.add with a result and no error returns the existing job.
+    // queue.add with a result and no error returns a handle with the existing job's id.
     const viaAdd = await app.queue.add('task', { id: 'a', tag: 'three' });
     expect(viaAdd.id).toBe(first.job.id);
     // A strategy that throws fails queue.add and the explicit API alike.

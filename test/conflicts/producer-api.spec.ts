@@ -30,10 +30,11 @@ describe('producer paths through a guarded queue', () => {
       const jobs = await app.queue.addBulk(bulk());
 
       expect(jobs).toHaveLength(5);
+      // A duplicate's handle: the holder's id, the entry's own data (built locally, as BullMQ's deduplication does).
       expect(jobs[0].id).toBe(existing.id);
-      expect(jobs[0].data).toEqual({ id: 'a', n: 0 });
+      expect(jobs[0].data).toEqual({ id: 'a', n: 1 });
       expect(jobs[3].id).toBe(jobs[1].id);
-      expect(jobs[3].data).toEqual({ id: 'b', n: 1 });
+      expect(jobs[3].data).toEqual({ id: 'b', n: 2 });
       expect(new Set(jobs.map((job) => job.id)).size).toBe(4);
 
       const waiting = await app.queue.getJobs(['waiting']);

@@ -64,12 +64,12 @@ describe('onConflict: reject', () => {
       expect(capture.lines.warn.some((line) => line.includes(dup.deadSetEntryId!))).toBe(true);
     });
 
-    it('plain queue.add returns the existing job and still keeps the duplicate in the dead set', async () => {
+    it('plain queue.add returns a handle with the existing job id and still keeps the duplicate in the dead set', async () => {
       const app = await start(clientSide('reject'));
       const first = await app.queue.add('refund', { id: 'a', n: 1 });
       const second = await app.queue.add('refund', { id: 'a', n: 2 });
       expect(second.id).toBe(first.id);
-      expect(second.data).toEqual({ id: 'a', n: 1 });
+      expect(second.data).toEqual({ id: 'a', n: 2 }); // the data passed: the handle is built locally
       const entries = await app.service.deadSet.list();
       expect(entries).toHaveLength(1);
       expect(entries[0]).toMatchObject({ data: { id: 'a', n: 2 }, existingJobId: first.id, side: 'client' });
