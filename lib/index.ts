@@ -23,6 +23,41 @@ export type {
   SqliteDatabaseLike,
   SqliteStatementLike,
 } from './idempotency/stores/sqlite-idempotency.store.js';
+export { SqlIdempotencyStore } from './idempotency/sql/sql-idempotency.store.js';
+export type { SqlIdempotencyStoreOptions } from './idempotency/sql/sql-idempotency.store.js';
+export type * from './idempotency/sql/sql-adapter.interface.js';
+export { TypeOrmIdempotencyStore } from './idempotency/stores/typeorm-idempotency.store.js';
+export type {
+  TypeOrmIdempotencyStoreOptions,
+  TypeOrmDataSourceLike,
+  TypeOrmQueryRunnerLike,
+  TypeOrmIsolationLevel,
+} from './idempotency/stores/typeorm-idempotency.store.js';
+export {
+  UniqueJobsIdempotencyMigration,
+  typeOrmIdempotencyMigration,
+} from './idempotency/stores/typeorm-idempotency.migration.js';
+export type {
+  TypeOrmIdempotencyMigration,
+  TypeOrmIdempotencyMigrationOptions,
+  TypeOrmMigrationRunnerLike,
+} from './idempotency/stores/typeorm-idempotency.migration.js';
+export { DrizzleIdempotencyStore } from './idempotency/stores/drizzle-idempotency.store.js';
+export type {
+  DrizzleIdempotencyStoreOptions,
+  DrizzlePgDatabaseLike,
+  DrizzlePgTransactionConfig,
+  DrizzleSqliteDatabaseLike,
+  DrizzleSqlLike,
+  DrizzleTransactionOf,
+} from './idempotency/stores/drizzle-idempotency.store.js';
+export { TransactionHostIdempotencyStore } from './idempotency/stores/transaction-host-idempotency.store.js';
+export type {
+  TransactionHostIdempotencyStoreOptions,
+  TransactionHostLike,
+} from './idempotency/stores/transaction-host-idempotency.store.js';
+export { IdempotencyConnectionLostError } from './errors/idempotency-connection-lost.error.js';
+export { IdempotencyStoreNotReadyError } from './errors/idempotency-store-not-ready.error.js';
 export { DEFAULT_IDEMPOTENCY_OPTIONS, MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency/idempotency-options.js';
 export type * from './idempotency/idempotency-store.interface.js';
 export type * from './idempotency/idempotency-key-options.interface.js';

@@ -17,8 +17,9 @@ export interface IdempotencyContext<Transaction = unknown> {
    */
   readonly takeover: boolean;
   /**
-   * In transactional mode, the store's transaction (a `pg` client, or the better-sqlite3 database): write your effect
-   * through it, and it commits together with the completed record. `undefined` otherwise.
+   * In transactional mode, the store's transaction: a `pg` client, the better-sqlite3 database, a TypeORM
+   * `EntityManager`, a Drizzle `tx`, or `txHost.tx` of `@nestjs-cls/transactional`. Write your effect through it, and it
+   * commits together with the completed record. `undefined` otherwise.
    */
   readonly transaction: Transaction | undefined;
   /**

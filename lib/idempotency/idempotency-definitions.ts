@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { canonicalJson } from '../digest/canonical-json.js';
+import { IdempotencyStoreNotReadyError } from '../errors/idempotency-store-not-ready.error.js';
 import { UnrecoverableUniqueJobsError } from '../errors/unrecoverable-unique-jobs.error.js';
 import { JobNameRegistry, type JobNameScoped } from '../common/job-name-registry.js';
 import type {
@@ -15,12 +16,20 @@ import {
   type IdempotencyStores,
 } from './idempotency-options.js';
 
+/** How long the bootstrap waits for a store's `verify()`. */
+const VERIFY_TIMEOUT_MS = 10_000;
+
 /** The `@IdempotencyKey` options that apply to (queue, job name), validated, with defaults and the store. */
 export interface ResolvedIdempotency extends JobNameScoped {
   readonly queue: string;
   readonly options: EffectiveIdempotencyOptions;
   readonly store: IdempotencyStore;
-  /** The scope of a job's key. */
+  /**
+   * The store's name in events and messages: the name it is registered under in `forRoot({ idempotency: { stores } })`,
+   * or, for the default store, its own `name` (`'redis'`, `'postgres'`, …).
+   */
+  readonly storeName: string;
+  /** The scope of a job's key (hashed, like a key, when it holds characters a store cannot hold). */
   scopeOf(job: IdempotencyJob): string;
   /** The key as stored (long keys hashed), or what the key function returned instead of a key. */
   keyOf(job: IdempotencyJob): { key: string } | { missing: string };
@@ -42,9 +51,40 @@ export class IdempotencyDefinitions {
     return [...new Set([this.stores.default, ...this.stores.named.values()])];
   }
 
+  /**
+   * Runs `verify()` of every configured store that has one (each store once), at bootstrap. Throws
+   * `IdempotencyStoreNotReadyError` naming the first store that is not ready as registered (`'default'` for
+   * `idempotency.store`) with what its check found, e.g. a missing table and the migration that creates it.
+   */
+  async verifyStores(timeoutMs = VERIFY_TIMEOUT_MS): Promise<void> {
+    const names = new Map<IdempotencyStore, string>();
+    for (const [name, store] of [['default', this.stores.default] as const, ...this.stores.named]) {
+      if (!names.has(store)) names.set(store, name);
+    }
+    await Promise.all(
+      [...names].map(async ([store, name]) => {
+        if (typeof store.verify !== 'function') return;
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<never>((_resolve, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`its check (verify()) did not answer within ${timeoutMs} ms: is the database up?`)),
+            timeoutMs,
+          );
+        });
+        try {
+          await Promise.race([store.verify(), timeout]);
+        } catch (error) {
+          throw new IdempotencyStoreNotReadyError(name, error instanceof Error ? error.message : String(error), error);
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
+    );
+  }
+
   /** Registers options declared for a queue. Throws `InvalidUniqueJobOptionsError` (at bootstrap). */
   register(queue: string, declared: IdempotencyKeyOptions, source: string): ResolvedIdempotency {
-    const { options, store } = resolveIdempotencyOptions(source, declared, this.defaults, this.stores);
+    const { options, store, storeName } = resolveIdempotencyOptions(source, declared, this.defaults, this.stores);
     const fingerprint = declared.fingerprint ?? 'data';
     const pick: ((data: unknown) => unknown) | undefined =
       fingerprint === false
@@ -60,7 +100,8 @@ export class IdempotencyDefinitions {
       source,
       options,
       store,
-      scopeOf: (job) => declared.scope ?? `${job.queueName}:${job.name}`,
+      storeName,
+      scopeOf: (job) => storable(declared.scope ?? `${job.queueName}:${job.name}`),
       keyOf: (job) => normalizeKey(declared.key(job)),
       fingerprintOf: (job) => (pick ? fingerprintOf(pick(job.data), job) : undefined),
     };
@@ -81,15 +122,25 @@ function normalizeKey(raw: unknown): { key: string } | { missing: string } {
   if (key === undefined) {
     return { missing: describeMissing(raw) };
   }
-  const malformed = LONE_SURROGATE.test(key);
-  if (key.length <= MAX_IDEMPOTENCY_KEY_LENGTH && !malformed) return { key };
-  // A key that is not well-formed Unicode (a lone surrogate) would reach every store as UTF-8, where it turns into
-  // U+FFFD and meets other keys: it is stored as the hash of its JSON text, which escapes the surrogate.
-  return { key: `sha256:${hash('sha256', malformed ? JSON.stringify(key) : key, 'hex')}` };
+  if (UNSTORABLE.test(key)) return { key: storable(key) };
+  if (key.length <= MAX_IDEMPOTENCY_KEY_LENGTH) return { key };
+  return { key: `sha256:${hash('sha256', key, 'hex')}` };
 }
 
-/** A UTF-16 surrogate that is not part of a pair (in a `u` regular expression, pairs are one code point). */
-const LONE_SURROGATE = /\p{Surrogate}/u;
+/**
+ * Text that every store holds as it is: a key or scope with a character some store cannot hold is stored as the hash
+ * of its JSON text (which escapes that character), in every store alike, so the same key is the same record whatever
+ * the store. Those characters: NUL (PostgreSQL's text refuses it, `invalid byte sequence`), and a UTF-16 surrogate that
+ * is not part of a pair (not well-formed Unicode: it reaches every store as UTF-8, where it turns into U+FFFD and meets
+ * other keys).
+ */
+function storable(text: string): string {
+  return UNSTORABLE.test(text) ? `sha256:${hash('sha256', JSON.stringify(text), 'hex')}` : text;
+}
+
+/** NUL, or a surrogate that is not part of a pair (in a `u` regular expression, pairs are one code point). */
+// eslint-disable-next-line no-control-regex -- NUL is exactly what it looks for
+const UNSTORABLE = /[\u0000\p{Surrogate}]/u;
 
 /** What a key function returned instead of a key, in plain words. */
 function describeMissing(raw: unknown): string {

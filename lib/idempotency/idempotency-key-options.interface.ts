@@ -72,7 +72,7 @@ export interface IdempotencyKeyOptions<DataType = unknown> extends Partial<Idemp
   /** Name of the store to use, from `forRoot({ idempotency: { stores } })`. Default: the default store (Redis). */
   store?: string;
   /**
-   * Runs the handler inside a transaction of the store (PostgreSQL or SQLite) and completes the record in that same
+   * Runs the handler inside a transaction of the store (a SQL store) and completes the record in that same
    * transaction: the handler's writes and the record commit together or not at all. The handler reads the transaction
    * from `idempotencyOf(job).transaction`. Default `false`.
    */

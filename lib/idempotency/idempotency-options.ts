@@ -52,7 +52,7 @@ export function resolveIdempotencyOptions(
   options: IdempotencyKeyOptions,
   defaults: Partial<IdempotencyDefaults> | undefined,
   stores: IdempotencyStores,
-): { options: EffectiveIdempotencyOptions; store: IdempotencyStore } {
+): { options: EffectiveIdempotencyOptions; store: IdempotencyStore; storeName: string } {
   const fail = (option: string, problem: string): never => {
     throw new InvalidUniqueJobOptionsError(source, option, problem);
   };
@@ -101,13 +101,15 @@ export function resolveIdempotencyOptions(
     fail('transactional', 'must be true or false');
   }
   const transactional = options.transactional ?? false;
+  // Named as registered; the default store by its own name.
+  const name = storeName ?? store!.name;
   if (transactional && typeof store!.runInTransaction !== 'function') {
     fail(
       'transactional',
-      `needs a store with transactions (PostgreSQL or SQLite); store "${store!.name}" has none: set store to one that has`,
+      `needs a store with transactions (a SQL store: PostgreSQL or SQLite, directly or through TypeORM, Drizzle or @nestjs-cls/transactional); store "${name}" has none: set store to one that has`,
     );
   }
-  return { options: { ...merged, transactional }, store: store! };
+  return { options: { ...merged, transactional }, store: store!, storeName: name };
 }
 
 /** The stores `@IdempotencyKey` can name. */

@@ -75,6 +75,13 @@ export interface IdempotencyStore<Transaction = unknown> {
   prune?(limit: number): Promise<number>;
 
   /**
+   * Checks that the store can work: a SQL store reads its table (optional). The module calls it at bootstrap, before
+   * any worker takes a job, and fails the bootstrap with `IdempotencyStoreNotReadyError` naming the store as
+   * registered. Throws an Error saying what is missing and how to create it (e.g. the table and its migration).
+   */
+  verify?(): Promise<void>;
+
+  /**
    * Transactional mode, for stores that have transactions (PostgreSQL, SQLite): opens a transaction, first makes sure
    * the owner still holds the record and locks it for the transaction (no claimant can take it over until the
    * transaction ends, so the caller stops renewing the lease before calling this), runs `work` with a

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { canonicalJson } from '../digest/canonical-json.js';
+import { IdempotencyConnectionLostError } from '../errors/idempotency-connection-lost.error.js';
 import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
 import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
 import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.error.js';
@@ -64,7 +65,7 @@ export class IdempotencyRunner {
       signal,
       definition,
       ref,
-      ids: { ...base, scope, key: keyed.key, store: store.name },
+      ids: { ...base, scope, key: keyed.key, store: definition.storeName },
     };
     const fingerprint = definition.fingerprintOf(job);
     const jobKey = `${job.queueQualifiedName}:${job.id}`;
@@ -159,6 +160,8 @@ export class IdempotencyRunner {
           'its claim was taken over before its transaction could lock the record; nothing was committed',
         );
       } else {
+        // The store's connection dropped mid-transaction: say so (naming the store), then release as for any failure.
+        if (error instanceof IdempotencyConnectionLostError) this.reportError(attempt, error);
         await this.afterFailure(attempt, error);
       }
       throw error;

@@ -1,4 +1,4 @@
-import { Inject, Module, Optional, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Module, Optional, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import { getSharedConfigToken } from '@nestjs/bullmq';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
@@ -187,14 +187,20 @@ interface LockStorage {
   ],
   exports: [UniqueJobsService, UniqueJobsWorkerGuard, UniqueJobsEvents, JobInterceptor, UniqueJobsReaper],
 })
-export class UniqueJobsModule extends ConfigurableModuleClass implements OnApplicationShutdown {
+export class UniqueJobsModule extends ConfigurableModuleClass implements OnModuleInit, OnApplicationShutdown {
   constructor(
     @Inject(UNIQUE_JOBS_REDIS) private readonly redis: RedisHandle,
     private readonly workerGuard: UniqueJobsWorkerGuard,
     private readonly reaper: UniqueJobsReaper,
+    @Inject(UNIQUE_JOBS_IDEMPOTENCY) private readonly idempotency: IdempotencyDefinitions,
     @Optional() private readonly events?: UniqueJobsEvents,
   ) {
     super();
+  }
+
+  /** Fails the bootstrap when a configured idempotency store is not ready (a SQL store whose table is missing). */
+  async onModuleInit(): Promise<void> {
+    await this.idempotency.verifyStores();
   }
 
   /** Lets guarded workers finish their active jobs (and release their locks) before the lock client closes. */

@@ -136,7 +136,7 @@ export class JobRunner {
   /** The handler under `@IdempotencyKey` (claim → handler → complete). */
   private underKey(keyed: ResolvedIdempotency, handler: ProcessFn, connection: Redis | undefined): ProcessFn {
     return (job, token, signal) =>
-      this.deps.tracer.run('idempotency', { queue: job.queueName, jobName: job.name, store: keyed.store.name }, () =>
+      this.deps.tracer.run('idempotency', { queue: job.queueName, jobName: job.name, store: keyed.storeName }, () =>
         this.deps.idempotency.run(keyed, job, token, signal, handler, connection),
       );
   }

@@ -167,7 +167,7 @@ describe('invalid @IdempotencyKey options fail the bootstrap', () => {
   it('transactional: true on the Redis store (no transactions)', async () => {
     const error = await invalidKeyOptions({ key: byEvent, transactional: true });
     expect(error.option).toBe('transactional');
-    expect(error.message).toContain('needs a store with transactions (PostgreSQL or SQLite)');
+    expect(error.message).toContain('needs a store with transactions (a SQL store: PostgreSQL or SQLite');
     expect(error.message).toContain('store "redis" has none');
   });
 
@@ -176,7 +176,8 @@ describe('invalid @IdempotencyKey options fail the bootstrap', () => {
       idempotency: { stores: { cache: new RedisIdempotencyStore({ client, prefix: uniqueName('s') }) } },
     }));
     expect(error.option).toBe('transactional');
-    expect(error.message).toContain('store "redis" has none');
+    // Named as registered, not by the store's class.
+    expect(error.message).toContain('store "cache" has none');
   });
 
   it('transactional that is not a boolean', async () => {

@@ -1,6 +1,7 @@
 // The lifecycle every child-process fixture shares: print {"ready":true} once it serves; on SIGTERM run its close
 // steps, print {"closed":true} and exit (reporting anything that keeps it alive 10 s later instead of hanging the
 // test); exit non-zero on a startup error.
+import { writeSync } from 'node:fs';
 
 /** Prints the ready line and arranges the SIGTERM shutdown: `close` runs the fixture's close steps in order. */
 export function serveUntilSigterm(close: () => Promise<void>): void {
@@ -22,7 +23,8 @@ export function serveUntilSigterm(close: () => Promise<void>): void {
 /** Runs a fixture's `main`, exiting with status 1 if it fails. */
 export function runFixture(main: () => Promise<void>): void {
   main().catch((error: unknown) => {
-    console.error(error);
+    // stderr is a pipe, written asynchronously: write the reason synchronously, or process.exit() may drop it.
+    writeSync(2, `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
     process.exit(1);
   });
 }

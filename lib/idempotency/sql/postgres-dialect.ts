@@ -1,0 +1,132 @@
+import {
+  ABANDONED_CLAIM_MS,
+  DEFAULT_IDEMPOTENCY_TABLE,
+  parseTableName,
+  quoteIdentifier,
+  type SqlTableName,
+} from '../stores/sql-records.js';
+import { command, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
+
+/** The columns of a record as `toIdempotencyRecord` reads them, times in ms since the epoch. */
+const RECORD_COLUMNS = `scope, key, state, owner, job_id, fingerprint, result, error, attempts,
+  floor(extract(epoch from created_at) * 1000)::float8 AS created_at_ms,
+  floor(extract(epoch from expires_at) * 1000)::float8 AS expires_at_ms`;
+
+/** {@link ABANDONED_CLAIM_MS} as an interval. */
+const ABANDONED_INTERVAL = `interval '${ABANDONED_CLAIM_MS} milliseconds'`;
+
+/** `$n` milliseconds as an interval. */
+function ms(parameter: number): string {
+  return `($${parameter}::float8 * interval '1 millisecond')`;
+}
+
+/**
+ * The DDL of the PostgreSQL record table and of its index on `expires_at` (used to prune), `IF NOT EXISTS`.
+ *
+ * @param store Names the store in the error thrown for an invalid table name.
+ */
+export function postgresMigrationSql(table: string = DEFAULT_IDEMPOTENCY_TABLE, store = 'PostgresIdempotencyStore') {
+  return postgresMigration(parseTableName(table, store)).join('\n');
+}
+
+/** The DDL statements of {@link postgresMigrationSql}, one each. */
+export function postgresMigration(table: SqlTableName): string[] {
+  // An index name cannot be schema-qualified: PostgreSQL puts it in the table's schema.
+  const index = quoteIdentifier(`${table.name}_expires_at_idx`);
+  return [
+    `CREATE TABLE IF NOT EXISTS ${table.quoted} (
+  scope text NOT NULL,
+  key text NOT NULL,
+  state text NOT NULL CHECK (state IN ('in_progress', 'completed', 'failed')),
+  owner text,
+  job_id text,
+  fingerprint text,
+  result text,
+  error text,
+  attempts integer NOT NULL DEFAULT 1,
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  expires_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  PRIMARY KEY (scope, key)
+);`,
+    `CREATE INDEX IF NOT EXISTS ${index} ON ${table.quoted} (expires_at);
+`,
+  ];
+}
+
+/**
+ * The statements on PostgreSQL. Every time (lease ends, retention ends, creation) is the database's clock
+ * (`clock_timestamp()`), so the clocks of the processes sharing the table never matter.
+ */
+export function postgresDialect(table: SqlTableName): SqlDialect {
+  const t = table.quoted;
+  const owned = `scope = $1 AND key = $2 AND owner = $3 AND state = 'in_progress'`;
+  // One statement: inserts, or overwrites a record that is no longer live. No row back: a live record stopped it.
+  // A takeover (replacing an in_progress record) counts one more attempt and keeps created_at, so attempts > 1
+  // tells exactly that the claim was a takeover.
+  const claim = `INSERT INTO ${t} AS cur
+      (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
+    SELECT $1, $2, 'in_progress', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
+    FROM (SELECT clock_timestamp() AS now) AS n
+    ON CONFLICT (scope, key) DO UPDATE SET
+      state = 'in_progress',
+      owner = excluded.owner,
+      job_id = excluded.job_id,
+      fingerprint = excluded.fingerprint,
+      result = NULL,
+      error = NULL,
+      attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,
+      created_at = CASE WHEN cur.state = 'in_progress' THEN cur.created_at ELSE excluded.created_at END,
+      expires_at = excluded.expires_at,
+      updated_at = excluded.updated_at
+    WHERE cur.expires_at <= excluded.updated_at
+      AND (cur.state <> 'in_progress' OR cur.fingerprint IS NULL OR excluded.fingerprint IS NULL
+        OR cur.fingerprint = excluded.fingerprint
+        OR cur.expires_at <= excluded.updated_at - ${ABANDONED_INTERVAL})
+    RETURNING cur.attempts > 1 AS takeover`;
+  // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
+  const blocking = `SELECT ${RECORD_COLUMNS},
+      greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
+    FROM ${t}, (SELECT clock_timestamp() AS now) AS n
+    WHERE scope = $1 AND key = $2 AND (expires_at > n.now
+      OR (state = 'in_progress' AND fingerprint <> $3 AND expires_at > n.now - ${ABANDONED_INTERVAL}))`;
+  const live = `SELECT ${RECORD_COLUMNS},
+      greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
+    FROM ${t}, (SELECT clock_timestamp() AS now) AS n
+    WHERE scope = $1 AND key = $2 AND expires_at > n.now`;
+  const renew = `UPDATE ${t} SET expires_at = clock_timestamp() + ${ms(4)}, updated_at = clock_timestamp()
+    WHERE ${owned}`;
+  const settle = (state: 'completed' | 'failed') => `UPDATE ${t}
+    SET state = '${state}', result = ${state === 'completed' ? '$4' : 'NULL'}, error = ${state === 'failed' ? '$4' : 'NULL'},
+      expires_at = clock_timestamp() + ${ms(5)}, updated_at = clock_timestamp()
+    WHERE ${owned}`;
+  const complete = settle('completed');
+  const fail = settle('failed');
+  const release = `DELETE FROM ${t} WHERE ${owned}`;
+  const lockOwned = `SELECT 1 AS held FROM ${t} WHERE ${owned} FOR UPDATE`;
+  const remove = `DELETE FROM ${t} WHERE scope = $1 AND key = $2 RETURNING expires_at > clock_timestamp() AS live`;
+  // Rows a transaction holds are skipped, not waited for; the index on expires_at bounds the scan.
+  const prune = `DELETE FROM ${t} WHERE ctid IN (SELECT ctid FROM ${t}
+    WHERE expires_at <= clock_timestamp()
+      AND (state <> 'in_progress' OR expires_at <= clock_timestamp() - ${ABANDONED_INTERVAL})
+    LIMIT $1 FOR UPDATE SKIP LOCKED)`;
+  const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
+  const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
+  return {
+    name: 'postgres',
+    claim: (r) => query(claim, [r.scope, r.key, r.owner, r.jobId ?? null, r.fingerprint ?? null, r.leaseMs]),
+    blocking: (scope, key, fingerprint) => query(blocking, [scope, key, fingerprint ?? null]),
+    live: (scope, key) => query(live, [scope, key]),
+    renew: (ref, leaseMs) => command(renew, [...ownedParams(ref), leaseMs]),
+    complete: (ref, c) => command(complete, [...ownedParams(ref), c.result ?? null, c.ttlMs]),
+    fail: (ref, f) => command(fail, [...ownedParams(ref), f.error, f.ttlMs]),
+    release: (ref) => command(release, ownedParams(ref)),
+    lockOwned: (ref) => query(lockOwned, ownedParams(ref)),
+    delete: (scope, key) => query(remove, [scope, key]),
+    prune: (limit) => command(prune, [limit]),
+    probe: () => query(probe, []),
+    migration: () => postgresMigration(table),
+    migrationLock: () =>
+      query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`nestjs-unique-jobs:migrate:${table.quoted}`]),
+  };
+}

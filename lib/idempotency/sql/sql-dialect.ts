@@ -1,0 +1,56 @@
+import type {
+  IdempotencyClaim,
+  IdempotencyCompletion,
+  IdempotencyFailure,
+  IdempotencyRecordRef,
+} from '../idempotency-store.interface.js';
+import type { SqlDialectName, SqlStatement } from './sql-adapter.interface.js';
+
+/**
+ * The statements of the SQL idempotency store in one dialect, for one table. Every state change is one statement;
+ * `claim` inserts or overwrites a record that is no longer live in one statement (no row back: a live record stopped
+ * it), and the other changes are compare-and-sets on the owner token.
+ */
+export interface SqlDialect {
+  readonly name: SqlDialectName;
+  /** Inserts an `in_progress` record, or takes over one that is no longer live. Rows: `[{ takeover }]` when claimed. */
+  claim(request: IdempotencyClaim): SqlStatement;
+  /** The record that stopped a claim (live, or an ended claim of another payload), with `expires_in_ms`. */
+  blocking(scope: string, key: string, fingerprint: string | undefined): SqlStatement;
+  /** The live record of a key, with `expires_in_ms`. */
+  live(scope: string, key: string): SqlStatement;
+  renew(ref: IdempotencyRecordRef, leaseMs: number): SqlStatement;
+  complete(ref: IdempotencyRecordRef, completion: IdempotencyCompletion): SqlStatement;
+  fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): SqlStatement;
+  release(ref: IdempotencyRecordRef): SqlStatement;
+  /**
+   * The first statement of a transaction of transactional mode: finds the owner's `in_progress` record and locks it
+   * until the transaction ends (PostgreSQL: `SELECT … FOR UPDATE`; SQLite: a no-op `UPDATE`, which takes the
+   * database's write lock). Changes or returns one row when the owner still holds the record.
+   */
+  lockOwned(ref: IdempotencyRecordRef): SqlStatement;
+  /** Deletes a key's record whatever its state. Rows: `[{ live }]`. */
+  delete(scope: string, key: string): SqlStatement;
+  /** Deletes up to `limit` records that no longer matter. */
+  prune(limit: number): SqlStatement;
+  /** Reads no row but every column the store uses: fails when the table or a column is missing. */
+  probe(): SqlStatement;
+  /** The DDL, one statement each (`IF NOT EXISTS`). */
+  migration(): string[];
+  /** Run in the migration's transaction before the DDL, to serialize concurrent migrations (PostgreSQL). */
+  migrationLock(): SqlStatement | undefined;
+}
+
+/** Every column of the record table, as the migrations create them (the probe reads them all). */
+export const RECORD_TABLE_COLUMNS =
+  'scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at';
+
+/** A statement that answers rows. */
+export function query(text: string, params: readonly unknown[]): SqlStatement {
+  return { text, params, returnsRows: true };
+}
+
+/** A statement that answers a count of changed rows. */
+export function command(text: string, params: readonly unknown[]): SqlStatement {
+  return { text, params, returnsRows: false };
+}

@@ -1,0 +1,256 @@
+import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
+import { IdempotencyLeaseLostError } from '../../errors/idempotency-lease-lost.error.js';
+import type {
+  IdempotencyClaim,
+  IdempotencyClaimResult,
+  IdempotencyCompletion,
+  IdempotencyFailure,
+  IdempotencyRecord,
+  IdempotencyRecordRef,
+  IdempotencyStore,
+} from '../idempotency-store.interface.js';
+import {
+  CLAIM_ATTEMPTS,
+  DEFAULT_IDEMPOTENCY_TABLE,
+  claimRaceError,
+  parseTableName,
+  toIdempotencyRecord,
+  type SqlRecordRow,
+} from '../stores/sql-records.js';
+import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
+import type { SqlDialect } from './sql-dialect.js';
+import { postgresDialect } from './postgres-dialect.js';
+import { SerialQueue } from './serial-queue.js';
+import { sqliteDialect } from './sqlite-dialect.js';
+
+/** Options of {@link SqlIdempotencyStore}. */
+export interface SqlIdempotencyStoreOptions<Transaction = unknown> {
+  /** How the store reaches the database: see {@link SqlIdempotencyAdapter}. */
+  adapter: SqlIdempotencyAdapter<Transaction>;
+  /**
+   * The table of the records, optionally schema-qualified (`'jobs.idempotency'`). Letters, digits and underscores
+   * only. Default `'unique_jobs_idempotency'`.
+   */
+  table?: string;
+  /** The store's short name in messages. Default: the adapter's dialect (`'postgres'` or `'sqlite'`). */
+  name?: string;
+}
+
+/**
+ * Idempotency records in a SQL table (PostgreSQL or SQLite), reached through an {@link SqlIdempotencyAdapter}: the
+ * statements are the store's, the connection, the transaction and the ORM are the application's. The PostgreSQL,
+ * SQLite, TypeORM, Drizzle and `@nestjs-cls/transactional` stores are this class with their adapter; build one on
+ * another client (Prisma, Kysely, Knex) with an adapter of your own.
+ *
+ * Create the table with {@link SqlIdempotencyStore.migrate} at startup, or with your own migrations (see
+ * docs/idempotency.md): the module checks it at bootstrap ({@link SqlIdempotencyStore.verify}). Records that are no
+ * longer live stay in the table until a claim of the same key overwrites them or `prune` deletes them (the orphan
+ * reaper does, every minute).
+ *
+ * In transactional mode ({@link SqlIdempotencyStore.runInTransaction}) the handler receives the adapter's transaction
+ * handle: write through it, and its writes commit together with the completed record.
+ *
+ * On SQLite a connection is one transaction at a time, so every operation of the store goes through one in-process
+ * queue, held by a transaction from its first statement to its end: transactional handlers are serialized per store.
+ */
+export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencyStore<Transaction> {
+  /** @inheritDoc */
+  readonly name: string;
+  /** The record table, as given (default `'unique_jobs_idempotency'`). */
+  readonly table: string;
+
+  private readonly adapter: SqlIdempotencyAdapter<Transaction>;
+  private readonly sql: SqlDialect;
+  /** The in-process queue every operation goes through (SQLite). */
+  private readonly queue: SerialQueue | undefined;
+
+  constructor(options: SqlIdempotencyStoreOptions<Transaction>) {
+    const label = new.target.name;
+    const adapter = options?.adapter;
+    if (typeof adapter?.execute !== 'function' || typeof adapter.transaction !== 'function') {
+      throw new Error(`${label}: options.adapter must be a SqlIdempotencyAdapter (with execute() and transaction())`);
+    }
+    this.adapter = adapter;
+    this.table = options.table ?? DEFAULT_IDEMPOTENCY_TABLE;
+    const table = parseTableName(this.table, label);
+    if (adapter.dialect === 'postgres') this.sql = postgresDialect(table);
+    else if (adapter.dialect === 'sqlite') this.sql = sqliteDialect(table);
+    else throw new Error(`${label}: adapter.dialect must be 'postgres' or 'sqlite' (got ${String(adapter.dialect)})`);
+    this.name = options.name ?? adapter.dialect;
+    this.queue = adapter.dialect === 'sqlite' ? new SerialQueue() : undefined;
+  }
+
+  /**
+   * Creates the table and its index if they do not exist, in one transaction. Safe to call from several processes at
+   * once (PostgreSQL serializes them under an advisory lock on the table name; SQLite serializes writers).
+   */
+  async migrate(): Promise<void> {
+    const ddl = this.sql.migration().map((text) => ({ text, params: [], returnsRows: false }));
+    const lock = this.sql.migrationLock();
+    await this.exclusive(async () => {
+      // SQLite: one statement at a time (each is atomic, `IF NOT EXISTS`), so a transaction never waits on another
+      // connection of this very process for the write lock.
+      if (!lock) for (const statement of ddl) await this.adapter.execute(statement);
+      else {
+        await this.adapter.transaction(async (tx) => {
+          await tx.execute(lock);
+          for (const statement of ddl) await tx.execute(statement);
+        });
+      }
+    });
+  }
+
+  /**
+   * Checks that the table exists and has every column the store uses (one `SELECT … LIMIT 0`). The module calls it at
+   * bootstrap, before any worker takes a job. Throws an Error saying what is missing and how to create it.
+   */
+  async verify(): Promise<void> {
+    try {
+      await this.run(this.sql.probe());
+    } catch (error) {
+      // The database's own words: ORMs wrap its error (Drizzle: "Failed query: …", the original as `cause`).
+      let root: unknown = error;
+      while (hasMessage(root) && hasMessage(root.cause)) root = root.cause;
+      const reason = hasMessage(root) ? root.message : String(root);
+      const label = this.constructor.name;
+      const file = `node_modules/nestjs-unique-jobs/sql/${DEFAULT_IDEMPOTENCY_TABLE}.${this.sql.name}.sql`;
+      const sqlClass = this.sql.name === 'postgres' ? 'PostgresIdempotencyStore' : 'SqliteIdempotencyStore';
+      throw new Error(
+        `${label} cannot read its table "${this.table}" (${reason}). Create the table before the application starts, with one of: ` +
+          `(1) \`await store.migrate()\` where the store is created (e.g. in the useFactory of UniqueJobsModule.forRootAsync); ` +
+          `(2) the TypeORM migration \`typeOrmIdempotencyMigration({ table: '${this.table}' })\` (\`UniqueJobsIdempotencyMigration\` for the default table) in your DataSource's migrations; ` +
+          `(3) the SQL of \`${sqlClass}.migrationSql('${this.table}')\`, or for the default table the file ${file}`,
+        { cause: error },
+      );
+    }
+  }
+
+  /** @inheritDoc */
+  async claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult> {
+    const { scope, key, fingerprint } = request;
+    return this.exclusive(
+      async () => {
+        for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+          const claimed = await this.adapter.execute(this.sql.claim(request));
+          const row = claimed.rows[0];
+          if (row) return { claimed: true, takeover: truthy(row.takeover) };
+          const blocking = await this.adapter.execute(this.sql.blocking(scope, key, fingerprint));
+          const current = blocking.rows[0];
+          if (current) {
+            return {
+              claimed: false,
+              record: toIdempotencyRecord(current as unknown as SqlRecordRow),
+              expiresInMs: Number(current.expires_in_ms),
+            };
+          }
+          // The record that stopped the claim expired or was deleted before it could be read: claim again.
+        }
+        throw claimRaceError(this.constructor.name, scope, key);
+      },
+      false,
+      (result) => result.claimed,
+    );
+  }
+
+  /** @inheritDoc */
+  async renew(ref: IdempotencyRecordRef, leaseMs: number): Promise<boolean> {
+    return this.changed(this.sql.renew(ref, leaseMs));
+  }
+
+  /** @inheritDoc */
+  async complete(ref: IdempotencyRecordRef, completion: IdempotencyCompletion): Promise<boolean> {
+    return this.changed(this.sql.complete(ref, completion));
+  }
+
+  /** @inheritDoc */
+  async fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): Promise<boolean> {
+    return this.changed(this.sql.fail(ref, failure));
+  }
+
+  /** @inheritDoc */
+  async release(ref: IdempotencyRecordRef): Promise<boolean> {
+    return this.changed(this.sql.release(ref));
+  }
+
+  /** @inheritDoc */
+  async get(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+    const { rows } = await this.run(this.sql.live(scope, key));
+    return rows[0] ? toIdempotencyRecord(rows[0] as unknown as SqlRecordRow) : undefined;
+  }
+
+  /** Deletes the key's record whatever its state. `true` if a live one existed (an expired one counts as absent). */
+  async delete(scope: string, key: string): Promise<boolean> {
+    const { rows } = await this.run(this.sql.delete(scope, key));
+    return rows.some((row) => truthy(row.live));
+  }
+
+  /** @inheritDoc */
+  async prune(limit: number): Promise<number> {
+    return (await this.run(this.sql.prune(limit))).rowCount;
+  }
+
+  /**
+   * Opens a transaction through the adapter, locks the owner's record (PostgreSQL: `SELECT … FOR UPDATE`; SQLite: the
+   * write lock), runs `work` with the adapter's transaction handle, then completes the owner's record in the same
+   * transaction and commits. If the owner lost its claim (another delivery took it over), the transaction rolls back
+   * and {@link IdempotencyLeaseLostError} is thrown; if `work` or `completion` throws, it rolls back and that error is
+   * thrown; if the connection dropped meanwhile, {@link IdempotencyConnectionLostError} is thrown. Do not commit, roll
+   * back or release the transaction in `work`.
+   */
+  async runInTransaction<T>(
+    ref: IdempotencyRecordRef,
+    work: (transaction: Transaction) => Promise<T>,
+    completion: (value: T) => IdempotencyCompletion,
+  ): Promise<T> {
+    try {
+      return await this.exclusive(
+        () =>
+          this.adapter.transaction(async (tx) => {
+            // Lock the owner's record for the whole transaction: no claimant can take it over until COMMIT or ROLLBACK
+            // (a crash drops the connection, which rolls back and unlocks), so the lease needs no renewal meanwhile.
+            const lock = this.sql.lockOwned(ref);
+            if (!affected(lock, await tx.execute(lock))) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
+            const value = await work(tx.handle);
+            const complete = this.sql.complete(ref, completion(value));
+            if (!affected(complete, await tx.execute(complete)))
+              throw new IdempotencyLeaseLostError(ref.scope, ref.key);
+            return value;
+          }),
+        true,
+      );
+    } catch (error) {
+      if (error instanceof IdempotencyConnectionLostError && error.key === undefined) {
+        throw new IdempotencyConnectionLostError(error.cause, ref.scope, ref.key);
+      }
+      throw error;
+    }
+  }
+
+  private async changed(statement: SqlStatement): Promise<boolean> {
+    return affected(statement, await this.run(statement));
+  }
+
+  private run(statement: SqlStatement): Promise<SqlResult> {
+    return this.exclusive(() => this.adapter.execute(statement));
+  }
+
+  /** SQLite: runs `operation` in the store's {@link SerialQueue}. PostgreSQL: runs it now. */
+  private exclusive<T>(operation: () => Promise<T>, urgent = false, pauseAfter?: (value: T) => boolean): Promise<T> {
+    return this.queue ? this.queue.run(operation, urgent, pauseAfter) : operation();
+  }
+}
+
+/** Whether a statement changed (or, returning rows, found) at least one row. */
+function affected(statement: SqlStatement, result: SqlResult): boolean {
+  return statement.returnsRows ? result.rows.length > 0 : result.rowCount > 0;
+}
+
+/** An error, whatever realm made it (`instanceof Error` fails across realms). */
+function hasMessage(value: unknown): value is { message: string; cause?: unknown } {
+  return typeof value === 'object' && value !== null && typeof (value as { message?: unknown }).message === 'string';
+}
+
+/** A boolean column: PostgreSQL answers `true`/`false`, SQLite `1`/`0` (or `1n`). */
+function truthy(value: unknown): boolean {
+  return value === true || value === 1 || value === 1n || value === '1' || value === 't';
+}

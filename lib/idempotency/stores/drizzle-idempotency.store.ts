@@ -1,0 +1,201 @@
+import type * as DrizzleOrm from 'drizzle-orm';
+import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
+import { watchConnection, type ConnectionWatch } from '../sql/connection-watch.js';
+import type { SqlDialectName, SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
+import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
+
+/** `drizzle-orm`'s module: a type only, the module itself is imported on first use. */
+type SqlModule = typeof DrizzleOrm;
+
+/** A Drizzle SQL object (`SQL`, or anything with `getSQL()`): what the store hands to `execute`, `run` and `all`. */
+export interface DrizzleSqlLike {
+  getSQL(): unknown;
+}
+
+/** Drizzle's transaction options on PostgreSQL (`PgTransactionConfig`). */
+export interface DrizzlePgTransactionConfig {
+  isolationLevel?: 'read uncommitted' | 'read committed' | 'repeatable read' | 'serializable';
+  accessMode?: 'read only' | 'read write';
+  deferrable?: boolean;
+}
+
+/**
+ * A Drizzle database on PostgreSQL (`drizzle-orm/node-postgres`, also postgres-js): what the store needs of it.
+ * Declared here so that `drizzle-orm` stays an optional peer dependency; a real `NodePgDatabase` fits.
+ */
+export interface DrizzlePgDatabaseLike<Tx = unknown> {
+  /** Runs a Drizzle `SQL` (typed `never` here so that any Drizzle driver's own signature fits). */
+  execute(query: never): PromiseLike<{ rows: unknown[]; rowCount?: number | null }>;
+  transaction<T>(transaction: (tx: Tx) => Promise<T>, config?: DrizzlePgTransactionConfig): Promise<T>;
+}
+
+/** A Drizzle database on SQLite (`drizzle-orm/better-sqlite3`): a real `BetterSQLite3Database` fits. */
+export interface DrizzleSqliteDatabaseLike {
+  /** Runs a Drizzle `SQL` (typed `never` here so that any Drizzle driver's own signature fits). */
+  run(query: never): unknown;
+  all(query: never): unknown;
+}
+
+/** Options of {@link DrizzleIdempotencyStore}. */
+export interface DrizzleIdempotencyStoreOptions<Db> {
+  /** The application's Drizzle database: node-postgres (PostgreSQL) or better-sqlite3 (SQLite). */
+  db: Db;
+  /** Its SQL dialect. Default: `'postgres'` for a database with `execute()`, else `'sqlite'`. */
+  dialect?: SqlDialectName;
+  /** The table of the records (see `SqlIdempotencyStoreOptions.table`). Default `'unique_jobs_idempotency'`. */
+  table?: string;
+  /** Options of the transactions of transactional mode on PostgreSQL, e.g. `{ isolationLevel: 'repeatable read' }`. */
+  transactionConfig?: DrizzlePgTransactionConfig;
+}
+
+/** What the handler receives in transactional mode: the `tx` of `db.transaction()` (PostgreSQL), or `db` (SQLite). */
+export type DrizzleTransactionOf<Db> = Db extends DrizzlePgDatabaseLike<infer Tx> ? Tx : Db;
+
+/**
+ * Idempotency records through a Drizzle database, PostgreSQL or SQLite: the same table and statements as
+ * `PostgresIdempotencyStore` and `SqliteIdempotencyStore`, sent as Drizzle SQL (`drizzle-orm` is imported when the
+ * store first runs a statement, never before).
+ *
+ * In transactional mode, on PostgreSQL, the handler receives the `tx` of `db.transaction()`
+ * (`idempotencyOf<typeof tx>(job).transaction`): `tx.insert(payments).values(…)`, `tx.update(…)`, `tx.query.…` join
+ * the claim's transaction and commit with the completed record; `db` itself does not. If the transaction's connection
+ * drops while the handler runs, the attempt fails with `IdempotencyConnectionLostError` and the process lives on. On
+ * SQLite (better-sqlite3, whose `db.transaction()` cannot await), the store opens `BEGIN IMMEDIATE` on the database and
+ * the handler receives `db` itself, whose connection is inside the transaction: as with `SqliteIdempotencyStore`,
+ * give the store a database connection of its own.
+ *
+ * ```ts
+ * const store = new DrizzleIdempotencyStore({ db: drizzle(pool) });
+ * await store.migrate();
+ * ```
+ */
+export class DrizzleIdempotencyStore<
+  Db extends DrizzlePgDatabaseLike | DrizzleSqliteDatabaseLike,
+> extends SqlIdempotencyStore<DrizzleTransactionOf<Db>> {
+  constructor(options: DrizzleIdempotencyStoreOptions<Db>) {
+    const db = options?.db as Partial<DrizzlePgDatabaseLike & DrizzleSqliteDatabaseLike> | undefined;
+    const dialect = options?.dialect ?? (typeof db?.execute === 'function' ? 'postgres' : 'sqlite');
+    const fits =
+      dialect === 'postgres'
+        ? typeof db?.execute === 'function' && typeof db.transaction === 'function'
+        : typeof db?.run === 'function' && typeof db.all === 'function';
+    if (!fits) {
+      throw new Error(
+        `DrizzleIdempotencyStore: options.db must be a Drizzle database (${dialect === 'postgres' ? 'with execute() and transaction()' : 'with run() and all()'})`,
+      );
+    }
+    const adapter =
+      dialect === 'postgres'
+        ? drizzlePgAdapter(options.db as DrizzlePgDatabaseLike, options.transactionConfig)
+        : drizzleSqliteAdapter(options.db as DrizzleSqliteDatabaseLike);
+    super({
+      adapter: adapter as SqlIdempotencyAdapter<DrizzleTransactionOf<Db>>,
+      table: options.table,
+      name: 'drizzle',
+    });
+  }
+}
+
+let sqlModule: Promise<SqlModule> | undefined;
+
+/** `drizzle-orm`, imported on first use. */
+function drizzle(): Promise<SqlModule> {
+  sqlModule ??= import('drizzle-orm');
+  return sqlModule;
+}
+
+/** A statement as Drizzle SQL: its text split at the placeholders, each value a bound parameter. */
+export async function toDrizzleSql(statement: SqlStatement, dialect: SqlDialectName): Promise<DrizzleSqlLike> {
+  const { sql } = await drizzle();
+  const chunks = statement.text.split(dialect === 'postgres' ? /\$(\d+)/ : /(\?)/);
+  const parts = chunks.map((chunk, i) => {
+    if (i % 2 === 0) return sql.raw(chunk);
+    return sql.param(dialect === 'postgres' ? statement.params[Number(chunk) - 1] : statement.params[(i - 1) / 2]);
+  });
+  return sql.join(parts);
+}
+
+/** Runs one statement on a Drizzle PostgreSQL database or transaction. */
+export async function drizzlePgExecute(db: DrizzlePgDatabaseLike, statement: SqlStatement): Promise<SqlResult> {
+  const result = await db.execute((await toDrizzleSql(statement, 'postgres')) as never);
+  const rows = result.rows as Record<string, unknown>[];
+  return { rows, rowCount: statement.returnsRows ? rows.length : Number(result.rowCount ?? 0) };
+}
+
+/** Runs one statement on a Drizzle SQLite database. */
+export async function drizzleSqliteExecute(db: DrizzleSqliteDatabaseLike, statement: SqlStatement): Promise<SqlResult> {
+  const query = await toDrizzleSql(statement, 'sqlite');
+  if (statement.returnsRows) {
+    const rows = (await db.all(query as never)) as Record<string, unknown>[];
+    return { rows, rowCount: rows.length };
+  }
+  const result = (await db.run(query as never)) as { changes?: number | bigint; rowsAffected?: number };
+  return { rows: [], rowCount: Number(result.changes ?? result.rowsAffected ?? 0) };
+}
+
+/**
+ * Watches the connection of a Drizzle node-postgres transaction (`tx._.session.client`, a `pg` client checked out of
+ * the pool, which Drizzle leaves without an `'error'` listener). Other drivers report errors through their promises.
+ */
+export function watchDrizzleTransaction(tx: unknown): ConnectionWatch {
+  const session = (tx as { _?: { session?: { client?: unknown } } } | undefined)?._?.session;
+  return watchConnection(session?.client);
+}
+
+/**
+ * Runs `body` inside `db.transaction()`, watching its connection: a connection that drops meanwhile rejects with
+ * `IdempotencyConnectionLostError` (Drizzle's own rollback then fails too; the client is discarded by the pool).
+ */
+export async function drizzlePgTransaction<Tx, R>(
+  open: (run: (tx: Tx) => Promise<R>) => Promise<R>,
+  body: (tx: Tx) => Promise<R>,
+): Promise<R> {
+  let watch: ConnectionWatch | undefined;
+  try {
+    return await open((tx) => {
+      watch = watchDrizzleTransaction(tx);
+      return body(tx);
+    });
+  } catch (error) {
+    const lost = watch?.lost();
+    if (lost) throw new IdempotencyConnectionLostError(lost);
+    throw error;
+  } finally {
+    watch?.stop();
+  }
+}
+
+function drizzlePgAdapter(
+  db: DrizzlePgDatabaseLike,
+  config: DrizzlePgTransactionConfig | undefined,
+): SqlIdempotencyAdapter<unknown> {
+  return {
+    dialect: 'postgres',
+    execute: (statement) => drizzlePgExecute(db, statement),
+    transaction: (body) =>
+      drizzlePgTransaction(
+        (run) => db.transaction(run, config),
+        (tx) => body({ handle: tx, execute: (statement) => drizzlePgExecute(tx as DrizzlePgDatabaseLike, statement) }),
+      ),
+  };
+}
+
+function drizzleSqliteAdapter(db: DrizzleSqliteDatabaseLike): SqlIdempotencyAdapter<unknown> {
+  const exec = async (text: string) => drizzleSqliteExecute(db, { text, params: [], returnsRows: false });
+  const execute = (statement: SqlStatement) => drizzleSqliteExecute(db, statement);
+  return {
+    dialect: 'sqlite',
+    execute,
+    async transaction(body) {
+      await exec('BEGIN IMMEDIATE');
+      try {
+        const value = await body({ handle: db, execute });
+        await exec('COMMIT');
+        return value;
+      } catch (error) {
+        await exec('ROLLBACK').catch(() => undefined);
+        throw error;
+      }
+    },
+  };
+}

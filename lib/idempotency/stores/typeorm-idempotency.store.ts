@@ -1,0 +1,152 @@
+import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
+import { watchConnection } from '../sql/connection-watch.js';
+import type { SqlDialectName, SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
+import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
+
+/** TypeORM's isolation levels (`IsolationLevel`). */
+export type TypeOrmIsolationLevel =
+  'READ UNCOMMITTED' | 'READ COMMITTED' | 'REPEATABLE READ' | 'SERIALIZABLE' | 'SNAPSHOT';
+
+/**
+ * What the store needs of a TypeORM `QueryRunner` (typeorm 0.3 and 1.x). Declared here so that `typeorm` stays an
+ * optional peer dependency: a real `QueryRunner` fits.
+ */
+export interface TypeOrmQueryRunnerLike<Manager = unknown> {
+  /** The `EntityManager` bound to this runner's connection: inside a transaction, every write through it joins it. */
+  readonly manager: Manager;
+  readonly isReleased: boolean;
+  readonly isTransactionActive: boolean;
+  connect(): Promise<unknown>;
+  query(
+    query: string,
+    parameters: unknown[] | undefined,
+    useStructuredResult: true,
+  ): Promise<{ records: unknown[]; affected?: number | null }>;
+  startTransaction(isolationLevel?: TypeOrmIsolationLevel): Promise<void>;
+  commitTransaction(): Promise<void>;
+  rollbackTransaction(): Promise<void>;
+  release(): Promise<void>;
+}
+
+/** What the store needs of a TypeORM `DataSource`: a real one fits. */
+export interface TypeOrmDataSourceLike<Manager = unknown> {
+  /** Its options: `type` says the database (`'postgres'`, `'better-sqlite3'`, `'sqlite'`). */
+  readonly options: { readonly type: string };
+  createQueryRunner(): TypeOrmQueryRunnerLike<Manager>;
+}
+
+/** Options of {@link TypeOrmIdempotencyStore}. */
+export interface TypeOrmIdempotencyStoreOptions<Manager = unknown> {
+  /** The application's `DataSource` (PostgreSQL, or SQLite through `better-sqlite3`). The store never destroys it. */
+  dataSource: TypeOrmDataSourceLike<Manager>;
+  /** The table of the records (see `SqlIdempotencyStoreOptions.table`). Default `'unique_jobs_idempotency'`. */
+  table?: string;
+  /**
+   * Isolation level of the transactions of transactional mode (the handler's writes run in it). Default: the
+   * DataSource's (`isolationLevel` option), else the database's (READ COMMITTED on PostgreSQL).
+   */
+  isolation?: TypeOrmIsolationLevel;
+}
+
+/**
+ * Idempotency records on a TypeORM `DataSource`, PostgreSQL or SQLite: the same table and statements as
+ * `PostgresIdempotencyStore` and `SqliteIdempotencyStore`, run through TypeORM's query runners.
+ *
+ * In transactional mode the handler receives the transaction's `EntityManager` (`idempotencyOf<EntityManager>(job)
+ * .transaction`): `manager.getRepository(Payment).save(…)`, `manager.save(…)` and `manager.query(…)` join the claim's
+ * transaction and commit with the completed record. **A repository injected with `@InjectRepository` does not follow
+ * the transaction** (TypeORM binds a repository to the manager that created it): use the manager's repositories in the
+ * handler, or let `@nestjs-cls/transactional` carry the transaction to your services (`TransactionHostIdempotencyStore`).
+ *
+ * PostgreSQL: each transaction holds one connection of the DataSource's pool for the whole handler (size the pool
+ * above the worker's concurrency). If that connection drops while the handler runs, the attempt fails with
+ * `IdempotencyConnectionLostError` and the process lives on. SQLite: a TypeORM DataSource is one connection; the store
+ * serializes its transactions, and any other statement run on the DataSource meanwhile becomes part of the open
+ * transaction: give the worker process a DataSource that nothing else writes through while jobs run.
+ *
+ * ```ts
+ * const store = new TypeOrmIdempotencyStore({ dataSource });
+ * await store.migrate(); // or the migration class UniqueJobsIdempotencyMigration
+ * ```
+ */
+export class TypeOrmIdempotencyStore<Manager = unknown> extends SqlIdempotencyStore<Manager> {
+  constructor(options: TypeOrmIdempotencyStoreOptions<Manager>) {
+    const dataSource = options?.dataSource;
+    if (typeof dataSource?.createQueryRunner !== 'function' || typeof dataSource.options?.type !== 'string') {
+      throw new Error('TypeOrmIdempotencyStore: options.dataSource must be a TypeORM DataSource');
+    }
+    super({
+      adapter: typeOrmAdapter(dataSource, options.isolation),
+      table: options.table,
+      name: 'typeorm',
+    });
+  }
+}
+
+/** The SQL dialect of a TypeORM database type, or an Error naming the supported ones. */
+export function typeOrmDialect(type: string): SqlDialectName {
+  if (type === 'postgres') return 'postgres';
+  if (type === 'better-sqlite3' || type === 'sqlite') return 'sqlite';
+  throw new Error(
+    `TypeORM database type "${type}" is not supported by the idempotency stores: use "postgres" or "better-sqlite3"`,
+  );
+}
+
+/** Runs one statement on a query runner, with TypeORM's structured result. */
+export async function typeOrmExecute(runner: TypeOrmQueryRunnerLike, statement: SqlStatement): Promise<SqlResult> {
+  const result = await runner.query(statement.text, [...statement.params], true);
+  const rows = (result.records ?? []) as Record<string, unknown>[];
+  return { rows, rowCount: statement.returnsRows ? rows.length : Number(result.affected ?? 0) };
+}
+
+/**
+ * Runs `body` in a transaction of a new query runner of `dataSource`; the handle is the runner's `EntityManager`. A
+ * connection that drops meanwhile (TypeORM releases such a runner itself) rejects with
+ * `IdempotencyConnectionLostError`.
+ */
+export async function typeOrmTransaction<Manager, R>(
+  dataSource: TypeOrmDataSourceLike<Manager>,
+  isolation: TypeOrmIsolationLevel | undefined,
+  body: (runner: TypeOrmQueryRunnerLike<Manager>) => Promise<R>,
+): Promise<R> {
+  const runner = dataSource.createQueryRunner();
+  await runner.connect();
+  // TypeORM listens on a PostgreSQL connection's 'error' (and releases the runner); this listener keeps the error.
+  const watch = watchConnection((runner as { databaseConnection?: unknown }).databaseConnection);
+  try {
+    await runner.startTransaction(isolation);
+    const value = await body(runner);
+    await runner.commitTransaction();
+    return value;
+  } catch (error) {
+    if (runner.isTransactionActive && !runner.isReleased) await runner.rollbackTransaction().catch(() => undefined);
+    const lost = watch.lost() ?? (runner.isReleased ? error : undefined);
+    if (lost) throw new IdempotencyConnectionLostError(lost);
+    throw error;
+  } finally {
+    watch.stop();
+    if (!runner.isReleased) await runner.release();
+  }
+}
+
+/** The adapter of {@link TypeOrmIdempotencyStore}. */
+export function typeOrmAdapter<Manager>(
+  dataSource: TypeOrmDataSourceLike<Manager>,
+  isolation?: TypeOrmIsolationLevel,
+): SqlIdempotencyAdapter<Manager> {
+  return {
+    dialect: typeOrmDialect(dataSource.options.type),
+    async execute(statement) {
+      const runner = dataSource.createQueryRunner();
+      try {
+        return await typeOrmExecute(runner, statement);
+      } finally {
+        if (!runner.isReleased) await runner.release();
+      }
+    },
+    transaction: (body) =>
+      typeOrmTransaction(dataSource, isolation, (runner) =>
+        body({ handle: runner.manager, execute: (statement) => typeOrmExecute(runner, statement) }),
+      ),
+  };
+}
