@@ -48,6 +48,11 @@ export class JobNameRegistry<T extends JobNameScoped> {
     return (slot?.named.get(name) ?? slot?.any)?.resolved;
   }
 
+  /** Whether any entry was added at all. */
+  get size(): number {
+    return this.byQueue.size;
+  }
+
   /** Whether any entry was added for the queue. */
   hasQueue(queue: string): boolean {
     return this.byQueue.has(queue);

@@ -109,6 +109,11 @@ export class IdempotencyDefinitions {
   }
 
   /** The options for a job, or `undefined` when it has no idempotency key. */
+  /** Whether any `@IdempotencyKey` was registered. */
+  get any(): boolean {
+    return this.registry.size > 0;
+  }
+
   find(queue: string, name: string): ResolvedIdempotency | undefined {
     return this.registry.find(queue, name);
   }

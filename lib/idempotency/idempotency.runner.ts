@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { canonicalJson } from '../digest/canonical-json.js';
 import { IdempotencyConnectionLostError } from '../errors/idempotency-connection-lost.error.js';
 import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
 import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
@@ -14,6 +13,8 @@ import { attemptOutcome } from '../common/bullmq-lifecycle.js';
 import type { LoggerLike } from '../common/logger.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
 import { AttemptContext } from './idempotency-context.js';
+import { completedBy, keyOf, serializeResult } from './attempt-values.js';
+import { recordIdOf, type WaitingDuplicates, type WorkerLike } from './waiting-duplicates.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyClaimResult, IdempotencyRecordRef } from './idempotency-store.interface.js';
 
@@ -26,6 +27,10 @@ interface Attempt {
   signal: AbortSignal | undefined;
   definition: ResolvedIdempotency;
   ref: IdempotencyRecordRef;
+  /** The record's hashed id (what waiting deliveries name it by). */
+  recordId: string;
+  /** The worker running the job (what promotes the deliveries waiting for its key). */
+  worker: WorkerLike | undefined;
   ids: { queue: string; jobName: string; jobId: string; scope: string; key: string; store: string };
 }
 
@@ -35,7 +40,24 @@ interface Attempt {
  * docs/idempotency.md for the record's lifecycle.
  */
 export class IdempotencyRunner {
-  constructor(private readonly deps: { events: UniqueJobsEvents; logger: LoggerLike }) {}
+  constructor(
+    private readonly deps: {
+      events: UniqueJobsEvents;
+      logger: LoggerLike;
+      /** Wakes the deliveries waiting for a key when its holder settles it (else they wait for the holder's lease). */
+      waiting?: WaitingDuplicates;
+    },
+  ) {}
+
+  /** Starts listening for deliveries that wait for the keys this process will hold (bootstrap). */
+  listen(): Promise<void> {
+    return this.deps.waiting?.listen() ?? Promise.resolve();
+  }
+
+  /** Stops listening for waiting deliveries (module shutdown). */
+  close(): Promise<void> {
+    return this.deps.waiting?.close() ?? Promise.resolve();
+  }
 
   /** Runs `next` (the handler, or the rest of the interceptor chain) for `job` at most once per key. */
   async run(
@@ -45,6 +67,7 @@ export class IdempotencyRunner {
     signal: AbortSignal | undefined,
     next: Processor,
     connection?: Redis,
+    worker?: WorkerLike,
   ): Promise<unknown> {
     const base = { queue: job.queueName, jobName: job.name, jobId: job.id! };
     const keyed = keyOf(definition, job);
@@ -65,6 +88,8 @@ export class IdempotencyRunner {
       signal,
       definition,
       ref,
+      recordId: recordIdOf(scope, keyed.key),
+      worker,
       ids: { ...base, scope, key: keyed.key, store: definition.storeName },
     };
     const fingerprint = definition.fingerprintOf(job);
@@ -76,13 +101,19 @@ export class IdempotencyRunner {
     if (!claim.claimed && !own) return this.onHeld(attempt, claim, fingerprint);
     const takeover = claim.claimed ? claim.takeover : claim.record.attempts > 1;
     this.emit(attempt, { type: 'idempotencyClaimed', takeover });
+    if (worker) this.deps.waiting?.holding(attempt.recordId, worker);
 
     const context = new AttemptContext(scope, ref.key, takeover);
     return context.run(job, () =>
       options.transactional
-        ? this.runInTransaction(attempt, context, next)
+        ? this.runInTransaction(attempt, context, next).finally(() => this.settled(attempt))
         : this.runThenComplete(attempt, next, connection),
     );
+  }
+
+  /** The record is settled (or lost): the deliveries waiting for it run now. */
+  private settled(attempt: Attempt): void {
+    this.deps.waiting?.settled(attempt.recordId);
   }
 
   /**
@@ -105,6 +136,7 @@ export class IdempotencyRunner {
     } catch (error) {
       keeper.stop();
       await this.afterFailure(attempt, error);
+      this.settled(attempt);
       throw error;
     }
     keeper.stop();
@@ -113,13 +145,14 @@ export class IdempotencyRunner {
       result = serializeResult(value, ref);
     } catch (error) {
       await this.afterFailure(attempt, error);
+      this.settled(attempt);
       throw error;
     }
     const completion = { result, ttlMs: definition.options.ttl };
     const inOrder = connection && definition.store.completeInOrder?.(connection, ref, completion);
-    const settled = (inOrder ?? definition.store.complete(ref, completion)).then((completed) =>
-      this.afterCompletion(attempt, completed),
-    );
+    const settled = (inOrder ?? definition.store.complete(ref, completion))
+      .then((completed) => this.afterCompletion(attempt, completed))
+      .finally(() => this.settled(attempt));
     if (inOrder) settled.catch((error: unknown) => this.reportError(attempt, error));
     else await settled;
     return value;
@@ -197,9 +230,18 @@ export class IdempotencyRunner {
       this.emit(attempt, { type: 'idempotencyInProgress', action: 'failed', holderJobId, retryInMs: expiresInMs });
       throw new IdempotencyInProgressError(scope, key, holderJobId, expiresInMs);
     }
-    // Back to delayed until the holder's lease could have ended; BullMQ does not count this as an attempt.
+    // Back to delayed until the holder settles the record (it promotes this job then), or at the latest until its lease
+    // could have ended (a holder that died); BullMQ does not count this as an attempt.
     const retryInMs = expiresInMs + DELAY_MARGIN_MS;
-    await job.moveToDelayed(Date.now() + retryInMs, token);
+    const stillHeld = async () => {
+      const now = await definition.store.get(scope, key);
+      return now?.state === 'in_progress' && now.owner === record.owner;
+    };
+    if (this.deps.waiting && attempt.worker) {
+      await this.deps.waiting.delay(job, token, attempt.recordId, retryInMs, attempt.worker, stillHeld);
+    } else {
+      await job.moveToDelayed(Date.now() + retryInMs, token);
+    }
     this.emit(attempt, { type: 'idempotencyInProgress', action: 'delayed', holderJobId, retryInMs });
     throw new DelayedError(
       `Idempotency key "${key}" (scope "${scope}") is in progress in job ${holderJobId ?? '(unknown)'}: delayed ${retryInMs} ms`,
@@ -248,30 +290,3 @@ export class IdempotencyRunner {
 
 /** Slack added to a holder's remaining lease before a waiting duplicate is tried again (clocks differ slightly). */
 const DELAY_MARGIN_MS = 50;
-
-/**
- * Whether the record is completed by the claim `ref` names (its own completion, already applied); `false` when the
- * store cannot tell (then the completion is reported as a lost lease, as before).
- */
-async function completedBy(definition: ResolvedIdempotency, ref: IdempotencyRecordRef): Promise<boolean> {
-  const record = await definition.store.get(ref.scope, ref.key).catch(() => undefined);
-  return record?.state === 'completed' && record.owner === ref.owner;
-}
-
-function keyOf(definition: ResolvedIdempotency, job: Job): { key: string } | { missing: string } {
-  try {
-    return definition.keyOf(job);
-  } catch (error) {
-    return { missing: `an error (${(error as Error).message})` };
-  }
-}
-
-/** The handler's return value as JSON text (`undefined` stays absent). */
-function serializeResult(value: unknown, ref: IdempotencyRecordRef): string | undefined {
-  if (value === undefined) return undefined;
-  try {
-    return canonicalJson(value);
-  } catch (error) {
-    throw new UnserializableIdempotencyResultError(ref.scope, ref.key, (error as Error).message);
-  }
-}

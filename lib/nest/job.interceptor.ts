@@ -148,6 +148,19 @@ export class JobInterceptor {
     return this.runner.process(job, token, signal, handler, worker);
   }
 
+  /**
+   * Starts what the worker side needs before its first job (bootstrap): the listener of waiting deliveries. Not waited
+   * for: a Redis out of reach must not hold the bootstrap (the listener subscribes when it comes back).
+   */
+  start(): void {
+    if (this.deps.idempotencyDefinitions.any) void this.deps.idempotency.listen();
+  }
+
+  /** Closes what the interceptor opened itself (the idempotency runner's listener), once the workers closed. */
+  close(): Promise<void> {
+    return this.deps.idempotency.close();
+  }
+
   private async requeue(entry: DeadSetEntry): Promise<EnqueueResult> {
     const queue = this.queues.get(entry.queue);
     if (!queue) {

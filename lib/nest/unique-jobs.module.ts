@@ -9,6 +9,7 @@ import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-optio
 import { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
 import { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
+import { WaitingDuplicates } from '../idempotency/waiting-duplicates.js';
 import { RedisIdempotencyStore } from '../idempotency/stores/redis-idempotency.store.js';
 import { LockStore } from '../locks/lock-store.js';
 import { DEFAULT_PREFIX } from '../options/defaults.js';
@@ -159,7 +160,11 @@ interface LockStorage {
           ...locks,
           definitions,
           idempotencyDefinitions,
-          idempotency: new IdempotencyRunner({ events, logger }),
+          idempotency: new IdempotencyRunner({
+            events,
+            logger,
+            waiting: new WaitingDuplicates(redis.client, locks.keys, logger),
+          }),
           strategies,
           client: redis.client,
           events,
@@ -193,6 +198,7 @@ export class UniqueJobsModule extends ConfigurableModuleClass implements OnModul
     private readonly workerGuard: UniqueJobsWorkerGuard,
     private readonly reaper: UniqueJobsReaper,
     @Inject(UNIQUE_JOBS_IDEMPOTENCY) private readonly idempotency: IdempotencyDefinitions,
+    private readonly interceptor: JobInterceptor,
     @Optional() private readonly events?: UniqueJobsEvents,
   ) {
     super();
@@ -201,11 +207,13 @@ export class UniqueJobsModule extends ConfigurableModuleClass implements OnModul
   /** Fails the bootstrap when a configured idempotency store is not ready (a SQL store whose table is missing). */
   async onModuleInit(): Promise<void> {
     await this.idempotency.verifyStores();
+    this.interceptor.start();
   }
 
   /** Lets guarded workers finish their active jobs (and release their locks) before the lock client closes. */
   async onApplicationShutdown(): Promise<void> {
     await this.workerGuard.closeWorkers();
+    await this.interceptor.close();
     await this.reaper.stop();
     this.events?.complete();
     if (this.redis.owned) await this.redis.client.quit().catch(() => undefined);

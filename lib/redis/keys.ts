@@ -34,6 +34,14 @@ export class UniqueJobsKeys {
     return `${this.prefix}:{${recordId}}:idempotency`;
   }
 
+  /**
+   * The channel on which a delivery waiting for an idempotency key in progress announces itself to the key's holder
+   * (one channel per prefix; messages name the record by its hashed id).
+   */
+  get idempotencyWaitersChannel(): string {
+    return `${this.prefix}:{idempotency}:waiting`;
+  }
+
   /** The orphan reaper's leadership lock (a sorted set with one leased owner, like a run-time lock). */
   get reaperLeader(): string {
     return `${this.prefix}:{reaper}:leader`;

@@ -45,7 +45,7 @@ export class JobRunner {
     if (!keyed && !definition) return handler(job, token, signal);
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
     const connection = workerConnection(worker);
-    const next: ProcessFn = keyed ? this.underKey(keyed, handler, connection) : handler;
+    const next: ProcessFn = keyed ? this.underKey(keyed, handler, connection, worker) : handler;
     if (!definition)
       return tracer.run('process', { queue: job.queueName, jobName: job.name }, () => next(job, token, signal));
     return tracer.run(
@@ -134,10 +134,15 @@ export class JobRunner {
   }
 
   /** The handler under `@IdempotencyKey` (claim → handler → complete). */
-  private underKey(keyed: ResolvedIdempotency, handler: ProcessFn, connection: Redis | undefined): ProcessFn {
+  private underKey(
+    keyed: ResolvedIdempotency,
+    handler: ProcessFn,
+    connection: Redis | undefined,
+    worker: Worker | undefined,
+  ): ProcessFn {
     return (job, token, signal) =>
       this.deps.tracer.run('idempotency', { queue: job.queueName, jobName: job.name, store: keyed.storeName }, () =>
-        this.deps.idempotency.run(keyed, job, token, signal, handler, connection),
+        this.deps.idempotency.run(keyed, job, token, signal, handler, connection, worker),
       );
   }
 

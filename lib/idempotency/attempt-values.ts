@@ -1,0 +1,32 @@
+import type { Job } from 'bullmq';
+import { canonicalJson } from '../digest/canonical-json.js';
+import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
+import type { ResolvedIdempotency } from './idempotency-definitions.js';
+import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
+
+/**
+ * Whether the record is completed by the claim `ref` names (its own completion, already applied); `false` when the
+ * store cannot tell (then the completion is reported as a lost lease, as before).
+ */
+export async function completedBy(definition: ResolvedIdempotency, ref: IdempotencyRecordRef): Promise<boolean> {
+  const record = await definition.store.get(ref.scope, ref.key).catch(() => undefined);
+  return record?.state === 'completed' && record.owner === ref.owner;
+}
+
+export function keyOf(definition: ResolvedIdempotency, job: Job): { key: string } | { missing: string } {
+  try {
+    return definition.keyOf(job);
+  } catch (error) {
+    return { missing: `an error (${(error as Error).message})` };
+  }
+}
+
+/** The handler's return value as JSON text (`undefined` stays absent). */
+export function serializeResult(value: unknown, ref: IdempotencyRecordRef): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return canonicalJson(value);
+  } catch (error) {
+    throw new UnserializableIdempotencyResultError(ref.scope, ref.key, (error as Error).message);
+  }
+}

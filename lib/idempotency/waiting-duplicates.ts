@@ -1,0 +1,157 @@
+import { hash } from 'node:crypto';
+import { Job, type MinimalQueue } from 'bullmq';
+import type { Cluster, Redis } from 'ioredis';
+import type { LoggerLike } from '../common/logger.js';
+import type { UniqueJobsKeys } from '../redis/keys.js';
+
+/** A delivery waiting for a key in progress elsewhere: its queue (qualified name) and job id. */
+interface Waiter {
+  queue: string;
+  jobId: string;
+}
+
+/** A worker (or queue), as far as promoting its jobs is concerned. */
+export type WorkerLike = MinimalQueue & { qualifiedName: string };
+
+/** The holder of a key in this process: the worker its job runs on, and the deliveries waiting for it. */
+interface Holding {
+  queue: WorkerLike;
+  waiters: Waiter[];
+}
+
+/** How long an announcement for a key this process does not hold is kept, in case its claim is being answered. */
+const PENDING_MS = 2_000;
+/** Most such announcements kept at once (every process hears every announcement of its prefix). */
+const MAX_PENDING = 10_000;
+
+/** A record's identity: the hash of [scope, key], as the Redis store names its record (user data never reaches Redis). */
+export function recordIdOf(scope: string, key: string): string {
+  return hash('sha256', JSON.stringify([scope, key]), 'base64url');
+}
+
+/**
+ * Wakes the deliveries that wait for a key in progress the moment its holder settles it, instead of when the holder's
+ * lease could have ended. A waiting delivery moves itself to delayed (the lease is the upper bound, for a holder that
+ * died) and announces itself on a Redis channel; every process listens, and the one holding the key remembers it and
+ * promotes it (delayed → waiting) once the record is completed, failed or released. A delivery that announces itself
+ * after the holder settled sees the settled record when it checks again, and promotes itself. Costs nothing to a job
+ * that no one waits for: one subscriber connection per process, opened with the first key a worker holds.
+ */
+export class WaitingDuplicates {
+  private readonly held = new Map<string, Holding>();
+  /**
+   * Announcements of keys this process did not hold when they came: a holder's claim can answer it a moment after a
+   * waiter's claim answered the waiter, so `holding` adopts what came in the last {@link PENDING_MS}.
+   */
+  private readonly pending = new Map<string, { at: number; waiters: Waiter[] }>();
+  private subscriber: Redis | Cluster | undefined;
+  private started: Promise<void> | undefined;
+
+  constructor(
+    private readonly client: Redis | Cluster,
+    private readonly keys: UniqueJobsKeys,
+    private readonly logger: LoggerLike,
+  ) {}
+
+  /** This process holds the key of `recordId` for a job of `queue`: remember the deliveries that announce themselves. */
+  holding(recordId: string, queue: Holding['queue']): void {
+    const early = this.pending.get(recordId);
+    this.pending.delete(recordId);
+    this.held.set(recordId, { queue, waiters: early && Date.now() - early.at < PENDING_MS ? early.waiters : [] });
+    void this.listen();
+  }
+
+  /** Starts listening (at bootstrap, when a processor has `@IdempotencyKey`: announcements are never stored). */
+  listen(): Promise<void> {
+    this.started ??= this.subscribe();
+    return this.started;
+  }
+
+  /** The holder settled the record (completed, failed or released it): the waiting deliveries of its queue run now. */
+  settled(recordId: string): void {
+    const holding = this.held.get(recordId);
+    if (!holding) return;
+    this.held.delete(recordId);
+    for (const waiter of holding.waiters) {
+      // A waiter of another queue (a scope shared across queues) waits for the end of the holder's lease instead.
+      if (waiter.queue !== holding.queue.qualifiedName) continue;
+      void promote(holding.queue, waiter.jobId);
+    }
+  }
+
+  /**
+   * Delays a delivery that waits for the key of `recordId`: announces it to the holder (wherever it runs), moves it to
+   * delayed for `delayMs` (the upper bound), then promotes it itself if the holder settled the record meanwhile.
+   */
+  async delay(
+    job: Job,
+    token: string | undefined,
+    recordId: string,
+    delayMs: number,
+    worker: WorkerLike,
+    stillHeld: () => Promise<boolean>,
+  ): Promise<void> {
+    const waiter: Waiter = { queue: job.queueQualifiedName, jobId: job.id! };
+    await this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify({ recordId, ...waiter }));
+    await job.moveToDelayed(Date.now() + delayMs, token);
+    // Settled before the holder heard of this delivery: nobody will promote it, so it promotes itself.
+    if (!(await stillHeld())) await promote(worker, waiter.jobId);
+  }
+
+  /** Stops listening (module shutdown). */
+  async close(): Promise<void> {
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    this.started = undefined;
+    await subscriber?.quit().catch(() => undefined);
+  }
+
+  private async subscribe(): Promise<void> {
+    // A Cluster client duplicates as a Cluster; both are event emitters of the same events.
+    const subscriber = (this.client as Redis).duplicate();
+    subscriber.on('error', () => undefined); // the library's client reports the outage; the lease bounds the wait
+    this.subscriber = subscriber;
+    subscriber.on('message', (_channel: string, message: string) => this.heard(message));
+    try {
+      await subscriber.subscribe(this.keys.idempotencyWaitersChannel);
+    } catch (error) {
+      this.logger.warn(
+        `Waiting duplicates of keys in progress will wait for the holder's lease: could not subscribe (${(error as Error).message})`,
+      );
+    }
+  }
+
+  private heard(message: string): void {
+    let waiter: Waiter & { recordId: string };
+    try {
+      waiter = JSON.parse(message) as Waiter & { recordId: string };
+    } catch {
+      return;
+    }
+    if (typeof waiter.jobId !== 'string' || typeof waiter.queue !== 'string') return;
+    const entry = { queue: waiter.queue, jobId: waiter.jobId };
+    const holding = this.held.get(waiter.recordId);
+    if (holding) {
+      holding.waiters.push(entry);
+      return;
+    }
+    const now = Date.now();
+    for (const [id, early] of this.pending) {
+      if (now - early.at < PENDING_MS) break; // oldest first: the rest are younger
+      this.pending.delete(id);
+    }
+    if (this.pending.size >= MAX_PENDING) return;
+    const early = this.pending.get(waiter.recordId) ?? { at: now, waiters: [] };
+    early.waiters.push(entry);
+    this.pending.set(waiter.recordId, early);
+  }
+}
+
+/** Moves a delayed job to waiting, through its queue or worker (nothing happens if it is no longer delayed). */
+export async function promote(queue: MinimalQueue, jobId: string): Promise<void> {
+  try {
+    await new Job(queue, '', undefined, {}, jobId).promote();
+  } catch {
+    // Not delayed (any more): it already runs, or was promoted by itself.
+  }
+}
