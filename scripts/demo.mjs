@@ -33,7 +33,8 @@ if (upToDate) {
   console.log('The library (dist/) and the sample app (.build/sample/) are up to date.');
 } else {
   console.log('Building the library (dist/) and the sample app (.build/sample/)…');
-  status = run('npm run --silent build && npx tsc -p tsconfig.sample.json');
+  // From scratch: a file removed from sample-app/ must not linger in .build/sample/.
+  status = run('npm run --silent build && rm -rf .build/sample && npx tsc -p tsconfig.sample.json');
   if (status === 0) writeFileSync(STAMP, `${new Date().toISOString()}\n`);
 }
 if (status === 0) status = run('node .build/sample/sample-app/demo/demo.js');

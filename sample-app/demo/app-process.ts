@@ -77,9 +77,12 @@ export class AppProcess {
     });
   }
 
-  /** Resolves when a job of this worker stops at the armed hold point `point` (`SAMPLE_HOLD_POINTS`). */
-  async held(point: string, timeoutMs = 30_000): Promise<void> {
-    await this.waitFor(`hold point ${point}`, (message) => message.held === point, timeoutMs);
+  /**
+   * Resolves when a job of this worker stops at the armed hold point `point` (`SAMPLE_HOLD_POINTS`), with the line it
+   * printed (`{"held": point, ...details}`).
+   */
+  held(point: string, timeoutMs = 30_000): Promise<AppMessage> {
+    return this.waitFor(`hold point ${point}`, (message) => message.held === point, timeoutMs);
   }
 
   /** Lets the job held at `point` go on. */

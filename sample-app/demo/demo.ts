@@ -1,7 +1,8 @@
 // `npm run demo` (scripts/demo.mjs builds the library and the sample, makes sure Redis answers, then runs this): starts
 // the sample app as an API process and a worker process, replays the payments story over HTTP, prints what happened
-// as a table and exits 0 only if every expectation held. The run lives in a namespace of its own (Redis prefix, SQLite
-// file or PostgreSQL schema), removed at the end.
+// as a table and exits 0 only if every expectation held. The app's database is TypeORM on a SQLite file, or on
+// PostgreSQL when DATABASE_URL is set. The run lives in a namespace of its own (Redis prefix, SQLite file or
+// PostgreSQL schema), removed at the end.
 import { fileURLToPath } from 'node:url';
 import { SampleApp } from './sample-app.js';
 import { HOLD_POINTS, PaymentsStory, SCENARIOS, type Check } from './scenarios.js';
@@ -27,11 +28,15 @@ async function main(): Promise<number> {
     const story = new PaymentsStory(app, (line) => console.log(`     · ${line}`));
     for (const scenario of SCENARIOS) {
       console.log(`\n  ${scenario.number}. ${scenario.title}`);
+      const scenarioStarted = Date.now();
       try {
         const result = await scenario.run(story);
         checks.push(...result);
         const held = result.filter((c) => c.ok).length;
-        console.log(`     ${held === result.length ? '✓' : '✗'} ${held} of ${result.length} expectations held`);
+        const seconds = ((Date.now() - scenarioStarted) / 1000).toFixed(1);
+        console.log(
+          `     ${held === result.length ? '✓' : '✗'} ${held} of ${result.length} expectations held (${seconds} s)`,
+        );
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         checks.push({

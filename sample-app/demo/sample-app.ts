@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { redisConnection } from '../src/config.js';
@@ -50,9 +51,10 @@ export class SampleApp {
     return this.space.prefix;
   }
 
-  /** `SQLite (<file>)` or `PostgreSQL (schema <name>)`. */
+  /** `TypeORM on SQLite (<file>)` or `TypeORM on PostgreSQL (schema <name>)`. */
   get database(): string {
-    return this.space.schema ? `PostgreSQL (schema ${this.space.schema})` : `SQLite (${this.env.SQLITE_FILE})`;
+    const where = this.space.schema ? `PostgreSQL (schema ${this.space.schema})` : `SQLite (${this.env.SQLITE_FILE})`;
+    return `TypeORM on ${where}`;
   }
 
   /** Starts the API, then a worker that calls the API's simulated payment provider. */
@@ -110,6 +112,32 @@ export class SampleApp {
       }
     })();
     return this.stopped;
+  }
+
+  /** The TypeORM migrations the app has run in its database (its `migrations` table), oldest first. */
+  async executedMigrations(): Promise<string[]> {
+    const query = 'SELECT name FROM migrations ORDER BY id';
+    if (this.options.databaseUrl && this.space.schema) {
+      const { rows } = await withPg(this.env.DATABASE_URL!, (client) => client.query<{ name: string }>(query));
+      return rows.map((row) => row.name);
+    }
+    const database = new Database(this.env.SQLITE_FILE, { readonly: true, fileMustExist: true });
+    try {
+      return (database.prepare(query).all() as { name: string }[]).map((row) => row.name);
+    } finally {
+      database.close();
+    }
+  }
+
+  /** Whether the run's SQLite file, or PostgreSQL schema, exists. */
+  async databaseExists(): Promise<boolean> {
+    if (this.options.databaseUrl && this.space.schema) {
+      const { rows } = await withPg(this.options.databaseUrl, (client) =>
+        client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [this.space.schema]),
+      );
+      return rows.length > 0;
+    }
+    return existsSync(this.env.SQLITE_FILE!);
   }
 
   /** Keys left under the run's prefixes (BullMQ's and the library's). */

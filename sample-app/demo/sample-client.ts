@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Charge } from '../src/charges/charges.repository.js';
+import type { Charge } from '../src/charges/charge.entity.js';
 import type { JobView, QueueCounts } from '../src/jobs/jobs.controller.js';
 import type { PaymentEvent } from '../src/payments/payment-event.js';
 import type { PaymentsOverview } from '../src/payments/payments.controller.js';

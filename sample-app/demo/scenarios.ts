@@ -1,6 +1,6 @@
 import type { ChargeResult } from '../src/charges/charge-customer.job.js';
 import type { PaymentEvent } from '../src/payments/payment-event.js';
-import type { Settlement } from '../src/payments/payments.repository.js';
+import type { Settlement } from '../src/payments/payments.service.js';
 import type { WebhookReceipt } from '../src/payments/webhooks.controller.js';
 import { describeExit } from './app-process.js';
 import type { SampleApp } from './sample-app.js';
@@ -44,7 +44,7 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     number: 4,
-    title: 'order 48213 charged, worker SIGKILLed mid-job and restarted → exactly one charge',
+    title: 'order 48213 charged 3 times, worker SIGKILLed mid-transaction and restarted → exactly one charge',
     run: (story) => story.workerKilledMidCharge(),
   },
   {
@@ -157,40 +157,78 @@ export class PaymentsStory {
   }
 
   /**
-   * Scenario 4: the worker is killed after the provider charged and before the job completed; BullMQ hands the job to
-   * the restarted worker, which takes the idempotency key over and calls the provider again with the same key.
+   * Scenario 4, effect-once in the app's own transaction: order 48213 is charged, then charged twice more while its job
+   * works (a shop that retried). The worker is SIGKILLed while that job's transaction is open: the provider has
+   * charged, our `charges` row is written in the transaction, nothing is committed, and the repeats wait for the
+   * order's idempotency key. The restarted worker gets the jobs back from BullMQ: one run takes the key over, calls the
+   * provider again with the same downstream key (same charge back) and commits our row; the others replay its result.
    */
   async workerKilledMidCharge(): Promise<Check[]> {
     const check = checker(4);
     this.progress('POST /orders/48213/charge');
     const { jobId } = await this.client.chargeOrder(ORDER.orderId, ORDER);
-    await this.app.worker.held('charge:48213');
+    const held = await this.app.worker.held('charge:48213');
+    this.progress(
+      `job ${jobId} charged at the provider and wrote charges row ${String(held.chargeId)} in its open transaction ` +
+        '(held there); POST /orders/48213/charge twice more',
+    );
+    const repeats = (await Promise.all([1, 2].map(() => this.client.chargeOrder(ORDER.orderId, ORDER)))).map(
+      (receipt) => receipt.jobId,
+    );
+    // A worker slot is free: one repeat starts and waits for the order's key, the other waits in the queue.
+    const repeatStates = await this.client.poll('a repeat to start', 10_000, async () => {
+      const states = await Promise.all(repeats.map(async (id) => (await this.client.job(CHARGES, id)).state));
+      return states.includes('active') ? states : undefined;
+    });
     const [providerAtKill, chargesAtKill] = await Promise.all([this.client.provider(), this.client.charges()]);
-    this.progress(`the provider charged, the job has not completed: SIGKILL the worker (pid ${this.app.worker.pid})`);
+    this.progress(`SIGKILL the worker (pid ${this.app.worker.pid}) with job ${jobId}'s transaction open`);
     const exit = await this.app.worker.kill('SIGKILL');
     const worker = await this.app.restartWorker();
-    this.progress(`worker restarted (pid ${worker.pid}); BullMQ hands it the interrupted job within a few seconds…`);
-    const job = await this.client.finished(CHARGES, jobId, 45_000);
-    const result = job.result as ChargeResult | null;
+    this.progress(`worker restarted (pid ${worker.pid}); BullMQ hands it the interrupted jobs within a few seconds…`);
+    const jobs = await Promise.all([jobId, ...repeats].map((id) => this.client.finished(CHARGES, id, 45_000)));
+    const results = jobs.map((job) => job.result as ChargeResult | null);
+    const charged = results[0];
     const provider = await this.client.provider();
     const providerCharges = provider.charges.filter((charge) => charge.description === `order ${ORDER.orderId}`);
     const keys = new Set(providerCharges.map((charge) => charge.idempotencyKey));
     const calls = provider.calls.filter((call) => keys.has(call.idempotencyKey));
     const ours = (await this.client.charges()).filter((charge) => charge.orderId === ORDER.orderId);
     const [key] = keys;
+    const written = held.transactionOpen === true ? `in job ${jobId}'s open transaction` : 'outside a transaction';
+    const completed = jobs.filter((job) => job.state === 'completed').length;
+    const sameCharge = results.every(
+      (result) => result?.chargeId === charged?.chargeId && result?.providerChargeId === charged?.providerChargeId,
+    );
     return [
       check(
         'when the worker was killed',
-        'charged at the provider, not in our table',
-        `${providerAtKill.charges.length} provider charge, ${chargesAtKill.length} rows in ours`,
-        providerAtKill.charges.length === 1 && chargesAtKill.length === 0,
+        'provider charged; our row written, uncommitted',
+        `${providerAtKill.charges.map((charge) => charge.id).join(', ') || 'no charge'} at the provider; ` +
+          `row ${String(held.chargeId)} ${written}, ${count(chargesAtKill.length, 'row')} committed`,
+        providerAtKill.charges.length === 1 &&
+          typeof held.chargeId === 'number' &&
+          held.transactionOpen === true &&
+          chargesAtKill.length === 0,
+      ),
+      check(
+        'the 2 repeats meanwhile',
+        "waiting for the order's key, not run",
+        `${repeatStates.join(', ')}; ${count(providerAtKill.calls.length, 'provider call')} in all`,
+        repeatStates.every((state) => state === 'active' || state === 'waiting' || state === 'delayed') &&
+          providerAtKill.calls.length === 1,
       ),
       check('the worker', 'killed by SIGKILL', `killed by ${describeExit(exit)}`, exit.signal === 'SIGKILL'),
       check(
-        `job ${jobId} after the restart`,
-        'completed, by a takeover',
-        `${job.state}${result?.takeover ? ', by a takeover' : ''}`,
-        job.state === 'completed' && result?.takeover === true,
+        'the 3 jobs after the restart',
+        'completed, all with one charge',
+        `${completed} completed, with ${[...new Set(results.map((result) => result?.providerChargeId))].join(', ')}`,
+        completed === 3 && sameCharge,
+      ),
+      check(
+        'the run that charged',
+        'a takeover of the killed claim',
+        charged ? `job ${charged.chargedByJobId}, ${charged.takeover ? 'a takeover' : 'not a takeover'}` : 'none',
+        charged?.takeover === true,
       ),
       check('charges at the provider', '1', String(providerCharges.length)),
       check('calls to the provider', '2, with one key', `${calls.length}, with ${count(keys.size, 'key')}`),
@@ -204,7 +242,7 @@ export class PaymentsStory {
         'our charges for order 48213',
         "1, the provider's charge",
         ours.map((charge) => charge.providerChargeId).join(', ') || '0',
-        ours.length === 1 && ours[0].providerChargeId === providerCharges[0]?.id,
+        ours.length === 1 && ours[0].providerChargeId === providerCharges[0]?.id && ours[0].id === charged?.chargeId,
       ),
     ];
   }

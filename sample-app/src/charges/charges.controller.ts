@@ -12,13 +12,14 @@ import {
 } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import { CHARGE_CUSTOMER_JOB, CHARGES_QUEUE, type ChargeCustomerData } from './charge-customer.job.js';
-import { ChargesRepository, type Charge } from './charges.repository.js';
+import type { Charge } from './charge.entity.js';
+import { ChargesService } from './charges.service.js';
 
 @Controller()
 export class ChargesController {
   constructor(
     @InjectQueue(CHARGES_QUEUE) private readonly queue: Queue<ChargeCustomerData>,
-    private readonly charges: ChargesRepository,
+    private readonly charges: ChargesService,
   ) {}
 
   /** Enqueues ChargeCustomerJob for the order (body `{ customerId, amountCents }`). */

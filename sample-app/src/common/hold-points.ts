@@ -6,7 +6,8 @@ import { createInterface } from 'node:readline';
  * never depend on timing (re-deliver an event while its job is working; kill the worker after the provider charged).
  *
  * `SAMPLE_HOLD_POINTS=settle:evt_123,charge:48213` arms points; the first job to reach an armed point prints
- * `{"held":"<point>"}` and waits until the line `release <point>` arrives on stdin (or the process is killed).
+ * `{"held":"<point>", ...details}` and waits until the line `release <point>` arrives on stdin (or the process is
+ * killed).
  */
 @Injectable()
 export class HoldPoints {
@@ -21,12 +22,15 @@ export class HoldPoints {
     });
   }
 
-  /** Returns at once, unless `point` is armed: then holds this job (once) until the point is released. */
-  async reach(point: string): Promise<void> {
+  /**
+   * Returns at once, unless `point` is armed: then holds this job (once) until the point is released. `details` go into
+   * the line it prints.
+   */
+  async reach(point: string, details: Record<string, unknown> = {}): Promise<void> {
     if (!this.armed.delete(point)) return;
     await new Promise<void>((resolve) => {
       this.waiting.set(point, resolve);
-      console.log(JSON.stringify({ held: point }));
+      console.log(JSON.stringify({ ...details, held: point }));
     });
     this.waiting.delete(point);
   }

@@ -1,6 +1,7 @@
 import { Controller, DefaultValuePipe, Get, ParseIntPipe, Query } from '@nestjs/common';
 import { UniqueJobsService } from 'nestjs-unique-jobs';
-import { PaymentsRepository, type Payment } from './payments.repository.js';
+import type { Payment } from './payment.entity.js';
+import { PaymentsService } from './payments.service.js';
 import { PAYMENTS_QUEUE, type SettlePaymentData } from './settle-payment.job.js';
 
 /** A delivery rejected as a duplicate, from the library's dead set. */
@@ -22,7 +23,7 @@ export interface PaymentsOverview {
 @Controller('payments')
 export class PaymentsController {
   constructor(
-    private readonly payments: PaymentsRepository,
+    private readonly payments: PaymentsService,
     private readonly uniqueJobs: UniqueJobsService,
   ) {}
 
