@@ -115,6 +115,13 @@ function lossyObject(object: object): string | undefined {
     return `binary data (${object.constructor.name}) has no plain JSON form; convert it to an array or a string`;
   }
   if (object instanceof WeakRef) return 'a WeakRef cannot be hashed; pass what it refers to';
+  if (types.isProxy(object))
+    return 'a Proxy: what it shows is not its own data (JSON may write it as {}); return plain data';
+  if (
+    Object.getOwnPropertySymbols(object).some((symbol) => Object.prototype.propertyIsEnumerable.call(object, symbol))
+  ) {
+    return 'symbol-keyed properties have no JSON form (JSON drops them); use string keys';
+  }
   const prototype: unknown = Object.getPrototypeOf(object);
   const plain = prototype === Object.prototype || prototype === null || Array.isArray(object);
   if (!plain && Object.keys(object).length === 0) {

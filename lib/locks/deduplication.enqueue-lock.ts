@@ -1,7 +1,14 @@
-import type { Job, JobsOptions, Queue } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
 import { bullKeys, deduplicationId } from '../redis/keys.js';
 import { ContendedDigests } from './contended-digests.js';
-import { delayOf, type EnqueueLock, type EnqueueRequest, type LockedJob, type Taken } from './enqueue-lock.js';
+import {
+  delayOf,
+  type EnqueueLock,
+  type EnqueueRequest,
+  type LockedJob,
+  type Prepared,
+  type Taken,
+} from './enqueue-lock.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
 
 /**
@@ -19,31 +26,36 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     private readonly lockTtl: number | undefined,
   ) {}
 
-  async take(request: EnqueueRequest): Promise<Taken> {
-    const { queue, add, name, data, opts, digest, jobId } = request;
+  async prepare(request: EnqueueRequest): Promise<Prepared> {
+    const { queue, opts, digest, jobId } = request;
     const key = bullKeys.deduplication(queue.qualifiedName, digest);
     if (opts.jobId === undefined && this.contended.has(key)) {
       const holder = await this.store.peekDeduplication(key, bullKeys.queueKeyPrefix(queue.qualifiedName));
       if (holder !== undefined) return { existingJobId: holder };
       this.contended.delete(key);
     }
-    const taken = this.settleBulk(await add(name, data, this.bulkOptions(request)), jobId);
-    if (!('job' in taken)) this.contended.add(key);
-    return taken;
-  }
-
-  bulkOptions({ queue, opts, digest, jobId }: Omit<EnqueueRequest, 'add' | 'name' | 'data'>): JobsOptions {
     const ttl = this.lockTtl;
     return {
-      ...opts,
-      jobId,
-      deduplication: { id: deduplicationId(digest), ...(ttl === undefined ? {} : { ttl: ttl + delayOf(queue, opts) }) },
+      opts: {
+        ...opts,
+        jobId,
+        deduplication: {
+          id: deduplicationId(digest),
+          ...(ttl === undefined ? {} : { ttl: ttl + delayOf(queue, opts) }),
+        },
+      },
     };
   }
 
   /** BullMQ answers a deduplicated add with the existing job's id instead of the one chosen. */
-  settleBulk(job: Job, jobId: string): Taken {
-    return job.id === jobId ? { job } : { existingJobId: job.id };
+  async settle(job: Job, { queue, digest, jobId }: EnqueueRequest): Promise<Taken> {
+    if (job.id === jobId) return { job };
+    this.contended.add(bullKeys.deduplication(queue.qualifiedName, digest));
+    return { existingJobId: job.id };
+  }
+
+  async abandon(): Promise<void> {
+    // Nothing was taken: the lock rides inside the add that failed.
   }
 
   async retake({ job, digest }: LockedJob): Promise<AcquireResult> {
@@ -61,6 +73,12 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     // Without a TTL BullMQ deletes the key in the script that moves the job to completed or failed. With one, the
     // release goes on the job's connection (the worker's), ahead of BullMQ's record of the end.
     return this.lockTtl === undefined ? 'with-job' : this.release(locked);
+  }
+
+  async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
+    if (this.lockTtl === undefined) return; // no TTL: the lock lives as long as its job
+    const key = bullKeys.deduplication(job.queueQualifiedName, digest);
+    await this.store.retimeDeduplication(key, job.id!, this.lockTtl + runInMs);
   }
 
   async forget(): Promise<void> {

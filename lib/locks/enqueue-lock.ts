@@ -8,8 +8,6 @@ export type AddFn = (name: string, data: unknown, opts?: JobsOptions) => Promise
 /** A new job to lock and add. */
 export interface EnqueueRequest {
   readonly queue: Queue;
-  /** The queue's own add. */
-  readonly add: AddFn;
   readonly name: string;
   readonly data: unknown;
   /** The producer's options (without the library's). */
@@ -21,6 +19,9 @@ export interface EnqueueRequest {
 
 /** What taking the lock for a new job did: added the job, or met the job holding the lock. */
 export type Taken = { job: Job } | { existingJobId: string | undefined };
+
+/** A new job ready to be added (its options take or carry its lock), or the job that holds the lock. */
+export type Prepared = { opts: JobsOptions } | { existingJobId: string | undefined };
 
 /** A job that holds (or held, or is to hold again) its enqueue lock. */
 export interface LockedJob {
@@ -35,15 +36,16 @@ export interface LockedJob {
  * on the job id.
  */
 export interface EnqueueLock {
-  /** Takes the lock for a new job and adds it (one call on the deduplication path). */
-  take(request: EnqueueRequest): Promise<Taken>;
   /**
-   * The options that take the lock inside BullMQ's own add, for an `addBulk` of many jobs in one call; `undefined` when
-   * this lock cannot ride inside the add (then each job goes through {@link take}).
+   * Readies a new job: the options it is added with (they take the lock inside BullMQ's add, or carry the slot taken
+   * now), or the job already holding the lock (nothing taken). Then the job is added — alone, or with others in one
+   * `addBulk` — and {@link settle} says what the add did; if the add fails, {@link abandon} gives back what was taken.
    */
-  bulkOptions(request: Omit<EnqueueRequest, 'add' | 'name' | 'data'>): JobsOptions | undefined;
-  /** What a job added with {@link bulkOptions} got: itself, or the id of the job holding the lock. */
-  settleBulk(job: Job, jobId: string): Taken;
+  prepare(request: EnqueueRequest): Promise<Prepared>;
+  /** What the add of a prepared job did: added it, or (BullMQ's own answer) met the job holding the lock. */
+  settle(job: Job, request: EnqueueRequest): Promise<Taken>;
+  /** Gives back what {@link prepare} took, for a job whose add failed. */
+  abandon(request: EnqueueRequest): Promise<void>;
   /** Takes the lock (back) for a job that exists, unless another live job holds it; re-entrant for its holder. */
   retake(locked: LockedJob): Promise<AcquireResult>;
   /** Releases the job's hold now; `false` when it held none. */
@@ -55,6 +57,11 @@ export interface EnqueueLock {
    * (it lands before BullMQ's record of the end, sent next on it).
    */
   releaseAtEnd(locked: LockedJob, inOrderOn?: Redis): Promise<boolean | 'with-job'>;
+  /**
+   * The job's run time moved (`changeDelay`, `promote`): a lock that lives `lockTtl` past the run time follows it.
+   * `runInMs`: how far the run time now is.
+   */
+  retime(locked: LockedJob, runInMs: number): Promise<void>;
   /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it). */
   forget(queue: Queue, digest: string, holderId: string): Promise<void>;
   /** The job holding the lock of `digest` in `queue` now, or `undefined` when it is free. */

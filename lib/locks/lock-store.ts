@@ -54,9 +54,15 @@ export class LockStore {
     return opts === null ? undefined : (JSON.parse(opts) as Record<string, unknown>);
   }
 
-  /** The oldest owner of `key` whose lease is live, or `undefined`. */
-  async holder(key: string): Promise<string | undefined> {
-    return ((await this.scripts.run('lockHolder', [key], [])) as string | null) ?? undefined;
+  /** The oldest owner of `key` whose lease is live, with the ms its lease has left, or `undefined`. */
+  async holder(key: string): Promise<{ holder: string; leftMs: number } | undefined> {
+    const found = (await this.scripts.run('lockHolder', [key], [])) as [string, number] | null;
+    return found ? { holder: found[0], leftMs: found[1] } : undefined;
+  }
+
+  /** Moves the end of a deduplication key's TTL to `ttlMs` from now, for `owner` only, if the key has a TTL. */
+  async retimeDeduplication(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    return (await this.scripts.run('retimeDeduplication', [key], [owner, ttlMs])) === 1;
   }
 
   /** The job holding a BullMQ deduplication key, or `undefined` when it is free or stale (its job is gone). */

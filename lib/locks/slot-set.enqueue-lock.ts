@@ -2,7 +2,14 @@ import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { LockType } from '../interfaces/unique-job-options.interface.js';
 import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
-import { delayOf, type EnqueueLock, type EnqueueRequest, type LockedJob, type Taken } from './enqueue-lock.js';
+import {
+  delayOf,
+  type EnqueueLock,
+  type EnqueueRequest,
+  type LockedJob,
+  type Prepared,
+  type Taken,
+} from './enqueue-lock.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
 
 /**
@@ -22,6 +29,9 @@ export function markedDigest(opts: object | undefined): string | undefined {
   const marker = (opts as Record<string, unknown> | undefined)?.[MARKER_FIELD] as UniqueJobMarker | undefined;
   return typeof marker?.digest === 'string' ? marker.digest : undefined;
 }
+
+/** How long a slot is given for its job to be added before a holder whose job is missing counts as stale. */
+const STALE_GRACE_MS = 15_000;
 
 /** What a slot-set lock needs of its job definition. */
 export interface SlotSetSettings {
@@ -51,34 +61,29 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     private readonly settings: SlotSetSettings,
   ) {}
 
-  async take({ queue, add, name, data, opts, digest, jobId }: EnqueueRequest): Promise<Taken> {
-    const marked = { ...opts, jobId, [MARKER_FIELD]: { digest } satisfies UniqueJobMarker };
+  async prepare({ queue, opts, digest, jobId }: EnqueueRequest): Promise<Prepared> {
+    const marked = { ...opts, jobId, [MARKER_FIELD]: { digest } satisfies UniqueJobMarker } as typeof opts;
     // A producer's jobId that a job already has: BullMQ returns that job and adds nothing, so no lock is taken for it.
-    const jobKey = bullKeys.job(queue.qualifiedName, jobId);
-    if (opts.jobId !== undefined && (await this.store.jobExists(jobKey))) return { job: await add(name, data, marked) };
+    if (opts.jobId !== undefined && (await this.store.jobExists(bullKeys.job(queue.qualifiedName, jobId)))) {
+      return { opts: marked };
+    }
     const lease = (this.settings.lockTtl ?? this.settings.defaultLease) + delayOf(queue, opts);
     const held = await this.acquire(queue, digest, jobId, lease, false);
-    if (!held.acquired) return { existingJobId: held.holder };
-    let job: Job;
-    try {
-      job = await add(name, data, marked);
-    } catch (error) {
-      await this.store.release(this.key(digest), jobId).catch(() => undefined);
-      throw error;
-    }
-    // The job may have appeared between the check and the add: its slot is this digest's only if it is locked under it.
-    if (opts.jobId !== undefined && markedDigest(await this.store.jobOptions(jobKey)) !== digest) {
-      await this.store.release(this.key(digest), jobId);
+    return held.acquired ? { opts: marked } : { existingJobId: held.holder };
+  }
+
+  async settle(job: Job, { queue, opts, digest, jobId }: EnqueueRequest): Promise<Taken> {
+    // A job with the producer's jobId may have appeared between the check and the add: BullMQ returned that job, and
+    // the slot is this digest's only if that job is locked under it.
+    if (opts.jobId !== undefined) {
+      const stored = await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId));
+      if (markedDigest(stored) !== digest) await this.store.release(this.key(digest), jobId);
     }
     return { job };
   }
 
-  bulkOptions(): undefined {
-    return undefined;
-  }
-
-  settleBulk(job: Job): Taken {
-    return { job };
+  async abandon({ digest, jobId }: EnqueueRequest): Promise<void> {
+    await this.store.release(this.key(digest), jobId).catch(() => undefined);
   }
 
   retake({ job, digest }: LockedJob): Promise<AcquireResult> {
@@ -94,14 +99,21 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return this.store.release(this.key(digest), job.id!, inOrderOn);
   }
 
+  async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
+    const { lockTtl, defaultLease } = this.settings;
+    await this.store.renew(this.key(digest), job.id!, (lockTtl ?? defaultLease) + runInMs); // only a slot it holds
+  }
+
   async forget(_queue: Queue, digest: string, holderId: string): Promise<void> {
     await this.store.release(this.key(digest), holderId);
   }
 
   async holder(queue: Queue, digest: string): Promise<string | undefined> {
     for (let round = 0; round <= this.settings.lockLimit; round++) {
-      const holder = await this.store.holder(this.key(digest));
-      if (holder === undefined || !(await this.dropIfStale(queue.qualifiedName, digest, holder))) return holder;
+      const found = await this.store.holder(this.key(digest));
+      if (!found || !(await this.dropIfStale(queue.qualifiedName, digest, found.holder, found.leftMs))) {
+        return found?.holder;
+      }
     }
     return undefined;
   }
@@ -119,16 +131,19 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     for (let round = 0; ; round++) {
       const held = await this.store.acquire(this.key(digest), owner, lease, lockLimit, reentrant);
       if (held.acquired || held.holder === undefined || round >= lockLimit) return held;
-      if (!(await this.dropIfStale(qualifiedName, digest, held.holder))) return held;
+      if (!(await this.dropIfStale(qualifiedName, digest, held.holder, held.retryAfter))) return held;
     }
   }
 
   /**
    * Releases a holder's slot when its job is gone from the queue, or its id now names a job of another digest (a
-   * reused job id); `true` when it did.
+   * reused job id); `true` when it did. A slot taken less than {@link STALE_GRACE_MS} ago (by its lease left: a
+   * delayed job's lease is longer, so it only looks younger) is never stale: its job may be about to be added.
    */
-  private async dropIfStale(qualifiedName: string, digest: string, holder: string): Promise<boolean> {
+  private async dropIfStale(qualifiedName: string, digest: string, holder: string, leftMs: number): Promise<boolean> {
     if (this.settings.outlivesJob) return false;
+    const lease = this.settings.lockTtl ?? this.settings.defaultLease;
+    if (leftMs > lease - STALE_GRACE_MS) return false;
     const opts = await this.store.jobOptions(bullKeys.job(qualifiedName, holder));
     if (opts !== undefined && markedDigest(opts) === digest) return false;
     await this.store.release(this.key(digest), holder);

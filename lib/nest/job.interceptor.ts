@@ -16,7 +16,7 @@ import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_TIMEOUT } from '../options/defaults.j
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { Enqueuer } from '../producer/enqueuer.js';
 import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';
-import { ReentryGuard } from '../producer/reentry-guard.js';
+import { JobMovesGuard } from '../producer/job-moves.guard.js';
 import { Replacer } from '../producer/replacer.js';
 import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
 import { RedisAvailability } from '../redis/redis-availability.js';
@@ -54,7 +54,7 @@ export class JobInterceptor {
   private readonly tracer = new OperationTracer();
   private readonly enqueuer: Enqueuer;
   private readonly runner: JobRunner;
-  private readonly reentry: ReentryGuard;
+  private readonly moves: JobMovesGuard;
   private readonly workers = new WeakSet<Worker>();
   private readonly availability: RedisAvailability;
 
@@ -90,14 +90,14 @@ export class JobInterceptor {
       tracer,
       reportError: (job, digest, error) => this.reportError(job, digest, error),
     });
-    this.reentry = new ReentryGuard(definitions, client, events, logger, enabled);
+    this.moves = new JobMovesGuard(definitions, client, events, logger, enabled);
   }
 
   /** Remembers a queue's own `add`/`addBulk` (guarded calls reach BullMQ through them) and guards its retries. */
   registerQueue(queue: Queue, add: AddFn, addBulk: AddBulkFn): void {
     this.queues.register(queue, { add, addBulk });
     this.availability.watch(queue);
-    this.reentry.install(queue);
+    this.moves.install(queue);
   }
 
   /** Follows a worker of a guarded processor: its jobs' ends (the lock types' `finished` hook) and their retries. */
@@ -105,7 +105,7 @@ export class JobInterceptor {
     if (this.workers.has(worker)) return;
     this.workers.add(worker);
     this.availability.watch(worker);
-    this.reentry.install(worker);
+    this.moves.install(worker);
     worker.on('failed', (job) => {
       // Only a job BullMQ failed for good has ended; a retried one comes back.
       if (job?.finishedOn) void this.runner.finished(job, 'failed');

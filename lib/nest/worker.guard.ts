@@ -54,12 +54,16 @@ export class UniqueJobsWorkerGuard {
         'must decorate a class decorated with @Processor(queueName) from @nestjs/bullmq',
       );
     }
-    const declared = (Reflect.getMetadata(UNIQUE_JOB_METADATA, processorClass) ?? []) as UniqueJobOptions[];
-    declared.forEach((options, i) =>
-      this.definitions.register(queue, options, `${name} (@UniqueJob #${i + 1})`, processorClass),
-    );
-    const keys = (Reflect.getMetadata(IDEMPOTENCY_KEY_METADATA, processorClass) ?? []) as IdempotencyKeyOptions[];
-    keys.forEach((options, i) => this.idempotency.register(queue, options, `${name} (@IdempotencyKey #${i + 1})`));
+    for (const { options, source } of alongChain<UniqueJobOptions>(UNIQUE_JOB_METADATA, processorClass, '@UniqueJob')) {
+      this.definitions.register(queue, options, source, processorClass);
+    }
+    for (const { options, source } of alongChain<IdempotencyKeyOptions>(
+      IDEMPOTENCY_KEY_METADATA,
+      processorClass,
+      '@IdempotencyKey',
+    )) {
+      this.idempotency.register(queue, options, source);
+    }
     this.registered.add(processorClass);
   }
 
@@ -98,6 +102,43 @@ export class UniqueJobsWorkerGuard {
     });
     await Promise.all(workers.map((worker) => worker.close()));
   }
+}
+
+/**
+ * The decorators' options of a processor class and of its base classes, the class's own first. A base class's options
+ * for job names its subclass already covers (or for every name, when the subclass has options for every name) are
+ * overridden, not registered twice; the others apply to the subclass too.
+ */
+function alongChain<T>(key: string, processorClass: object, decorator: string): { options: T; source: string }[] {
+  const found: { options: T; source: string }[] = [];
+  const named = new Set<string>();
+  let everyName = false;
+  for (let owner: object | null = processorClass; owner && owner !== Function.prototype;) {
+    const own = (Reflect.getOwnMetadata(key, owner) ?? []) as T[];
+    const name = (owner as { name?: string }).name ?? 'processor';
+    const added: T[] = [];
+    own.forEach((options, i) => {
+      const names = jobNamesOf(options);
+      const covered = names === undefined ? everyName : names.every((jobName) => named.has(jobName));
+      if (covered) return;
+      found.push({ options, source: `${name} (${decorator} #${i + 1})` });
+      added.push(options);
+    });
+    for (const options of added) {
+      const names = jobNamesOf(options);
+      if (names === undefined) everyName = true;
+      else names.forEach((jobName) => named.add(jobName));
+    }
+    owner = Object.getPrototypeOf(owner) as object | null;
+  }
+  return found;
+}
+
+/** The job names options apply to (`undefined`: every name); options that are not an object apply to every name. */
+function jobNamesOf(options: unknown): readonly string[] | undefined {
+  const jobName = (options as { jobName?: unknown } | null | undefined)?.jobName;
+  if (jobName === undefined) return undefined;
+  return ([jobName].flat() as unknown[]).filter((n): n is string => typeof n === 'string');
 }
 
 /**

@@ -50,6 +50,8 @@ export interface EnqueueLockStores {
  */
 export class JobDefinitions {
   private readonly registry = new JobNameRegistry<JobDefinition>('unique job options');
+  /** Every definition registered, to find those whose digests meet (unique across queues or names). */
+  private readonly all: JobDefinition[] = [];
 
   constructor(
     private readonly defaults: Partial<UniqueJobDefaults> | undefined,
@@ -71,7 +73,29 @@ export class JobDefinitions {
         `is "${options.queue}" but the processor consumes queue "${queue}"`,
       );
     }
-    return this.registry.add(queue, options, this.resolve(queue, options, source, processorClass));
+    const resolved = this.registry.add(queue, options, this.resolve(queue, options, source, processorClass));
+    this.checkSharedDigests(resolved);
+    if (!this.all.includes(resolved)) this.all.push(resolved);
+    return resolved;
+  }
+
+  /**
+   * Definitions whose digests can be equal (the queue or the job name left out of the digest, `uniqueAcross`) share one
+   * lock: they must describe it alike, or a job of one and a job of the other would be judged by two different locks.
+   */
+  private checkSharedDigests(definition: JobDefinition): void {
+    for (const other of this.all) {
+      if (other === definition || !digestsMeet(definition, other)) continue;
+      const differs = (['lock', 'lockLimit', 'lockTtl', 'runtimeLockLease'] as const).find(
+        (option) => definition.options[option] !== other.options[option],
+      );
+      if (differs === undefined) continue;
+      throw new InvalidUniqueJobOptionsError(
+        definition.source,
+        differs,
+        `differs from ${other.source}, whose digests can be the same (uniqueAcross: ${[...new Set([...definition.options.uniqueAcross, ...other.options.uniqueAcross])].join(', ')}): jobs that share a digest share one lock, so give both the same lock, lockLimit, lockTtl and runtimeLockLease`,
+      );
+    }
   }
 
   /** The options for a job, or `undefined` when the job is not unique. */
@@ -135,6 +159,19 @@ export class JobDefinitions {
       outlivesJob: lock.outlivesJob || options.uniqueAcross.includes('queues'),
     });
   }
+}
+
+/** Whether two definitions can give two jobs the same digest (one lock for both). */
+function digestsMeet(a: JobDefinition, b: JobDefinition): boolean {
+  const acrossQueues = a.options.uniqueAcross.includes('queues');
+  const acrossNames = a.options.uniqueAcross.includes('names');
+  if (acrossQueues !== b.options.uniqueAcross.includes('queues')) return false;
+  if (acrossNames !== b.options.uniqueAcross.includes('names')) return false;
+  if (!acrossQueues && a.queue !== b.queue) return false;
+  if (acrossNames) return true;
+  // The name is in the digest: two definitions meet on a name both apply to (every name, for one without jobName).
+  if (a.jobNames === undefined || b.jobNames === undefined) return a.queue !== b.queue;
+  return a.jobNames.some((name) => b.jobNames!.includes(name));
 }
 
 /**

@@ -3,7 +3,7 @@ import type { OperationTracer } from '../common/operation-tracer.js';
 import type { ClientConflict, ClientResolution, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
-import type { Taken } from '../locks/enqueue-lock.js';
+import type { EnqueueRequest, Taken } from '../locks/enqueue-lock.js';
 import type { RedisAvailability } from '../redis/redis-availability.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import type { BulkJob, GuardedQueues } from './guarded-queues.js';
@@ -24,11 +24,11 @@ export interface EnqueuerDeps {
   readonly availability: RedisAvailability;
 }
 
-/** A bulk entry, sorted by how it is enqueued: in the one `addBulk` call (with its lock riding inside, or no lock), or alone. */
+/** A bulk entry: with no enqueue lock (plain), readied with its lock, or answered already (the lock is held). */
 type BulkEntry =
   | { kind: 'plain'; entry: BulkJob; bulk: BulkJob; digest?: string }
-  | { kind: 'riding'; entry: BulkJob; bulk: BulkJob; definition: JobDefinition; digest: string; jobId: string }
-  | { kind: 'alone'; entry: BulkJob; definition: JobDefinition; digest: string };
+  | { kind: 'locked'; entry: BulkJob; bulk: BulkJob; definition: JobDefinition; request: EnqueueRequest }
+  | { kind: 'held'; entry: BulkJob; definition: JobDefinition; digest: string; existingJobId: string | undefined };
 
 /**
  * The producer side: `queue.add` / `addBulk` and the explicit `enqueue`: definition → digest → enqueue lock (one call
@@ -102,26 +102,49 @@ export class Enqueuer {
     const { add } = this.deps.queues.originals(queue);
     if (!definition.enqueueLock) return { job: await add(name, data, runtimeOnlyOpts(definition, opts)) };
     const jobId = opts.jobId ?? newJobId();
-    return takeEnqueueLock(definition, { queue, add, name, data, opts, digest, jobId }, this.deps.events);
+    return takeEnqueueLock(definition, { queue, name, data, opts, digest, jobId }, add, this.deps.events);
   }
 
+  /**
+   * Every entry is readied first (digests computed, so a bad one enqueues nothing; locks taken where they are not
+   * taken inside BullMQ's add), then the whole bulk is one `addBulk`, atomic as BullMQ makes it; if it fails, the locks
+   * readied for it are given back.
+   */
   private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
-    const connected = this.deps.availability.ready(queue);
-    if (connected) await connected;
-    const entries = jobs.map((entry): BulkEntry => {
-      const opts = entry.opts ?? {};
+    const requests = jobs.map((entry) => {
       const definition = this.definitionOf(queue, entry.name);
-      if (!definition) return { kind: 'plain', entry, bulk: entry };
-      const digest = digestAtEnqueue(definition, queue, entry.name, entry.data, opts);
-      const lock = definition.enqueueLock;
-      if (!lock) return { kind: 'plain', entry, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) }, digest };
-      const jobId = opts.jobId ?? newJobId();
-      const riding = lock.bulkOptions({ queue, opts, digest, jobId });
-      if (!riding) return { kind: 'alone', entry, definition, digest };
-      return { kind: 'riding', entry, bulk: { ...entry, opts: riding }, definition, digest, jobId };
+      const opts = entry.opts ?? {};
+      return {
+        entry,
+        definition,
+        digest: definition && digestAtEnqueue(definition, queue, entry.name, entry.data, opts),
+      };
     });
-    const bulk = entries.flatMap((e) => (e.kind === 'alone' ? [] : [e.bulk]));
-    const added = bulk.length > 0 ? await this.deps.queues.originals(queue).addBulk(bulk) : [];
+    const entries: BulkEntry[] = [];
+    for (const { entry, definition, digest } of requests) {
+      const opts = entry.opts ?? {};
+      if (!definition || digest === undefined) {
+        entries.push({ kind: 'plain', entry, bulk: entry });
+      } else if (!definition.enqueueLock) {
+        entries.push({ kind: 'plain', entry, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) }, digest });
+      } else {
+        const request = { queue, name: entry.name, data: entry.data, opts, digest, jobId: opts.jobId ?? newJobId() };
+        const prepared = await definition.enqueueLock.prepare(request);
+        entries.push(
+          'opts' in prepared
+            ? { kind: 'locked', entry, bulk: { ...entry, opts: prepared.opts }, definition, request }
+            : { kind: 'held', entry, definition, digest, existingJobId: prepared.existingJobId },
+        );
+      }
+    }
+    const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
+    let added: Job[];
+    try {
+      added = bulk.length > 0 ? await this.deps.queues.originals(queue).addBulk(bulk) : [];
+    } catch (error) {
+      for (const e of entries) if (e.kind === 'locked') await e.definition.enqueueLock!.abandon(e.request);
+      throw error;
+    }
     const results: ClientResolution[] = [];
     let next = 0;
     for (const e of entries) {
@@ -129,15 +152,15 @@ export class Enqueuer {
         results.push({ result: { status: 'enqueued', job: added[next++], ...(e.digest ? { digest: e.digest } : {}) } });
         continue;
       }
-      const { entry, definition, digest } = e;
       let taken: Taken;
-      if (e.kind === 'riding') {
-        taken = definition.enqueueLock!.settleBulk(added[next++], e.jobId);
-        if ('job' in taken) reportLocked(definition, { name: entry.name, digest, jobId: e.jobId }, this.deps.events);
+      if (e.kind === 'locked') {
+        taken = await e.definition.enqueueLock!.settle(added[next++], e.request);
+        if ('job' in taken) reportLocked(e.definition, e.request, this.deps.events);
       } else {
-        taken = await this.lockAndAdd(queue, definition, entry.name, entry.data, entry.opts ?? {}, digest);
+        taken = { existingJobId: e.existingJobId };
       }
-      results.push(await this.settle(queue, definition, entry, digest, taken));
+      const digest = e.kind === 'locked' ? e.request.digest : e.digest;
+      results.push(await this.settle(queue, e.definition, e.entry, digest, taken));
     }
     return results;
   }

@@ -50,7 +50,8 @@ export class Replacer {
       }
       const { add } = this.queues.originals(queue);
       const jobId = opts.jobId ?? newJobId();
-      const taken = await takeEnqueueLock(definition, { queue, add, name, data, opts, digest, jobId }, this.events);
+      const request = { queue, name, data, opts, digest, jobId };
+      const taken = await takeEnqueueLock(definition, request, add, this.events);
       if ('job' in taken) {
         if (replaced === undefined) return { status: 'enqueued', job: taken.job, digest };
         const replacedJobId = replaced;

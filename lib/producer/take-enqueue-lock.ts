@@ -1,14 +1,27 @@
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
-import type { EnqueueRequest, Taken } from '../locks/enqueue-lock.js';
+import type { AddFn, EnqueueRequest, Taken } from '../locks/enqueue-lock.js';
 import type { JobDefinition } from '../options/job-definitions.js';
 
-/** Takes a definition's enqueue lock for a new job and adds it, reporting the `locked` event. */
+/**
+ * Takes a definition's enqueue lock for a new job and adds it through the queue's own `add` (one call on the
+ * deduplication path: the lock rides inside the add), reporting the `locked` event. A failed add gives the lock back.
+ */
 export async function takeEnqueueLock(
   definition: JobDefinition,
   request: EnqueueRequest,
+  add: AddFn,
   events: UniqueJobsEvents,
 ): Promise<Taken> {
-  const taken = await definition.enqueueLock!.take(request);
+  const lock = definition.enqueueLock!;
+  const prepared = await lock.prepare(request);
+  if (!('opts' in prepared)) return prepared;
+  let taken: Taken;
+  try {
+    taken = await lock.settle(await add(request.name, request.data, prepared.opts), request);
+  } catch (error) {
+    await lock.abandon(request);
+    throw error;
+  }
   if ('job' in taken) reportLocked(definition, request, events);
   return taken;
 }

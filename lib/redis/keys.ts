@@ -1,3 +1,43 @@
+/** Escapes Redis glob characters (`* ? [ ] \\`) so a literal part of a MATCH pattern matches only itself. */
+export function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+/** What the library's keys under its prefix end with, by what they hold: `<prefix>:{<tag>}:<suffix>`. */
+export const KEY_SUFFIX = {
+  /** An enqueue lock of the slot-set path. */
+  queued: 'queued',
+  /** An `until_expired` period. */
+  expiring: 'expiring',
+  /** A run-time lock. */
+  running: 'running',
+  /** A record of the Redis idempotency store. */
+  idempotency: 'idempotency',
+} as const;
+
+/** A key of the library's, read back: its prefix, the hash tag inside the braces (a digest, a record id…), its suffix. */
+export function parseOwnKey(key: string): { prefix: string; tag: string; suffix: string } | undefined {
+  const match = /^(.+):\{([^}]+)\}:([a-z]+)$/.exec(key);
+  return match ? { prefix: match[1], tag: match[2], suffix: match[3] } : undefined;
+}
+
+/**
+ * Recognises the keys the library and BullMQ write, under any prefix: for the tools that survey a Redis (the CLI, the
+ * inspector). Each captures the prefix first.
+ */
+export const KEY_SHAPES = {
+  /** `<prefix>:{v1:<64 hex>}:queued|expiring|running`: prefix, digest, suffix. */
+  lock: /^(.+):\{(v\d+:[0-9a-f]{64})\}:(queued|expiring|running)$/,
+  /** `<prefix>:{<base64url sha256>}:idempotency`: prefix, record id. */
+  idempotency: /^(.+):\{([A-Za-z0-9_-]{43})\}:idempotency$/,
+  /** `<prefix>:{dead}:index`: prefix. */
+  deadSetIndex: /^(.+):\{dead\}:index$/,
+  /** `<bull prefix>:<queue>:de:uj:v1:<64 hex>` (queue names hold no `:`): BullMQ prefix, queue, digest. */
+  deduplication: /^(.+):([^:]+):de:uj:(v\d+:[0-9a-f]{64})$/,
+  /** `<bull prefix>:<queue>:meta`: BullMQ prefix, queue. */
+  meta: /^(.+):([^:]+):meta$/,
+} as const;
+
 /** Default prefix of the library's keys. */
 export const DEFAULT_PREFIX = 'uniquejobs';
 
@@ -18,12 +58,22 @@ export class UniqueJobsKeys {
    * reaper must tell them apart and leave them to their TTL.
    */
   enqueueLock(digest: string, lock?: string): string {
-    return `${this.prefix}:{${digest}}:${lock === 'until_expired' ? 'expiring' : 'queued'}`;
+    return `${this.prefix}:{${digest}}:${lock === 'until_expired' ? KEY_SUFFIX.expiring : KEY_SUFFIX.queued}`;
+  }
+
+  /** A SCAN pattern over the library's keys under this prefix: `<prefix>:{<tag glob>}:<suffix glob>`. */
+  pattern(tagGlob = '*', suffixGlob = '*'): string {
+    return `${escapeGlob(this.prefix)}:{${tagGlob}}:${suffixGlob}`;
+  }
+
+  /** A key's shape for a reader (`<prefix>:{<tag>}:<suffix>`, parts possibly placeholders): text, not a key to send. */
+  shape(tag: string, suffix: string): string {
+    return `${this.prefix}:{${tag}}:${suffix}`;
   }
 
   /** Run-time lock (while_executing, until_and_while_executing): a sorted set of owner job ids with leases. */
   runtimeLock(digest: string): string {
-    return `${this.prefix}:{${digest}}:running`;
+    return `${this.prefix}:{${digest}}:${KEY_SUFFIX.running}`;
   }
 
   /**
@@ -31,7 +81,7 @@ export class UniqueJobsKeys {
    * a key name.
    */
   idempotencyRecord(recordId: string): string {
-    return `${this.prefix}:{${recordId}}:idempotency`;
+    return `${this.prefix}:{${recordId}}:${KEY_SUFFIX.idempotency}`;
   }
 
   /**
@@ -91,6 +141,12 @@ export const bullKeys = {
   queueKey: (qualifiedName: string, suffix: string): string => `${qualifiedName}:${suffix}`,
   /** What every deduplication key of the library contains, whatever its queue (for scans over every queue). */
   deduplicationMarker: `:de:${DEDUPLICATION_PREFIX}`,
+  /** A queue's `meta` hash (written when a queue or worker starts: how queues are discovered). */
+  meta: (qualifiedName: string): string => `${qualifiedName}:meta`,
+  /** A SCAN pattern over every queue's `meta` hash, whatever its prefix. */
+  metaPattern: '*:meta',
+  /** The qualified name of the queue a `meta` key belongs to. */
+  queueOfMeta: (metaKey: string): string => metaKey.slice(0, -':meta'.length),
   /** A queue's event stream. */
   events: (qualifiedName: string): string => `${qualifiedName}:events`,
   /** A job's hash. */

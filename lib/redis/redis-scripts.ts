@@ -7,6 +7,7 @@ export type ScriptName =
   | 'renewLock'
   | 'releaseLock'
   | 'relockDeduplication'
+  | 'retimeDeduplication'
   | 'peekDeduplication'
   | 'lockHolder'
   | 'deadSetAdd'

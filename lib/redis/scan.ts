@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { bullKeys } from './keys.js';
 
 /**
  * The nodes a key-space SCAN must visit: the client itself, or every master of a Redis Cluster, in a stable order (so
@@ -17,10 +18,7 @@ export async function connectedScanNodes(client: Redis | Cluster): Promise<Redis
   return scanNodes(client);
 }
 
-/** Escapes Redis glob characters (`* ? [ ] \`) so a literal part of a MATCH pattern matches only itself. */
-export function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
-}
+export { escapeGlob } from './keys.js';
 
 /**
  * The BullMQ queues under a key prefix (see {@link discoverQueueNames}), sorted by name. A MATCH narrower than `*:meta`
@@ -49,9 +47,9 @@ export async function discoverQueueNames(client: Redis | Cluster, count = 1000):
   for (const node of await connectedScanNodes(client)) {
     let cursor = '0';
     do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', '*:meta', 'COUNT', count);
+      const [next, keys] = await node.scan(cursor, 'MATCH', bullKeys.metaPattern, 'COUNT', count);
       cursor = next;
-      for (const key of keys) names.add(key.slice(0, -':meta'.length));
+      for (const key of keys) names.add(bullKeys.queueOfMeta(key));
     } while (cursor !== '0');
   }
   return [...names].sort();

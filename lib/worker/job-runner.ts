@@ -98,10 +98,13 @@ export class JobRunner {
       try {
         value = await next(job, token, signal);
       } catch (error) {
-        const attempt = { endsJob: async () => (await attemptOutcome(job, error)) === 'fails' };
+        let outcome: ReturnType<typeof attemptOutcome> | undefined;
+        const outcomeOf = () => (outcome ??= attemptOutcome(job, error)); // asked of BullMQ once, on demand
+        const attempt = { endsJob: async () => (await outcomeOf()) === 'fails' };
         let retry: AcquireResult = ADMITTED;
         await this.quietly(job, digest, async () => void (retry = await definition.lock.attemptFailed(run, attempt)));
-        if (!retry.acquired) throw this.superseded(run, error, retry.holder);
+        // Only a retry BullMQ is about to make can be refused; a job its handler moved already is where it goes.
+        if (!retry.acquired && (await outcomeOf()) === 'retries') throw this.superseded(run, error, retry.holder);
         throw error;
       }
       await this.quietly(job, digest, () => definition.lock.succeeded(run));

@@ -79,10 +79,12 @@ export const DOCS_OVER_INVARIANTS = {
    */
   retryWaitingJobMayLoseItsLock: process.env.MODEL_DOCS_RETRY === '1',
   /**
-   * Docs: a hand-removed job keeps its general-path slot until the reaper runs (DOCUMENTED_GAPS), so a duplicate may
-   * name it. Invariant 4 (lead): a duplicate names a job that exists at the time of the answer.
+   * Docs: a hand-removed job keeps its general-path slot until it is met 15 s after it was taken (a slot younger than
+   * that may belong to a job being added right now: dropping it would admit one job too many) or until the reaper
+   * runs (DOCUMENTED_GAPS), so a duplicate may name it meanwhile. Invariant 4 (lead) otherwise wants a duplicate to name
+   * a job that exists at the time of the answer. `MODEL_DOCS_GAP=0` holds the library to that.
    */
-  duplicateMayNameRemovedHolder: process.env.MODEL_DOCS_GAP === '1',
+  duplicateMayNameRemovedHolder: process.env.MODEL_DOCS_GAP !== '0',
 };
 
 /** Whether a job in `state` holds its digest's enqueue lock (`period` locks: see {@link LockPromise.heldIn}). */

@@ -67,4 +67,38 @@ describe('decorators on a base class', () => {
     expect(effects).toBe(1);
     await queue.obliterate({ force: true });
   });
+
+  it('a base class keeps its options for job names its subclass does not cover (hostile review of issue 16)', async () => {
+    const queueName = uniqueName('inherited');
+    const byId = (data: { id: string }) => data.id;
+
+    @UniqueJob({ jobName: 'base', lock: 'until_executed', lockArgs: byId })
+    abstract class Base extends WorkerHost {
+      async process(): Promise<string> {
+        return 'done';
+      }
+    }
+
+    @Processor(queueName, { autorun: false })
+    @UniqueJob({ jobName: 'sub', lock: 'while_executing', lockArgs: byId })
+    class Sub extends Base {}
+
+    moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions() }),
+        BullModule.registerQueue({ name: queueName }),
+        UniqueJobsModule.forRoot({ logger: false, prefix }),
+      ],
+      providers: [Sub],
+    }).compile();
+    await moduleRef.init();
+    const queue = moduleRef.get<Queue>(getQueueToken(queueName));
+    const service = moduleRef.get(UniqueJobsService);
+    // Before: the subclass's own @UniqueJob shadowed the base's, so 'base' jobs were not unique at all.
+    expect(service.digestOf(queueName, 'base', { id: 'b' })).toBeDefined();
+    expect(service.digestOf(queueName, 'sub', { id: 'b' })).toBeDefined();
+    expect(await service.enqueue(queue, 'base', { id: 'b' })).toMatchObject({ status: 'enqueued' });
+    expect(await service.enqueue(queue, 'base', { id: 'b' })).toMatchObject({ status: 'duplicate' });
+    await queue.obliterate({ force: true });
+  });
 });

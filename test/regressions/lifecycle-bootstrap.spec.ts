@@ -117,3 +117,29 @@ describe('L6 timer options above 2^31 − 1 ms, L7 missing decorator options', (
     },
   );
 });
+
+describe('from the hostile review of issue 16', () => {
+  it('two option sets whose digests can be equal (uniqueAcross names) but whose locks differ fail the bootstrap', async () => {
+    const queue = uniqueName('lcboot');
+    const Dynamic = processor('AcrossNamesProcessor', queue, {});
+    const byId = (data: { id: string }) => data.id;
+    UniqueJob({ jobName: 'b', lock: 'until_executed', lockArgs: byId, uniqueAcross: 'names', lockLimit: 2 })(Dynamic);
+    UniqueJob({ jobName: 'a', lock: 'until_executed', lockArgs: byId, uniqueAcross: 'names' })(Dynamic);
+    const error = await bootstrapError({ queues: [queue], providers: [Dynamic] });
+    // Before: accepted, and a job "a" and a job "b" of one digest were judged by two locks (both ran).
+    expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
+    expect((error as InvalidUniqueJobOptionsError).option).toBe('lockLimit');
+    expect((error as Error).message).toContain('uniqueAcross: names');
+  });
+
+  it('the same options for several names across names are accepted', async () => {
+    const queue = uniqueName('lcboot');
+    const Dynamic = processor('AcrossNamesAlikeProcessor', queue, {});
+    const byId = (data: { id: string }) => data.id;
+    UniqueJob({ jobName: 'b', lock: 'until_executed', lockArgs: byId, uniqueAcross: 'names', onConflict: 'reject' })(
+      Dynamic,
+    );
+    UniqueJob({ jobName: 'a', lock: 'until_executed', lockArgs: byId, uniqueAcross: 'names' })(Dynamic);
+    expect(await bootstrapError({ queues: [queue], providers: [Dynamic] })).toBeUndefined();
+  });
+});

@@ -6,7 +6,7 @@ import type { EnqueueResult } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { byId, dedupHolder, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
-import { pendingJobs } from './lifecycle-helpers.js';
+import { failureOf, pendingJobs } from './lifecycle-helpers.js';
 
 /** A result as a diff shows it well; a duplicate says whether the job it names exists. */
 async function summary(app: TestApp, result: EnqueueResult): Promise<Record<string, unknown>> {
@@ -58,5 +58,23 @@ describe('L4 replace with concurrent producers, L5 a reused caller jobId', () =>
     expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'b' })))).toEqual([]);
     expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'a' })))).toEqual(['job-1']);
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+  });
+
+  it('(hostile review) addBulk is all or nothing: a bad entry among slot-set entries enqueues none and keeps no slot', async () => {
+    const app = await start({
+      unique: [{ jobName: 'u', lock: 'until_executed', lockArgs: byId, lockLimit: 2 }],
+      paused: true,
+    });
+    const error = await failureOf(
+      app.queue.addBulk([
+        { name: 'plain', data: { id: 'p' } },
+        { name: 'u', data: { id: 'a' } },
+        { name: 'u', data: { id: 'b' }, opts: { jobId: '123' } }, // BullMQ: a custom id cannot be an integer
+      ]),
+    );
+    expect(error).toBeDefined();
+    // Before: the plain job and the fast-path jobs were added by the one addBulk, the slot-set entries one by one after.
+    expect(await app.queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 0 });
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'u', { id: 'a' })))).toEqual([]);
   });
 });

@@ -78,6 +78,9 @@ describe('L1 lock arguments that are not plain data', () => {
     ['a WeakRef', (data: Data) => new WeakRef({ id: data.id })],
     ['a Uint8Array', (data: Data) => new TextEncoder().encode(data.id)],
     ['a class instance whose data lives only in prototype getters', (data: Data) => new GetterRef(data.id)],
+    // From the hostile review: JSON drops symbol keys, and a Proxy's traps are not its own data.
+    ['an object keyed by a symbol', (data: Data) => ({ [Symbol.for('id')]: data.id })],
+    ['a Proxy of {}', (data: Data) => new Proxy({}, { get: (_t, key) => (key === 'id' ? data.id : undefined) })],
   ])(
     'L1 lockArgs returning %s: enqueue rejects with UnserializableLockArgsError and nothing is enqueued',
     async (_label, lockArgs) => {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { Cluster, Redis } from 'ioredis';
+import { MAX_TIMER_MS } from '../../common/option-values.js';
 import { JobInterceptor } from '../../nest/job.interceptor.js';
 import type { UniqueJobsModuleOptions } from '../../options/unique-jobs-module-options.interface.js';
 import { scanNodes } from '../../redis/scan.js';
@@ -49,7 +50,11 @@ export class UniqueJobsHealthIndicator {
   }
 
   private async check(options: UniqueJobsHealthOptions): Promise<UniqueJobsHealthDetails> {
-    const end = Date.now() + (options.timeout ?? DEFAULT_TIMEOUT);
+    // Called per probe with whatever the caller read (an env var may give a string): a value a timer cannot take counts
+    // as the default, never as a deadline that fires at once.
+    const timeout = Number(options.timeout ?? DEFAULT_TIMEOUT);
+    const bounded = Number.isFinite(timeout) && timeout >= 1 && timeout <= MAX_TIMER_MS ? timeout : DEFAULT_TIMEOUT;
+    const end = Date.now() + bounded;
     const within = <T>(operation: Promise<T>, what: string) => withDeadline(operation, end, what);
     const details: UniqueJobsHealthDetails = { status: 'up', store: 'down', reaper: this.reaperHealth(options) };
     const client = this.moduleRef.get<{ client: Redis | Cluster }>(UNIQUE_JOBS_REDIS, { strict: false }).client;

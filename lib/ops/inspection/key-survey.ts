@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { KEY_SHAPES } from '../../redis/keys.js';
 import { connectedScanNodes } from '../../redis/scan.js';
 
 /** Keys asked of SCAN per call by {@link surveyKeys}. */
@@ -8,16 +9,13 @@ export const DEFAULT_SURVEY_SCANS = 50;
 /** Distinct prefixes or queues kept per list (the most used first), so that a survey's answer stays short. */
 const MAX_LISTED = 20;
 
-/** The library's lock keys: `<prefix>:{v1:<64 hex>}:queued|expiring|running`. */
-const LOCK_KEY = /^(.+):\{(v\d+:[0-9a-f]{64})\}:(queued|expiring|running)$/;
-/** The Redis idempotency store's records: `<prefix>:{<base64url sha256>}:idempotency`. */
-const IDEMPOTENCY_KEY = /^(.+):\{([A-Za-z0-9_-]{43})\}:idempotency$/;
-/** The dead set's index: `<prefix>:{dead}:index`. */
-const DEAD_SET_KEY = /^(.+):\{dead\}:index$/;
-/** The library's BullMQ deduplication keys: `<bull prefix>:<queue>:de:uj:v1:<64 hex>` (queue names hold no `:`). */
-const DEDUPLICATION_KEY = /^(.+):([^:]+):de:uj:(v\d+:[0-9a-f]{64})$/;
-/** A BullMQ queue's `meta` key: `<bull prefix>:<queue>:meta`. */
-const META_KEY = /^(.+):([^:]+):meta$/;
+const {
+  lock: LOCK_KEY,
+  idempotency: IDEMPOTENCY_KEY,
+  deadSetIndex: DEAD_SET_KEY,
+  deduplication: DEDUPLICATION_KEY,
+  meta: META_KEY,
+} = KEY_SHAPES;
 
 /** A library prefix and how many of its keys of one kind the survey saw. */
 export interface SurveyedPrefix {

@@ -1,6 +1,6 @@
 import { discoverQueues, escapeGlob, scanNodes } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
-import { bullKeys, UniqueJobsKeys } from '../../redis/keys.js';
+import { bullKeys, KEY_SHAPES, KEY_SUFFIX, UniqueJobsKeys } from '../../redis/keys.js';
 import {
   digestPatternMatcher,
   isLockDigest,
@@ -56,7 +56,6 @@ export class LockInspector {
   private readonly client: Redis | Cluster;
   private readonly keys: UniqueJobsKeys;
   private readonly queues: readonly InspectedQueue[];
-  private readonly ownKey: RegExp;
   private readonly owners: JobOwners;
 
   constructor(options: LockInspectorOptions) {
@@ -64,7 +63,6 @@ export class LockInspector {
     this.owners = new JobOwners(options.client);
     this.keys = new UniqueJobsKeys(options.prefix);
     this.queues = [...options.queues];
-    this.ownKey = new RegExp(`^${escapeRegExp(options.prefix)}:\\{(v\\d+:[0-9a-f]{64})\\}:(queued|expiring|running)$`);
   }
 
   /**
@@ -190,13 +188,13 @@ export class LockInspector {
     }
     const phases: ScanPhase[] = [];
     phases.push({
-      match: `${escapeGlob(this.keys.prefix)}:{${glob}}:${filter.kind === 'runtime' ? 'running' : '*'}`,
+      match: this.keys.pattern(glob, filter.kind === 'runtime' ? KEY_SUFFIX.running : '*'),
       parse: (key) => {
-        const match = this.ownKey.exec(key);
-        if (!match || !matches(match[1])) return undefined;
-        const storage = match[2] as 'queued' | 'expiring' | 'running';
+        const match = KEY_SHAPES.lock.exec(key);
+        if (!match || match[1] !== this.keys.prefix || !matches(match[2])) return undefined;
+        const storage = match[3] as 'queued' | 'expiring' | 'running';
         if (filter.kind !== undefined && kindOf(storage) !== filter.kind) return undefined;
-        return { key, digest: match[1], storage };
+        return { key, digest: match[2], storage };
       },
     });
     if (filter.kind !== 'runtime') {
@@ -287,8 +285,4 @@ function decodeCursor(cursor: string): Position {
 
 function encodeCursor(position: Position): string {
   return `${position.phase}.${position.node}.${position.scan}.${position.skip}`;
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { bullKeys } from '../../redis/keys.js';
+import { bullKeys, KEY_SUFFIX, parseOwnKey, UniqueJobsKeys } from '../../redis/keys.js';
 import type { HeldLocksGaugeOptions } from './interfaces/unique-jobs-metrics-options.interface.js';
 import { escapeGlob, scanNodes } from '../../redis/scan.js';
 
@@ -18,9 +18,6 @@ export interface CountedQueue {
   name: string;
   prefix: string;
 }
-
-const ENQUEUE_SUFFIXES = [':queued', ':expiring'];
-const RUNTIME_SUFFIX = ':running';
 
 /**
  * Counts held lock keys with SCAN, bounded by a number of SCAN calls, and keeps the count for `cacheMs`. One pass over
@@ -57,17 +54,18 @@ export class HeldLockCounter {
   private async scan(): Promise<HeldLockCount> {
     const result: HeldLockCount = { enqueue: 0, runtime: 0, complete: true };
     let budget = this.maxScans;
-    const own = `${this.prefix}:{`;
+    const keys = new UniqueJobsKeys(this.prefix);
     const bases = new Set(
       this.queues().map((queue) => bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name))),
     );
     const passes: { match: string; count(key: string): void }[] = [
       {
-        match: `${escapeGlob(this.prefix)}:{*}:*`,
+        match: keys.pattern(),
         count: (key) => {
-          if (!key.startsWith(own)) return;
-          if (key.endsWith(RUNTIME_SUFFIX)) result.runtime++;
-          else if (ENQUEUE_SUFFIXES.some((suffix) => key.endsWith(suffix))) result.enqueue++;
+          const own = parseOwnKey(key);
+          if (own?.prefix !== this.prefix) return;
+          if (own.suffix === KEY_SUFFIX.running) result.runtime++;
+          else if (own.suffix === KEY_SUFFIX.queued || own.suffix === KEY_SUFFIX.expiring) result.enqueue++;
         },
       },
     ];

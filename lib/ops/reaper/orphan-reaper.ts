@@ -4,7 +4,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { LockStore } from '../../locks/lock-store.js';
 import { markedDigest } from '../../locks/slot-set.enqueue-lock.js';
-import { bullKeys, UniqueJobsKeys } from '../../redis/keys.js';
+import { bullKeys, KEY_SUFFIX, parseOwnKey, UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import { connectedScanNodes, discoverQueueNames, escapeGlob } from '../../redis/scan.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
@@ -167,7 +167,7 @@ export class OrphanReaper {
     const nodes = await connectedScanNodes(this.deps.client);
     const queues = uniqueQueues(this.knownQueues());
     return nodes.flatMap((node) => [
-      { node, match: `${escapeGlob(this.deps.prefix)}:{*}:*`, cursor: '0' },
+      { node, match: this.keys.pattern(), cursor: '0' },
       ...queues.map((queue) => ({
         node,
         match: `${escapeGlob(bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name)))}*`,
@@ -196,14 +196,15 @@ export class OrphanReaper {
       if (orphan) record({ key, kind: 'deduplicationKey', jobId: orphan[0], reason: orphan[1] });
       return;
     }
-    if (key.endsWith('}:running') || key.endsWith('}:queued')) {
-      const kind = key.endsWith('}:running') ? 'runtimeLease' : 'enqueueLock';
+    const suffix = parseOwnKey(key)?.suffix;
+    if (suffix === KEY_SUFFIX.running || suffix === KEY_SUFFIX.queued) {
+      const kind = suffix === KEY_SUFFIX.running ? 'runtimeLease' : 'enqueueLock';
       const expired = (await this.scripts.run('reapExpiredLeases', [key], [dry])) as string[];
       expired.forEach((jobId) => record({ key, kind, jobId, reason: 'lease ended' }));
       // A run-time lease is renewed by a running handler: only its end frees it. A queued job renews nothing, so a
       // general-path enqueue lock is checked against its job.
       if (kind === 'enqueueLock') await this.suspectEnqueueLock(key, expired, suspects);
-    } else if (key.endsWith('}:idempotency')) {
+    } else if (suffix === KEY_SUFFIX.idempotency) {
       await this.suspectIdempotencyClaim(key, suspects);
     }
   }
@@ -215,7 +216,7 @@ export class OrphanReaper {
     for (let i = 0; i < owners.length; i += 2) {
       const [jobId, score] = [owners[i], owners[i + 1]];
       if (expired.includes(jobId)) continue;
-      const digest = /\{([^}]+)\}:queued$/.exec(key)?.[1];
+      const digest = parseOwnKey(key)?.tag;
       const jobKeys = async () => (await this.queueNames()).map((queue) => bullKeys.job(queue, jobId));
       const statuses = await Promise.all((await jobKeys()).map((jobKey) => this.jobStatus(jobKey, digest)));
       if (statuses.includes('live')) continue;

@@ -1,5 +1,5 @@
 import { escapeGlob, scanNodes } from '../../redis/scan.js';
-import { bullKeys } from '../../redis/keys.js';
+import { bullKeys, KEY_SUFFIX, parseOwnKey } from '../../redis/keys.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** What {@link resetLocks} deletes besides the locks. */
@@ -20,10 +20,10 @@ export interface ResetLocksOptions {
 export async function resetLocks(app: UniqueJobsTestTarget, options: ResetLocksOptions = {}): Promise<number> {
   const { client, keys, queues } = internalsOf(app);
   const keep = (key: string) =>
-    (options.idempotency === false && key.endsWith(':idempotency')) ||
+    (options.idempotency === false && parseOwnKey(key)?.suffix === KEY_SUFFIX.idempotency) ||
     (options.deadSet === false && [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes].includes(key));
   const patterns = [
-    `${escapeGlob(keys.prefix)}:*`,
+    `${escapeGlob(keys.prefix)}:*`, // every key of the prefix: the locks, the records, the dead set, the reaper's
     ...queues.map(
       (queue) => `${escapeGlob(bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name)))}*`,
     ),

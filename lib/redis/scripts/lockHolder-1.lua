@@ -3,8 +3,12 @@
 
   KEYS[1] the lock
 
-  Returns the holder's id, or false when no lease is live.
+  Returns {holder, ms until its lease ends}, or false when no lease is live.
 ]]
 --- @include "includes/nowMs"
-local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. nowMs(), '+inf', 'LIMIT', 0, 1)
-return live[1] or false
+local now = nowMs()
+local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+if not live[1] then
+  return false
+end
+return {live[1], tonumber(live[2]) - now}

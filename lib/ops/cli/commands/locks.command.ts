@@ -1,7 +1,7 @@
 import { parseLockDigest } from '../../inspection/digest-format.js';
 import type { SurveyedQueue } from '../../inspection/key-survey.js';
 import type { HeldLock, HeldLockKind, LockFilter, LockOwner } from '../../inspection/lock-inspection.interface.js';
-import { bullKeys, UniqueJobsKeys } from '../../../redis/keys.js';
+import { bullKeys, KEY_SUFFIX, UniqueJobsKeys } from '../../../redis/keys.js';
 import { integerOption, kindOption, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
@@ -170,11 +170,13 @@ function keyNames(context: CliContext, digest: string, kind: HeldLockKind | unde
 
 /** The shapes of the keys a listing scans, with `digest` standing for the digests. */
 function keyShapes(context: CliContext, digest: string, kind: HeldLockKind | undefined): string[] {
-  const suffixes = kind === 'runtime' ? 'running' : kind === 'enqueue' ? 'queued|expiring' : 'queued|expiring|running';
-  return [
-    `${context.prefix}:{${digest}}:${suffixes}`,
-    ...(kind === 'runtime' ? [] : [`${context.bullPrefix}:<queue>:de:uj:${digest}`]),
-  ];
+  const { queued, expiring, running } = KEY_SUFFIX;
+  const suffixes =
+    kind === 'runtime' ? running : kind === 'enqueue' ? `${queued}|${expiring}` : `${queued}|${expiring}|${running}`;
+  // Shapes for the reader (`<queue>` and the suffix alternatives stand for what varies), not keys to send to Redis.
+  const lock = new UniqueJobsKeys(context.prefix).shape(digest, suffixes);
+  const queueKeys = bullKeys.deduplicationBase(bullKeys.qualifiedName(context.bullPrefix, '<queue>'));
+  return [lock, ...(kind === 'runtime' ? [] : [`${queueKeys}${digest}`])];
 }
 
 /**

@@ -1,6 +1,9 @@
 /** Options of {@link UniqueJobsHealthIndicator.isHealthy}. */
 export interface UniqueJobsHealthOptions {
-  /** Most time the Redis checks may take together (ms) before the indicator reports `down`. Default `1000`. */
+  /**
+   * Most time the Redis checks may take together (ms) before the indicator reports `down`. Default `1000`; a value that
+   * is not a number from 1 to 2^31 − 1 (what a timer takes) counts as the default.
+   */
   timeout?: number;
   /** More dead-set entries than this makes the indicator `degraded` (still serving). Default: no threshold. */
   deadSetThreshold?: number;

@@ -12,28 +12,33 @@ import { bullKeys } from '../redis/keys.js';
 type FinishedState = 'failed' | 'completed';
 
 /** What the guard wraps of a queue's or worker's backend (BullMQ's `IQueueBackend`). */
-interface RetryingBackend {
+interface MovingBackend {
   /** `job.retry()`. */
   retryFinishedJob(job: Job, state: FinishedState, opts?: object): Promise<void>;
   /** One batch of `queue.retryJobs()`: resolves a cursor (more to do while non-zero). */
   retryFinishedJobs(state?: FinishedState, count?: number, timestamp?: number): Promise<number>;
+  /** `job.changeDelay(delay)`. */
+  changeDelay(jobId: string, delay: number): Promise<void>;
+  /** `job.promote()`. */
+  promote(jobId: string): Promise<void>;
 }
 
 /** A queue or a worker: where the jobs it retries live. */
-type RetryingOwner = MinimalQueue & { name: string; qualifiedName: string; getBackend(): unknown };
+type MovingOwner = MinimalQueue & { name: string; qualifiedName: string; getBackend(): unknown };
 
 const GUARDED = new WeakSet<object>();
 
 /**
- * Makes a finished job that re-enters the queue take its lock again, through the retries of a guarded queue or worker
- * (their backend's `retryFinishedJob` and `retryFinishedJobs`, BullMQ's backend interface):
+ * Follows the moves a user makes on a job through a guarded queue or worker (their backend's methods, BullMQ's backend
+ * interface). `changeDelay` and `promote` move the job's run time: a lock with `lockTtl` (which lives that long past
+ * the run time) follows it. And a finished job that re-enters the queue takes its lock again:
  * - `job.retry()`: the lock is taken before the job moves; when another live job holds the digest, `retry()` rejects
  *   with {@link DuplicateJobError} and the job stays where it was.
  * - `queue.retryJobs()`: BullMQ moves many jobs in one script; right after it, each unique job it moved (read from
  *   BullMQ's event stream) takes its lock back. One whose digest another job took meanwhile meets that job when it
  *   starts (the conflict strategy), as does a job brought back by a process or dashboard without the library.
  */
-export class ReentryGuard {
+export class JobMovesGuard {
   constructor(
     private readonly definitions: JobDefinitions,
     private readonly client: Redis | Cluster,
@@ -43,13 +48,26 @@ export class ReentryGuard {
   ) {}
 
   /** Installs the guard on a queue's or worker's backend (idempotent). */
-  install(owner: RetryingOwner): void {
-    const backend = owner.getBackend() as Partial<RetryingBackend> | undefined;
+  install(owner: MovingOwner): void {
+    const backend = owner.getBackend() as Partial<MovingBackend> | undefined;
     if (!backend || GUARDED.has(backend)) return;
-    if (typeof backend.retryFinishedJob !== 'function' || typeof backend.retryFinishedJobs !== 'function') return;
+    const methods = ['retryFinishedJob', 'retryFinishedJobs', 'changeDelay', 'promote'] as const;
+    if (methods.some((method) => typeof backend[method] !== 'function')) return;
     GUARDED.add(backend);
-    const retryOne = backend.retryFinishedJob.bind(backend);
-    const retryMany = backend.retryFinishedJobs.bind(backend);
+    const { retryOne, retryMany, changeDelay, promote } = {
+      retryOne: backend.retryFinishedJob!.bind(backend),
+      retryMany: backend.retryFinishedJobs!.bind(backend),
+      changeDelay: backend.changeDelay!.bind(backend),
+      promote: backend.promote!.bind(backend),
+    };
+    backend.changeDelay = async (jobId, delay) => {
+      await changeDelay(jobId, delay);
+      await this.retime(owner, jobId, delay);
+    };
+    backend.promote = async (jobId) => {
+      await promote(jobId);
+      await this.retime(owner, jobId, 0);
+    };
     backend.retryFinishedJob = async (job, state, opts) => {
       // A job not in `state` is BullMQ's to refuse, before any lock is taken.
       if (this.guards(job) && (await job.getState()) === state) await this.relock(job, true);
@@ -69,6 +87,16 @@ export class ReentryGuard {
       }
       return cursor;
     };
+  }
+
+  /** The run time of a job moved to `runInMs` from now: its lock's TTL follows (when its queue has unique jobs). */
+  private async retime(owner: MovingOwner, jobId: string, runInMs: number): Promise<void> {
+    if (!this.enabled || !this.definitions.hasQueue(owner.name)) return;
+    const job = await Job.fromId(owner, jobId);
+    const definition = job && this.definitions.find(job.queueName, job.name);
+    const digest = job && lockedDigest(job);
+    if (!job || !definition?.enqueueLock || digest === undefined) return;
+    await definition.enqueueLock.retime({ job, digest }, runInMs);
   }
 
   /** Whether the job has an enqueue lock of this application's. */
