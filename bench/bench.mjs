@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only=enqueue|worker]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
+// `npm run bench [-- --quick] [-- --only=enqueue|worker|wake]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
 // interleaved rounds so machine drift cancels; each figure is a ratio to plain BullMQ in the same round (the median
 // over rounds), plus Redis commands per operation counted on the client side (stable across machines) and enqueue
 // latency percentiles. Writes bench/results.json.
@@ -19,6 +19,7 @@ import {
   UniqueJobsService,
 } from '../dist/index.js';
 import { ensurePostgres, ensureRedis } from '../scripts/services.mjs';
+import { measureWakeUp } from './wake-up.mjs';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 3 : 7;
@@ -129,7 +130,7 @@ const enqueueVariants = {
 
 const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
 const results = { machine: { quick, rounds: ROUNDS }, enqueue: {}, worker: {} };
-for (const inFlight of only === 'worker' ? [] : [1, 32]) {
+for (const inFlight of only === undefined || only === 'enqueue' ? [1, 32] : []) {
   const rounds = Object.fromEntries(Object.keys(enqueueVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\renqueue, ${inFlight} in flight: round ${round + 1}/${ROUNDS}   `);
@@ -169,7 +170,7 @@ const workerVariants = {
   '@IdempotencyKey, PostgreSQL store': { idempotency: { key, store: 'sql' } },
   '@IdempotencyKey, PostgreSQL transactional': { idempotency: { key, store: 'sql', transactional: true } },
 };
-for (const concurrency of only === 'enqueue' ? [] : [1, 16]) {
+for (const concurrency of only === undefined || only === 'worker' ? [1, 16] : []) {
   const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\rworkers, concurrency ${concurrency}: round ${round + 1}/${ROUNDS}   `);
@@ -180,6 +181,22 @@ for (const concurrency of only === 'enqueue' ? [] : [1, 16]) {
     }
   }
   results.worker[concurrency] = summarize(rounds, 'plain worker');
+}
+
+// ── a duplicate delivery waiting for a key in progress: woken when the holder completes ──
+if (only === undefined || only === 'wake') {
+  process.stdout.write('\rduplicate wake-up latency   ');
+  const { latencies } = await measureWakeUp({
+    connection,
+    prefix: run,
+    queueName: q('wake'),
+    samples: quick ? 20 : 100,
+  });
+  results.wakeUp = {
+    samples: latencies.length,
+    p50ms: Number(percentile(latencies, 50).toFixed(1)),
+    p99ms: Number(percentile(latencies, 99).toFixed(1)),
+  };
 }
 
 /** Enqueues the variant's jobs (through the library for unique variants), then times a worker draining them. */
@@ -280,6 +297,14 @@ for (const [concurrency, variants] of Object.entries(results.worker)) {
       'SQL/op': r.sqlPerOp,
     });
   }
+}
+if (results.wakeUp) {
+  rows.push({
+    measure: 'duplicate settle after holder completion',
+    variant: `@IdempotencyKey, Redis store (${results.wakeUp.samples} samples)`,
+    'p50 ms': results.wakeUp.p50ms,
+    'p99 ms': results.wakeUp.p99ms,
+  });
 }
 console.table(rows);
 writeFileSync(new URL('./results.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);

@@ -1,4 +1,5 @@
 import type { Job, Queue } from 'bullmq';
+import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import { bullKeys, deduplicationId } from '../redis/keys.js';
 import { ContendedDigests } from './contended-digests.js';
 import {
@@ -28,6 +29,11 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
 
   async prepare(request: EnqueueRequest): Promise<Prepared> {
     const { queue, opts, digest, jobId } = request;
+    if (opts.parent) {
+      throw new UniqueJobsError(
+        `Job "${request.name}" on queue "${queue.name}" has a "parent", but its enqueue lock is BullMQ's deduplication key, which BullMQ refuses on a child job: add the unique job from the parent's handler (without "parent"), or give it a definition on the slot-set path (lockLimit > 1 or uniqueAcross: 'queues')`,
+      );
+    }
     const key = bullKeys.deduplication(queue.qualifiedName, digest);
     if (opts.jobId === undefined && this.contended.has(key)) {
       const holder = await this.store.peekDeduplication(key, bullKeys.queueKeyPrefix(queue.qualifiedName));

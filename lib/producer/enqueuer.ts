@@ -121,28 +121,22 @@ export class Enqueuer {
       };
     });
     const entries: BulkEntry[] = [];
-    for (const { entry, definition, digest } of requests) {
-      const opts = entry.opts ?? {};
-      if (!definition || digest === undefined) {
-        entries.push({ kind: 'plain', entry, bulk: entry });
-      } else if (!definition.enqueueLock) {
-        entries.push({ kind: 'plain', entry, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) }, digest });
-      } else {
-        const request = { queue, name: entry.name, data: entry.data, opts, digest, jobId: opts.jobId ?? newJobId() };
-        const prepared = await definition.enqueueLock.prepare(request);
-        entries.push(
-          'opts' in prepared
-            ? { kind: 'locked', entry, bulk: { ...entry, opts: prepared.opts }, definition, request }
-            : { kind: 'held', entry, definition, digest, existingJobId: prepared.existingJobId },
-        );
-      }
+    const abandon = async () => {
+      for (const e of entries) if (e.kind === 'locked') await e.definition.enqueueLock!.abandon(e.request);
+    };
+    try {
+      for (const { entry, definition, digest } of requests)
+        entries.push(await this.ready(queue, entry, definition, digest));
+    } catch (error) {
+      await abandon();
+      throw error;
     }
     const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
     let added: Job[];
     try {
       added = bulk.length > 0 ? await this.deps.queues.originals(queue).addBulk(bulk) : [];
     } catch (error) {
-      for (const e of entries) if (e.kind === 'locked') await e.definition.enqueueLock!.abandon(e.request);
+      await abandon();
       throw error;
     }
     const results: ClientResolution[] = [];
@@ -163,6 +157,25 @@ export class Enqueuer {
       results.push(await this.settle(queue, e.definition, e.entry, digest, taken));
     }
     return results;
+  }
+
+  /** A bulk entry readied: plain, or with its enqueue lock prepared (taken, or met held). */
+  private async ready(
+    queue: Queue,
+    entry: BulkJob,
+    definition: JobDefinition | undefined,
+    digest: string | undefined,
+  ): Promise<BulkEntry> {
+    const opts = entry.opts ?? {};
+    if (!definition || digest === undefined) return { kind: 'plain', entry, bulk: entry };
+    if (!definition.enqueueLock) {
+      return { kind: 'plain', entry, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) }, digest };
+    }
+    const request = { queue, name: entry.name, data: entry.data, opts, digest, jobId: opts.jobId ?? newJobId() };
+    const prepared = await definition.enqueueLock.prepare(request);
+    return 'opts' in prepared
+      ? { kind: 'locked', entry, bulk: { ...entry, opts: prepared.opts }, definition, request }
+      : { kind: 'held', entry, definition, digest, existingJobId: prepared.existingJobId };
   }
 
   /** The result of a lock taken (the job) or met (the client strategy decides). */

@@ -2,7 +2,7 @@
 // leaving one job and no dead-set entry naming a job that is gone. L5: a caller's `jobId` that already exists, reused
 // with other data, takes no lock on the other data's digest.
 import { describe, expect, it } from '@jest/globals';
-import type { EnqueueResult } from '../../lib/index.js';
+import { UniqueJobsError, type EnqueueResult } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { byId, dedupHolder, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
@@ -76,5 +76,33 @@ describe('L4 replace with concurrent producers, L5 a reused caller jobId', () =>
     // Before: the plain job and the fast-path jobs were added by the one addBulk, the slot-set entries one by one after.
     expect(await app.queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 0 });
     expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'u', { id: 'a' })))).toEqual([]);
+  });
+
+  it('(hostile review) a unique child on the fast path fails with a typed error naming "parent"; a bulk it is in keeps no slot of the others', async () => {
+    const app = await start({
+      unique: [
+        { jobName: 'fast', lock: 'until_executed', lockArgs: byId },
+        { jobName: 'slots', lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+      ],
+      paused: true,
+    });
+    const parent = { id: 'p1', queue: `bull:${app.queue.name}` };
+    const alone = await failureOf(app.queue.add('fast', { id: 'c' }, { parent }));
+    expect(alone).toBeInstanceOf(UniqueJobsError);
+    expect(String(alone)).toMatch(/"parent".*deduplication key/);
+    const bulk = await failureOf(
+      app.queue.addBulk([
+        { name: 'slots', data: { id: 'a' } },
+        { name: 'fast', data: { id: 'c' }, opts: { parent } },
+      ]),
+    );
+    expect(bulk).toBeInstanceOf(UniqueJobsError);
+    expect(await app.queue.getJobCounts('waiting', 'delayed', 'waiting-children')).toEqual({
+      waiting: 0,
+      delayed: 0,
+      'waiting-children': 0,
+    });
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'slots', { id: 'a' })))).toEqual([]);
+    expect(await dedupHolder(redis, app.queue.name, digestOf(app, 'fast', { id: 'c' }))).toBeNull();
   });
 });
