@@ -1,13 +1,7 @@
-import { discoverQueues, escapeGlob, scanNodes } from '../../redis/scan.js';
+import { discoverQueues, scanNodes } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
 import { bullKeys, KEY_SHAPES, KEY_SUFFIX, UniqueJobsKeys } from '../../redis/keys.js';
-import {
-  digestPatternMatcher,
-  isLockDigest,
-  parseDigestPattern,
-  parseDigestPrefix,
-  parseLockDigest,
-} from './digest-format.js';
+import { digestPatternMatcher, parseDigestPattern, parseDigestPrefix, parseLockDigest } from './digest-format.js';
 import { InvalidCursorError } from './errors/invalid-cursor.error.js';
 import { JobOwners, type Candidate } from './job-owners.js';
 import type {
@@ -23,21 +17,20 @@ import type {
 } from './lock-inspection.interface.js';
 
 /** Keys asked of SCAN per call. */
-const SCAN_COUNT = 500;
+const SCAN_COUNT = 1000;
 /** SCAN calls one {@link LockInspector.listLocks} call makes at most (then it returns what it found and a cursor). */
-const MAX_SCANS_PER_PAGE = 100;
+const MAX_SCANS_PER_PAGE = 200;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
-const CURSOR = /^(\d{1,6})\.(\d{1,6})\.(\d{1,20})\.(\d{1,9})$/;
+const CURSOR = /^n(\d{1,6})\.(\d{1,20})\.(\d{1,9})$/;
 
-/** One key space SCAN walks: a MATCH pattern and how to read the keys it finds. */
-interface ScanPhase {
+/** The key space a listing walks: one MATCH pattern and how to read the keys it finds. */
+interface ScanPlan {
   match: string;
   parse(key: string): Candidate | undefined;
 }
 
 interface Position {
-  phase: number;
   node: number;
   scan: string;
   skip: number;
@@ -84,22 +77,17 @@ export class LockInspector {
   async listLocks(filter: LockFilter = {}, page: LockPageRequest = {}): Promise<LockPage> {
     const asked = Math.trunc(Number(page.limit ?? DEFAULT_LIMIT));
     const limit = Number.isFinite(asked) ? Math.min(Math.max(asked, 1), MAX_LIMIT) : DEFAULT_LIMIT;
-    const phases = this.phases(filter);
+    const plan = this.plan(filter);
     const position = decodeCursor(page.cursor ?? '0');
     const nodes = scanNodes(this.client);
     const locks: HeldLock[] = [];
     let scans = 0;
-    while (position.phase < phases.length && locks.length < limit && scans < MAX_SCANS_PER_PAGE) {
-      if (position.node >= nodes.length) {
-        Object.assign(position, { phase: position.phase + 1, node: 0, scan: '0', skip: 0 });
-        continue;
-      }
-      const phase = phases[position.phase];
-      const [next, keys] = await nodes[position.node].scan(position.scan, 'MATCH', phase.match, 'COUNT', SCAN_COUNT);
+    while (position.node < nodes.length && locks.length < limit && scans < MAX_SCANS_PER_PAGE) {
+      const [next, keys] = await nodes[position.node].scan(position.scan, 'MATCH', plan.match, 'COUNT', SCAN_COUNT);
       scans++;
       const candidates = [...new Set(keys)]
         .sort()
-        .map((key) => phase.parse(key))
+        .map((key) => plan.parse(key))
         .filter((candidate) => candidate !== undefined);
       let index = position.skip;
       while (index < candidates.length && locks.length < limit) {
@@ -114,10 +102,7 @@ export class LockInspector {
       }
       Object.assign(position, next === '0' ? { node: position.node + 1, scan: '0', skip: 0 } : { scan: next, skip: 0 });
     }
-    if (position.phase < phases.length && position.node >= nodes.length) {
-      Object.assign(position, { phase: position.phase + 1, node: 0, scan: '0', skip: 0 });
-    }
-    return { locks, cursor: position.phase >= phases.length ? '0' : encodeCursor(position) };
+    return { locks, cursor: position.node >= nodes.length ? '0' : encodeCursor(position) };
   }
 
   /**
@@ -151,20 +136,19 @@ export class LockInspector {
   /** How many enqueue locks, run-time locks and dead-set entries there are (a full SCAN of the lock keys). */
   async counts(): Promise<LockCounts> {
     const counts: LockCounts = { enqueueLocks: 0, runtimeLocks: 0, deadSet: 0 };
-    for (const phase of this.phases({})) {
-      for (const node of scanNodes(this.client)) {
-        let cursor = '0';
-        do {
-          const [next, keys] = await node.scan(cursor, 'MATCH', phase.match, 'COUNT', 1000);
-          cursor = next;
-          for (const key of new Set(keys)) {
-            const candidate = phase.parse(key);
-            if (candidate === undefined) continue;
-            if (kindOf(candidate.storage) === 'enqueue') counts.enqueueLocks++;
-            else counts.runtimeLocks++;
-          }
-        } while (cursor !== '0');
-      }
+    const plan = this.plan({});
+    for (const node of scanNodes(this.client)) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', plan.match, 'COUNT', 1000);
+        cursor = next;
+        for (const key of new Set(keys)) {
+          const candidate = plan.parse(key);
+          if (candidate === undefined) continue;
+          if (kindOf(candidate.storage) === 'enqueue') counts.enqueueLocks++;
+          else counts.runtimeLocks++;
+        }
+      } while (cursor !== '0');
     }
     counts.deadSet = await this.client.zcard(this.keys.deadSetIndex);
     return counts;
@@ -172,8 +156,14 @@ export class LockInspector {
 
   // ───────────────────────────── internals ─────────────────────────────
 
-  /** The key spaces to scan for a filter: the library's own lock keys, then each queue's deduplication keys. */
-  private phases(filter: LockFilter): ScanPhase[] {
+  /**
+   * What to scan for a filter: ONE pass over the key space that sees the library's lock keys
+   * (`<prefix>:{<digest>}:<suffix>`) and the inspected queues' deduplication keys (`…:de:uj:<digest>`) together, so
+   * the first page lists locks whichever kind fills the Redis (a pass per kind made the first pages empty while a
+   * million deduplication keys waited behind the library's own). The MATCH keeps both shapes (a digest right after
+   * `{` or `:`); the parser keeps only this prefix's keys and the inspected queues'.
+   */
+  private plan(filter: LockFilter): ScanPlan {
     let glob = '*';
     let matches: (digest: string) => boolean = () => true;
     if (filter.pattern !== undefined) {
@@ -186,32 +176,32 @@ export class LockInspector {
       const previous = matches;
       matches = (digest) => digest.startsWith(prefix) && previous(digest);
     }
-    const phases: ScanPhase[] = [];
-    phases.push({
-      match: this.keys.pattern(glob, filter.kind === 'runtime' ? KEY_SUFFIX.running : '*'),
-      parse: (key) => {
-        const match = KEY_SHAPES.lock.exec(key);
-        if (!match || match[1] !== this.keys.prefix || !matches(match[2])) return undefined;
-        const storage = match[3] as 'queued' | 'expiring' | 'running';
-        if (filter.kind !== undefined && kindOf(storage) !== filter.kind) return undefined;
-        return { key, digest: match[2], storage };
-      },
-    });
-    if (filter.kind !== 'runtime') {
-      for (const queue of this.queues) {
-        if (filter.queue !== undefined && queue.name !== filter.queue) continue;
-        const base = bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name));
-        phases.push({
-          match: `${escapeGlob(base)}${glob}`,
-          parse: (key) => {
-            const digest = key.startsWith(base) ? key.slice(base.length) : undefined;
-            if (!isLockDigest(digest) || !matches(digest)) return undefined;
-            return { key, digest, storage: 'deduplication', queue };
-          },
-        });
-      }
+    const own = (key: string): Candidate | undefined => {
+      const match = KEY_SHAPES.lock.exec(key);
+      if (!match || match[1] !== this.keys.prefix || !matches(match[2])) return undefined;
+      const storage = match[3] as 'queued' | 'expiring' | 'running';
+      if (filter.kind !== undefined && kindOf(storage) !== filter.kind) return undefined;
+      return { key, digest: match[2], storage };
+    };
+    const queues = new Map(
+      this.queues
+        .filter((queue) => filter.queue === undefined || queue.name === filter.queue)
+        .map((queue) => [bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name)), queue]),
+    );
+    if (filter.kind === 'runtime' || queues.size === 0) {
+      const suffix = filter.kind === 'runtime' ? KEY_SUFFIX.running : '*';
+      return { match: this.keys.pattern(glob, suffix), parse: own };
     }
-    return phases;
+    return {
+      match: `*[{:]${glob === '*' ? 'v[0-9]' : glob}*`,
+      parse: (key) => {
+        const dedup = KEY_SHAPES.deduplication.exec(key);
+        if (!dedup) return own(key);
+        const queue = queues.get(key.slice(0, key.length - dedup[3].length));
+        if (!queue || !matches(dedup[3])) return undefined;
+        return { key, digest: dedup[3], storage: 'deduplication', queue };
+      },
+    };
   }
 
   /** Every key that may hold a lock of a (validated) digest. */
@@ -277,12 +267,12 @@ function kindOf(storage: HeldLockStorage): HeldLockKind {
 }
 
 function decodeCursor(cursor: string): Position {
-  if (cursor === '0') return { phase: 0, node: 0, scan: '0', skip: 0 };
+  if (cursor === '0') return { node: 0, scan: '0', skip: 0 };
   const match = CURSOR.exec(cursor);
   if (!match) throw new InvalidCursorError(cursor);
-  return { phase: Number(match[1]), node: Number(match[2]), scan: match[3], skip: Number(match[4]) };
+  return { node: Number(match[1]), scan: match[2], skip: Number(match[3]) };
 }
 
 function encodeCursor(position: Position): string {
-  return `${position.phase}.${position.node}.${position.scan}.${position.skip}`;
+  return `n${position.node}.${position.scan}.${position.skip}`;
 }
