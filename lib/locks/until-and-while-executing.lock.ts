@@ -1,13 +1,16 @@
-import { ADMITTED, Lock, type FailedAttempt, type JobEnqueueLock, type LockRun } from './lock.js';
+import type { ConflictSide, LockType } from '../interfaces/unique-job-options.interface.js';
+import type { LockRun } from './lock.js';
+import { UntilExecutingLock } from './until-executing.lock.js';
 
 /**
- * An enqueue lock released when the job starts, plus a run-time lock while it runs: at most one queued and one running
- * job per digest. The run-time lock is taken first, so a job that meets a running duplicate keeps its place in line;
- * by default it is rescheduled until the running one is done (a queued copy carries newer data: it must not vanish).
+ * `until_executing` plus a run-time lock while the job runs: at most one queued and one running job per digest. The
+ * run-time lock is taken first, so a job that meets a running duplicate keeps its place in line (its enqueue lock is
+ * kept); by default it is rescheduled until the running one is done (a queued copy carries newer data: it must not
+ * vanish). Failed attempts, the end and re-entry are `until_executing`'s.
  */
-export class UntilAndWhileExecutingLock extends Lock {
-  readonly type = 'until_and_while_executing';
-  readonly conflictSides = ['client', 'server'] as const;
+export class UntilAndWhileExecutingLock extends UntilExecutingLock {
+  override readonly type: LockType = 'until_and_while_executing';
+  override readonly conflictSides: readonly ConflictSide[] = ['client', 'server'];
   override readonly defaultStrategy = { client: 'log', server: 'reschedule' };
 
   /** Start: take the run-time lock, then release the enqueue lock (a conflict keeps it: the job stays in line). */
@@ -15,24 +18,5 @@ export class UntilAndWhileExecutingLock extends Lock {
     const held = await run.takeRuntimeLock();
     if (held.acquired) await run.enqueueLock?.release();
     return held;
-  }
-
-  /**
-   * Failed attempt: take the enqueue lock back for the retry (not when BullMQ fails the job for good). A job queued
-   * while this one ran may hold it: then this one is not retried (that job runs instead).
-   */
-  override async attemptFailed(run: LockRun, attempt: FailedAttempt) {
-    if (await attempt.endsJob()) return ADMITTED;
-    return (await run.enqueueLock?.retake()) ?? ADMITTED;
-  }
-
-  /** Ended (failed for good, or through a conflict strategy): release the enqueue lock still held. */
-  override async finished(run: LockRun) {
-    await run.enqueueLock?.releaseAtEnd();
-  }
-
-  /** Back from failed or completed: take the enqueue lock again. */
-  override reentering(enqueueLock: JobEnqueueLock) {
-    return enqueueLock.retake();
   }
 }

@@ -1,3 +1,4 @@
+import type { ConflictSide, LockType } from '../interfaces/unique-job-options.interface.js';
 import { ADMITTED, Lock, type FailedAttempt, type JobEnqueueLock, type LockRun } from './lock.js';
 
 /**
@@ -5,8 +6,8 @@ import { ADMITTED, Lock, type FailedAttempt, type JobEnqueueLock, type LockRun }
  * block a new one. A failed attempt takes the lock back until the next start (unless another job took it meanwhile).
  */
 export class UntilExecutingLock extends Lock {
-  readonly type = 'until_executing';
-  readonly conflictSides = ['client'] as const;
+  readonly type: LockType = 'until_executing';
+  readonly conflictSides: readonly ConflictSide[] = ['client'];
 
   /** Start: release (a running job does not block a new one). */
   override async start(run: LockRun) {

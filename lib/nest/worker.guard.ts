@@ -119,7 +119,9 @@ function alongChain<T>(key: string, processorClass: object, decorator: string): 
     const added: T[] = [];
     own.forEach((options, i) => {
       const names = jobNamesOf(options);
-      const covered = names === undefined ? everyName : names.every((jobName) => named.has(jobName));
+      // An empty list covers nothing: it reaches validation, which rejects it.
+      const covered =
+        names === undefined ? everyName : names.length > 0 && names.every((jobName) => named.has(jobName));
       if (covered) return;
       found.push({ options, source: `${name} (${decorator} #${i + 1})` });
       added.push(options);
