@@ -57,6 +57,8 @@ export type {
   TransactionHostLike,
 } from './idempotency/stores/transaction-host-idempotency.store.js';
 export { IdempotencyConnectionLostError } from './errors/idempotency-connection-lost.error.js';
+export { IdempotencyTransactionEndedError } from './errors/idempotency-transaction-ended.error.js';
+export type { EndedTransactionOutcome } from './errors/idempotency-transaction-ended.error.js';
 export { IdempotencyStoreNotReadyError } from './errors/idempotency-store-not-ready.error.js';
 export { DEFAULT_IDEMPOTENCY_OPTIONS, MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency/idempotency-options.js';
 export type * from './idempotency/idempotency-store.interface.js';

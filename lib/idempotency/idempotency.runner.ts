@@ -6,6 +6,7 @@ import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.er
 import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
 import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.error.js';
 import { IdempotencyLeaseLostError } from '../errors/idempotency-lease-lost.error.js';
+import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { MissingIdempotencyKeyError } from '../errors/missing-idempotency-key.error.js';
 import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
 import type { DistributiveOmit, IdempotencyEvent, UniqueJobsEvents } from '../events/unique-jobs.events.js';
@@ -252,11 +253,13 @@ export class IdempotencyRunner {
   private async afterFailure(attempt: Attempt, error: unknown): Promise<void> {
     const { job, definition, ref } = attempt;
     try {
-      // A failure is kept only when BullMQ fails the job for good (asked of BullMQ, before it moves the job).
+      // A failure is kept only when BullMQ fails the job for good (asked of BullMQ, before it moves the job); and
+      // always when the handler ended its transaction after writes that may be committed (so none runs them again).
       const keep =
-        definition.options.onFailure === 'keep' &&
-        !(error instanceof UnserializableIdempotencyResultError) &&
-        (await attemptOutcome(job, error)) === 'fails';
+        (error instanceof IdempotencyTransactionEndedError && error.outcome !== 'rolled back') ||
+        (definition.options.onFailure === 'keep' &&
+          !(error instanceof UnserializableIdempotencyResultError) &&
+          (await attemptOutcome(job, error)) === 'fails');
       if (keep) {
         const { name, message } = error instanceof Error ? error : new Error(String(error));
         const failure = { error: JSON.stringify({ name, message }), ttlMs: definition.options.ttl };

@@ -103,7 +103,12 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const complete = settle('completed');
   const fail = settle('failed');
   const release = `DELETE FROM ${t} WHERE ${owned}`;
-  const lockOwned = `SELECT 1 AS held FROM ${t} WHERE ${owned} FOR UPDATE`;
+  // The transaction's id: the completion checks it, so that it never commits outside the transaction that locked the
+  // record (a handler that ran COMMIT or ROLLBACK itself leaves the connection in autocommit, or in another transaction).
+  const lockOwned = `SELECT txid_current()::text AS tx FROM ${t} WHERE ${owned} FOR UPDATE`;
+  const completeLocked = `${complete} AND txid_current() = $6::bigint`;
+  const transactionState = `SELECT CASE WHEN txid_current_if_assigned() = $1::bigint THEN 'open'
+    ELSE txid_status($1::bigint) END AS state`;
   const remove = `DELETE FROM ${t} WHERE scope = $1 AND key = $2 RETURNING expires_at > clock_timestamp() AS live`;
   // Rows a transaction holds are skipped, not waited for; the index on expires_at bounds the scan.
   const prune = `DELETE FROM ${t} WHERE ctid IN (SELECT ctid FROM ${t}
@@ -122,6 +127,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     fail: (ref, f) => command(fail, [...ownedParams(ref), f.error, f.ttlMs]),
     release: (ref) => command(release, ownedParams(ref)),
     lockOwned: (ref) => query(lockOwned, ownedParams(ref)),
+    completeLocked: (ref, c, tx) => command(completeLocked, [...ownedParams(ref), c.result ?? null, c.ttlMs, tx]),
+    transactionState: (_ref, tx) => query(transactionState, [tx]),
     delete: (scope, key) => query(remove, [scope, key]),
     prune: (limit) => command(prune, [limit]),
     probe: () => query(probe, []),

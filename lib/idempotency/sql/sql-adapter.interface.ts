@@ -68,4 +68,12 @@ export interface SqlTransactionScope<Transaction> {
   readonly handle: Transaction;
   /** Runs one statement in the transaction. */
   execute(statement: SqlStatement): Promise<SqlResult>;
+  /**
+   * Optional: whether the transaction is still open by the driver's own account (`false` once something committed or
+   * rolled it back: better-sqlite3's `inTransaction`, TypeORM's `isTransactionActive`). The store asks before it
+   * completes the record, and never completes it outside its transaction. Without it the store relies on its own check
+   * (PostgreSQL: the transaction id; SQLite: a marker a rollback removes), which also sees a rollback followed by a new
+   * `BEGIN`.
+   */
+  active?(): boolean;
 }

@@ -25,10 +25,23 @@ export interface SqlDialect {
   release(ref: IdempotencyRecordRef): SqlStatement;
   /**
    * The first statement of a transaction of transactional mode: finds the owner's `in_progress` record and locks it
-   * until the transaction ends (PostgreSQL: `SELECT … FOR UPDATE`; SQLite: a no-op `UPDATE`, which takes the
-   * database's write lock). Changes or returns one row when the owner still holds the record.
+   * until the transaction ends (PostgreSQL: `SELECT … FOR UPDATE`; SQLite: an `UPDATE` of it, which takes the
+   * database's write lock). Rows: `[{ tx }]` when the owner still holds the record, `tx` naming this transaction
+   * (PostgreSQL: its id, `txid_current()`; SQLite: a random marker written into the record, which a rollback undoes).
    */
   lockOwned(ref: IdempotencyRecordRef): SqlStatement;
+  /**
+   * {@link complete}, only inside the transaction `tx` (what {@link lockOwned} answered) that still holds the lock:
+   * changes nothing once that transaction ended (the handler committed or rolled it back itself), even though the
+   * statement then runs outside it.
+   */
+  completeLocked(ref: IdempotencyRecordRef, completion: IdempotencyCompletion, tx: string): SqlStatement;
+  /**
+   * Rows: `[{ state }]`, what became of the transaction `tx`: `'open'` (the statement runs in it), `'committed'`,
+   * `'aborted'`, or another value when the database cannot tell. SQLite answers `'open'` while the record still holds
+   * the marker (in the transaction, or committed with it) and `'aborted'` once it does not.
+   */
+  transactionState(ref: IdempotencyRecordRef, tx: string): SqlStatement;
   /** Deletes a key's record whatever its state. Rows: `[{ live }]`. */
   delete(scope: string, key: string): SqlStatement;
   /** Deletes up to `limit` records that no longer matter. */

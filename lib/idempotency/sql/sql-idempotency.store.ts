@@ -1,5 +1,6 @@
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { IdempotencyLeaseLostError } from '../../errors/idempotency-lease-lost.error.js';
+import { IdempotencyTransactionEndedError } from '../../errors/idempotency-transaction-ended.error.js';
 import type {
   IdempotencyClaim,
   IdempotencyClaimResult,
@@ -17,7 +18,7 @@ import {
   toIdempotencyRecord,
   type SqlRecordRow,
 } from '../stores/sql-records.js';
-import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
+import type { SqlIdempotencyAdapter, SqlResult, SqlStatement, SqlTransactionScope } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
 import { postgresDialect } from './postgres-dialect.js';
 import { SerialQueue } from './serial-queue.js';
@@ -195,7 +196,8 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
    * transaction and commits. If the owner lost its claim (another delivery took it over), the transaction rolls back
    * and {@link IdempotencyLeaseLostError} is thrown; if `work` or `completion` throws, it rolls back and that error is
    * thrown; if the connection dropped meanwhile, {@link IdempotencyConnectionLostError} is thrown. Do not commit, roll
-   * back or release the transaction in `work`.
+   * back or release the transaction in `work`: the record is completed only inside the transaction that locked it, so
+   * a `work` that ended it gets {@link IdempotencyTransactionEndedError} and no completed record.
    */
   async runInTransaction<T>(
     ref: IdempotencyRecordRef,
@@ -208,12 +210,16 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           this.adapter.transaction(async (tx) => {
             // Lock the owner's record for the whole transaction: no claimant can take it over until COMMIT or ROLLBACK
             // (a crash drops the connection, which rolls back and unlocks), so the lease needs no renewal meanwhile.
-            const lock = this.sql.lockOwned(ref);
-            if (!affected(lock, await tx.execute(lock))) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
+            const locked = (await tx.execute(this.sql.lockOwned(ref))).rows[0];
+            if (!locked) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
+            const txId = String(locked.tx);
             const value = await work(tx.handle);
-            const complete = this.sql.complete(ref, completion(value));
-            if (!affected(complete, await tx.execute(complete)))
-              throw new IdempotencyLeaseLostError(ref.scope, ref.key);
+            const done = completion(value);
+            // Completed only in the transaction that locked the record: a handler that committed or rolled it back
+            // itself left the connection outside it, where a completion would record an effect that is not there.
+            if (tx.active?.() === false) throw await this.ended(tx, ref, txId, false);
+            const complete = this.sql.completeLocked(ref, done, txId);
+            if (!affected(complete, await tx.execute(complete))) throw await this.ended(tx, ref, txId, tx.active?.());
             return value;
           }),
         true,
@@ -224,6 +230,29 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
       }
       throw error;
     }
+  }
+
+  /**
+   * Why the completion of a transaction could not apply: the handler ended the transaction itself
+   * ({@link IdempotencyTransactionEndedError}, saying whether it committed), or, with the transaction still open, the
+   * record is no longer the owner's ({@link IdempotencyLeaseLostError}).
+   */
+  private async ended(
+    tx: SqlTransactionScope<Transaction>,
+    ref: IdempotencyRecordRef,
+    txId: string,
+    active: boolean | undefined,
+  ): Promise<Error> {
+    let state: unknown;
+    try {
+      state = (await tx.execute(this.sql.transactionState(ref, txId))).rows[0]?.state;
+    } catch {
+      state = undefined;
+    }
+    if (state === 'open' && active !== false) return new IdempotencyLeaseLostError(ref.scope, ref.key);
+    const outcome =
+      state === 'open' || state === 'committed' ? 'committed' : state === 'aborted' ? 'rolled back' : 'unknown';
+    return new IdempotencyTransactionEndedError(ref.scope, ref.key, outcome);
   }
 
   private async changed(statement: SqlStatement): Promise<boolean> {

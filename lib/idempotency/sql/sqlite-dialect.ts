@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   ABANDONED_CLAIM_MS,
   DEFAULT_IDEMPOTENCY_TABLE,
@@ -108,12 +109,12 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     true,
   );
   const renew = named(`UPDATE ${t} SET expires_at = @expiresAt, updated_at = @now WHERE ${owned}`, false);
-  const complete = named(
-    `UPDATE ${t}
+  const completeText = `UPDATE ${t}
     SET state = 'completed', result = @result, error = NULL, expires_at = @expiresAt, updated_at = @now
-    WHERE ${owned}`,
-    false,
-  );
+    WHERE ${owned}`;
+  const complete = named(completeText, false);
+  // Only while the record holds the transaction's marker: a ROLLBACK (by the handler) undid it.
+  const completeLocked = named(`${completeText} AND result = @tx`, false);
   const fail = named(
     `UPDATE ${t}
     SET state = 'failed', result = NULL, error = @error, expires_at = @expiresAt, updated_at = @now
@@ -121,8 +122,13 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     false,
   );
   const release = named(`DELETE FROM ${t} WHERE ${owned}`, false);
-  // A write, so the transaction holds SQLite's write lock from its first statement, whatever its BEGIN was.
-  const lockOwned = named(`UPDATE ${t} SET updated_at = updated_at WHERE ${owned}`, false);
+  // A write, so the transaction holds SQLite's write lock from its first statement, whatever its BEGIN was. It marks
+  // the record with a token of the transaction (in `result`, empty while in progress): a rollback removes it.
+  const lockOwned = named(`UPDATE ${t} SET result = @tx WHERE ${owned} RETURNING result AS tx`, true);
+  const transactionState = named(
+    `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${t} WHERE ${owned} AND result = @tx) THEN 'open' ELSE 'aborted' END AS state`,
+    true,
+  );
   const remove = named(
     `DELETE FROM ${t} WHERE scope = @scope AND key = @key RETURNING expires_at > @now AS live`,
     true,
@@ -166,7 +172,12 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       return fail({ ...ownedValues(ref), error: f.error, now, expiresAt: now + f.ttlMs });
     },
     release: (ref) => release(ownedValues(ref)),
-    lockOwned: (ref) => lockOwned(ownedValues(ref)),
+    lockOwned: (ref) => lockOwned({ ...ownedValues(ref), tx: `tx:${randomUUID()}` }),
+    completeLocked: (ref, c, tx) => {
+      const now = Date.now();
+      return completeLocked({ ...ownedValues(ref), result: c.result ?? null, now, expiresAt: now + c.ttlMs, tx });
+    },
+    transactionState: (ref, tx) => transactionState({ ...ownedValues(ref), tx }),
     delete: (scope, key) => remove({ scope, key, now: Date.now() }),
     prune: (limit) => prune({ now: Date.now(), limit }),
     probe: () => query(`SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`, []),

@@ -189,7 +189,7 @@ function drizzleSqliteAdapter(db: DrizzleSqliteDatabaseLike): SqlIdempotencyAdap
     async transaction(body) {
       await exec('BEGIN IMMEDIATE');
       try {
-        const value = await body({ handle: db, execute });
+        const value = await body({ handle: db, execute, active: () => sqliteClientOf(db)?.inTransaction !== false });
         await exec('COMMIT');
         return value;
       } catch (error) {
@@ -198,4 +198,10 @@ function drizzleSqliteAdapter(db: DrizzleSqliteDatabaseLike): SqlIdempotencyAdap
       }
     },
   };
+}
+
+/** The better-sqlite3 `Database` under a Drizzle SQLite database (`db.$client`), if it shows one. */
+function sqliteClientOf(db: DrizzleSqliteDatabaseLike): { inTransaction?: unknown } | undefined {
+  const client = (db as { $client?: unknown }).$client;
+  return typeof client === 'object' && client !== null ? client : undefined;
 }

@@ -66,7 +66,8 @@ export function toIdempotencyRecord(row: SqlRecordRow): IdempotencyRecord {
     owner: row.owner ?? undefined,
     jobId: row.job_id ?? undefined,
     fingerprint: row.fingerprint ?? undefined,
-    result: row.result ?? undefined,
+    // An in-progress record's `result` is no result (SQLite: the marker of the transaction holding it).
+    result: row.state === 'completed' ? (row.result ?? undefined) : undefined,
     error: row.error ?? undefined,
     attempts: Number(row.attempts),
     createdAt: Number(row.created_at_ms),

@@ -17,6 +17,8 @@ export interface SqliteStatementLike {
 export interface SqliteDatabaseLike {
   prepare(sql: string): SqliteStatementLike;
   exec(sql: string): unknown;
+  /** Whether a transaction is open on the connection (better-sqlite3 has it). */
+  readonly inTransaction?: boolean;
 }
 
 /** Options of {@link SqliteIdempotencyStore}. */
@@ -109,7 +111,7 @@ export function betterSqliteAdapter(database: SqliteDatabaseLike): SqlIdempotenc
     async transaction(body) {
       database.exec('BEGIN IMMEDIATE');
       try {
-        const value = await body({ handle: database, execute });
+        const value = await body({ handle: database, execute, active: () => database.inTransaction !== false });
         database.exec('COMMIT');
         return value;
       } catch (error) {

@@ -6,6 +6,7 @@ import { drizzlePgExecute, watchDrizzleTransaction, type DrizzlePgDatabaseLike }
 import {
   typeOrmDialect,
   typeOrmExecute,
+  typeOrmTransactionActive,
   type TypeOrmDataSourceLike,
   type TypeOrmQueryRunnerLike,
 } from './typeorm-idempotency.store.js';
@@ -114,7 +115,11 @@ export function transactionHostAdapter<Tx>(
           // or Drizzle's session client (which nothing listens on).
           const runner = (tx as { queryRunner?: { databaseConnection?: unknown } }).queryRunner;
           watch = kind === 'typeorm' ? watchConnection(runner?.databaseConnection) : watchDrizzleTransaction(tx);
-          return body({ handle: tx, execute: (statement) => execute(txHost.tx, statement) });
+          return body({
+            handle: tx,
+            execute: (statement) => execute(txHost.tx, statement),
+            active: () => (runner ? typeOrmTransactionActive(runner as TypeOrmQueryRunnerLike) : true),
+          });
         });
       } catch (error) {
         const lost = watch?.lost();

@@ -129,6 +129,20 @@ export async function typeOrmTransaction<Manager, R>(
   }
 }
 
+/**
+ * Whether a runner's transaction is still open: TypeORM's own flag (`commitTransaction()`/`rollbackTransaction()` clear
+ * it) and, on better-sqlite3, the connection's (a raw `COMMIT`/`ROLLBACK` through `manager.query` clears that one).
+ */
+export function typeOrmTransactionActive(runner: TypeOrmQueryRunnerLike): boolean {
+  // PostgreSQL: the runner's own pg client (no such flag); SQLite: the driver's one better-sqlite3 connection.
+  const { databaseConnection, driver } = runner as {
+    databaseConnection?: { inTransaction?: unknown };
+    driver?: { databaseConnection?: { inTransaction?: unknown } };
+  };
+  const connection = databaseConnection ?? driver?.databaseConnection;
+  return runner.isTransactionActive && connection?.inTransaction !== false;
+}
+
 /** The adapter of {@link TypeOrmIdempotencyStore}. */
 export function typeOrmAdapter<Manager>(
   dataSource: TypeOrmDataSourceLike<Manager>,
@@ -146,7 +160,11 @@ export function typeOrmAdapter<Manager>(
     },
     transaction: (body) =>
       typeOrmTransaction(dataSource, isolation, (runner) =>
-        body({ handle: runner.manager, execute: (statement) => typeOrmExecute(runner, statement) }),
+        body({
+          handle: runner.manager,
+          execute: (statement) => typeOrmExecute(runner, statement),
+          active: () => typeOrmTransactionActive(runner),
+        }),
       ),
   };
 }

@@ -1,0 +1,284 @@
+// A transactional handler that ends the claim's transaction itself (COMMIT or ROLLBACK through the handle it got, or
+// TypeORM's queryRunner.commitTransaction()/rollbackTransaction()): the store completes the record only inside the
+// transaction that locked it, so no `completed` record is ever written without the effect. The job fails for good with
+// IdempotencyTransactionEndedError; after a COMMIT the key is kept as failed (the writes up to then are committed: no
+// later delivery runs the handler again), after a ROLLBACK the claim is released. Real PostgreSQL and SQLite, through
+// the module and BullMQ.
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Job } from 'bullmq';
+import type pg from 'pg';
+import { DataSource, type EntityManager } from 'typeorm';
+import {
+  idempotencyOf,
+  IdempotencyTransactionEndedError,
+  PostgresIdempotencyStore,
+  SqliteIdempotencyStore,
+  TypeOrmIdempotencyStore,
+  type IdempotencyJob,
+  type SqlIdempotencyStore,
+} from '../../lib/index.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
+import { waitFor } from '../support/wait.js';
+
+/** How the handler ends the transaction: a raw statement, or TypeORM's runner API. */
+type Ending = 'COMMIT' | 'ROLLBACK' | 'runner.commit' | 'runner.rollback';
+
+interface Data {
+  key: string;
+  end?: Ending;
+}
+
+/** One database and store: how the handler writes its effect and ends the transaction, how the test counts effects. */
+interface Setup {
+  store: SqlIdempotencyStore<unknown>;
+  /** Writes an effect row through the transaction handle, then ends the transaction as asked. */
+  write(handle: unknown, key: string, end: Ending | undefined): Promise<void>;
+  /** Committed effect rows of a key (read on another connection). */
+  effects(key: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+const directory = mkdtempSync(join(tmpdir(), 'idem-tx-ended-'));
+let pool: pg.Pool;
+const tables: string[] = [];
+
+function pgSetup(kind: 'pg' | 'typeorm'): () => Promise<Setup> {
+  return async () => {
+    const idem = uniqueTable(`idem_ended_${kind}`);
+    const effects = uniqueTable(`fx_ended_${kind}`);
+    tables.push(idem, effects);
+    await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, key text NOT NULL)`);
+    const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
+    const count = async (key: string) =>
+      Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects} WHERE key = $1`, [key])).rows[0].n);
+    if (kind === 'pg') {
+      const store = new PostgresIdempotencyStore({ pool, table: idem });
+      await store.migrate();
+      return {
+        store,
+        write: async (handle, key, end) => {
+          const client = handle as pg.PoolClient;
+          await client.query(insert, [key]);
+          if (end) await client.query(end);
+        },
+        effects: count,
+        close: async () => undefined,
+      };
+    }
+    const dataSource = new DataSource({ type: 'postgres', url: databaseUrl(), poolSize: 3, logging: false });
+    await dataSource.initialize();
+    const store = new TypeOrmIdempotencyStore({ dataSource, table: idem });
+    await store.migrate();
+    return {
+      store,
+      write: (handle, key, end) => typeOrmWrite(handle as EntityManager, insert, key, end),
+      effects: count,
+      close: () => dataSource.destroy(),
+    };
+  };
+}
+
+async function typeOrmWrite(manager: EntityManager, insert: string, key: string, end: Ending | undefined) {
+  await manager.query(insert, [key]);
+  if (end === 'runner.commit') await manager.queryRunner!.commitTransaction();
+  else if (end === 'runner.rollback') await manager.queryRunner!.rollbackTransaction();
+  else if (end) await manager.query(end);
+}
+
+function sqliteSetup(kind: 'sqlite' | 'typeorm-sqlite'): () => Promise<Setup> {
+  return async () => {
+    const file = join(directory, `${kind}.db`);
+    const reader = new Database(file, { timeout: 10_000 });
+    reader.pragma('journal_mode = WAL');
+    reader.exec('CREATE TABLE effects (id INTEGER PRIMARY KEY, key TEXT NOT NULL)');
+    const insert = 'INSERT INTO effects (key) VALUES (?)';
+    const count = async (key: string) =>
+      Number((reader.prepare('SELECT count(*) AS n FROM effects WHERE key = ?').get(key) as { n: number }).n);
+    if (kind === 'sqlite') {
+      const database = new Database(file, { timeout: 10_000 });
+      const store = new SqliteIdempotencyStore({ database });
+      await store.migrate();
+      return {
+        store,
+        write: async (handle, key, end) => {
+          const db = handle as Database.Database;
+          db.prepare(insert).run(key);
+          if (end) db.exec(end);
+        },
+        effects: count,
+        close: async () => {
+          database.close();
+          reader.close();
+        },
+      };
+    }
+    const dataSource = new DataSource({ type: 'better-sqlite3', database: file, enableWAL: true, logging: false });
+    await dataSource.initialize();
+    const store = new TypeOrmIdempotencyStore({ dataSource });
+    await store.migrate();
+    return {
+      store,
+      write: (handle, key, end) => typeOrmWrite(handle as EntityManager, insert, key, end),
+      effects: count,
+      close: async () => {
+        await dataSource.destroy();
+        reader.close();
+      },
+    };
+  };
+}
+
+beforeAll(() => {
+  pool = pgPool(4);
+});
+
+afterAll(async () => {
+  for (const table of tables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+  await pool.end();
+  rmSync(directory, { recursive: true, force: true });
+});
+
+describe.each([
+  ['PostgresIdempotencyStore (pg)', pgSetup('pg'), ['COMMIT', 'ROLLBACK']],
+  [
+    'TypeOrmIdempotencyStore on PostgreSQL',
+    pgSetup('typeorm'),
+    ['COMMIT', 'ROLLBACK', 'runner.commit', 'runner.rollback'],
+  ],
+  ['SqliteIdempotencyStore (better-sqlite3)', sqliteSetup('sqlite'), ['COMMIT', 'ROLLBACK']],
+  ['TypeOrmIdempotencyStore on SQLite', sqliteSetup('typeorm-sqlite'), ['COMMIT', 'ROLLBACK', 'runner.commit']],
+] as const)('%s: a handler that ends the claim transaction itself', (_label, make, endings) => {
+  let setup: Setup;
+  const { start } = useApps('tx-ended', {
+    module: {},
+    worker: { concurrency: 2 },
+  });
+
+  beforeAll(async () => {
+    setup = await make();
+  });
+  afterAll(async () => {
+    await setup.close();
+  });
+
+  const boot = async () => {
+    const app = await start({
+      module: { idempotency: { stores: { sql: setup.store } } },
+      idempotency: {
+        key: (job: IdempotencyJob<Data>) => job.data.key,
+        fingerprint: ['key'],
+        store: 'sql',
+        transactional: true,
+      },
+      handler: async (job: Job) => {
+        const data = job.data as Data;
+        await setup.write(idempotencyOf(job).transaction, data.key, data.end);
+        return { wrote: data.key };
+      },
+    });
+    return { app, events: new EventLog(app) };
+  };
+
+  const committed = endings.filter((end) => end === 'COMMIT' || end === 'runner.commit');
+  const rolledBack = endings.filter((end) => end === 'ROLLBACK' || end === 'runner.rollback');
+
+  it.each(committed)(
+    '%s: IdempotencyTransactionEndedError (committed), no retry, the key kept failed, never a completed record',
+    async (end) => {
+      const { app, events } = await boot();
+      const key = `commit-${end}`;
+      const scope = `${app.queue.name}:effect`;
+      const job = await app.queue.add('effect', { key, end }, { attempts: 3 });
+      await expect(app.finished(job)).rejects.toThrow(
+        `The handler of idempotency key "${key}" (scope "${scope}") ended the claim's transaction itself (it committed it`,
+      );
+      expect(app.runs).toHaveLength(1); // no retry: the error is unrecoverable
+      expect((await app.queue.getJob(job.id!))?.attemptsMade).toBe(1);
+      // The handler's write committed with its own COMMIT; the record says failed, not completed.
+      expect(await setup.effects(key)).toBe(1);
+      const record = await setup.store.get(scope, key);
+      expect(record).toMatchObject({ state: 'failed', result: undefined });
+      expect(JSON.parse(record!.error!)).toMatchObject({ name: 'IdempotencyTransactionEndedError' });
+      expect(events.of('idempotencyFailureKept')).toHaveLength(1);
+      expect(events.of('idempotencyCompleted')).toEqual([]);
+
+      // A later delivery does not run the handler on top of the committed writes.
+      const again = await app.queue.add('effect', { key });
+      await expect(app.finished(again)).rejects.toThrow('IdempotencyTransactionEndedError');
+      expect(app.runs).toHaveLength(1);
+      expect(await setup.effects(key)).toBe(1);
+    },
+  );
+
+  it.each(rolledBack)(
+    '%s: IdempotencyTransactionEndedError (rolled back), the claim released, nothing written',
+    async (end) => {
+      const { app, events } = await boot();
+      const key = `rollback-${end}`;
+      const scope = `${app.queue.name}:effect`;
+      const job = await app.queue.add('effect', { key, end }, { attempts: 3 });
+      await expect(app.finished(job)).rejects.toThrow('(it rolled it back: nothing of it was committed)');
+      expect(app.runs).toHaveLength(1);
+      expect(await setup.effects(key)).toBe(0);
+      expect(await setup.store.get(scope, key)).toBeUndefined();
+      expect(events.of('idempotencyReleased')).toHaveLength(1);
+      expect(events.of('idempotencyCompleted')).toEqual([]);
+
+      // The key is free: a well-behaved delivery runs and completes it.
+      const again = await app.queue.add('effect', { key });
+      await expect(app.finished(again)).resolves.toEqual({ wrote: key });
+      expect(await setup.effects(key)).toBe(1);
+      expect(await setup.store.get(scope, key)).toMatchObject({
+        state: 'completed',
+        result: JSON.stringify({ wrote: key }),
+      });
+    },
+  );
+});
+
+describe('SqliteIdempotencyStore: a record left in progress after the handler committed (the worker died)', () => {
+  it('shows no transaction marker, and a takeover after the lease completes it cleanly', async () => {
+    const database = new Database(join(directory, 'marker.db'), { timeout: 10_000 });
+    try {
+      const store = new SqliteIdempotencyStore({ database });
+      await store.migrate();
+      const ref = { scope: 'marker', key: 'k', owner: 'first' };
+      const claim = (owner: string) => store.claim({ ...ref, owner, leaseMs: 200, fingerprint: 'f', jobId: '1' });
+      expect(await claim('first')).toEqual({ claimed: true, takeover: false });
+      const attempt = store.runInTransaction(
+        ref,
+        async (db) => {
+          (db as Database.Database).exec('COMMIT');
+          return 'x';
+        },
+        (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
+      );
+      await expect(attempt).rejects.toBeInstanceOf(IdempotencyTransactionEndedError);
+      await expect(attempt).rejects.toMatchObject({ outcome: 'committed' });
+      // Nothing settled it (a crash before fail()): the record stays in progress, its marker committed in `result`.
+      const marker = database.prepare('SELECT result FROM unique_jobs_idempotency').get() as { result: string };
+      expect(marker.result).toMatch(/^tx:/);
+      expect(await store.get('marker', 'k')).toMatchObject({ state: 'in_progress', result: undefined });
+
+      // Once the lease ended, the next claim takes it over and clears the marker; its transaction completes.
+      await waitFor('the lease to end', async () => (await claim('second')).claimed);
+      const raw = database.prepare('SELECT result, attempts FROM unique_jobs_idempotency').get();
+      expect(raw).toEqual({ result: null, attempts: 2 });
+      const value = await store.runInTransaction(
+        { ...ref, owner: 'second' },
+        async () => 'done',
+        (v) => ({ result: JSON.stringify(v), ttlMs: 60_000 }),
+      );
+      expect(value).toBe('done');
+      expect(await store.get('marker', 'k')).toMatchObject({ state: 'completed', result: '"done"', attempts: 2 });
+    } finally {
+      database.close();
+    }
+  });
+});
