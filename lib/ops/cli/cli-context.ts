@@ -8,6 +8,8 @@ import { CliError, EXIT } from './errors/cli.error.js';
 import { toJson, type CliIo } from './output.js';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+/** How long connecting and the first PING may take in all before the CLI reports Redis unreachable (exit code 2). */
+const CONNECT_ANSWER_MS = 10_000;
 
 /**
  * What every command works with: the options, the output, and (opened on first use, closed at the end) the Redis
@@ -75,11 +77,28 @@ export class CliContext {
     client.on('error', (error: Error) => (this.lastError = error));
     this.client = client;
     this.closers.push(() => client.quit().catch(() => client.disconnect()));
+    // connectTimeout bounds the TCP connect only: a server that accepts and never answers (a proxy, a paused or
+    // overloaded Redis, a port that is not Redis) would leave the ready check or PING waiting forever.
+    let timer: NodeJS.Timeout | undefined;
+    const silent = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`no answer within ${CONNECT_ANSWER_MS / 1000} s (is it a Redis server?)`)),
+        CONNECT_ANSWER_MS,
+      );
+    });
     try {
-      await client.connect();
-      await client.ping();
+      const ready = async () => {
+        await client.connect();
+        await client.ping();
+      };
+      const connecting = ready();
+      connecting.catch(() => undefined); // its late rejection, once the timer has won, is not an unhandled one
+      await Promise.race([connecting, silent]);
     } catch (error) {
+      client.disconnect();
       throw this.unreachable(error);
+    } finally {
+      clearTimeout(timer);
     }
     return client;
   }
