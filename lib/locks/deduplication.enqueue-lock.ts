@@ -97,4 +97,9 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
       bullKeys.queueKeyPrefix(queue.qualifiedName),
     );
   }
+
+  async holders(queue: Queue, digest: string): Promise<string[]> {
+    const holder = await this.holder(queue, digest);
+    return holder === undefined ? [] : [holder];
+  }
 }

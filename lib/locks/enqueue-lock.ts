@@ -66,6 +66,8 @@ export interface EnqueueLock {
   forget(queue: Queue, digest: string, holderId: string): Promise<void>;
   /** The job holding the lock of `digest` in `queue` now, or `undefined` when it is free. */
   holder(queue: Queue, digest: string): Promise<string | undefined>;
+  /** Every job holding the lock of `digest` in `queue` now (at most `lockLimit`; none when it is free). */
+  holders(queue: Queue, digest: string): Promise<string[]>;
 }
 
 /** The delay of a job (its own, or the queue's default), which a lock's lifetime must cover. */

@@ -56,8 +56,16 @@ export class LockStore {
 
   /** The oldest owner of `key` whose lease is live, with the ms its lease has left, or `undefined`. */
   async holder(key: string): Promise<{ holder: string; leftMs: number } | undefined> {
-    const found = (await this.scripts.run('lockHolder', [key], [])) as [string, number] | null;
-    return found ? { holder: found[0], leftMs: found[1] } : undefined;
+    return (await this.holders(key, 1))[0];
+  }
+
+  /** Up to `limit` owners of `key` whose lease is live, the soonest lease end first, with the ms each has left. */
+  async holders(key: string, limit: number): Promise<{ holder: string; leftMs: number }[]> {
+    const found = (await this.scripts.run('lockHolder', [key], [limit])) as (string | number)[];
+    const holders: { holder: string; leftMs: number }[] = [];
+    for (let i = 0; i + 1 < found.length; i += 2)
+      holders.push({ holder: String(found[i]), leftMs: Number(found[i + 1]) });
+    return holders;
   }
 
   /** Moves the end of a deduplication key's TTL to `ttlMs` from now, for `owner` only, if the key has a TTL. */

@@ -118,6 +118,15 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return undefined;
   }
 
+  async holders(queue: Queue, digest: string): Promise<string[]> {
+    const found = await this.store.holders(this.key(digest), this.settings.lockLimit);
+    const live: string[] = [];
+    for (const { holder, leftMs } of found) {
+      if (!(await this.dropIfStale(queue.qualifiedName, digest, holder, leftMs))) live.push(holder);
+    }
+    return live;
+  }
+
   /** Takes a slot, dropping holders met whose job is gone from the queue (at most `lockLimit` of them). */
   private async acquire(
     queue: Queue | string,

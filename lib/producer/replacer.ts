@@ -33,6 +33,7 @@ export class Replacer {
     if (!definition || !lock) return undefined;
     let holder = conflict.existingJobId;
     let replaced: string | undefined;
+    const kept = new Set<string>(); // holders met that started or finished: they stay
     for (let attempt = 0; attempt < MAX_REPLACEMENTS; attempt++) {
       if (holder !== undefined) {
         const removed = await removeIfNotStarted(queue, holder);
@@ -40,11 +41,13 @@ export class Replacer {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
           replaced = holder;
         } else {
-          // Started, finished, or not found in this queue: it stays. Unless the lock changed hands meanwhile (another
-          // producer replaced it, or it started and gave the lock up), there is nothing to replace.
-          const current = await lock.holder(queue, digest);
-          if (current === holder) return undefined;
-          holder = current;
+          // Started, finished, or not found in this queue: it stays. Another holder of the lock (lockLimit > 1, or the
+          // lock changed hands meanwhile: another producer replaced it, or it started and gave the lock up) may be one
+          // that never started; with none left to try, there is nothing to replace.
+          if (removed === 'kept') kept.add(holder);
+          const live = await lock.holders(queue, digest);
+          if (live.length > 0 && live.every((id) => kept.has(id) || id === holder)) return undefined;
+          holder = live.find((id) => !kept.has(id) && id !== holder);
           continue;
         }
       }

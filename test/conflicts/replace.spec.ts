@@ -108,6 +108,35 @@ describe('onConflict: replace (client side, until_executed)', () => {
     expect(await keysOf(app)).toEqual([]);
   });
 
+  it('lockLimit 2 with one holder running and one delayed: the delayed one is replaced, whichever lease ends first', async () => {
+    const gates = new Gates().hold('running');
+    const app = await start({
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId, lockLimit: 2 },
+      handler: gates.handler,
+    });
+    // The delayed holder's lease ends an hour later than the running one's: the replace must look past the first.
+    const delayed = asEnqueued(
+      await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'later' }, { delay: 3_600_000 }),
+    );
+    const running = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'running' }));
+    await gates.started('running');
+
+    const third = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'third' }));
+    expect(third.replacedJobId).toBe(delayed.job.id);
+    expect(await app.queue.getJob(delayed.job.id!)).toBeUndefined();
+    expect(await app.queue.getJobState(running.job.id!)).toBe('active');
+    const holders = await redis.zrange(`${app.prefix}:{${third.digest}}:queued`, '0', '-1');
+    expect(holders.sort()).toEqual([running.job.id, third.job.id].sort());
+    expect(await app.service.deadSet.size()).toBe(0);
+
+    // The next one replaces the waiting replacement, never the running holder.
+    const fourth = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'fourth' }));
+    expect(fourth.replacedJobId).toBe(third.job.id);
+    expect(await app.queue.getJobState(running.job.id!)).toBe('active');
+    gates.release('running');
+    await app.finished(running.job);
+  });
+
   it('the semaphore path (lockLimit 2) replaces the oldest holder once both slots are taken', async () => {
     const app = await start(clientSide('replace', { lockLimit: 2 }));
     const one = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 1 }));
