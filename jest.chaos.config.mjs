@@ -1,5 +1,7 @@
 // `npm run test:chaos`: the fault-injection suite (test/chaos/*.chaos.ts), one scenario at a time (each runs several
 // worker and producer processes against a Redis server of its own). Its figures go to .build/chaos-report.json.
+// `npm run test:chaos -- --full` runs the fleet scenario (test/chaos/fleet.chaos.ts) at its full figure, over 10,000
+// deliveries (scripts/test.mjs turns `--full` into UNIQUE_JOBS_CHAOS_FULL=1); the test sets its own timeout.
 import base from './jest.config.mjs';
 
 export default {

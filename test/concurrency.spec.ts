@@ -8,7 +8,7 @@ import { defineUniqueJob, digest, lockKey } from '../lib/index.js';
 import type { ProducerSummary } from './fixtures/concurrency-producer.js';
 import type { RunRecord } from './fixtures/concurrency-worker.js';
 import { startApp, type TestApp } from './support/app.js';
-import { killFixtures, spawnFixture } from './support/fixtures.js';
+import { killFixturesAndWait, spawnFixture } from './support/fixtures.js';
 import { lockKeys, redisClient, redisOptions, scanKeys, uniqueName } from './support/redis.js';
 
 /** Runs producers to the end: waits until every one is ready, says "go" to all at once, collects the summaries. */
@@ -39,7 +39,7 @@ describe('many processes, one Redis', () => {
   };
 
   afterEach(async () => {
-    killFixtures();
+    await killFixturesAndWait(); // gone before their keys are deleted: a fixture still running would write them again
     await app?.close();
     app = undefined;
     for (const queue of queues.splice(0)) {

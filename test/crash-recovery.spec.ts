@@ -5,19 +5,22 @@ import { type QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { lockKey, type LockType } from '../lib/index.js';
 import { startApp, type TestApp } from './support/app.js';
-import { killFixtures, spawnFixture } from './support/fixtures.js';
-import { lockKeys, redisClient, openQueueEvents, redisOptions, uniqueName } from './support/redis.js';
+import { killFixturesAndWait, spawnFixture } from './support/fixtures.js';
+import { deleteNamespaces, lockKeys, openQueueEvents, redisClient, redisOptions, uniqueName } from './support/redis.js';
 
 describe('a worker process killed mid-job', () => {
   const redis = redisClient();
   const blocking = new Redis(redisOptions());
   let app: TestApp | undefined;
   let events: QueueEvents | undefined;
+  const probes: string[] = [];
 
   afterEach(async () => {
-    killFixtures();
+    // Worker B may still be running the last job: wait until it is gone before deleting the keys.
+    await killFixturesAndWait();
     await events?.close();
     await app?.close();
+    await deleteNamespaces(redis, { prefixes: probes.splice(0) });
   });
   afterAll(async () => {
     await redis.quit();
@@ -33,6 +36,7 @@ describe('a worker process killed mid-job', () => {
       const queue = uniqueName('crash');
       const prefix = uniqueName('ujcrash');
       const probe = uniqueName('probe');
+      probes.push(probe);
       app = await startApp({
         queue,
         module: { prefix, jobs: [{ queue, lock, lockArgs: (d: { id: string }) => d.id }] },

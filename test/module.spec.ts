@@ -8,15 +8,31 @@ import { Redis } from 'ioredis';
 import { defineUniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
 import { processorClass } from './support/app.js';
 import { deferred } from './support/deferred.js';
-import { redisClient, openQueueEvents, redisOptions, scanKeys, uniqueName } from './support/redis.js';
+import { deleteNamespaces, openQueueEvents, redisClient, redisOptions, scanKeys, uniqueName } from './support/redis.js';
 
 describe('UniqueJobsModule wiring', () => {
   const redis = redisClient();
-  afterAll(async () => redis.quit());
+  // The queues and prefixes the tests make: their keys are deleted after the file (the shared Redis stays clean).
+  const queues: string[] = [];
+  const prefixes: string[] = [];
+  const newQueueName = (label: string) => {
+    const name = uniqueName(label);
+    queues.push(name);
+    return name;
+  };
+  const newPrefix = (label: string) => {
+    const name = uniqueName(label);
+    prefixes.push(name);
+    return name;
+  };
+  afterAll(async () => {
+    await deleteNamespaces(redis, { queues, prefixes });
+    await redis.quit();
+  });
 
   it('forRootAsync builds the options from a factory with injected dependencies', async () => {
-    const queueName = uniqueName('async');
-    const prefix = uniqueName('ujasync');
+    const queueName = newQueueName('async');
+    const prefix = newPrefix('ujasync');
     const CONFIG = Symbol('CONFIG');
     @Module({ providers: [{ provide: CONFIG, useValue: { prefix } }], exports: [CONFIG] })
     class ConfigModule {}
@@ -46,7 +62,7 @@ describe('UniqueJobsModule wiring', () => {
   });
 
   it('guards queue.add in a user module onModuleInit, and guards a queue created by hand', async () => {
-    const queueName = uniqueName('hooks');
+    const queueName = newQueueName('hooks');
     const enqueued = deferred<Job[]>();
     @Injectable()
     class Producer implements OnModuleInit {
@@ -63,7 +79,7 @@ describe('UniqueJobsModule wiring', () => {
         FeatureModule,
         UniqueJobsModule.forRoot({
           logger: false,
-          prefix: uniqueName('ujhooks'),
+          prefix: newPrefix('ujhooks'),
           jobs: [defineUniqueJob({ queue: queueName, lock: 'until_executed' })],
         }),
       ],
@@ -85,8 +101,8 @@ describe('UniqueJobsModule wiring', () => {
   });
 
   it('guards the processor before its worker fetches the first job (a job already waiting at boot)', async () => {
-    const queueName = uniqueName('boot');
-    const prefix = uniqueName('ujboot');
+    const queueName = newQueueName('boot');
+    const prefix = newPrefix('ujboot');
     const plain = new Queue(queueName, { connection: redisOptions() });
     await plain.add('x', { account: 'a' }); // added without the library: the worker computes the digest
     const started = deferred();
@@ -129,13 +145,13 @@ describe('UniqueJobsModule wiring', () => {
   });
 
   it('uses a Redis client passed in the options and leaves it open at shutdown', async () => {
-    const queueName = uniqueName('client');
+    const queueName = newQueueName('client');
     const client = new Redis(redisOptions());
     const moduleRef = await Test.createTestingModule({
       imports: [
         BullModule.forRoot({ connection: redisOptions() }),
         BullModule.registerQueue({ name: queueName }),
-        UniqueJobsModule.forRoot({ logger: false, connection: client, prefix: uniqueName('ujclient') }),
+        UniqueJobsModule.forRoot({ logger: false, connection: client, prefix: newPrefix('ujclient') }),
       ],
     }).compile();
     await moduleRef.init();

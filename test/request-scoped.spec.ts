@@ -6,7 +6,7 @@ import { Test } from '@nestjs/testing';
 import type { Job, Queue } from 'bullmq';
 import { UniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
 import { deferred } from './support/deferred.js';
-import { lockKeys, redisClient, openQueueEvents, redisOptions, uniqueName } from './support/redis.js';
+import { deleteNamespaces, lockKeys, openQueueEvents, redisClient, redisOptions, uniqueName } from './support/redis.js';
 
 describe('a request-scoped processor', () => {
   const redis = redisClient();
@@ -64,6 +64,7 @@ describe('a request-scoped processor', () => {
       gate.resolve();
       await events.close();
       await moduleRef.close();
+      await deleteNamespaces(redis, { queues: [queueName], prefixes: [prefix] });
     }
   });
 });

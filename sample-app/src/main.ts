@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import type { Server } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import { ApiModule } from './api.module.js';
 import { ChargeCustomerProcessor } from './charges/charge-customer.processor.js';
@@ -25,6 +26,11 @@ async function bootstrap(): Promise<void> {
   if (config.role !== 'api') throw new Error(`ROLE must be api or worker, got "${config.role}"`);
   const app = await NestFactory.create(ApiModule, { logger: ['error', 'warn'] });
   app.enableShutdownHooks();
+  // Idle keep-alive connections stay open longer than a client keeps them (Node's fetch: 4 s), so the server never
+  // closes one under a request the client is sending on it (`other side closed` under load).
+  const server = app.getHttpServer() as Server;
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   await app.listen(config.port, '127.0.0.1');
   console.log(JSON.stringify({ ready: 'api', url: await app.getUrl() }));
 }

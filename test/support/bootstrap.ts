@@ -5,7 +5,7 @@ import { BullModule } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
 import { InvalidUniqueJobOptionsError, UniqueJobsModule, type UniqueJobsModuleOptions } from '../../lib/index.js';
-import { redisClient, uniqueName } from './redis.js';
+import { deleteNamespaces, redisClient, uniqueName } from './redis.js';
 
 export interface BootOptions {
   queues: string[];
@@ -22,13 +22,14 @@ export interface BootOptions {
 export async function bootstrapError(options: BootOptions): Promise<unknown> {
   const connection = redisClient();
   let moduleRef: TestingModule | undefined;
+  const prefix = uniqueName('ujv');
   try {
     const module = typeof options.module === 'function' ? options.module(connection) : options.module;
     moduleRef = await Test.createTestingModule({
       imports: [
         BullModule.forRoot({ connection }),
         ...options.queues.map((name) => BullModule.registerQueue({ name })),
-        UniqueJobsModule.forRoot({ logger: false, prefix: uniqueName('ujv'), ...module }),
+        UniqueJobsModule.forRoot({ logger: false, prefix, ...module }),
       ],
       providers: options.providers ?? [],
     })
@@ -41,6 +42,11 @@ export async function bootstrapError(options: BootOptions): Promise<unknown> {
   } finally {
     await moduleRef?.close().catch(() => undefined);
     connection.disconnect();
+    // What the half-booted app wrote (BullMQ's queue meta, a worker's keys) goes with it: the shared Redis stays clean.
+    // On a client of its own: the app's may be closed by now, and nothing of the app writes once it is.
+    const cleaner = redisClient();
+    await deleteNamespaces(cleaner, { queues: options.queues, prefixes: [prefix] });
+    cleaner.disconnect();
   }
 }
 

@@ -75,3 +75,11 @@ export function spawnFixture(name: string, env: Record<string, string>): Fixture
 export function killFixtures(): void {
   for (const child of children) child.kill('SIGKILL');
 }
+
+/** {@link killFixtures}, resolving once every one has exited (nothing of theirs writes to Redis any more). */
+export async function killFixturesAndWait(): Promise<void> {
+  const running = [...children].filter((child) => child.exitCode === null && child.signalCode === null);
+  const exited = running.map((child) => new Promise<void>((resolve) => child.once('close', () => resolve())));
+  killFixtures();
+  await Promise.all(exited);
+}

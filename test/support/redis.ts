@@ -1,4 +1,6 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createIORedisClient, QueueEvents, RedisConnection } from 'bullmq';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 
@@ -121,9 +123,42 @@ export async function openQueueEvents(queueName: string): Promise<QueueEvents> {
   return events;
 }
 
-/** A name no other test uses (queues, prefixes). */
+/**
+ * The tag of this test run: `UNIQUE_JOBS_RUN_TAG` (scripts/test.mjs sets 6 hex digits per run), else one of this
+ * process's own. Every {@link uniqueName} carries it, so that the end of the run finds the keys the run left in a shared
+ * Redis (`<label>-<run tag><file tag><random>`) without ever looking at another client's keys.
+ */
+export const runTag: string = /^[0-9a-f]{6}$/.test(process.env.UNIQUE_JOBS_RUN_TAG ?? '')
+  ? process.env.UNIQUE_JOBS_RUN_TAG!
+  : randomUUID().replace(/-/g, '').slice(0, 6);
+
+/**
+ * 4 hex digits that name a test file: the first of sha1 of its path relative to the repository (`test/module.spec.ts`),
+ * as scripts/leftover-keys.mjs computes them to say which file left a key. `ffff` outside jest (a fixture process).
+ */
+export function fileTag(relativePath: string | undefined): string {
+  if (!relativePath) return 'ffff';
+  return createHash('sha1').update(relativePath.split(sep).join('/')).digest('hex').slice(0, 4);
+}
+
+let thisFileTag: string | undefined;
+
+/** The {@link fileTag} of the test file that loaded this module (jest's `expect.getState().testPath`). */
+function currentFileTag(): string {
+  if (thisFileTag === undefined) {
+    const expectGlobal = (globalThis as { expect?: { getState?: () => { testPath?: string } } }).expect;
+    const testPath = expectGlobal?.getState?.().testPath;
+    thisFileTag = fileTag(testPath ? relative(fileURLToPath(new URL('../..', import.meta.url)), testPath) : undefined);
+  }
+  return thisFileTag;
+}
+
+/**
+ * A name no other test uses (queues, prefixes): `<label>-<run tag><file tag><8 random hex>` (18 hex digits after the
+ * dash), see {@link runTag}.
+ */
 export function uniqueName(label: string): string {
-  return `${label}-${randomUUID().slice(0, 8)}`;
+  return `${label}-${runTag}${currentFileTag()}${randomUUID().slice(0, 8)}`;
 }
 
 /** Every key matching a pattern (SCAN, not KEYS); on a cluster, the keys of every master. */
@@ -153,6 +188,19 @@ export async function deleteKeys(client: Redis | Cluster, keys: readonly string[
     return;
   }
   for (let i = 0; i < keys.length; i += 500) await client.del(...keys.slice(i, i + 500));
+}
+
+/**
+ * Deletes what a test left in Redis under names it made: every BullMQ key of `queues` (`bull:<queue>:*`, `{bull}:…` on
+ * a cluster) and every key under `prefixes` (`<prefix>:*`: the library's locks, dead set, idempotency records, or a
+ * test's own probe keys). Call it once the apps, workers and fixture processes that write there have stopped.
+ */
+export async function deleteNamespaces(
+  client: Redis | Cluster,
+  { queues = [], prefixes = [] }: { queues?: readonly string[]; prefixes?: readonly string[] },
+): Promise<void> {
+  const patterns = [...queues.map((queue) => `${bullPrefix()}:${queue}:*`), ...prefixes.map((prefix) => `${prefix}:*`)];
+  for (const pattern of patterns) await deleteKeys(client, await scanKeys(client, pattern));
 }
 
 /** The lock keys the library holds for a queue and prefix: its own keys and BullMQ deduplication keys. */
