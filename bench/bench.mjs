@@ -13,12 +13,14 @@ import pg from 'pg';
 import {
   defineUniqueJob,
   IdempotencyKey,
+  idempotencyOf,
   PostgresIdempotencyStore,
   UniqueJob,
   UniqueJobsModule,
   UniqueJobsService,
 } from '../dist/index.js';
 import { ensurePostgres, ensureRedis } from '../scripts/services.mjs';
+import { cpuMeter, inRoundOrder, measure, percentile, sent, summarize } from './measure.mjs';
 import { measureWakeUp } from './wake-up.mjs';
 
 const quick = process.argv.includes('--quick');
@@ -27,14 +29,6 @@ const ENQUEUE_N = quick ? 1500 : 6000;
 const WORKER_N = quick ? 1000 : 4000;
 // PostgreSQL commits cost a WAL flush each (fsync on): fewer jobs keep those variants' rounds as long as the others.
 const SQL_WORKER_N = quick ? 200 : 600;
-
-// Count every command this process sends, per operation: the figure does not drift with machine load.
-let commands = 0;
-const sendCommand = Redis.prototype.sendCommand;
-Redis.prototype.sendCommand = function (...args) {
-  commands++;
-  return sendCommand.apply(this, args);
-};
 
 const redis = await ensureRedis();
 const postgres = await ensurePostgres();
@@ -51,52 +45,9 @@ const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetr
 const run = `bench${process.pid}`;
 const q = (name) => `${run}-${name}`;
 
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-const percentile = (values, p) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-};
-
 // CPU per operation, of this process and of the Redis server (`INFO cpu`), in µs: where the time of an operation goes
 // (JavaScript and syscalls here, scripts in Redis). Less stable than command counts, steadier than rates.
 const cpuClient = new Redis(connection);
-async function redisCpuMicros() {
-  const info = await cpuClient.info('cpu');
-  const field = (name) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)[1]);
-  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
-}
-async function cpuMeter() {
-  const node = process.cpuUsage();
-  const redisBefore = await redisCpuMicros();
-  return async (n) => {
-    const used = process.cpuUsage(node);
-    return { nodeUsPerOp: (used.user + used.system) / n, redisUsPerOp: ((await redisCpuMicros()) - redisBefore) / n };
-  };
-}
-
-/** The variants of a round, in reverse order every other round so position effects (warm-up, GC) cancel. */
-const inRoundOrder = (variants, round) => (round % 2 ? Object.entries(variants).reverse() : Object.entries(variants));
-
-/** Runs `n` operations with `inFlight` at a time; returns ops/s, commands/op and per-op latencies (ms). */
-async function measure(n, inFlight, op) {
-  let next = 0;
-  const latencies = [];
-  const cpu = await cpuMeter();
-  const before = commands;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < n) {
-        const i = next++;
-        const s = performance.now();
-        await op(i);
-        latencies.push(performance.now() - s);
-      }
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  return { rate: n / seconds, commandsPerOp: (commands - before) / n, ...(await cpu(n)), latencies };
-}
 
 // ── enqueue ──
 class EnqueueApp {}
@@ -120,12 +71,16 @@ const uniqueQueue = enqueueApp.get(getQueueToken(q('unique')));
 const uniqueJobs = enqueueApp.get(UniqueJobsService);
 await uniqueJobs.enqueue(uniqueQueue, 'u', { id: 'dup' }); // the holder every duplicate meets
 
+// The README's path is `queue.add` on a queue from `getQueueToken` (guarded by the library); `uniqueJobs.enqueue`
+// answers with a result object instead of a Job.
 let serial = 0;
 const enqueueVariants = {
   'plain queue.add': (i) => plainQueue.add('p', { id: i }),
   'BullMQ native deduplication': () => nativeQueue.add('p', { id: ++serial }, { deduplication: { id: `d${serial}` } }),
-  'unique enqueue, new digests': () => uniqueJobs.enqueue(uniqueQueue, 'u', { id: `n${++serial}` }),
-  'unique enqueue, duplicates (rejected)': () => uniqueJobs.enqueue(uniqueQueue, 'u', { id: 'dup' }),
+  'unique queue.add, new digests': () => uniqueQueue.add('u', { id: `a${++serial}` }),
+  'unique queue.add, duplicates': () => uniqueQueue.add('u', { id: 'dup' }),
+  'uniqueJobs.enqueue, new digests': () => uniqueJobs.enqueue(uniqueQueue, 'u', { id: `n${++serial}` }),
+  'uniqueJobs.enqueue, duplicates (rejected)': () => uniqueJobs.enqueue(uniqueQueue, 'u', { id: 'dup' }),
 };
 
 const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
@@ -135,7 +90,7 @@ for (const inFlight of only === undefined || only === 'enqueue' ? [1, 32] : []) 
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\renqueue, ${inFlight} in flight: round ${round + 1}/${ROUNDS}   `);
     for (const [name, op] of inRoundOrder(enqueueVariants, round)) {
-      rounds[name].push(await measure(ENQUEUE_N, inFlight, op));
+      rounds[name].push(await measure(ENQUEUE_N, inFlight, op, cpuClient));
     }
   }
   results.enqueue[inFlight] = summarize(rounds, 'plain queue.add');
@@ -146,10 +101,16 @@ await enqueueApp.close();
 // The floor of any design that answers a claim before the handler starts: a plain worker whose handler first waits
 // for one small Redis call (a SET NX on another connection), as a lock or idempotency claim must.
 const floorClient = new Redis(connection);
-function processorFor(queueName, { unique, idempotency, roundTrip }) {
+// The effect of the SQL variants: one row per job, in a table with a unique key.
+const effectsTable = `${run}_effects`;
+const handmadeTable = `${run}_handmade_keys`;
+const effectSql = `INSERT INTO "${effectsTable}" (key) VALUES ($1)`;
+function processorFor(queueName, { unique, idempotency, roundTrip, effect, handmade }) {
   class BenchProcessor extends WorkerHost {
     async process(job) {
       if (roundTrip) await floorClient.set(`${queueName}:floor:${job.id}`, '1', 'PX', 60000, 'NX');
+      if (effect) await idempotencyOf(job).transaction.query(effectSql, [`${queueName}:${job.data.id}`]);
+      if (handmade) await handmadeEffectOnce(`${queueName}:${job.data.id}`);
       return undefined;
     }
   }
@@ -160,6 +121,25 @@ function processorFor(queueName, { unique, idempotency, roundTrip }) {
 }
 const sqlStore = new PostgresIdempotencyStore({ pool, table: `${run}_idempotency` });
 await sqlStore.migrate();
+await pool.query(`CREATE TABLE "${effectsTable}" (key text PRIMARY KEY)`);
+await pool.query(`CREATE TABLE "${handmadeTable}" (key text PRIMARY KEY)`);
+/** The hand-written alternative: the key and the effect in one transaction (BEGIN, INSERT … ON CONFLICT, effect, COMMIT). */
+async function handmadeEffectOnce(key) {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const claimed = await client.query(`INSERT INTO "${handmadeTable}" (key) VALUES ($1) ON CONFLICT DO NOTHING`, [
+      key,
+    ]);
+    if (claimed.rowCount === 1) await client.query(effectSql, [key]);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
+  }
+}
 const key = (job) => job.data.id;
 const workerVariants = {
   'plain worker': {},
@@ -168,7 +148,12 @@ const workerVariants = {
   while_executing: { unique: { lock: 'while_executing', lockArgs: (d) => d.id } },
   '@IdempotencyKey, Redis store': { idempotency: { key } },
   '@IdempotencyKey, PostgreSQL store': { idempotency: { key, store: 'sql' } },
-  '@IdempotencyKey, PostgreSQL transactional': { idempotency: { key, store: 'sql', transactional: true } },
+  // Both transactional variants write the same effect (one INSERT) in their transaction.
+  '@IdempotencyKey, PostgreSQL transactional': {
+    idempotency: { key, store: 'sql', transactional: true },
+    effect: true,
+  },
+  'hand-written SQL (BEGIN, INSERT … ON CONFLICT, effect, COMMIT)': { handmade: true },
 };
 for (const concurrency of only === undefined || only === 'worker' ? [1, 16] : []) {
   const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
@@ -202,7 +187,7 @@ if (only === undefined || only === 'wake') {
 /** Enqueues the variant's jobs (through the library for unique variants), then times a worker draining them. */
 async function measureWorker(label, variant, concurrency) {
   const queueName = q(label);
-  const n = variant.idempotency?.store === 'sql' ? SQL_WORKER_N : WORKER_N;
+  const n = variant.idempotency?.store === 'sql' || variant.handmade ? SQL_WORKER_N : WORKER_N;
   const Bench = processorFor(queueName, variant);
   class WorkerApp {}
   Module({
@@ -225,43 +210,20 @@ async function measureWorker(label, variant, concurrency) {
     worker.on('completed', () => ++done === n && resolve());
     worker.on('failed', (job, error) => reject(new Error(`${label}: job ${job?.id} failed: ${error.message}`)));
   });
-  const cpu = await cpuMeter();
-  const before = commands;
+  const cpu = await cpuMeter(cpuClient);
+  const before = sent.total;
   const statementsBefore = statements;
   const t0 = performance.now();
   void worker.run();
   await finished;
   const seconds = (performance.now() - t0) / 1000;
-  const commandsPerOp = (commands - before) / n;
+  const commandsPerOp = (sent.total - before) / n;
   const sqlPerOp = (statements - statementsBefore) / n;
   const cpuPerOp = await cpu(n);
   await worker.close();
   await queue.obliterate({ force: true });
   await app.close();
   return { rate: n / seconds, commandsPerOp, sqlPerOp, ...cpuPerOp, latencies: [] };
-}
-
-function summarize(rounds, baseline) {
-  const out = {};
-  for (const [name, samples] of Object.entries(rounds)) {
-    const ratios = samples.map((s, i) => s.rate / rounds[baseline][i].rate);
-    const latencies = samples.flatMap((s) => s.latencies);
-    out[name] = {
-      rate: Math.round(median(samples.map((s) => s.rate))),
-      ratio: Number(median(ratios).toFixed(3)),
-      commandsPerOp: Number(median(samples.map((s) => s.commandsPerOp)).toFixed(2)),
-      nodeUsPerOp: Number(median(samples.map((s) => s.nodeUsPerOp)).toFixed(1)),
-      redisUsPerOp: Number(median(samples.map((s) => s.redisUsPerOp)).toFixed(1)),
-      ...(samples[0].sqlPerOp ? { sqlPerOp: Number(median(samples.map((s) => s.sqlPerOp)).toFixed(2)) } : {}),
-      extraCommandsPerOp: Number(
-        (median(samples.map((s) => s.commandsPerOp)) - median(rounds[baseline].map((s) => s.commandsPerOp))).toFixed(2),
-      ),
-      ...(latencies.length
-        ? { p50ms: Number(percentile(latencies, 50).toFixed(3)), p99ms: Number(percentile(latencies, 99).toFixed(3)) }
-        : {}),
-    };
-  }
-  return out;
 }
 
 // ── report ──
@@ -294,7 +256,7 @@ for (const [concurrency, variants] of Object.entries(results.worker)) {
       'library cmds/op': r.extraCommandsPerOp,
       'node µs/op': r.nodeUsPerOp,
       'redis µs/op': r.redisUsPerOp,
-      'SQL/op': r.sqlPerOp,
+      ...(r.sqlPerOp ? { 'SQL/op': r.sqlPerOp } : {}),
     });
   }
 }
@@ -322,7 +284,8 @@ do {
 await cleanup.quit();
 await floorClient.quit();
 await cpuClient.quit();
-await pool.query(`DROP TABLE IF EXISTS "${run}_idempotency"`);
+for (const table of [`${run}_idempotency`, effectsTable, handmadeTable])
+  await pool.query(`DROP TABLE IF EXISTS "${table}"`);
 await pool.end();
 await postgres.stop();
 await redis.stop();

@@ -1,0 +1,113 @@
+// What the benches share: counting the Redis commands this process sends, CPU per operation (this process and the
+// Redis server), timed runs of operations with a number in flight, and medians of interleaved rounds.
+import { Redis } from 'ioredis';
+
+export const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+export const percentile = (values, p) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+};
+
+/**
+ * Every command this process sends (ioredis `sendCommand`): `total`, and per connection name (clients created with
+ * `connectionName`) a count per command. Counted on the client side: the figure does not drift with machine load.
+ */
+export const sent = { total: 0, byConnection: new Map() };
+const originalSendCommand = Redis.prototype.sendCommand;
+Redis.prototype.sendCommand = function (command, ...rest) {
+  sent.total++;
+  const name = this.options?.connectionName;
+  if (name) {
+    let counts = sent.byConnection.get(name);
+    if (!counts) sent.byConnection.set(name, (counts = new Map()));
+    counts.set(command.name, (counts.get(command.name) ?? 0) + 1);
+  }
+  return originalSendCommand.call(this, command, ...rest);
+};
+
+/** The commands one named connection sent since the last call (by command name), and resets its counts. */
+export function takeCommands(connectionName) {
+  const counts = Object.fromEntries(sent.byConnection.get(connectionName) ?? []);
+  sent.byConnection.delete(connectionName);
+  return counts;
+}
+
+/** The Redis server's CPU time so far (`INFO cpu`: used_cpu_user + used_cpu_sys), in µs. Server-wide. */
+export async function redisCpuMicros(client) {
+  const info = await client.info('cpu');
+  const field = (name) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)[1]);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+
+/** Starts a CPU meter: the returned function gives µs per operation of this process and of Redis for `n` operations. */
+export async function cpuMeter(client) {
+  const node = process.cpuUsage();
+  const redisBefore = await redisCpuMicros(client);
+  return async (n) => {
+    const used = process.cpuUsage(node);
+    return {
+      nodeUsPerOp: (used.user + used.system) / n,
+      redisUsPerOp: ((await redisCpuMicros(client)) - redisBefore) / n,
+    };
+  };
+}
+
+/** The variants of a round, in reverse order every other round so position effects (warm-up, GC) cancel. */
+export const inRoundOrder = (variants, round) =>
+  round % 2 ? Object.entries(variants).reverse() : Object.entries(variants);
+
+/** Runs `n` operations with `inFlight` at a time; returns ops/s, commands/op, CPU/op and per-op latencies (ms). */
+export async function measure(n, inFlight, op, cpuClient) {
+  let next = 0;
+  const latencies = [];
+  const cpu = await cpuMeter(cpuClient);
+  const before = sent.total;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < n) {
+        const i = next++;
+        const s = performance.now();
+        await op(i);
+        latencies.push(performance.now() - s);
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  return { rate: n / seconds, commandsPerOp: (sent.total - before) / n, ...(await cpu(n)), latencies };
+}
+
+/** Per variant: median rate, median ratio to `baseline` in the same round, commands, CPU and latency percentiles. */
+export function summarize(rounds, baseline) {
+  const out = {};
+  const med = (samples, field) => median(samples.map((s) => s[field]));
+  for (const [name, samples] of Object.entries(rounds)) {
+    const ratios = samples.map((s, i) => s.rate / rounds[baseline][i].rate);
+    const latencies = samples.flatMap((s) => s.latencies);
+    out[name] = {
+      rate: Math.round(med(samples, 'rate')),
+      ratio: Number(median(ratios).toFixed(3)),
+      commandsPerOp: Number(med(samples, 'commandsPerOp').toFixed(2)),
+      nodeUsPerOp: Number(med(samples, 'nodeUsPerOp').toFixed(1)),
+      redisUsPerOp: Number(med(samples, 'redisUsPerOp').toFixed(1)),
+      ...(samples[0].sqlPerOp ? { sqlPerOp: Number(med(samples, 'sqlPerOp').toFixed(2)) } : {}),
+      extraCommandsPerOp: Number((med(samples, 'commandsPerOp') - med(rounds[baseline], 'commandsPerOp')).toFixed(2)),
+      ...(latencies.length
+        ? { p50ms: Number(percentile(latencies, 50).toFixed(3)), p99ms: Number(percentile(latencies, 99).toFixed(3)) }
+        : {}),
+    };
+  }
+  return out;
+}
+
+/** Deletes every key matching `pattern` (SCAN + UNLINK in batches); resolves how many. */
+export async function deleteMatching(client, pattern) {
+  let deleted = 0;
+  let cursor = '0';
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 10_000);
+    cursor = next;
+    for (let i = 0; i < keys.length; i += 1000) deleted += await client.unlink(...keys.slice(i, i + 1000));
+  } while (cursor !== '0');
+  return deleted;
+}
