@@ -111,7 +111,7 @@ export function keyPartOption(name: string, value: string | undefined, fallback:
   if (value === undefined) return fallback;
   if (!/^[\w{}.:@/-]{1,100}$/.test(value)) {
     throw new CliError(
-      `--${name} may hold letters, digits and _ { } . : @ / - only (got ${JSON.stringify(value.slice(0, 100))})`,
+      `--${name} may hold letters, digits and _ { } . : @ / - only, 1 to 100 of them (got ${value.length > 100 ? `${value.length} characters` : JSON.stringify(value)})`,
     );
   }
   return value;

@@ -5,7 +5,8 @@ import { DEFAULT_PREFIX } from '../../options/defaults.js';
 import { DEFAULT_SURVEY_SCANS, surveyKeys } from '../inspection/key-survey.js';
 import { integerOption, keyPartOption, type CliArgs } from './args.js';
 import { CliError, EXIT } from './errors/cli.error.js';
-import { toJson, type CliIo } from './output.js';
+import { clean, toJson, truncate, type CliIo } from './output.js';
+import { listText } from './where.js';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 /** How long connecting and the first PING may take in all before the CLI reports Redis unreachable (exit code 2). */
@@ -127,7 +128,7 @@ export class CliContext {
     if (wanted !== undefined && !found.some((queue) => queue.name === wanted)) {
       throw await this.queueNotFound(
         wanted,
-        `No queue ${JSON.stringify(wanted)} under the BullMQ prefix "${this.bullPrefix}" (no ${this.bullPrefix}:<queue>:meta key); queues found: ${found.map((queue) => queue.name).join(', ') || 'none'}`,
+        `No queue ${JSON.stringify(truncate(wanted, 100))} under the BullMQ prefix "${this.bullPrefix}" (no ${this.bullPrefix}:<queue>:meta key); queues found: ${listText(found.map((queue) => clean(queue.name))) || 'none'}`,
       );
     }
     this.queueList = found;
@@ -147,7 +148,7 @@ export class CliContext {
       : `none found in the first ${survey.scannedKeys} keys scanned; raise --max-scans to look further`;
     const hint =
       elsewhere.length > 0
-        ? `; a queue ${JSON.stringify(name)} exists under BullMQ prefix ${elsewhere.map((queue) => JSON.stringify(queue.bullPrefix)).join(', ')}: run again with --bull-prefix ${elsewhere[0].bullPrefix}`
+        ? `; a queue ${JSON.stringify(truncate(name, 100))} exists under BullMQ prefix ${elsewhere.map((queue) => JSON.stringify(queue.bullPrefix)).join(', ')}: run again with --bull-prefix ${elsewhere[0].bullPrefix}`
         : `; no queue of that name under another BullMQ prefix either (${extent})`;
     return new CliError(`${message}${hint}`, EXIT.failed, false, {
       searched: { redis: this.redisLabel, bullPrefix: this.bullPrefix, queues: found.map((queue) => queue.name) },

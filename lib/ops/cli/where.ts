@@ -130,15 +130,17 @@ export function quoted(text: string): string {
   return `"${clean(text)}"`;
 }
 
+/** `a, b, c`: at most the first `max` items, then `and N more` (a Redis with thousands of queues gives a short line). */
+export function listText(items: readonly string[], max = 10): string {
+  return items.length > max ? `${items.slice(0, max).join(', ')} and ${items.length - max} more` : items.join(', ');
+}
+
 /** `queues a, b under BullMQ prefix "bull"`, or that there is none there. */
 export function queuesText(context: CliContext, queues: readonly string[]): string {
   if (queues.length === 0) {
     return `no queue under BullMQ prefix ${quoted(context.bullPrefix)} (no ${clean(context.bullPrefix)}:<queue>:meta key)`;
   }
-  const names =
-    queues.length > 10
-      ? `${queues.slice(0, 10).map(clean).join(', ')} and ${queues.length - 10} more`
-      : queues.map(clean).join(', ');
+  const names = listText(queues.map(clean));
   return `${queues.length === 1 ? 'queue' : 'queues'} ${names} under BullMQ prefix ${quoted(context.bullPrefix)}`;
 }
 
