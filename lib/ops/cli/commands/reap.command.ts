@@ -56,7 +56,7 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
     const { reaped } = done;
     const verb = done.dryRun ? 'Would release' : 'Released';
     const lines = [
-      `${done.dryRun ? 'Dry run: nothing was changed. ' : ''}Scanned ${done.scannedKeys} keys in ${duration(done.durationMs)}.`,
+      `${done.dryRun ? 'Dry run: nothing was changed. ' : ''}Scanned ${done.scannedKeys} ${done.scannedKeys === 1 ? 'key' : 'keys'} in ${duration(done.durationMs)}.`,
       `${verb}: ${reaped.enqueueLocks} enqueue lock owners, ${reaped.deduplicationKeys} deduplication keys, ${reaped.runtimeLeases} run-time leases, ${reaped.idempotencyClaims} idempotency claims.`,
       `Searched: prefix ${quoted(context.prefix)} (locks and idempotency claims in Redis) and the deduplication keys of ${queuesText(context, names)}, on ${context.redisLabel}.`,
       ...(elsewhere ? elsewhereText(elsewhere) : []),
