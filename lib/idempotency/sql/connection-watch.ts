@@ -1,3 +1,5 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
 /** The part of an event emitter (a `pg` client) the watch needs. */
 export interface ErrorEmitterLike {
   on(event: 'error', listener: (error: Error) => void): unknown;
@@ -45,5 +47,92 @@ function isErrorEmitter(value: unknown): value is ErrorEmitterLike {
     value !== null &&
     typeof (value as Partial<ErrorEmitterLike>).on === 'function' &&
     typeof (value as Partial<ErrorEmitterLike>).removeListener === 'function'
+  );
+}
+
+/** A transaction being opened: the pool client it was handed, watched from its checkout. */
+interface Opening {
+  client?: unknown;
+  watch?: ConnectionWatch;
+  /** Whether the transaction's callback ran (with this client). */
+  adopted?: boolean;
+}
+
+const opening = new AsyncLocalStorage<Opening>();
+const hookedPools = new WeakSet<object>();
+
+/** The watch of a transaction whose connection is checked out by a driver (Drizzle: `db.transaction()`). */
+export interface CheckoutWatch {
+  /**
+   * The transaction's client, once its callback runs: keeps the watch begun at checkout when it is this client, else
+   * watches it from now (a client the pool handed over in another context, e.g. once a full pool freed one).
+   */
+  adopt(client: unknown): void;
+  /** The error its connection emitted, if any. */
+  lost(): Error | undefined;
+  /**
+   * The connection dropped before the transaction's callback ran: gives the client back to its pool as broken, for a
+   * driver that leaves it checked out (Drizzle sends `BEGIN` outside its own `try`, so a failed `BEGIN` never releases
+   * the client, and the pool would wait for it forever). Does nothing otherwise.
+   */
+  releaseStranded(): void;
+  stop(): void;
+}
+
+/**
+ * Runs `open`, which checks a client out of `source` (a `pg` pool, or a client) and sends `BEGIN` on it, with that
+ * client's `'error'` watched from the moment it is checked out, so that a connection dropped during `BEGIN` never
+ * reaches Node as an unhandled `'error'` event. A pool gets one `'acquire'` listener (once per pool) that watches a
+ * client checked out in the asynchronous context of `open`, before any statement is sent on it; a single client is
+ * watched at once.
+ */
+export async function openWatched<R>(source: unknown, open: (watch: CheckoutWatch) => Promise<R>): Promise<R> {
+  const slot: Opening = {};
+  if (isPool(source)) {
+    if (!hookedPools.has(source)) {
+      hookedPools.add(source);
+      source.on('acquire', (client: unknown) => {
+        const current = opening.getStore();
+        if (!current || current.client !== undefined) return;
+        current.client = client;
+        current.watch = watchConnection(client);
+      });
+    }
+  } else if (isErrorEmitter(source)) {
+    slot.client = source;
+    slot.watch = watchConnection(source);
+  }
+  const watch: CheckoutWatch = {
+    adopt: (client) => {
+      if (client === undefined) return;
+      slot.adopted = true;
+      if (slot.client === client) return;
+      slot.watch?.stop();
+      slot.client = client;
+      slot.watch = watchConnection(client);
+    },
+    lost: () => slot.watch?.lost(),
+    releaseStranded: () => {
+      const lost = slot.watch?.lost();
+      const release = (slot.client as { release?: unknown } | undefined)?.release;
+      if (!lost || slot.adopted || typeof release !== 'function') return;
+      slot.adopted = true;
+      try {
+        (release as (error: Error) => void).call(slot.client, lost);
+      } catch {
+        // Released already.
+      }
+    },
+    stop: () => slot.watch?.stop(),
+  };
+  return opening.run(slot, () => open(watch));
+}
+
+/** A `pg` pool (or any pool emitting `'acquire'` with the client it checks out). */
+function isPool(value: unknown): value is { on(event: 'acquire', listener: (client: unknown) => void): unknown } {
+  return (
+    isErrorEmitter(value) &&
+    typeof (value as { connect?: unknown }).connect === 'function' &&
+    typeof (value as { totalCount?: unknown }).totalCount === 'number'
   );
 }

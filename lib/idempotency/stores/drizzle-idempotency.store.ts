@@ -1,6 +1,6 @@
 import type * as DrizzleOrm from 'drizzle-orm';
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
-import { watchConnection, type ConnectionWatch } from '../sql/connection-watch.js';
+import { openWatched } from '../sql/connection-watch.js';
 import type { SqlDialectName, SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
 
@@ -133,36 +133,44 @@ export async function drizzleSqliteExecute(db: DrizzleSqliteDatabaseLike, statem
   return { rows: [], rowCount: Number(result.changes ?? result.rowsAffected ?? 0) };
 }
 
-/**
- * Watches the connection of a Drizzle node-postgres transaction (`tx._.session.client`, a `pg` client checked out of
- * the pool, which Drizzle leaves without an `'error'` listener). Other drivers report errors through their promises.
- */
-export function watchDrizzleTransaction(tx: unknown): ConnectionWatch {
-  const session = (tx as { _?: { session?: { client?: unknown } } } | undefined)?._?.session;
-  return watchConnection(session?.client);
+/** The `pg` client of a Drizzle node-postgres transaction (`tx._.session.client`), if it shows one. */
+export function drizzleTransactionClient(tx: unknown): unknown {
+  return (tx as { _?: { session?: { client?: unknown } } } | undefined)?._?.session?.client;
+}
+
+/** What a Drizzle database runs on (`db.$client`: a `pg` pool or client), if it shows it. */
+export function drizzleClientOf(db: unknown): unknown {
+  return (db as { $client?: unknown } | undefined)?.$client;
 }
 
 /**
- * Runs `body` inside `db.transaction()`, watching its connection: a connection that drops meanwhile rejects with
- * `IdempotencyConnectionLostError` (Drizzle's own rollback then fails too; the client is discarded by the pool).
+ * Runs `body` inside `db.transaction()` (`open`), watching its connection from the moment Drizzle checks it out of
+ * `source` (the pool under `db`), before its `BEGIN`: Drizzle leaves that `pg` client without an `'error'` listener. A
+ * connection that drops meanwhile, during `BEGIN` included, rejects with `IdempotencyConnectionLostError` (Drizzle's
+ * own rollback then fails too; the client is discarded by the pool).
  */
 export async function drizzlePgTransaction<Tx, R>(
+  source: unknown,
   open: (run: (tx: Tx) => Promise<R>) => Promise<R>,
   body: (tx: Tx) => Promise<R>,
 ): Promise<R> {
-  let watch: ConnectionWatch | undefined;
-  try {
-    return await open((tx) => {
-      watch = watchDrizzleTransaction(tx);
-      return body(tx);
-    });
-  } catch (error) {
-    const lost = watch?.lost();
-    if (lost) throw new IdempotencyConnectionLostError(lost);
-    throw error;
-  } finally {
-    watch?.stop();
-  }
+  return openWatched(source, async (watch) => {
+    try {
+      return await open((tx) => {
+        watch.adopt(drizzleTransactionClient(tx));
+        return body(tx);
+      });
+    } catch (error) {
+      const lost = watch.lost();
+      if (lost) {
+        watch.releaseStranded();
+        throw new IdempotencyConnectionLostError(lost);
+      }
+      throw error;
+    } finally {
+      watch.stop();
+    }
+  });
 }
 
 function drizzlePgAdapter(
@@ -174,6 +182,7 @@ function drizzlePgAdapter(
     execute: (statement) => drizzlePgExecute(db, statement),
     transaction: (body) =>
       drizzlePgTransaction(
+        drizzleClientOf(db),
         (run) => db.transaction(run, config),
         (tx) => body({ handle: tx, execute: (statement) => drizzlePgExecute(tx as DrizzlePgDatabaseLike, statement) }),
       ),
@@ -202,6 +211,6 @@ function drizzleSqliteAdapter(db: DrizzleSqliteDatabaseLike): SqlIdempotencyAdap
 
 /** The better-sqlite3 `Database` under a Drizzle SQLite database (`db.$client`), if it shows one. */
 function sqliteClientOf(db: DrizzleSqliteDatabaseLike): { inTransaction?: unknown } | undefined {
-  const client = (db as { $client?: unknown }).$client;
+  const client = drizzleClientOf(db);
   return typeof client === 'object' && client !== null ? client : undefined;
 }

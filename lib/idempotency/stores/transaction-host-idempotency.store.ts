@@ -1,8 +1,13 @@
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
-import { watchConnection, type ConnectionWatch } from '../sql/connection-watch.js';
+import { openWatched } from '../sql/connection-watch.js';
 import type { SqlDialectName, SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
-import { drizzlePgExecute, watchDrizzleTransaction, type DrizzlePgDatabaseLike } from './drizzle-idempotency.store.js';
+import {
+  drizzleClientOf,
+  drizzlePgExecute,
+  drizzleTransactionClient,
+  type DrizzlePgDatabaseLike,
+} from './drizzle-idempotency.store.js';
 import {
   typeOrmDialect,
   typeOrmExecute,
@@ -106,28 +111,39 @@ export function transactionHostAdapter<Tx>(
   return {
     dialect,
     execute: (statement) => txHost.withoutTransaction(() => execute(txHost.tx, statement)),
-    async transaction(body) {
-      let watch: ConnectionWatch | undefined;
-      try {
-        return await txHost.withTransaction('REQUIRES_NEW', transactionOptions, () => {
-          const tx = txHost.tx;
-          // The transaction's pg client: TypeORM's runner's connection (TypeORM listens too, and releases the runner),
-          // or Drizzle's session client (which nothing listens on).
-          const runner = (tx as { queryRunner?: { databaseConnection?: unknown } }).queryRunner;
-          watch = kind === 'typeorm' ? watchConnection(runner?.databaseConnection) : watchDrizzleTransaction(tx);
-          return body({
-            handle: tx,
-            execute: (statement) => execute(txHost.tx, statement),
-            active: () => (runner ? typeOrmTransactionActive(runner as TypeOrmQueryRunnerLike) : true),
+    transaction(body) {
+      // What the transaction's connection is checked out of (TypeORM's pg pool, the pool under the Drizzle database):
+      // watched from its checkout, before BEGIN. TypeORM listens on it too (and releases the runner); Drizzle does not.
+      const base = txHost.tx;
+      const source =
+        kind === 'typeorm'
+          ? (dataSourceOf(base as EntityManagerLike) as { driver?: { master?: unknown } }).driver?.master
+          : drizzleClientOf(base);
+      return openWatched(source, async (watch) => {
+        try {
+          return await txHost.withTransaction('REQUIRES_NEW', transactionOptions, () => {
+            const tx = txHost.tx;
+            // The transaction's pg client: TypeORM's runner's connection, or Drizzle's session client.
+            const runner = (tx as { queryRunner?: { databaseConnection?: unknown } }).queryRunner;
+            watch.adopt(kind === 'typeorm' ? runner?.databaseConnection : drizzleTransactionClient(tx));
+            return body({
+              handle: tx,
+              execute: (statement) => execute(txHost.tx, statement),
+              active: () => (runner ? typeOrmTransactionActive(runner as TypeOrmQueryRunnerLike) : true),
+            });
           });
-        });
-      } catch (error) {
-        const lost = watch?.lost();
-        if (lost) throw new IdempotencyConnectionLostError(lost);
-        throw error;
-      } finally {
-        watch?.stop();
-      }
+        } catch (error) {
+          const lost = watch.lost();
+          if (lost) {
+            // Drizzle leaves a client whose BEGIN failed checked out; TypeORM releases its runner itself.
+            if (kind === 'drizzle') watch.releaseStranded();
+            throw new IdempotencyConnectionLostError(lost);
+          }
+          throw error;
+        } finally {
+          watch.stop();
+        }
+      });
     },
   };
 }
