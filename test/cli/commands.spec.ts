@@ -1,6 +1,6 @@
 // `unique-jobs dead|keys|reap` and the CLI's error handling, run as a child process (the built executable) against
 // what a real app left in Redis: dead-set entries, idempotency records, an orphaned lock.
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { describe, expect, it, jest } from '@jest/globals';
 import type { DeadSetEntry, ReapReport } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
@@ -220,6 +220,27 @@ describe('unique-jobs errors', () => {
     });
   });
 
+  it('a server that accepts the connection and never answers: one clear line and exit code 2, not a hang', async () => {
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => sockets.add(socket)); // reads nothing, answers nothing
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      const run = await runCli(['locks', 'list', '--redis', `redis://127.0.0.1:${port}`], {
+        connect: false,
+        timeoutMs: 60_000,
+      });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toBe(
+        `unique-jobs: Cannot reach Redis at redis://127.0.0.1:${port}: no answer within 10 s (is it a Redis server?)\n`,
+      );
+      expect(run.stdout).toBe('');
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it('unknown command, subcommand or option: the usage, exit code 1; --help: the usage, exit code 0', async () => {
     const unknown = await runCli(['frobnicate'], { connect: false });
     expect(unknown.code).toBe(1);
@@ -237,7 +258,9 @@ describe('unique-jobs errors', () => {
     const help = await runCli(['--help'], { connect: false });
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('locks list [pattern]');
-    expect(help.stdout).toContain('Exit codes: 0 done, 1 usage error or nothing done, 2 Redis unreachable.');
+    expect(help.stdout).toContain(
+      'Exit codes: 0 done (a lookup that finds nothing is done: it exits 0 and says where it looked)',
+    );
   });
 
   it('rejects a prefix that is not a plain key part', async () => {

@@ -12,6 +12,12 @@ import { runCli, runCliJson } from './run-cli.js';
 
 jest.setTimeout(120_000);
 
+// The shared Redis may hold many keys of other clients (hundreds of thousands, during another run's benchmark): the
+// survey for other prefixes gets the budget to read all of them, so that it finds the app's keys wherever SCAN has them.
+const WHOLE_SPACE = ['--max-scans', '100000'];
+const cli = (args: readonly string[]) => runCli([...args, ...WHOLE_SPACE]);
+const cliJson = <T>(args: readonly string[]) => runCliJson<T>([...args, ...WHOLE_SPACE]);
+
 type Searched = { redis: string; prefix: string; bullPrefix: string; queues: string[]; keys: string[] };
 type Answer = { searched: Searched; elsewhere: Elsewhere };
 
@@ -27,7 +33,7 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     const key = queuedKey(app.prefix, digest);
     const prefix = wrong();
 
-    const human = await runCli(['locks', 'show', digest, '--prefix', prefix]);
+    const human = await cli(['locks', 'show', digest, '--prefix', prefix]);
     expect(human.code).toBe(0);
     const [first, ...rest] = human.stdout.trimEnd().split('\n');
     expect(first).toContain(`No lock is held for ${digest} under prefix "${prefix}" (${prefix}:{v1:`);
@@ -36,7 +42,7 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     expect(rest).toContain(`Found elsewhere: ${key} (run again with --prefix ${app.prefix}).`);
     expect(rest.join('\n')).toMatch(new RegExp(`prefixes holding locks: .*"${app.prefix}" \\(1 key\\)`));
 
-    const json = await runCliJson<Answer & { locks: unknown[] }>(['locks', 'show', digest, '--prefix', prefix]);
+    const json = await cliJson<Answer & { locks: unknown[] }>(['locks', 'show', digest, '--prefix', prefix]);
     expect(json.code).toBe(0);
     expect(json.json.locks).toEqual([]);
     expect(json.json.searched).toMatchObject({ prefix, bullPrefix: bullPrefix() });
@@ -54,7 +60,7 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     expect(json.json.elsewhere.lockPrefixes?.some((entry) => entry.prefix === prefix)).toBe(false);
 
     for (const yes of [[], ['--yes']]) {
-      const release = await runCliJson<Answer & { released: number }>([
+      const release = await cliJson<Answer & { released: number }>([
         'locks',
         'release',
         digest,
@@ -64,7 +70,7 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
       ]);
       expect(release.json).toMatchObject({ released: 0, searched: { prefix } });
       expect(release.json.elsewhere.matches).toEqual([{ key, rerunWith: `--prefix ${app.prefix}` }]);
-      const text = await runCli(['locks', 'release', digest, '--prefix', prefix, ...yes]);
+      const text = await cli(['locks', 'release', digest, '--prefix', prefix, ...yes]);
       expect(text.stdout).toContain(`Nothing to release: no lock is held for ${digest} under prefix "${prefix}"`);
       expect(text.stdout).toContain(`Found elsewhere: ${key} (run again with --prefix ${app.prefix}).`);
     }
@@ -76,14 +82,14 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     const digest = digestOf(app, 'job', { id: 'a' });
     const bull = uniqueName('nobull');
 
-    const human = await runCli(['locks', 'show', digest, '--prefix', app.prefix, '--bull-prefix', bull]);
+    const human = await cli(['locks', 'show', digest, '--prefix', app.prefix, '--bull-prefix', bull]);
     expect(human.stdout).toContain(
       `nor in any queue's deduplication keys: no queue under BullMQ prefix "${bull}" (no ${bull}:<queue>:meta key)`,
     );
     expect(human.stdout).toContain(
       `Found elsewhere: ${dedupKey(app.queue.name, digest)} (run again with --bull-prefix ${bullPrefix()}).`,
     );
-    const json = await runCliJson<Answer>(['locks', 'show', digest, '--prefix', app.prefix, '--bull-prefix', bull]);
+    const json = await cliJson<Answer>(['locks', 'show', digest, '--prefix', app.prefix, '--bull-prefix', bull]);
     expect(json.json.searched).toMatchObject({ prefix: app.prefix, bullPrefix: bull, queues: [] });
     expect(json.json.elsewhere.queues).toContainEqual({ bullPrefix: bullPrefix(), queue: app.queue.name, keys: 1 });
     expect(json.json.elsewhere.deduplicationQueues).toContainEqual({
@@ -93,7 +99,7 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     });
 
     // A --queue that is not under the BullMQ prefix: the error names the prefix it is under.
-    const queue = await runCli(['locks', 'list', '--queue', app.queue.name, '--bull-prefix', bull, '--json']);
+    const queue = await cli(['locks', 'list', '--queue', app.queue.name, '--bull-prefix', bull, '--json']);
     expect(queue.code).toBe(1);
     const error = (JSON.parse(queue.stderr) as { error: { message: string } & Answer }).error;
     expect(error.message).toContain(
@@ -108,13 +114,13 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     await app.queue.add('job', { id: 'a' });
     const prefix = wrong();
 
-    const human = await runCli(['locks', 'list', '--kind', 'runtime', '--prefix', prefix]);
+    const human = await cli(['locks', 'list', '--kind', 'runtime', '--prefix', prefix]);
     expect(human.code).toBe(0);
     expect(human.stdout).toContain(
       `No locks matching kind runtime held under prefix "${prefix}" (${prefix}:{v1:…}:running), on redis://`,
     );
     expect(human.stdout).toMatch(new RegExp(`prefixes holding locks: .*"${app.prefix}" \\(1 key\\)`));
-    const json = await runCliJson<Answer & { locks: unknown[]; cursor: string }>([
+    const json = await cliJson<Answer & { locks: unknown[]; cursor: string }>([
       'locks',
       'list',
       '--prefix',
@@ -141,7 +147,7 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     const prefix = wrong();
     const args = ['keys', 'show', "o'1", '--queue', app.queue.name, '--name', 'charge', '--prefix', prefix];
 
-    const human = await runCli(args);
+    const human = await cli(args);
     expect(human.code).toBe(0);
     const lines = human.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(
@@ -157,7 +163,7 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^Found elsewhere: ${app.prefix}:\\{`)));
     expect(lines).toContainEqual(expect.stringContaining(`(run again with --prefix ${app.prefix}).`));
 
-    const json = await runCliJson<Answer & { found: boolean; notSearched: { store: string; query: string }[] }>(args);
+    const json = await cliJson<Answer & { found: boolean; notSearched: { store: string; query: string }[] }>(args);
     expect(json.json).toMatchObject({
       found: false,
       record: null,
@@ -177,23 +183,23 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     const prefix = wrong();
     const entries = `${app.prefix}:{dead}:entries`;
 
-    const list = await runCliJson<Answer & { size: number }>(['dead', 'list', '--prefix', prefix]);
+    const list = await cliJson<Answer & { size: number }>(['dead', 'list', '--prefix', prefix]);
     expect(list.json).toMatchObject({
       size: 0,
       searched: { prefix, keys: [`${prefix}:{dead}:index`, `${prefix}:{dead}:entries`] },
     });
     expect(list.json.elsewhere.deadSetPrefixes).toContainEqual({ prefix: app.prefix, keys: 1, entries: 1 });
-    const listText = await runCli(['dead', 'list', '--prefix', prefix]);
+    const listText = await cli(['dead', 'list', '--prefix', prefix]);
     expect(listText.stdout).toMatch(new RegExp(`prefixes holding a dead set: .*"${app.prefix}" \\(1 entry\\)`));
 
     for (const command of ['retry', 'delete']) {
-      const run = await runCli(['dead', command, id, '--prefix', prefix]);
+      const run = await cli(['dead', command, id, '--prefix', prefix]);
       expect(run.code).toBe(1);
       expect(run.stderr).toContain(
         `unique-jobs: No dead-set entry ${id} in the dead set under prefix "${prefix}" (${prefix}:{dead}:entries), on redis://`,
       );
       expect(run.stderr).toContain(`Found elsewhere: ${entries} (run again with --prefix ${app.prefix}).`);
-      const json = await runCli(['dead', command, id, '--prefix', prefix, '--json']);
+      const json = await cli(['dead', command, id, '--prefix', prefix, '--json']);
       const error = (JSON.parse(json.stderr) as { error: Answer & { exitCode: number } }).error;
       expect(error).toMatchObject({ exitCode: 1, searched: { prefix } });
       expect(error.elsewhere.matches).toEqual([{ key: entries, rerunWith: `--prefix ${app.prefix}` }]);
@@ -205,10 +211,10 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 } });
     await app.queue.add('job', { id: 'a' });
     const prefix = wrong();
-    const json = await runCliJson<Answer & { complete: boolean }>(['reap', '--dry-run', '--prefix', prefix]);
+    const json = await cliJson<Answer & { complete: boolean }>(['reap', '--dry-run', '--prefix', prefix]);
     expect(json.json).toMatchObject({ complete: true, searched: { prefix, bullPrefix: bullPrefix() } });
     expect(json.json.elsewhere.lockPrefixes).toContainEqual({ prefix: app.prefix, keys: 1 });
-    const human = await runCli(['reap', '--dry-run', '--prefix', prefix]);
+    const human = await cli(['reap', '--dry-run', '--prefix', prefix]);
     expect(human.stdout).toContain(`Searched: prefix "${prefix}" (locks and idempotency claims in Redis)`);
   });
 });

@@ -18,8 +18,8 @@ const COMMANDS: Readonly<Record<string, () => Promise<CliCommand>>> = {
 };
 
 /**
- * Runs the `unique-jobs` command line (`argv` without `node` and the script) and resolves the exit code: 0 done, 1 a
- * usage error or nothing done, 2 Redis unreachable. Never throws; closes every connection it opened.
+ * Runs the `unique-jobs` command line (`argv` without `node` and the script) and resolves the exit code: 0 done
+ * (including a lookup that found nothing), 1 a usage error or a change that could not be made, 2 Redis unreachable. Never throws; closes every connection it opened.
  */
 export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   let context: CliContext | undefined;

@@ -47,4 +47,6 @@ Options
 Every "nothing found" answer says where the command looked (prefix, BullMQ prefix, queues, store) and which other
 prefixes hold the library's keys.
 
-Exit codes: 0 done, 1 usage error or nothing done, 2 Redis unreachable.`;
+Exit codes: 0 done (a lookup that finds nothing is done: it exits 0 and says where it looked), 1 usage error or a
+change that could not be made (an entry that does not exist, a retried entry whose lock is still held), 2 Redis
+unreachable.`;
