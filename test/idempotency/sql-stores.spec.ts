@@ -208,60 +208,59 @@ describe('PostgresIdempotencyStore', () => {
     expect(await store.get('payments', 'tx-ok')).toMatchObject({ state: 'completed', result: '{"paid":42}', owner });
   });
 
-  it('holds the record for the whole transaction: a claimant after the lease ran out waits, then finds it completed', async () => {
+  it('holds the record for the whole transaction: a claimant after the lease ran out gives up on the row lock within a moment and sees it in progress, for another lease', async () => {
     const first = randomUUID();
     await store.claim(claimRequest('tx-held', { owner: first, leaseMs: 50 }));
-    let contender: Promise<unknown> | undefined;
     const value = await store.runInTransaction(
       { scope: 'payments', key: 'tx-held', owner: first },
       async (client) => {
         await client.query(`INSERT INTO ${handlerTable} (note) VALUES ($1)`, ['tx-held']);
         await waitFor('the lease to run out', async () => (await store.get('payments', 'tx-held')) === undefined);
-        contender = store.claim(claimRequest('tx-held', { owner: randomUUID() }));
-        // The contender's claim waits on the record's row lock instead of taking the record over.
-        await waitFor('the contender to wait for the row lock', async () => {
-          const { rows } = await pool.query(
-            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'`,
-          );
-          return (rows[0] as { n: number }).n > 0;
+        // Not taken over, and not waited for: the claim's lock_timeout (200 ms) ends its wait on the row lock.
+        const started = Date.now();
+        const contender = await store.claim(claimRequest('tx-held', { owner: randomUUID(), leaseMs: 30_000 }));
+        expect(Date.now() - started).toBeLessThan(5_000);
+        expect(contender).toMatchObject({
+          claimed: false,
+          record: { state: 'in_progress', owner: first },
+          expiresInMs: 30_000,
         });
         return 'done';
       },
       (result) => ({ result: JSON.stringify(result), ttlMs: 60_000 }),
     );
     expect(value).toBe('done');
-    expect(await contender).toMatchObject({
+    expect(await store.claim(claimRequest('tx-held'))).toMatchObject({
       claimed: false,
       record: { state: 'completed', owner: first, result: '"done"' },
     });
     expect(await handlerRows()).toContain('tx-held');
   });
 
-  it('runs transactional work at the isolation level it was given; a contender still waits, then reads the result', async () => {
+  it('runs transactional work at the isolation level it was given; a contender meanwhile sees it in progress, then reads the result', async () => {
     const strict = new PostgresIdempotencyStore({ pool, table: newTable('idem_rr'), isolation: 'repeatable read' });
     await strict.migrate();
     const owner = randomUUID();
     await strict.claim(claimRequest('rr', { owner, leaseMs: 50 }));
-    let contender: Promise<unknown> | undefined;
     const value = await strict.runInTransaction(
       { scope: 'payments', key: 'rr', owner },
       async (client) => {
         const { rows } = await client.query('SHOW transaction_isolation');
         expect(rows).toEqual([{ transaction_isolation: 'repeatable read' }]);
         await waitFor('the lease to run out', async () => (await strict.get('payments', 'rr')) === undefined);
-        contender = strict.claim(claimRequest('rr'));
-        await waitFor('the contender to wait for the row lock', async () => {
-          const { rows: waiting } = await pool.query(
-            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'`,
-          );
-          return (waiting[0] as { n: number }).n > 0;
+        expect(await strict.claim(claimRequest('rr'))).toMatchObject({
+          claimed: false,
+          record: { state: 'in_progress', owner },
         });
         return 'ok';
       },
       (result) => ({ result: JSON.stringify(result), ttlMs: 60_000 }),
     );
     expect(value).toBe('ok');
-    expect(await contender).toMatchObject({ claimed: false, record: { state: 'completed', result: '"ok"' } });
+    expect(await strict.claim(claimRequest('rr'))).toMatchObject({
+      claimed: false,
+      record: { state: 'completed', result: '"ok"' },
+    });
     expect(() => new PostgresIdempotencyStore({ pool, isolation: 'chaos' as 'serializable' })).toThrow(/isolation/);
   });
 

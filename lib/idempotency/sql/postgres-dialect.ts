@@ -5,7 +5,7 @@ import {
   quoteIdentifier,
   type SqlTableName,
 } from '../stores/sql-records.js';
-import { command, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
+import { CLAIM_LOCK_TIMEOUT_MS, command, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
 
 /** The columns of a record as `toIdempotencyRecord` reads them, times in ms since the epoch. */
 const RECORD_COLUMNS = `scope, key, state, owner, job_id, fingerprint, result, error, attempts,
@@ -64,10 +64,13 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   // One statement: inserts, or overwrites a record that is no longer live. No row back: a live record stopped it.
   // A takeover (replacing an in_progress record) counts one more attempt and keeps created_at, so attempts > 1
   // tells exactly that the claim was a takeover.
-  const claim = `INSERT INTO ${t} AS cur
+  // A record locked by a live transaction (a transactional holder's) stops the claim after CLAIM_LOCK_TIMEOUT_MS
+  // (`lock_timeout` set for this statement's own transaction only, before the insert meets the row lock).
+  const claim = `WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', '${CLAIM_LOCK_TIMEOUT_MS}ms', true) AS lt)
+    INSERT INTO ${t} AS cur
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
     SELECT $1, $2, 'in_progress', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
-    FROM (SELECT clock_timestamp() AS now) AS n
+    FROM (SELECT clock_timestamp() AS now) AS n, cfg
     ON CONFLICT (scope, key) DO UPDATE SET
       state = 'in_progress',
       owner = excluded.owner,
@@ -94,6 +97,10 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
     FROM ${t}, (SELECT clock_timestamp() AS now) AS n
     WHERE scope = $1 AND key = $2 AND expires_at > n.now`;
+  const current = `SELECT ${RECORD_COLUMNS},
+      greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
+    FROM ${t}, (SELECT clock_timestamp() AS now) AS n
+    WHERE scope = $1 AND key = $2`;
   const renew = `UPDATE ${t} SET expires_at = clock_timestamp() + ${ms(4)}, updated_at = clock_timestamp()
     WHERE ${owned}`;
   const settle = (state: 'completed' | 'failed') => `UPDATE ${t}
@@ -122,6 +129,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     claim: (r) => query(claim, [r.scope, r.key, r.owner, r.jobId ?? null, r.fingerprint ?? null, r.leaseMs]),
     blocking: (scope, key, fingerprint) => query(blocking, [scope, key, fingerprint ?? null]),
     live: (scope, key) => query(live, [scope, key]),
+    current: (scope, key) => query(current, [scope, key]),
+    lockBusy: (error) => sqlState(error) === '55P03',
     renew: (ref, leaseMs) => command(renew, [...ownedParams(ref), leaseMs]),
     complete: (ref, c) => command(complete, [...ownedParams(ref), c.result ?? null, c.ttlMs]),
     fail: (ref, f) => command(fail, [...ownedParams(ref), f.error, f.ttlMs]),
@@ -136,4 +145,14 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     migrationLock: () =>
       query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`nestjs-unique-jobs:migrate:${table.quoted}`]),
   };
+}
+
+/** The SQLSTATE of a database error, through the wrappers of ORMs (TypeORM copies it, Drizzle keeps it as `cause`). */
+function sqlState(error: unknown): string | undefined {
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+    e = (e as { cause?: unknown; driverError?: unknown }).driverError ?? (e as { cause?: unknown }).cause;
+  }
+  return undefined;
 }

@@ -19,6 +19,13 @@ export interface SqlDialect {
   blocking(scope: string, key: string, fingerprint: string | undefined): SqlStatement;
   /** The live record of a key, with `expires_in_ms`. */
   live(scope: string, key: string): SqlStatement;
+  /** The record of a key whatever its state and expiry, with `expires_in_ms` (a claim that found it locked). */
+  current(scope: string, key: string): SqlStatement;
+  /**
+   * Whether a claim's error says the record is locked by a transaction (PostgreSQL: the claim waits at most
+   * {@link CLAIM_LOCK_TIMEOUT_MS} for a row lock, then fails with `lock_not_available`). Absent: claims never time out.
+   */
+  lockBusy?(error: unknown): boolean;
   renew(ref: IdempotencyRecordRef, leaseMs: number): SqlStatement;
   complete(ref: IdempotencyRecordRef, completion: IdempotencyCompletion): SqlStatement;
   fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): SqlStatement;
@@ -53,6 +60,13 @@ export interface SqlDialect {
   /** Run in the migration's transaction before the DDL, to serialize concurrent migrations (PostgreSQL). */
   migrationLock(): SqlStatement | undefined;
 }
+
+/**
+ * How long a PostgreSQL claim waits for a record locked by a transaction (the holder's, in transactional mode) before
+ * it gives up and the delivery waits in delayed instead (woken when the holder settles), rather than holding a worker
+ * slot and a pool connection for the whole handler.
+ */
+export const CLAIM_LOCK_TIMEOUT_MS = 200;
 
 /** Every column of the record table, as the migrations create them (the probe reads them all). */
 export const RECORD_TABLE_COLUMNS =

@@ -132,7 +132,20 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
     return this.exclusive(
       async () => {
         for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-          const claimed = await this.adapter.execute(this.sql.claim(request));
+          let claimed: SqlResult;
+          try {
+            claimed = await this.adapter.execute(this.sql.claim(request));
+          } catch (error) {
+            if (!this.sql.lockBusy?.(error)) throw error;
+            // A transaction holds the record (a transactional holder, whose lease is not renewed while its row lock
+            // holds): in progress, for at least another lease; the holder wakes the waiting delivery when it settles.
+            const held = (await this.adapter.execute(this.sql.current(scope, key))).rows[0];
+            if (!held) continue;
+            const record = toIdempotencyRecord(held as unknown as SqlRecordRow);
+            const expiresInMs = Number(held.expires_in_ms);
+            if (record.state !== 'in_progress' && expiresInMs <= 0) continue;
+            return { claimed: false, record, expiresInMs: Math.max(expiresInMs, request.leaseMs) };
+          }
           const row = claimed.rows[0];
           if (row) return { claimed: true, takeover: truthy(row.takeover) };
           const blocking = await this.adapter.execute(this.sql.blocking(scope, key, fingerprint));

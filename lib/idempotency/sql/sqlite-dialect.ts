@@ -108,6 +108,10 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     WHERE scope = @scope AND key = @key AND expires_at > @now`,
     true,
   );
+  const current = named(
+    `SELECT ${columns}, max(0, expires_at - @now) AS expires_in_ms FROM ${t} WHERE scope = @scope AND key = @key`,
+    true,
+  );
   const renew = named(`UPDATE ${t} SET expires_at = @expiresAt, updated_at = @now WHERE ${owned}`, false);
   const completeText = `UPDATE ${t}
     SET state = 'completed', result = @result, error = NULL, expires_at = @expiresAt, updated_at = @now
@@ -159,6 +163,7 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     },
     blocking: (scope, key, fingerprint) => blocking({ scope, key, fingerprint: fingerprint ?? null, now: Date.now() }),
     live: (scope, key) => live({ scope, key, now: Date.now() }),
+    current: (scope, key) => current({ scope, key, now: Date.now() }),
     renew: (ref, leaseMs) => {
       const now = Date.now();
       return renew({ ...ownedValues(ref), now, expiresAt: now + leaseMs });
