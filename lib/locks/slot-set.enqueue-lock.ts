@@ -68,7 +68,13 @@ export class SlotSetEnqueueLock implements EnqueueLock {
       return { opts: marked };
     }
     const lease = (this.settings.lockTtl ?? this.settings.defaultLease) + delayOf(queue, opts);
-    const held = await this.acquire(queue, digest, jobId, lease, false);
+    let held = await this.acquire(queue, digest, jobId, lease, false);
+    if (!held.acquired && opts.jobId !== undefined && held.holder === jobId) {
+      // The producer's jobId holds a slot, but no job has that id (checked above): its job is gone (removed behind the
+      // library's back), or another producer is adding the same jobId right now, which BullMQ makes one job. Either
+      // way the slot is this add's: never a duplicate of a job that does not exist.
+      held = await this.acquire(queue, digest, jobId, lease, true);
+    }
     return held.acquired ? { opts: marked } : { existingJobId: held.holder };
   }
 

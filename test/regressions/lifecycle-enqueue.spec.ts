@@ -105,4 +105,13 @@ describe('L4 replace with concurrent producers, L5 a reused caller jobId', () =>
     expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'slots', { id: 'a' })))).toEqual([]);
     expect(await dedupHolder(redis, app.queue.name, digestOf(app, 'fast', { id: 'c' }))).toBeNull();
   });
+  it('(model, seed 32666532) lockLimit 2: a caller jobId whose delayed job was drained behind the library is enqueued again, not answered as a duplicate of a job that is gone', async () => {
+    const app = await start({ unique: { lock: 'until_executing', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const first = await app.queue.add('sync', { id: 'd0' }, { delay: 3_600_000 });
+    await app.queue.drain(true); // BullMQ removes the delayed job; the library's slot names it until it is met
+    const again = await app.service.enqueue(app.queue, 'sync', { id: 'd0' }, { delay: 3_600_000, jobId: first.id });
+    expect(await summary(app, again)).toEqual({ status: 'enqueued', replacedJobId: undefined });
+    expect(await app.queue.getJobState(first.id!)).toBe('delayed');
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'd0' })))).toEqual([first.id]);
+  });
 });
