@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq';
 import { canonicalJson } from '../digest/canonical-json.js';
 import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
+import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
 
@@ -27,6 +28,9 @@ export function serializeResult(value: unknown, ref: IdempotencyRecordRef): stri
   try {
     return canonicalJson(value);
   } catch (error) {
-    throw new UnserializableIdempotencyResultError(ref.scope, ref.key, (error as Error).message);
+    // The serializer speaks of lock arguments (its other use): name the offending value of the result instead.
+    const reason =
+      error instanceof UnserializableLockArgsError ? `${error.reason} (at ${error.path})` : (error as Error).message;
+    throw new UnserializableIdempotencyResultError(ref.scope, ref.key, reason);
   }
 }

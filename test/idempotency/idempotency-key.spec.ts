@@ -648,6 +648,9 @@ describe('@IdempotencyKey (Redis store)', () => {
         expect(error).toBeInstanceOf(UnserializableIdempotencyResultError);
         expect(error).toBeInstanceOf(UnrecoverableError);
         expect(error).toMatchObject({ key: 'o-json', scope: scope('charge') });
+        // It names the offending value of the result, not "lock arguments" (the serializer's other use).
+        expect(error.message).not.toMatch(/lock arguments/i);
+        expect(error.message).toMatch(/cannot be stored as JSON: .* \(at \$\.(total|self)\)$/);
         await expect(app.finished(job)).rejects.toThrow(/"o-json".*cannot be stored as JSON/);
         expect(await app.queue.getJobState(job.id!)).toBe('failed');
         expect((await jobOf(app, job)).attemptsMade).toBe(1);
