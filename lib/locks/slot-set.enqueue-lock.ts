@@ -69,10 +69,11 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     }
     const lease = (this.settings.lockTtl ?? this.settings.defaultLease) + delayOf(queue, opts);
     let held = await this.acquire(queue, digest, jobId, lease, false);
-    if (!held.acquired && opts.jobId !== undefined && held.holder === jobId) {
+    if (!held.acquired && opts.jobId !== undefined && held.holder === jobId && !this.settings.outlivesJob) {
       // The producer's jobId holds a slot, but no job has that id (checked above): its job is gone (removed behind the
       // library's back), or another producer is adding the same jobId right now, which BullMQ makes one job. Either
-      // way the slot is this add's: never a duplicate of a job that does not exist.
+      // way the slot is this add's: never a duplicate of a job that does not exist. (A hold that outlives its job,
+      // an until_expired period or a lock across queues, stays its own: the same id is refused until it ends.)
       held = await this.acquire(queue, digest, jobId, lease, true);
     }
     return held.acquired ? { opts: marked } : { existingJobId: held.holder };

@@ -114,4 +114,13 @@ describe('L4 replace with concurrent producers, L5 a reused caller jobId', () =>
     expect(await app.queue.getJobState(first.id!)).toBe('delayed');
     expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'd0' })))).toEqual([first.id]);
   });
+  it('(model, seed -731653428) until_expired: the jobId of a finished and removed job stays refused for its period', async () => {
+    const app = await start({ unique: { lock: 'until_expired', lockArgs: byId, lockTtl: 3_600_000 } });
+    const first = await app.queue.add('sync', { id: 'd2' });
+    await app.finished(first);
+    await app.queue.remove(first.id!);
+    const again = await app.service.enqueue(app.queue, 'sync', { id: 'd2' }, { delay: 3_600_000, jobId: first.id });
+    expect(again).toMatchObject({ status: 'duplicate', existingJobId: first.id });
+    expect(await app.queue.getJob(first.id!)).toBeUndefined();
+  });
 });
