@@ -3,6 +3,7 @@
 // as IdempotencyConnectionLostError by every PostgreSQL store and adapter, which stay usable; and how many statements
 // a job costs.
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { TransactionalAdapterDrizzleOrm } from '@nestjs-cls/transactional-adapter-drizzle-orm';
@@ -30,6 +31,15 @@ import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
 import { uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 import { FakeTransactionHost } from './fake-transaction-host.js';
+
+/** A TCP port nothing listens on (bound, then closed). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
 
 const claim = (key: string, owner: string) => ({
   scope: 'adapters',
@@ -92,6 +102,7 @@ describe('SQL stores: bootstrap check, migrations, dropped connections', () => {
       expect((error as IdempotencyStoreNotReadyError).store).toBe('sql');
       expect(message).toContain(`Idempotency store "sql" is not ready: ${label} cannot read its table "${name}"`);
       expect(message).toContain(`relation "${name}" does not exist`);
+      expect(message).not.toContain('cannot reach');
       expect(message).toContain('`await store.migrate()`');
       expect(message).toContain(`typeOrmIdempotencyMigration({ table: '${name}' })`);
       expect(message).toContain(`PostgresIdempotencyStore.migrationSql('${name}')`);
@@ -100,6 +111,31 @@ describe('SQL stores: bootstrap check, migrations, dropped connections', () => {
       await (store as SqlIdempotencyStore).migrate();
       expect(await boot({ sql: store }, 'sql')).toBeUndefined();
     });
+
+    it.each(['PostgresIdempotencyStore', 'DrizzleIdempotencyStore'] as const)(
+      '%s on a database that does not answer: reported as unreachable, naming host and port, not as a missing table',
+      async (label) => {
+        const port = await freePort();
+        const unreachable = new pg.Pool({ host: '127.0.0.1', port, user: 'postgres', database: 'test', max: 1 });
+        try {
+          const name = uniqueTable('verify_unreachable');
+          const store =
+            label === 'PostgresIdempotencyStore'
+              ? new PostgresIdempotencyStore({ pool: unreachable, table: name })
+              : new DrizzleIdempotencyStore({ db: drizzle(unreachable), table: name });
+          const error = await boot({ sql: store }, 'sql');
+          expect(error).toBeInstanceOf(IdempotencyStoreNotReadyError);
+          const { message } = error as Error;
+          expect(message).toContain(
+            `Idempotency store "sql" is not ready: ${label} cannot reach its database at 127.0.0.1:${port} (ECONNREFUSED`,
+          );
+          expect(message).not.toContain('cannot read its table');
+          expect(message).not.toContain('migrate');
+        } finally {
+          await unreachable.end();
+        }
+      },
+    );
 
     it('SqliteIdempotencyStore', async () => {
       const database = new Database(':memory:');

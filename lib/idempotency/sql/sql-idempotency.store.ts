@@ -21,6 +21,7 @@ import {
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement, SqlTransactionScope } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
 import { postgresDialect } from './postgres-dialect.js';
+import { networkError } from './network-error.js';
 import { SerialQueue } from './serial-queue.js';
 import { sqliteDialect } from './sqlite-dialect.js';
 
@@ -114,6 +115,14 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
       while (hasMessage(root) && hasMessage(root.cause)) root = root.cause;
       const reason = hasMessage(root) ? root.message : String(root);
       const label = this.constructor.name;
+      const unreachable = networkError(error);
+      if (unreachable) {
+        const where = unreachable.address ? ` at ${unreachable.address}:${unreachable.port}` : '';
+        throw new Error(
+          `${label} cannot reach its database${where} (${unreachable.code}: ${unreachable.message}): is the database running, and do the connection options (host, port) name it?`,
+          { cause: error },
+        );
+      }
       const file = `node_modules/nestjs-unique-jobs/sql/${DEFAULT_IDEMPOTENCY_TABLE}.${this.sql.name}.sql`;
       const sqlClass = this.sql.name === 'postgres' ? 'PostgresIdempotencyStore' : 'SqliteIdempotencyStore';
       throw new Error(
