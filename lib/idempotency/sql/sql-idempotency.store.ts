@@ -147,13 +147,16 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           } catch (error) {
             if (!this.sql.lockBusy?.(error)) throw error;
             // A transaction holds the record (a transactional holder, whose lease is not renewed while its row lock
-            // holds): in progress, for at least another lease; the holder wakes the waiting delivery when it settles.
+            // holds): in progress; the holder wakes the waiting delivery when it settles.
             const held = (await this.adapter.execute(this.sql.current(scope, key))).rows[0];
             if (!held) continue;
             const record = toIdempotencyRecord(held as unknown as SqlRecordRow);
             const expiresInMs = Number(held.expires_in_ms);
             if (record.state !== 'in_progress' && expiresInMs <= 0) continue;
-            return { claimed: false, record, expiresInMs: Math.max(expiresInMs, request.leaseMs) };
+            // A lease that ended under a live lock (no renewal in transactional mode): look again within a second,
+            // in case the holder died and its transaction has not been rolled back yet.
+            const again = expiresInMs > 0 ? expiresInMs : Math.min(request.leaseMs, LOCKED_RETRY_MS);
+            return { claimed: false, record, expiresInMs: again };
           }
           const row = claimed.rows[0];
           if (row) return { claimed: true, takeover: truthy(row.takeover) };
@@ -290,6 +293,9 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
     return this.queue ? this.queue.run(operation, urgent, pauseAfter) : operation();
   }
 }
+
+/** When a claim that met a locked record whose lease ended looks again, at the latest. */
+const LOCKED_RETRY_MS = 1_000;
 
 /** Whether a statement changed (or, returning rows, found) at least one row. */
 function affected(statement: SqlStatement, result: SqlResult): boolean {
