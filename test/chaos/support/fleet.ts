@@ -1,19 +1,21 @@
 // The fleet scenario's world (test/chaos/fleet.chaos.ts): a private Redis (AOF), PostgreSQL tables, lanes (a queue
 // each, see test/fixtures/chaos-fleet.ts), worker processes that serve every lane and are restarted when they die,
 // producer processes that are restarted from their progress when they are killed, fault loops, quiescence, and the
-// end-of-run invariants, lane by lane.
+// end-of-run invariants, lane by lane (./fleet-lanes.ts). What it shares with ChaosRun (./harness.ts) is in
+// ./chaos-base.ts.
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, type Job } from 'bullmq';
 import type pg from 'pg';
 import { laneKeys, lockForbidsOverlap, type FleetLane } from '../../fixtures/chaos-fleet.js';
 import type { FleetProgress } from '../../fixtures/chaos-fleet-producer.js';
 import { spawnFixture, type Fixture } from '../../support/fixtures.js';
-import { databaseUrl, pgPool, uniqueTable } from '../../support/postgres.js';
+import { pgPool, uniqueTable } from '../../support/postgres.js';
 import { PrivateRedis } from '../../support/private-redis.js';
 import { uniqueName } from '../../support/redis.js';
-import { between, type ChaosFigures, type LedgerRun } from './harness.js';
+import { ChaosBase, unfinished, type ChaosWorker, type LedgerRun } from './chaos-base.js';
+import { laneProblems, type LaneFigures } from './fleet-lanes.js';
+import type { ChaosFigures } from './harness.js';
 
 /** A lane as the test declares it (the queue name is the run's). */
 export type FleetLaneSpec = Omit<FleetLane, 'queue'>;
@@ -31,15 +33,8 @@ export interface FleetOptions {
   seed: number;
 }
 
-/** A worker process and what happened to it. */
-export interface FleetWorker {
-  label: string;
-  fixture: Fixture;
-  ready: boolean;
-  /** SIGTERM sent (a graceful stop the scenario asked for). */
-  terminated?: boolean;
-  exit?: { at: number; code: number | null; signal: NodeJS.Signals | null; stderr: string };
-}
+/** A worker process and what happened to it (`terminated`: SIGTERM sent by the scenario). */
+export type FleetWorker = ChaosWorker;
 
 /** A producer slot: its share of the plan, the process sending it now, and how far it got. */
 interface ProducerSlot {
@@ -53,43 +48,11 @@ interface ProducerSlot {
   starts: number;
 }
 
-/** The figures of one lane. */
-export interface LaneFigures {
-  lane: string;
-  lock: string;
-  client: string;
-  idem: string;
-  copies: number;
-  events: number;
-  jobs: number;
-  deliveries: number;
-  handlerRuns: number;
-  effects: number;
-  /** Plain lanes: provider calls beyond the first of a downstream key (re-runs after a crash, absorbed by the key). */
-  repeatedProviderCalls: number;
-  /** Duplicates refused at enqueue into the dead set (`client: 'reject'`). */
-  refused: number;
-  takeovers: number;
-  duplicates: number;
-  lost: number;
-  overlaps: number;
-  /** Whether the lane's lock forbids overlapping runs (only then is `overlaps` an invariant). */
-  overlapForbidden: boolean;
-}
-
-/** A fault loop: stops once asked to and at least `atLeast` faults were injected (`max`: never more). */
-interface FaultLoop {
-  stopping: boolean;
-  injected: number;
-  atLeast: number;
-  done: Promise<void>;
-}
-
 /** Where the whole stderr of a worker that died by itself is written (the test's message has its end). */
 const CRASH_LOG = new URL('../../../.build/chaos-fleet-crashes.log', import.meta.url);
 mkdirSync(new URL('.', CRASH_LOG), { recursive: true });
 
-export class FleetRun {
+export class FleetRun extends ChaosBase {
   readonly id = uniqueName('fleet');
   readonly prefix = uniqueName('ujfleet');
   readonly lanes: FleetLane[];
@@ -103,10 +66,7 @@ export class FleetRun {
   /** application_name of the workers' store connections (the targets of pg_terminate_backend) and ledger ones. */
   readonly storeApp: string;
   readonly ledgerApp: string;
-  readonly workers: FleetWorker[] = [];
   readonly slots: ProducerSlot[] = [];
-  readonly producers: Fixture[] = [];
-  readonly faults: Record<string, number> = {};
   readonly notes: Record<string, unknown> = {};
   /** Jobs the producers reported created: job id → lane and key. */
   readonly enqueued = new Map<string, { lane: string; key: string }>();
@@ -115,20 +75,16 @@ export class FleetRun {
   enqueueCalls = 0;
   duplicateAnswers = 0;
   refusedAnswers = 0;
-  readonly started = Date.now();
   queues = new Map<string, Queue>();
-  private restarting = true;
-  private restarts = 0;
-  private generation = 0;
-  private readonly loops: FaultLoop[] = [];
   private allProduced!: Promise<void>;
   private producedResolve!: () => void;
 
   private constructor(
     readonly options: FleetOptions,
-    readonly redis: PrivateRedis,
-    readonly pool: pg.Pool,
+    redis: PrivateRedis,
+    pool: pg.Pool,
   ) {
+    super(redis, pool, true);
     const tag = this.id.replace(/[^a-z0-9]/g, '');
     this.storeApp = `chaos_store_${tag}`;
     this.ledgerApp = `chaos_ledger_${tag}`;
@@ -170,59 +126,27 @@ export class FleetRun {
     return run;
   }
 
-  redisOptions(): { host: string; port: number } {
-    return { host: '127.0.0.1', port: this.redis.port };
-  }
-
-  private baseEnv(): Record<string, string> {
-    return {
-      REDIS_URL: this.redis.url,
-      REDIS_CLUSTER_NODES: '',
-      DATABASE_URL: databaseUrl(),
-      PREFIX: this.prefix,
-      LANES: JSON.stringify(this.lanes),
-    };
-  }
-
-  fault(kind: string, n = 1): void {
-    this.faults[kind] = (this.faults[kind] ?? 0) + n;
+  protected override baseEnv(): Record<string, string> {
+    return { ...super.baseEnv(), LANES: JSON.stringify(this.lanes) };
   }
 
   // ───────────────────────────── workers ─────────────────────────────
 
   async startWorker(): Promise<FleetWorker> {
-    const label = `w${this.generation++}`;
-    const fixture = spawnFixture('chaos-fleet-worker', {
-      ...this.baseEnv(),
-      LABEL: label,
-      LEDGER: this.tables.ledger,
-      EFFECTS: this.tables.effects,
-      EVENTS: this.tables.events,
-      PROVIDER: this.tables.provider,
-      IDEM_TABLE: this.tables.idem,
-      STORE_APP: this.storeApp,
-      LEDGER_APP: this.ledgerApp,
-      ...this.options.workerEnv,
-    });
-    const worker: FleetWorker = { label, fixture, ready: false };
-    this.workers.push(worker);
-    void fixture.exited.then((exit) => {
-      worker.exit = { at: Date.now(), ...exit };
-      if (!this.restarting) return;
-      this.restarts++;
-      void this.startWorker().catch(() => undefined);
-    });
-    await fixture.waitFor((m) => m.ready === true);
-    worker.ready = true;
-    return worker;
-  }
-
-  liveWorkers(): FleetWorker[] {
-    return this.workers.filter((worker) => worker.ready && !worker.exit && !worker.terminated);
-  }
-
-  stopRestarting(): void {
-    this.restarting = false;
+    return this.launchWorker(
+      'chaos-fleet-worker',
+      {
+        LEDGER: this.tables.ledger,
+        EFFECTS: this.tables.effects,
+        EVENTS: this.tables.events,
+        PROVIDER: this.tables.provider,
+        IDEM_TABLE: this.tables.idem,
+        STORE_APP: this.storeApp,
+        LEDGER_APP: this.ledgerApp,
+        ...this.options.workerEnv,
+      },
+      () => this.startWorker(),
+    );
   }
 
   // ───────────────────────────── producers ─────────────────────────────
@@ -297,47 +221,16 @@ export class FleetRun {
       .map((slot) => slot.current!);
   }
 
-  // ───────────────────────────── fault loops ─────────────────────────────
-
-  /** Runs `inject` every [min, max] ms until {@link stopFaults} (and at least `atLeast` times; at most `max`). */
-  every(minMs: number, maxMs: number, inject: () => Promise<boolean | void>, atLeast = 0, max = Infinity): void {
-    const loop: FaultLoop = { stopping: false, injected: 0, atLeast, done: Promise.resolve() };
-    const finished = () => (loop.stopping && loop.injected >= loop.atLeast) || loop.injected >= max;
-    const run = async () => {
-      for (;;) {
-        const until = Date.now() + between(minMs, maxMs);
-        while (!finished() && Date.now() < until) await sleep(Math.min(50, until - Date.now()));
-        if (finished()) return;
-        if ((await inject()) !== false) loop.injected++;
-      }
-    };
-    loop.done = run();
-    loop.done.catch(() => undefined); // reported by stopFaults
-    this.loops.push(loop);
-  }
-
-  /**
-   * Stops every fault loop once it injected its minimum, and waits for the injection in progress. A loop that could not
-   * reach its minimum within `graceMs` (nothing left to break) is stopped all the same: the test's fault counts say so.
-   */
-  async stopFaults(graceMs = 15_000): Promise<void> {
-    for (const loop of this.loops) loop.stopping = true;
-    const loops = this.loops.splice(0);
-    const timer = setTimeout(() => {
-      for (const loop of loops) loop.atLeast = 0;
-    }, graceMs);
-    try {
-      await Promise.all(loops.map((loop) => loop.done));
-    } finally {
-      clearTimeout(timer);
-    }
+  /** {@link ChaosBase.stopFaults}, giving up on a loop's minimum after `graceMs` (the test's fault counts say so). */
+  override stopFaults(graceMs = 15_000): Promise<void> {
+    return super.stopFaults(graceMs);
   }
 
   /** Jobs not finished yet, over every lane: waiting, delayed, prioritized, active. */
   async backlog(): Promise<number> {
     let n = 0;
     for (const queue of this.queues.values()) {
-      const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+      const counts = await unfinished(queue);
       n += Object.values(counts).reduce((a, b) => a + b, 0);
     }
     return n;
@@ -366,73 +259,18 @@ export class FleetRun {
 
   /** Waits until every lane's queue is idle (nothing waiting, active, delayed, prioritized). */
   async quiesce(timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
+    await this.waitUntilIdle('queues', timeoutMs, 500, async () => {
       let busy: Record<string, Record<string, number>> = {};
       for (const [name, queue] of this.queues) {
-        const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+        const counts = await unfinished(queue);
         if (Object.values(counts).some((n) => n > 0)) busy = { ...busy, [name]: counts };
       }
-      if (Object.keys(busy).length === 0) return;
-      if (Date.now() > deadline) throw new Error(`queues not idle after ${timeoutMs} ms: ${JSON.stringify(busy)}`);
-      await sleep(500);
-    }
+      return Object.keys(busy).length === 0 ? undefined : busy;
+    });
   }
 
-  async runs(): Promise<(LedgerRun & { lane: string })[]> {
-    const { rows } = await this.pool.query<{
-      id: string;
-      lane: string;
-      key: string;
-      job_id: string;
-      worker: string;
-      takeover: boolean;
-      started_at: Date;
-      ended_at: Date | null;
-      outcome: string | null;
-    }>(
-      `SELECT id::text, lane, key, job_id, worker, takeover, started_at, ended_at, outcome FROM ${this.tables.ledger}`,
-    );
-    return rows.map((row) => ({
-      id: row.id,
-      lane: row.lane,
-      key: row.key,
-      jobId: row.job_id,
-      worker: row.worker,
-      takeover: row.takeover,
-      startedAt: row.started_at.getTime(),
-      endedAt: row.ended_at?.getTime(),
-      outcome: row.outcome ?? undefined,
-    }));
-  }
-
-  /** Pairs of runs of one event that overlapped (a run killed from outside ended when its process exited). */
-  overlaps(runs: LedgerRun[]): { key: string; first: LedgerRun; second: LedgerRun }[] {
-    const exitOf = new Map(this.workers.map((worker) => [worker.label, worker.exit?.at]));
-    const byKey = new Map<string, LedgerRun[]>();
-    for (const run of runs) byKey.set(run.key, [...(byKey.get(run.key) ?? []), run]);
-    const found: { key: string; first: LedgerRun; second: LedgerRun }[] = [];
-    for (const [key, list] of byKey) {
-      list.sort((a, b) => a.startedAt - b.startedAt);
-      let open: LedgerRun | undefined;
-      let openEnd = -Infinity;
-      for (const run of list) {
-        if (open && run.startedAt < openEnd) found.push({ key, first: open, second: run });
-        const end = run.endedAt ?? exitOf.get(run.worker) ?? Infinity;
-        if (end > openEnd) {
-          open = run;
-          openEnd = end;
-        }
-      }
-    }
-    return found;
-  }
-
-  async eventCounts(): Promise<Record<string, number>> {
-    const { rows } = await this.pool.query<{ type: string; n: number }>(
-      `SELECT type, count(*)::int AS n FROM ${this.tables.events} GROUP BY type`,
-    );
-    return Object.fromEntries(rows.map((row) => [row.type, row.n]));
+  runs(): Promise<(LedgerRun & { lane: string })[]> {
+    return this.ledgerRuns<{ lane: string }>(['lane']);
   }
 
   async eventSamples(types: string[], limit = 5): Promise<unknown[]> {
@@ -447,33 +285,12 @@ export class FleetRun {
    * Locks and claims left: the library's keys under the prefix (but the dead set, the reaper's leadership and settled
    * idempotency records), every lane's BullMQ deduplication keys, in-progress records of the PostgreSQL store.
    */
-  async heldLocks(): Promise<string[]> {
-    const held: string[] = [];
-    for (const key of await this.scan(`${this.prefix}:*`)) {
-      if (key.includes(':{dead}:') || key.includes(':{reaper}:')) continue;
-      if (key.endsWith(':idempotency')) {
-        const state = await this.redis.admin.hget(key, 'state');
-        if (state !== 'in_progress') continue;
-      }
-      held.push(key);
-    }
-    for (const lane of this.lanes) held.push(...(await this.scan(`bull:${lane.queue}:de:*`)));
-    const { rows } = await this.pool.query<{ key: string }>(
-      `SELECT key FROM ${this.tables.idem} WHERE state = 'in_progress'`,
+  heldLocks(): Promise<string[]> {
+    return this.locksAndClaims(
+      [':{dead}:', ':{reaper}:'],
+      this.lanes.map((lane) => lane.queue),
+      true,
     );
-    held.push(...rows.map((row) => `postgres:${this.tables.idem}:${row.key}`));
-    return held;
-  }
-
-  private async scan(pattern: string): Promise<string[]> {
-    const keys: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, batch] = await this.redis.admin.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      cursor = next;
-      keys.push(...batch);
-    } while (cursor !== '0');
-    return keys.sort();
   }
 
   /** Dead-set entries (duplicates refused at enqueue): lane (by queue), key, the job that held the lock. */
@@ -493,13 +310,7 @@ export class FleetRun {
   async figures(
     leaseBoundMs: number,
   ): Promise<ChaosFigures & { lanes: LaneFigures[]; producerRestarts: number; problems: string[] }> {
-    const lingering = await this.heldLocks();
-    let stuck = lingering;
-    const deadline = Date.now() + leaseBoundMs + 2_000;
-    while (stuck.length > 0 && Date.now() < deadline) {
-      await sleep(250);
-      stuck = await this.heldLocks();
-    }
+    const { lingering, stuck } = await this.leftLocks(leaseBoundMs, 250);
     const problems: string[] = [];
     const runs = await this.runs();
     const { rows: effectRows } = await this.pool.query<{ lane: string; key: string; n: number }>(
@@ -531,36 +342,18 @@ export class FleetRun {
       });
       const overlaps = this.overlaps(laneRuns);
       const overlapForbidden = lockForbidsOverlap(lane);
-      if (missing.length)
-        problems.push(`lane ${lane.name}: ${missing.length} events without effect: ${missing.slice(0, 5).join(', ')}`);
-      if (duplicates) {
-        const twice = [...effects].filter(([, n]) => n > 1).map(([key, n]) => `${key}×${n}`);
-        problems.push(`lane ${lane.name}: duplicate effects: ${twice.slice(0, 10).join(', ')}`);
-      }
-      if (failed.length) {
-        problems.push(
-          `lane ${lane.name}: ${failed.length} failed jobs: ${failed
-            .slice(0, 5)
-            .map((job) => `${job.id} ${(job.data as { key: string }).key}: ${job.failedReason}`)
-            .join('; ')}`,
-        );
-      }
-      if (notCompleted.length)
-        problems.push(`lane ${lane.name}: enqueued, not completed: ${notCompleted.slice(0, 5).join(', ')}`);
-      if (orphanRefusals.length) {
-        problems.push(`lane ${lane.name}: ${orphanRefusals.length} refusals without a completed holder of the event`);
-      }
-      if (overlaps.length && overlapForbidden) {
-        problems.push(
-          `lane ${lane.name} (${lane.lock}): overlapping runs: ${overlaps
-            .slice(0, 3)
-            .map(
-              ({ key, first, second }) =>
-                `${key}: run ${first.id} (${first.worker}) and ${second.id} (${second.worker})`,
-            )
-            .join('; ')}`,
-        );
-      }
+      problems.push(
+        ...laneProblems(lane, {
+          missing,
+          effects,
+          duplicates,
+          failed,
+          notCompleted,
+          orphanRefusals,
+          overlaps,
+          overlapForbidden,
+        }),
+      );
       lanes.push({
         lane: lane.name,
         lock: lane.lock,
@@ -633,18 +426,12 @@ export class FleetRun {
     return exits;
   }
 
-  /** Kills every process, closes clients, drops the tables and stops the Redis server. */
-  async close(): Promise<void> {
-    this.stopRestarting();
-    for (const loop of this.loops) loop.atLeast = 0;
-    await this.stopFaults().catch(() => undefined);
-    for (const slot of this.slots) slot.finished = true; // no producer restart
-    for (const worker of this.workers) if (!worker.exit) worker.fixture.child.kill('SIGKILL');
-    for (const producer of this.producers) producer.child.kill('SIGKILL');
-    await Promise.all([...this.workers.map((w) => w.fixture.exited), ...this.producers.map((p) => p.exited)]);
-    for (const queue of this.queues.values()) await queue.close().catch(() => undefined);
-    for (const table of Object.values(this.tables)) await this.pool.query(`DROP TABLE IF EXISTS ${table}`);
-    await this.pool.end();
-    await this.redis.stop();
+  /** No producer restart once closing. */
+  protected override beforeKill(): void {
+    for (const slot of this.slots) slot.finished = true;
+  }
+
+  protected openQueues(): Queue[] {
+    return [...this.queues.values()];
   }
 }

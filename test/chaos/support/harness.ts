@@ -1,14 +1,17 @@
 // The fault-injection harness: a private Redis, a PostgreSQL ledger, worker processes that are restarted when they die,
-// producer processes, quiescence, the end-of-run invariants and the figures of each scenario.
+// producer processes, quiescence, the end-of-run invariants and the figures of each scenario. What it shares with the
+// fleet scenario's world (./fleet.ts) is in ./chaos-base.ts.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, type Job } from 'bullmq';
 import type pg from 'pg';
 import type { ChaosProducerSummary } from '../../fixtures/chaos-producer.js';
-import { spawnFixture, type Fixture } from '../../support/fixtures.js';
-import { databaseUrl, pgPool, uniqueTable } from '../../support/postgres.js';
+import { spawnFixture } from '../../support/fixtures.js';
+import { pgPool, uniqueTable } from '../../support/postgres.js';
 import { uniqueName } from '../../support/redis.js';
 import { PrivateRedis, type PrivateRedisOptions } from '../../support/private-redis.js';
+import { ChaosBase, unfinished, type ChaosWorker, type LedgerRun } from './chaos-base.js';
+
+export { between, type ChaosWorker, type LedgerRun } from './chaos-base.js';
 
 /** Lock of the chaos processor (`none`: no `@UniqueJob`). */
 export type ChaosLock = 'none' | 'while_executing' | 'until_executed' | 'until_and_while_executing';
@@ -24,18 +27,6 @@ export interface ChaosRunOptions extends PrivateRedisOptions {
   workerEnv?: Record<string, string>;
   /** Start a new worker whenever one exits, until `stopRestarting()`. Default true. */
   restart?: boolean;
-}
-
-/** One run of the handler, from the ledger. */
-export interface LedgerRun {
-  id: string;
-  key: string;
-  jobId: string;
-  worker: string;
-  takeover: boolean;
-  startedAt: number;
-  endedAt: number | undefined;
-  outcome: string | undefined;
 }
 
 /** A library event, error log line or BullMQ worker error, as a worker recorded it. */
@@ -84,44 +75,16 @@ export interface ChaosFigures {
 /** Where the figures of every scenario of a run are written. */
 export const REPORT_FILE = new URL('../../../.build/chaos-report.json', import.meta.url);
 
-/** Resolves after `ms`, or as soon as `done()` says so. */
-async function pause(ms: number, done: () => boolean): Promise<void> {
-  const until = Date.now() + ms;
-  while (!done() && Date.now() < until) await sleep(Math.min(50, until - Date.now()));
-}
-
-/** A fault loop: stops once asked to and at least `atLeast` faults were injected. */
-interface FaultLoop {
-  stopping: boolean;
-  injected: number;
-  atLeast: number;
-  done: Promise<void>;
-}
-
-/** A random integer in [min, max]. */
-export function between(min: number, max: number): number {
-  return min + Math.floor(Math.random() * (max - min + 1));
-}
-
 /** Event keys `<label>_000` … */
 export function eventKeys(label: string, count: number): string[] {
   return Array.from({ length: count }, (_, i) => `${label}_${String(i).padStart(3, '0')}`);
-}
-
-/** A worker process and what happened to it. */
-export interface ChaosWorker {
-  label: string;
-  fixture: Fixture;
-  ready: boolean;
-  /** Set when it exited: the time (ms) and how. */
-  exit?: { at: number; code: number | null; signal: NodeJS.Signals | null; stderr: string };
 }
 
 /**
  * One scenario's world: its own Redis server, queue, key prefix and PostgreSQL tables, its worker and producer
  * processes, and the faults injected so far.
  */
-export class ChaosRun {
+export class ChaosRun extends ChaosBase {
   readonly queueName = uniqueName('chaos');
   readonly prefix = uniqueName('ujchaos');
   readonly tables = {
@@ -130,23 +93,15 @@ export class ChaosRun {
     events: uniqueTable('chaos_events'),
     idem: uniqueTable('chaos_idem'),
   };
-  readonly workers: ChaosWorker[] = [];
-  readonly producers: Fixture[] = [];
   readonly producerSummaries: ChaosProducerSummary[] = [];
-  readonly faults: Record<string, number> = {};
-  readonly started = Date.now();
   queue!: Queue;
-  private restarting: boolean;
-  private restarts = 0;
-  private generation = 0;
-  private readonly loops: FaultLoop[] = [];
 
   private constructor(
     readonly options: ChaosRunOptions,
-    readonly redis: PrivateRedis,
-    readonly pool: pg.Pool,
+    redis: PrivateRedis,
+    pool: pg.Pool,
   ) {
-    this.restarting = options.restart ?? true;
+    super(redis, pool, options.restart ?? true);
   }
 
   static async create(options: ChaosRunOptions): Promise<ChaosRun> {
@@ -178,79 +133,33 @@ export class ChaosRun {
     return run;
   }
 
-  /** Connection options of the scenario's Redis, for clients of the test process. */
-  redisOptions(): { host: string; port: number } {
-    return { host: '127.0.0.1', port: this.redis.port };
-  }
-
-  /** Env every fixture of this run gets: its private Redis (never a cluster), the database, names and tables. */
-  private baseEnv(): Record<string, string> {
-    return {
-      REDIS_URL: this.redis.url,
-      REDIS_CLUSTER_NODES: '',
-      DATABASE_URL: databaseUrl(),
-      QUEUE: this.queueName,
-      PREFIX: this.prefix,
-      LOCK: this.options.lock,
-    };
-  }
-
-  /** Counts one injected fault. */
-  fault(kind: string, n = 1): void {
-    this.faults[kind] = (this.faults[kind] ?? 0) + n;
+  /** Env every fixture of this run gets: the base env, the queue and the lock. */
+  protected override baseEnv(): Record<string, string> {
+    return { ...super.baseEnv(), QUEUE: this.queueName, LOCK: this.options.lock };
   }
 
   // ───────────────────────────── workers ─────────────────────────────
 
   /** Starts a worker (`env` over the run's worker env); resolves once it is ready. */
   async startWorker(env: Record<string, string> = {}): Promise<ChaosWorker> {
-    const label = `w${this.generation++}`;
-    const fixture = spawnFixture('chaos-worker', {
-      ...this.baseEnv(),
-      LABEL: label,
-      IDEM: this.options.idem,
-      IDEM_TABLE: this.tables.idem,
-      LEDGER: this.tables.ledger,
-      EFFECTS: this.tables.effects,
-      EVENTS: this.tables.events,
-      ...this.options.workerEnv,
-      ...env,
-    });
-    const worker: ChaosWorker = { label, fixture, ready: false };
-    this.workers.push(worker);
-    void fixture.exited.then((exit) => {
-      worker.exit = { at: Date.now(), ...exit };
-      if (!this.restarting) return;
-      this.restarts++;
-      void this.startWorker(env).catch(() => undefined);
-    });
-    await fixture.waitFor((m) => m.ready === true);
-    worker.ready = true;
-    return worker;
+    return this.launchWorker(
+      'chaos-worker',
+      {
+        IDEM: this.options.idem,
+        IDEM_TABLE: this.tables.idem,
+        LEDGER: this.tables.ledger,
+        EFFECTS: this.tables.effects,
+        EVENTS: this.tables.events,
+        ...this.options.workerEnv,
+        ...env,
+      },
+      () => this.startWorker(env),
+    );
   }
 
   /** Starts `n` workers at once. */
   async startWorkers(n: number, env: Record<string, string> = {}): Promise<ChaosWorker[]> {
     return Promise.all(Array.from({ length: n }, () => this.startWorker(env)));
-  }
-
-  /** Workers that are ready and have not exited. */
-  liveWorkers(): ChaosWorker[] {
-    return this.workers.filter((worker) => worker.ready && !worker.exit);
-  }
-
-  /** Waits until `n` workers are live (restarts take a few seconds). */
-  async waitForLiveWorkers(n: number, timeoutMs = 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.liveWorkers().length < n) {
-      if (Date.now() > deadline) throw new Error(`only ${this.liveWorkers().length} of ${n} workers are live`);
-      await sleep(50);
-    }
-  }
-
-  /** No more restarts from now on. */
-  stopRestarting(): void {
-    this.restarting = false;
   }
 
   // ───────────────────────────── producers ─────────────────────────────
@@ -273,34 +182,6 @@ export class ChaosRun {
     return summaries;
   }
 
-  // ───────────────────────────── fault loops ─────────────────────────────
-
-  /**
-   * Runs `inject` every `[min, max]` ms (random) until {@link stopFaults}, and at least `atLeast` times (so a fast run
-   * still gets its faults; `inject` resolves `false` when it found nothing to break and did not count). An injection
-   * that throws stops its loop; the error is thrown by {@link stopFaults}.
-   */
-  every(minMs: number, maxMs: number, inject: () => Promise<boolean | void>, atLeast = 0): void {
-    const loop: FaultLoop = { stopping: false, injected: 0, atLeast, done: Promise.resolve() };
-    const finished = () => loop.stopping && loop.injected >= loop.atLeast;
-    const run = async () => {
-      for (;;) {
-        await pause(between(minMs, maxMs), finished);
-        if (finished()) return;
-        if ((await inject()) !== false) loop.injected++;
-      }
-    };
-    loop.done = run();
-    loop.done.catch(() => undefined); // reported by stopFaults
-    this.loops.push(loop);
-  }
-
-  /** Stops every fault loop once it injected its minimum, and waits for the injection in progress. */
-  async stopFaults(): Promise<void> {
-    for (const loop of this.loops) loop.stopping = true;
-    await Promise.all(this.loops.splice(0).map((loop) => loop.done));
-  }
-
   // ───────────────────────────── quiescence and invariants ─────────────────────────────
 
   /**
@@ -309,36 +190,14 @@ export class ChaosRun {
    * that a whole queue fed by several processes is done.
    */
   async quiesce(timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const counts = await this.queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
-      if (Object.values(counts).every((n) => n === 0)) return;
-      if (Date.now() > deadline) throw new Error(`queue not idle after ${timeoutMs} ms: ${JSON.stringify(counts)}`);
-      await sleep(200);
-    }
+    await this.waitUntilIdle('queue', timeoutMs, 200, async () => {
+      const counts = await unfinished(this.queue);
+      return Object.values(counts).every((n) => n === 0) ? undefined : counts;
+    });
   }
 
-  async runs(): Promise<LedgerRun[]> {
-    const { rows } = await this.pool.query<{
-      id: string;
-      key: string;
-      job_id: string;
-      worker: string;
-      takeover: boolean;
-      started_at: Date;
-      ended_at: Date | null;
-      outcome: string | null;
-    }>(`SELECT id::text, key, job_id, worker, takeover, started_at, ended_at, outcome FROM ${this.tables.ledger}`);
-    return rows.map((row) => ({
-      id: row.id,
-      key: row.key,
-      jobId: row.job_id,
-      worker: row.worker,
-      takeover: row.takeover,
-      startedAt: row.started_at.getTime(),
-      endedAt: row.ended_at?.getTime(),
-      outcome: row.outcome ?? undefined,
-    }));
+  runs(): Promise<LedgerRun[]> {
+    return this.ledgerRuns();
   }
 
   async effectsPerKey(): Promise<Map<string, number>> {
@@ -363,77 +222,17 @@ export class ChaosRun {
     return rows.map(({ worker, type, job_id, key, detail }) => ({ worker, type, jobId: job_id, key, detail }));
   }
 
-  /** Counts of the events table by type. */
-  async eventCounts(): Promise<Record<string, number>> {
-    const { rows } = await this.pool.query<{ type: string; n: number }>(
-      `SELECT type, count(*)::int AS n FROM ${this.tables.events} GROUP BY type`,
-    );
-    return Object.fromEntries(rows.map((row) => [row.type, row.n]));
-  }
-
-  /**
-   * Pairs of runs of one key that overlapped. A run without an end was killed from outside: it ended when its process
-   * exited (an upper bound).
-   */
-  overlaps(runs: LedgerRun[]): { key: string; first: LedgerRun; second: LedgerRun }[] {
-    const exitOf = new Map(this.workers.map((worker) => [worker.label, worker.exit?.at]));
-    const byKey = new Map<string, LedgerRun[]>();
-    for (const run of runs) byKey.set(run.key, [...(byKey.get(run.key) ?? []), run]);
-    const found: { key: string; first: LedgerRun; second: LedgerRun }[] = [];
-    for (const [key, list] of byKey) {
-      list.sort((a, b) => a.startedAt - b.startedAt);
-      let open: LedgerRun | undefined;
-      let openEnd = -Infinity;
-      for (const run of list) {
-        if (open && run.startedAt < openEnd) found.push({ key, first: open, second: run });
-        const end = run.endedAt ?? exitOf.get(run.worker) ?? Infinity;
-        if (end > openEnd) {
-          open = run;
-          openEnd = end;
-        }
-      }
-    }
-    return found;
-  }
-
   /**
    * The locks and claims left: every Redis key under the prefix except completed/failed idempotency records and the
    * dead set, BullMQ deduplication keys of the queue, and in-progress records of the PostgreSQL store.
    */
-  async heldLocks(): Promise<string[]> {
-    const held: string[] = [];
-    for (const key of await this.scan(`${this.prefix}:*`)) {
-      if (key.includes(':{dead}:')) continue;
-      if (key.endsWith(':idempotency')) {
-        const state = await this.redis.admin.hget(key, 'state');
-        if (state !== 'in_progress') continue;
-      }
-      held.push(key);
-    }
-    held.push(...(await this.scan(`bull:${this.queueName}:de:*`)));
-    if (this.options.idem === 'postgres') {
-      const { rows } = await this.pool.query<{ key: string }>(
-        `SELECT key FROM ${this.tables.idem} WHERE state = 'in_progress'`,
-      );
-      held.push(...rows.map((row) => `postgres:${this.tables.idem}:${row.key}`));
-    }
-    return held;
+  heldLocks(): Promise<string[]> {
+    return this.locksAndClaims([':{dead}:'], [this.queueName], this.options.idem === 'postgres');
   }
 
   /** Entries of the library's dead set (rejected duplicates: a job that never ran). */
   async deadSetSize(): Promise<number> {
     return this.redis.admin.zcard(`${this.prefix}:{dead}:index`);
-  }
-
-  private async scan(pattern: string): Promise<string[]> {
-    const keys: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, batch] = await this.redis.admin.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      cursor = next;
-      keys.push(...batch);
-    } while (cursor !== '0');
-    return keys.sort();
   }
 
   /**
@@ -442,13 +241,7 @@ export class ChaosRun {
    * (`leaseBoundMs`: the longest lease, after which a lock whose release failed is gone by design).
    */
   async figures(keys: string[], leaseBoundMs: number, notes?: Record<string, unknown>): Promise<ChaosFigures> {
-    const lingering = await this.heldLocks();
-    let stuck = lingering;
-    const deadline = Date.now() + leaseBoundMs + 2_000;
-    while (stuck.length > 0 && Date.now() < deadline) {
-      await sleep(200);
-      stuck = await this.heldLocks();
-    }
+    const { lingering, stuck } = await this.leftLocks(leaseBoundMs, 200);
     const effects = await this.effectsPerKey();
     const runs = await this.runs();
     const completed = await this.queue.getJobs(['completed'], 0, -1);
@@ -483,18 +276,8 @@ export class ChaosRun {
     return (await this.queue.getJobs(['failed'], 0, -1)).map(({ id, failedReason }) => ({ id, failedReason }));
   }
 
-  /** Kills every process, closes clients, drops the tables and stops the Redis server. */
-  async close(): Promise<void> {
-    this.stopRestarting();
-    for (const loop of this.loops) loop.atLeast = 0;
-    await this.stopFaults().catch(() => undefined);
-    for (const worker of this.workers) if (!worker.exit) worker.fixture.child.kill('SIGKILL');
-    for (const producer of this.producers) producer.child.kill('SIGKILL');
-    await Promise.all([...this.workers.map((w) => w.fixture.exited), ...this.producers.map((p) => p.exited)]);
-    await this.queue?.close().catch(() => undefined);
-    for (const table of Object.values(this.tables)) await this.pool.query(`DROP TABLE IF EXISTS ${table}`);
-    await this.pool.end();
-    await this.redis.stop();
+  protected openQueues(): Queue[] {
+    return this.queue ? [this.queue] : [];
   }
 }
 
