@@ -3,7 +3,6 @@
 // configuration (configs.ts) as one job name, with real workers on a real Redis. Every handler run blocks on a gate of
 // its own until a command decides how that attempt ends. Booted once per test file and shared by every sequence.
 import 'reflect-metadata';
-import { randomUUID } from 'node:crypto';
 import { setImmediate as nextMacrotask } from 'node:timers/promises';
 import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
@@ -18,6 +17,7 @@ import {
   type ReapReport,
   type UniqueJobEvent,
 } from '../../lib/index.js';
+import { uniqueName } from '../support/redis.js';
 import { CONFIGS, LONG, MAX_STARTED_ATTEMPTS, type QueueRole, uniqueOptionsOf } from './configs.js';
 import type { JobState } from './promises.js';
 
@@ -169,7 +169,8 @@ export class System {
   static async boot(): Promise<System> {
     const redis = new Redis(redisOptions());
     const libClient = new Redis(redisOptions());
-    const suffix = randomUUID().slice(0, 8);
+    // The run's and this file's tags and a random part (uniqueName): the end-of-run check finds anything left.
+    const suffix = uniqueName('m').slice('m-'.length);
     const prefix = `ujmodel-${suffix}`;
     const names: Record<QueueRole, string> = { plain: `model-plain-${suffix}`, capped: `model-capped-${suffix}` };
     const ref: { system?: System } = {};
