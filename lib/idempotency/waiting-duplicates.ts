@@ -23,6 +23,13 @@ interface Holding {
 const PENDING_MS = 2_000;
 /** Most such announcements kept at once (every process hears every announcement of its prefix). */
 const MAX_PENDING = 10_000;
+/** Most deliveries of this process remembered as waiting (beyond that, one waits for the holder's lease). */
+const MAX_DELAYED = 10_000;
+
+/** What the holder of a key publishes when it settles a key that deliveries of another queue wait for. */
+interface SettledMessage {
+  settled: string;
+}
 
 /** A record's identity: the hash of [scope, key], as the Redis store names its record (user data never reaches Redis). */
 export function recordIdOf(scope: string, key: string): string {
@@ -33,9 +40,11 @@ export function recordIdOf(scope: string, key: string): string {
  * Wakes the deliveries that wait for a key in progress the moment its holder settles it, instead of when the holder's
  * lease could have ended. A waiting delivery moves itself to delayed (the lease is the upper bound, for a holder that
  * died) and announces itself on a Redis channel; every process listens, and the one holding the key remembers it and
- * promotes it (delayed → waiting) once the record is completed, failed or released. A delivery that announces itself
- * after the holder settled sees the settled record when it checks again, and promotes itself. Costs nothing to a job
- * that no one waits for: one subscriber connection per process, opened with the first key a worker holds.
+ * promotes it (delayed → waiting) once the record is completed, failed or released. A delivery of another queue (a
+ * scope shared across queues: the holder's worker may not reach that queue) is promoted by its own process instead,
+ * which the holder tells on the same channel that the record is settled. A delivery that announces itself after the
+ * holder settled sees the settled record when it checks again, and promotes itself. Costs nothing to a job that no one
+ * waits for: one subscriber connection per process, opened with the first key a worker holds.
  */
 export class WaitingDuplicates {
   private readonly held = new Map<string, Holding>();
@@ -44,6 +53,11 @@ export class WaitingDuplicates {
    * waiter's claim answered the waiter, so `holding` adopts what came in the last {@link PENDING_MS}.
    */
   private readonly pending = new Map<string, { at: number; waiters: Waiter[] }>();
+  /**
+   * The deliveries this process delayed, by record, until their delay ends: promoted here when the holder of the record
+   * (running a job of another queue) says it settled it.
+   */
+  private readonly delayed = new Map<string, { until: number; jobs: { worker: WorkerLike; jobId: string }[] }>();
   private subscriber: Redis | Cluster | undefined;
   private started: Promise<void> | undefined;
 
@@ -72,11 +86,19 @@ export class WaitingDuplicates {
     const holding = this.held.get(recordId);
     if (!holding) return;
     this.held.delete(recordId);
+    let elsewhere = false;
     for (const waiter of holding.waiters) {
-      // A waiter of another queue (a scope shared across queues) waits for the end of the holder's lease instead.
-      if (waiter.queue !== holding.queue.qualifiedName) continue;
-      void promote(holding.queue, waiter.jobId);
+      if (waiter.queue === holding.queue.qualifiedName) void promote(holding.queue, waiter.jobId);
+      else elsewhere = true;
     }
+    // A waiter of another queue (a scope shared across queues): its own process promotes it, through its worker.
+    if (!elsewhere) return;
+    const message: SettledMessage = { settled: recordId };
+    this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify(message)).catch((error: unknown) => {
+      this.logger.warn(
+        `Deliveries of another queue waiting for an idempotency key will wait for the holder's lease: could not announce it settled (${(error as Error).message})`,
+      );
+    });
   }
 
   /**
@@ -92,6 +114,7 @@ export class WaitingDuplicates {
     stillHeld: () => Promise<boolean>,
   ): Promise<void> {
     const waiter: Waiter = { queue: job.queueQualifiedName, jobId: job.id! };
+    this.remember(recordId, worker, waiter.jobId, delayMs);
     await this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify({ recordId, ...waiter }));
     await job.moveToDelayed(Date.now() + delayMs, token);
     // Settled before the holder heard of this delivery: nobody will promote it, so it promotes itself.
@@ -103,6 +126,7 @@ export class WaitingDuplicates {
     const subscriber = this.subscriber;
     this.subscriber = undefined;
     this.started = undefined;
+    this.delayed.clear();
     await subscriber?.quit().catch(() => undefined);
   }
 
@@ -121,11 +145,39 @@ export class WaitingDuplicates {
     }
   }
 
+  /** Remembers a delivery of this process delayed for `recordId` (for at most `delayMs`). */
+  private remember(recordId: string, worker: WorkerLike, jobId: string, delayMs: number): void {
+    const now = Date.now();
+    if (this.delayed.size >= MAX_DELAYED) {
+      for (const [id, entry] of this.delayed) if (entry.until <= now) this.delayed.delete(id);
+      if (this.delayed.size >= MAX_DELAYED) return;
+    }
+    const entry = this.delayed.get(recordId) ?? { until: 0, jobs: [] };
+    entry.until = Math.max(entry.until, now + delayMs);
+    entry.jobs.push({ worker, jobId });
+    this.delayed.set(recordId, entry);
+  }
+
+  /** The holder of `recordId` settled it: the deliveries this process delayed for it run now. */
+  private wake(recordId: string): void {
+    const entry = this.delayed.get(recordId);
+    if (!entry) return;
+    this.delayed.delete(recordId);
+    if (entry.until <= Date.now()) return;
+    for (const { worker, jobId } of entry.jobs) void promote(worker, jobId);
+  }
+
   private heard(message: string): void {
     let waiter: Waiter & { recordId: string };
     try {
       waiter = JSON.parse(message) as Waiter & { recordId: string };
     } catch {
+      return;
+    }
+    if (typeof waiter !== 'object' || waiter === null) return;
+    const settled = (waiter as Partial<Waiter> & Partial<SettledMessage>).settled;
+    if (typeof settled === 'string') {
+      this.wake(settled);
       return;
     }
     if (typeof waiter.jobId !== 'string' || typeof waiter.queue !== 'string') return;
