@@ -61,6 +61,11 @@ export { IdempotencyTransactionEndedError } from './errors/idempotency-transacti
 export type { EndedTransactionOutcome } from './errors/idempotency-transaction-ended.error.js';
 export { IdempotencyStoreNotReadyError } from './errors/idempotency-store-not-ready.error.js';
 export { DEFAULT_IDEMPOTENCY_OPTIONS, MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency/idempotency-options.js';
+export {
+  HASHED_IDEMPOTENCY_KEY_MARKER,
+  normalizeIdempotencyKey,
+  normalizeIdempotencyScope,
+} from './idempotency/stored-key.js';
 export type * from './idempotency/idempotency-store.interface.js';
 export type * from './idempotency/idempotency-key-options.interface.js';
 export { defineUniqueJob } from './options/job-definitions.js';

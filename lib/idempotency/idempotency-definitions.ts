@@ -9,8 +9,8 @@ import type {
   IdempotencyKeyOptions,
 } from './idempotency-key-options.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
+import { normalizeIdempotencyKey, normalizeIdempotencyScope } from './stored-key.js';
 import {
-  MAX_IDEMPOTENCY_KEY_LENGTH,
   resolveIdempotencyOptions,
   type EffectiveIdempotencyOptions,
   type IdempotencyStores,
@@ -29,7 +29,7 @@ export interface ResolvedIdempotency extends JobNameScoped {
    * or, for the default store, its own `name` (`'redis'`, `'postgres'`, …).
    */
   readonly storeName: string;
-  /** The scope of a job's key (hashed, like a key, when it holds characters a store cannot hold). */
+  /** The scope of a job's key as stored (normalised like a key: `normalizeIdempotencyScope`). */
   scopeOf(job: IdempotencyJob): string;
   /** The key as stored (long keys hashed), or what the key function returned instead of a key. */
   keyOf(job: IdempotencyJob): { key: string } | { missing: string };
@@ -101,7 +101,7 @@ export class IdempotencyDefinitions {
       options,
       store,
       storeName,
-      scopeOf: (job) => storable(declared.scope ?? `${job.queueName}:${job.name}`),
+      scopeOf: (job) => normalizeIdempotencyScope(declared.scope ?? `${job.queueName}:${job.name}`),
       keyOf: (job) => normalizeKey(declared.key(job)),
       fingerprintOf: (job) => (pick ? fingerprintOf(pick(job.data), job) : undefined),
     };
@@ -119,7 +119,7 @@ export class IdempotencyDefinitions {
   }
 }
 
-/** A key as stored: strings and finite numbers; longer than the limit, a sha256 (never a truncation). */
+/** A key as stored: strings and finite numbers, normalised by `normalizeIdempotencyKey` (long keys hashed). */
 function normalizeKey(raw: unknown): { key: string } | { missing: string } {
   let key: string | undefined;
   if (typeof raw === 'string' && raw !== '') key = raw;
@@ -127,25 +127,8 @@ function normalizeKey(raw: unknown): { key: string } | { missing: string } {
   if (key === undefined) {
     return { missing: describeMissing(raw) };
   }
-  if (UNSTORABLE.test(key)) return { key: storable(key) };
-  if (key.length <= MAX_IDEMPOTENCY_KEY_LENGTH) return { key };
-  return { key: `sha256:${hash('sha256', key, 'hex')}` };
+  return { key: normalizeIdempotencyKey(key) };
 }
-
-/**
- * Text that every store holds as it is: a key or scope with a character some store cannot hold is stored as the hash
- * of its JSON text (which escapes that character), in every store alike, so the same key is the same record whatever
- * the store. Those characters: NUL (PostgreSQL's text refuses it, `invalid byte sequence`), and a UTF-16 surrogate that
- * is not part of a pair (not well-formed Unicode: it reaches every store as UTF-8, where it turns into U+FFFD and meets
- * other keys).
- */
-function storable(text: string): string {
-  return UNSTORABLE.test(text) ? `sha256:${hash('sha256', JSON.stringify(text), 'hex')}` : text;
-}
-
-/** NUL, or a surrogate that is not part of a pair (in a `u` regular expression, pairs are one code point). */
-// eslint-disable-next-line no-control-regex -- NUL is exactly what it looks for
-const UNSTORABLE = /[\u0000\p{Surrogate}]/u;
 
 /** What a key function returned instead of a key, in plain words. */
 function describeMissing(raw: unknown): string {

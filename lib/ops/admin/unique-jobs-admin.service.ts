@@ -1,11 +1,10 @@
-import { hash } from 'node:crypto';
 import { Inject, Injectable, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, ModuleRef } from '@nestjs/core';
 import { Job, Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { DeadSetEntry } from '../../dead-set/dead-set-entry.interface.js';
 import { UniqueJobsError } from '../../errors/unique-jobs.error.js';
-import { MAX_IDEMPOTENCY_KEY_LENGTH } from '../../idempotency/idempotency-options.js';
+import { normalizeIdempotencyKey, normalizeIdempotencyScope } from '../../idempotency/stored-key.js';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { RedisIdempotencyStore } from '../../idempotency/stores/redis-idempotency.store.js';
 import type {
@@ -157,17 +156,19 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * The live idempotency record of (scope, key) in a store; `undefined` when the store is unknown. The key is
-   * normalized like `@IdempotencyKey` does (longer than 255 characters: its sha256).
+   * The live idempotency record of (scope, key) in a store; `undefined` when the store is unknown. The scope and key
+   * are normalised as `@IdempotencyKey` stores them (`normalizeIdempotencyKey`, `normalizeIdempotencyScope`: long,
+   * `sha256:`-prefixed or unstorable text hashed); the answer names them as stored.
    */
   async lookupKey(storeName: string, scope: string, key: string): Promise<AdminKeyLookup | undefined> {
     const store = this.stores.get(storeName);
     if (!store) return undefined;
-    const stored = key.length > MAX_IDEMPOTENCY_KEY_LENGTH ? `sha256:${hash('sha256', key, 'hex')}` : key;
-    const record = await store.get(scope, stored);
+    const storedScope = normalizeIdempotencyScope(scope);
+    const stored = normalizeIdempotencyKey(key);
+    const record = await store.get(storedScope, stored);
     return {
       store: storeName,
-      scope,
+      scope: storedScope,
       key: stored,
       record: record
         ? {

@@ -22,6 +22,8 @@ const OPTIONS = {
   yes: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
   scope: { type: 'string' },
+  'scope-json': { type: 'string' },
+  'key-json': { type: 'string' },
   lock: { type: 'string' },
   'lock-args': { type: 'string' },
   'lock-args-json': { type: 'string' },
@@ -51,6 +53,8 @@ export interface CliArgs {
     yes?: boolean;
     'dry-run'?: boolean;
     scope?: string;
+    'scope-json'?: string;
+    'key-json'?: string;
     lock?: string;
     'lock-args'?: string;
     'lock-args-json'?: string;

@@ -57,8 +57,9 @@ export type AdminIdempotencyRecord = Omit<IdempotencyRecord, 'owner'>;
 /** The answer to an idempotency key lookup. */
 export interface AdminKeyLookup {
   store: string;
+  /** The scope as looked up: as stored (`normalizeIdempotencyScope`; an ordinary scope is unchanged). */
   scope: string;
-  /** The key as looked up (keys longer than 255 characters are stored as their sha256). */
+  /** The key as looked up: as stored (`normalizeIdempotencyKey`: long, `sha256:`-prefixed or unstorable keys hashed). */
   key: string;
   /** The live record, or `null` when the key has none. */
   record: AdminIdempotencyRecord | null;

@@ -1,5 +1,4 @@
-import { hash } from 'node:crypto';
-import { MAX_IDEMPOTENCY_KEY_LENGTH } from '../../../idempotency/idempotency-options.js';
+import { normalizeIdempotencyKey, normalizeIdempotencyScope } from '../../../idempotency/stored-key.js';
 import { RedisIdempotencyStore } from '../../../idempotency/stores/redis-idempotency.store.js';
 import { required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
@@ -18,8 +17,16 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
       true,
     );
   }
-  const raw = required(rest, 0, 'idempotency key: keys show <key> (--scope <scope> | --queue <queue> --name <name>)');
-  const { scope: given, queue, name } = context.args.values;
+  const values = context.args.values;
+  const raw =
+    values['key-json'] === undefined
+      ? required(rest, 0, 'idempotency key: keys show <key> (--scope <scope> | --queue <queue> --name <name>)')
+      : jsonString(values['key-json'], '--key-json', rest.length > 0 ? '<key>' : undefined);
+  const given =
+    values['scope-json'] === undefined
+      ? values.scope
+      : jsonString(values['scope-json'], '--scope-json', values.scope === undefined ? undefined : '--scope');
+  const { queue, name } = values;
   if (given === undefined && (queue === undefined || name === undefined)) {
     throw new CliError(
       'keys show needs the key\'s scope: --scope <scope>, or --queue <queue> --name <job name> (the default scope "queue:name")',
@@ -27,9 +34,9 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
       true,
     );
   }
-  const scope = given ?? `${queue}:${name}`;
-  // As the library stores it: a key longer than the maximum is stored as its hash.
-  const key = raw.length <= MAX_IDEMPOTENCY_KEY_LENGTH ? raw : `sha256:${hash('sha256', raw, 'hex')}`;
+  // As the library stores them: long, `sha256:`-prefixed or unstorable (NUL, lone surrogate) text is stored hashed.
+  const scope = normalizeIdempotencyScope(given ?? `${queue}:${name}`);
+  const key = normalizeIdempotencyKey(raw);
   const client = await context.redis();
   const store = new RedisIdempotencyStore({ client, prefix: context.prefix });
   const record = await store.get(scope, key);
@@ -73,6 +80,24 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
     return lines.join('\n');
   });
   return EXIT.ok;
+}
+
+/**
+ * A key or scope given as a JSON string (`--key-json`, `--scope-json`): the way to name one holding a character a
+ * command line cannot carry (NUL) or that is not well-formed Unicode (a lone surrogate).
+ */
+function jsonString(text: string, option: string, conflicting: string | undefined): string {
+  if (conflicting !== undefined) throw new CliError(`Use ${conflicting} or ${option}, not both`, EXIT.failed, true);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new CliError(`${option} must be a JSON string: ${(error as Error).message}`, EXIT.failed, true);
+  }
+  if (typeof value !== 'string' || value === '') {
+    throw new CliError(`${option} must be a non-empty JSON string, e.g. '"evt_1"' (got ${text})`, EXIT.failed, true);
+  }
+  return value;
 }
 
 /** What `keys show` says about the SQL stores, which it cannot reach. */

@@ -1,0 +1,42 @@
+import { hash } from 'node:crypto';
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency-options.js';
+
+/** The start of every hashed key or scope as stored: `sha256:<hex>`. */
+export const HASHED_IDEMPOTENCY_KEY_MARKER = 'sha256:';
+
+/**
+ * An idempotency key or scope as every store holds it. The one rule, used by `@IdempotencyKey`, the admin page's lookup
+ * and the CLI's `keys show`, so that each finds what the others wrote:
+ *
+ * - text with a character some store cannot hold (NUL: PostgreSQL's `text` refuses it; a UTF-16 surrogate that is not
+ *   part of a pair: not well-formed Unicode, it turns into U+FFFD on its way to a store) is stored as
+ *   `sha256:<hex>` of NUL followed by its JSON text (which escapes those characters). The leading NUL is a domain
+ *   separator: the text hashed by the next rule never holds a NUL, so no other key hashes to the same input;
+ * - text longer than `MAX_IDEMPOTENCY_KEY_LENGTH` characters, or that starts with the marker `sha256:`, is stored as
+ *   `sha256:<hex>` of the text itself (hashed, never truncated). A short key that looks like a stored hash is hashed
+ *   too, so a raw key never equals the stored form of another key;
+ * - any other text is stored as it is.
+ */
+export function normalizeIdempotencyText(text: string): string {
+  if (UNSTORABLE.test(text)) return sha256(`\u0000${JSON.stringify(text)}`);
+  if (text.length > MAX_IDEMPOTENCY_KEY_LENGTH || text.startsWith(HASHED_IDEMPOTENCY_KEY_MARKER)) return sha256(text);
+  return text;
+}
+
+/** An idempotency key as stored (see `normalizeIdempotencyText`). */
+export function normalizeIdempotencyKey(key: string): string {
+  return normalizeIdempotencyText(key);
+}
+
+/** An idempotency scope as stored: the same rule as a key (see `normalizeIdempotencyText`). */
+export function normalizeIdempotencyScope(scope: string): string {
+  return normalizeIdempotencyText(scope);
+}
+
+function sha256(text: string): string {
+  return `${HASHED_IDEMPOTENCY_KEY_MARKER}${hash('sha256', text, 'hex')}`;
+}
+
+/** NUL, or a surrogate that is not part of a pair (in a `u` regular expression, pairs are one code point). */
+// eslint-disable-next-line no-control-regex -- NUL is exactly what it looks for
+const UNSTORABLE = /[\u0000\p{Surrogate}]/u;
