@@ -55,13 +55,17 @@ export interface SlotSetSettings {
  * deduplication key, so a duplicate never names a job that no longer exists.
  */
 export class SlotSetEnqueueLock implements EnqueueLock {
+  /** Requests whose `prepare` took a slot (a request answered by an existing job took none, and gives none back). */
+  private readonly took = new WeakSet<EnqueueRequest>();
+
   constructor(
     private readonly store: LockStore,
     private readonly keys: UniqueJobsKeys,
     private readonly settings: SlotSetSettings,
   ) {}
 
-  async prepare({ queue, opts, digest, jobId }: EnqueueRequest): Promise<Prepared> {
+  async prepare(request: EnqueueRequest): Promise<Prepared> {
+    const { queue, opts, digest, jobId } = request;
     const marked = { ...opts, jobId, [MARKER_FIELD]: { digest } satisfies UniqueJobMarker } as typeof opts;
     // A producer's jobId that a job already has: BullMQ returns that job and adds nothing, so no lock is taken for it.
     if (opts.jobId !== undefined && (await this.store.jobExists(bullKeys.job(queue.qualifiedName, jobId)))) {
@@ -76,13 +80,16 @@ export class SlotSetEnqueueLock implements EnqueueLock {
       // an until_expired period or a lock across queues, stays its own: the same id is refused until it ends.)
       held = await this.acquire(queue, digest, jobId, lease, true);
     }
+    if (held.acquired) this.took.add(request);
     return held.acquired ? { opts: marked } : { existingJobId: held.holder };
   }
 
-  async settle(job: Job, { queue, opts, digest, jobId }: EnqueueRequest): Promise<Taken> {
+  async settle(job: Job, request: EnqueueRequest): Promise<Taken> {
+    const { queue, opts, digest, jobId } = request;
     // A job with the producer's jobId may have appeared between the check and the add: BullMQ returned that job, and
-    // the slot is this digest's only if that job is locked under it.
-    if (opts.jobId !== undefined) {
+    // the slot this add took is this digest's only if that job is locked under it. (An add answered by a job that
+    // already existed took no slot: a hold of that id, e.g. an until_expired period, is not this add's to release.)
+    if (opts.jobId !== undefined && this.took.has(request)) {
       const stored = await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId));
       if (markedDigest(stored) !== digest) await this.store.release(this.key(digest), jobId);
     }

@@ -5,7 +5,7 @@ import { describe, expect, it } from '@jest/globals';
 import { UniqueJobsError, type EnqueueResult } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
-import { byId, dedupHolder, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
+import { byId, dedupHolder, digestOf, enqueuedJob, expiringKey, owners, queuedKey } from '../support/locks.js';
 import { failureOf, pendingJobs } from './lifecycle-helpers.js';
 
 /** A result as a diff shows it well; a duplicate says whether the job it names exists. */
@@ -122,5 +122,15 @@ describe('L4 replace with concurrent producers, L5 a reused caller jobId', () =>
     const again = await app.service.enqueue(app.queue, 'sync', { id: 'd2' }, { delay: 3_600_000, jobId: first.id });
     expect(again).toMatchObject({ status: 'duplicate', existingJobId: first.id });
     expect(await app.queue.getJob(first.id!)).toBeUndefined();
+  });
+  it('(model, seed 837428354) until_expired: an add answered by an existing job of another digest keeps the period hold of that id', async () => {
+    const app = await start({ unique: { lock: 'until_expired', lockArgs: byId, lockTtl: 3_600_000 }, paused: true });
+    const first = await app.queue.add('sync', { id: 'd0' }, { delay: 3_600_000 });
+    await app.queue.drain(true); // the job goes; its until_expired period stays
+    const period = expiringKey(app.prefix, digestOf(app, 'sync', { id: 'd0' }));
+    expect(await owners(redis, period)).toEqual([first.id]);
+    await app.queue.add('sync', { id: 'd1' }, { jobId: first.id }); // the id now names a d1 job
+    await app.service.enqueue(app.queue, 'sync', { id: 'd0' }, { jobId: first.id }); // BullMQ answers with the d1 job
+    expect(await owners(redis, period)).toEqual([first.id]);
   });
 });
