@@ -265,9 +265,10 @@ describe('ChargeCustomerJob for order 48213 is charged once', () => {
     const record = await store.get(s.scope, '48213');
     expect(record).toMatchObject({ state: 'completed', attempts: 2, jobId: job.id });
     expect(JSON.parse(record!.result!)).toEqual(charged);
-    const claims = await waitFor('both claims to be recorded', async () => {
+    // The restarted worker's claim event is recorded by a write of its own, which may land after the job completed.
+    const claims = await waitFor("the restarted worker's claim to be recorded", async () => {
       const found = (await s.recorded()).filter((e) => e.type === 'idempotencyClaimed');
-      return found.length === 2 && found;
+      return found.some((e) => e.worker === 'restarted') && found;
     });
     expect(claims.map(({ worker, takeover }) => ({ worker, takeover }))).toEqual([
       { worker: 'A', takeover: false },
