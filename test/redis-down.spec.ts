@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it, jest } from '@jest/globals';
 import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import type { Job, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { RedisUnavailableError, UniqueJob, UniqueJobsModule } from '../lib/index.js';
 import { deferred } from './support/deferred.js';
 import { PrivateRedis } from './support/private-redis.js';
@@ -129,6 +130,10 @@ describe('Redis out of reach', () => {
         const outage = lines.next(UNREACHABLE);
         await server.kill();
         await outage;
+        // The line may come from another connection (a worker's blocking one fails first) while the queue's client has
+        // not yet seen its socket close: an add sent then is resent by ioredis once the server is back, so it waits.
+        const client = await (queue.getBackend() as unknown as { client: Promise<Redis> }).client;
+        if (client.status === 'ready') await new Promise((resolve) => client.once('close', resolve));
         await expect(queue.add('sync', { id: `b${round}` })).rejects.toBeInstanceOf(RedisUnavailableError);
         const back = lines.next(BACK);
         await server.relaunch();
