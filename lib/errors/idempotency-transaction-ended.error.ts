@@ -16,7 +16,8 @@ export type EndedTransactionOutcome = 'committed' | 'rolled back' | 'unknown';
  *
  * The claim is released when nothing was committed (`outcome` `'rolled back'`); when the handler's writes may have
  * been committed (`'committed'` or `'unknown'`), the key is kept as `failed` instead, so that no later delivery runs the
- * handler again on top of them.
+ * handler again on top of them. A handler that committed the transaction and then threw gets this error too, with its
+ * own error as `cause`: retrying it would write again.
  */
 export class IdempotencyTransactionEndedError extends UnrecoverableUniqueJobsError {
   constructor(
@@ -26,6 +27,8 @@ export class IdempotencyTransactionEndedError extends UnrecoverableUniqueJobsErr
     readonly key: string,
     /** How the transaction ended. */
     readonly outcome: EndedTransactionOutcome,
+    /** The handler's own error, when it threw after ending the transaction. */
+    handlerError?: unknown,
   ) {
     const what =
       outcome === 'committed'
@@ -36,7 +39,13 @@ export class IdempotencyTransactionEndedError extends UnrecoverableUniqueJobsErr
     super(
       `The handler of idempotency key "${key}" (scope "${scope}") ended the claim's transaction itself (it ${what}); ` +
         'the record was not completed. In transactional mode never commit or roll back the transaction the handler ' +
-        'receives: throw to roll back, return to commit',
+        'receives: throw to roll back, return to commit' +
+        (handlerError === undefined ? '' : `. The handler then threw: ${describe(handlerError)}`),
+      ...(handlerError === undefined ? [] : [{ cause: handlerError }]),
     );
   }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }

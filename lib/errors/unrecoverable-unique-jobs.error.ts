@@ -8,8 +8,10 @@ import { UNIQUE_JOBS_ERROR } from './unique-jobs.error.js';
 export class UnrecoverableUniqueJobsError extends UnrecoverableError {
   readonly [UNIQUE_JOBS_ERROR] = true;
 
-  constructor(message: string) {
+  /** `options.cause`: the error this one reports (BullMQ's `UnrecoverableError` takes no options: set here). */
+  constructor(message: string, options?: ErrorOptions) {
     super(message);
     this.name = new.target.name;
+    if (options && 'cause' in options) this.cause = options.cause;
   }
 }

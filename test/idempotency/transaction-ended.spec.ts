@@ -32,6 +32,10 @@ type Ending = 'COMMIT' | 'ROLLBACK' | 'runner.commit' | 'runner.rollback';
 interface Data {
   key: string;
   end?: Ending;
+  /** After writing (and ending, when asked): run a statement the database refuses. */
+  failStatement?: boolean;
+  /** Then throw. */
+  throwAfter?: boolean;
 }
 
 /** One database and store: how the handler writes its effect and ends the transaction, how the test counts effects. */
@@ -39,10 +43,14 @@ interface Setup {
   store: SqlIdempotencyStore<unknown>;
   /** Writes an effect row through the transaction handle, then ends the transaction as asked. */
   write(handle: unknown, key: string, end: Ending | undefined): Promise<void>;
+  /** Runs a statement the database refuses through the transaction handle (PostgreSQL then aborts the transaction). */
+  fail(handle: unknown): Promise<void>;
   /** Committed effect rows of a key (read on another connection). */
   effects(key: string): Promise<number>;
   close(): Promise<void>;
 }
+
+const REFUSED = 'SELECT * FROM no_such_table_here';
 
 const directory = mkdtempSync(join(tmpdir(), 'idem-tx-ended-'));
 let pool: pg.Pool;
@@ -67,6 +75,7 @@ function pgSetup(kind: 'pg' | 'typeorm'): () => Promise<Setup> {
           await client.query(insert, [key]);
           if (end) await client.query(end);
         },
+        fail: async (handle) => void (await (handle as pg.PoolClient).query(REFUSED)),
         effects: count,
         close: async () => undefined,
       };
@@ -78,6 +87,7 @@ function pgSetup(kind: 'pg' | 'typeorm'): () => Promise<Setup> {
     return {
       store,
       write: (handle, key, end) => typeOrmWrite(handle as EntityManager, insert, key, end),
+      fail: async (handle) => void (await (handle as EntityManager).query(REFUSED)),
       effects: count,
       close: () => dataSource.destroy(),
     };
@@ -111,6 +121,7 @@ function sqliteSetup(kind: 'sqlite' | 'typeorm-sqlite'): () => Promise<Setup> {
           db.prepare(insert).run(key);
           if (end) db.exec(end);
         },
+        fail: async (handle) => void (handle as Database.Database).exec(REFUSED),
         effects: count,
         close: async () => {
           database.close();
@@ -125,6 +136,7 @@ function sqliteSetup(kind: 'sqlite' | 'typeorm-sqlite'): () => Promise<Setup> {
     return {
       store,
       write: (handle, key, end) => typeOrmWrite(handle as EntityManager, insert, key, end),
+      fail: async (handle) => void (await (handle as EntityManager).query(REFUSED)),
       effects: count,
       close: async () => {
         await dataSource.destroy();
@@ -178,7 +190,10 @@ describe.each([
       },
       handler: async (job: Job) => {
         const data = job.data as Data;
-        await setup.write(idempotencyOf(job).transaction, data.key, data.end);
+        const { transaction } = idempotencyOf(job);
+        await setup.write(transaction, data.key, data.end);
+        if (data.failStatement) await setup.fail(transaction);
+        if (data.throwAfter) throw new Error(`handler failed after ${data.end ?? 'writing'}`);
         return { wrote: data.key };
       },
     });
@@ -240,6 +255,45 @@ describe.each([
       });
     },
   );
+
+  it.each(committed)(
+    '%s, then the handler throws: IdempotencyTransactionEndedError (committed) with its error as cause, no retry, the key kept failed',
+    async (end) => {
+      const { app, events } = await boot();
+      const key = `commit-throw-${end}`;
+      const scope = `${app.queue.name}:effect`;
+      const job = await app.queue.add('effect', { key, end, throwAfter: true }, { attempts: 3 });
+      await expect(app.finished(job)).rejects.toThrow(`The handler then threw: Error: handler failed after ${end}`);
+      // Retrying would write again on top of the committed write: the job fails for good, the key stays failed.
+      expect(app.runs).toHaveLength(1);
+      expect(await setup.effects(key)).toBe(1);
+      expect(await setup.store.get(scope, key)).toMatchObject({ state: 'failed' });
+      expect(events.of('idempotencyFailureKept')).toHaveLength(1);
+      expect(events.of('idempotencyReleased')).toEqual([]);
+      const again = await app.queue.add('effect', { key });
+      await expect(app.finished(again)).rejects.toThrow('IdempotencyTransactionEndedError');
+      expect(app.runs).toHaveLength(1);
+      expect(await setup.effects(key)).toBe(1);
+    },
+  );
+
+  it('a statement the database refuses, left to throw: its own error, the transaction rolled back, retried, the claim released', async () => {
+    const { app, events } = await boot();
+    const key = 'refused-statement';
+    const scope = `${app.queue.name}:effect`;
+    const job = await app.queue.add('effect', { key, failStatement: true }, { attempts: 2 });
+    await expect(app.finished(job)).rejects.toThrow('no_such_table_here');
+    expect(app.runs).toHaveLength(2);
+    expect(await setup.effects(key)).toBe(0);
+    expect(await setup.store.get(scope, key)).toBeUndefined();
+    expect(events.of('idempotencyReleased')).toHaveLength(2);
+    expect(events.of('idempotencyFailureKept')).toEqual([]);
+
+    // The store (and, on SQLite, TypeORM's one shared runner) is in a sound state: a clean delivery completes.
+    const again = await app.queue.add('effect', { key });
+    await expect(app.finished(again)).resolves.toEqual({ wrote: key });
+    expect(await setup.effects(key)).toBe(1);
+  });
 });
 
 describe('SqliteIdempotencyStore: a record left in progress after the handler committed (the worker died)', () => {

@@ -1,6 +1,5 @@
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { IdempotencyLeaseLostError } from '../../errors/idempotency-lease-lost.error.js';
-import { IdempotencyTransactionEndedError } from '../../errors/idempotency-transaction-ended.error.js';
 import type {
   IdempotencyClaim,
   IdempotencyClaimResult,
@@ -18,7 +17,8 @@ import {
   toIdempotencyRecord,
   type SqlRecordRow,
 } from '../stores/sql-records.js';
-import type { SqlIdempotencyAdapter, SqlResult, SqlStatement, SqlTransactionScope } from './sql-adapter.interface.js';
+import { completionRefused, handlerFailure } from './ended-transaction.js';
+import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
 import { postgresDialect } from './postgres-dialect.js';
 import { networkError } from './network-error.js';
@@ -222,7 +222,9 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
    * and {@link IdempotencyLeaseLostError} is thrown; if `work` or `completion` throws, it rolls back and that error is
    * thrown; if the connection dropped meanwhile, {@link IdempotencyConnectionLostError} is thrown. Do not commit, roll
    * back or release the transaction in `work`: the record is completed only inside the transaction that locked it, so
-   * a `work` that ended it gets {@link IdempotencyTransactionEndedError} and no completed record.
+   * a `work` that ended it gets {@link IdempotencyTransactionEndedError} and no completed record. A `work` that
+   * committed the transaction and then threw gets that error too (`'committed'`, its own error as `cause`), not its
+   * own: its writes are committed, so the key is kept failed rather than released for a retry that would write again.
    */
   async runInTransaction<T>(
     ref: IdempotencyRecordRef,
@@ -238,13 +240,20 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
             const locked = (await tx.execute(this.sql.lockOwned(ref))).rows[0];
             if (!locked) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
             const txId = String(locked.tx);
-            const value = await work(tx.handle);
+            let value: T;
+            try {
+              value = await work(tx.handle);
+            } catch (error) {
+              throw await handlerFailure(this.sql, tx, ref, txId, error);
+            }
             const done = completion(value);
             // Completed only in the transaction that locked the record: a handler that committed or rolled it back
             // itself left the connection outside it, where a completion would record an effect that is not there.
-            if (tx.active?.() === false) throw await this.ended(tx, ref, txId, false);
+            if (tx.active?.() === false) throw await completionRefused(this.sql, tx, ref, txId, false);
             const complete = this.sql.completeLocked(ref, done, txId);
-            if (!affected(complete, await tx.execute(complete))) throw await this.ended(tx, ref, txId, tx.active?.());
+            if (!affected(complete, await tx.execute(complete))) {
+              throw await completionRefused(this.sql, tx, ref, txId, tx.active?.());
+            }
             return value;
           }),
         true,
@@ -255,29 +264,6 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
       }
       throw error;
     }
-  }
-
-  /**
-   * Why the completion of a transaction could not apply: the handler ended the transaction itself
-   * ({@link IdempotencyTransactionEndedError}, saying whether it committed), or, with the transaction still open, the
-   * record is no longer the owner's ({@link IdempotencyLeaseLostError}).
-   */
-  private async ended(
-    tx: SqlTransactionScope<Transaction>,
-    ref: IdempotencyRecordRef,
-    txId: string,
-    active: boolean | undefined,
-  ): Promise<Error> {
-    let state: unknown;
-    try {
-      state = (await tx.execute(this.sql.transactionState(ref, txId))).rows[0]?.state;
-    } catch {
-      state = undefined;
-    }
-    if (state === 'open' && active !== false) return new IdempotencyLeaseLostError(ref.scope, ref.key);
-    const outcome =
-      state === 'open' || state === 'committed' ? 'committed' : state === 'aborted' ? 'rolled back' : 'unknown';
-    return new IdempotencyTransactionEndedError(ref.scope, ref.key, outcome);
   }
 
   private async changed(statement: SqlStatement): Promise<boolean> {

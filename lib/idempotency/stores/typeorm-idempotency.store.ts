@@ -119,7 +119,13 @@ export async function typeOrmTransaction<Manager, R>(
     await runner.commitTransaction();
     return value;
   } catch (error) {
-    if (runner.isTransactionActive && !runner.isReleased) await runner.rollbackTransaction().catch(() => undefined);
+    if (runner.isTransactionActive && !runner.isReleased) {
+      // A handler that ended the transaction with a raw COMMIT/ROLLBACK left TypeORM's runner counting it open; on
+      // SQLite that runner is the one the whole DataSource shares, so open one for TypeORM's rollback to close, or
+      // every later transaction of the application would start as a savepoint of a transaction that is not there.
+      if (!typeOrmTransactionActive(runner)) await runner.query('BEGIN', [], true).catch(() => undefined);
+      await runner.rollbackTransaction().catch(() => undefined);
+    }
     const lost = watch.lost() ?? (runner.isReleased ? error : undefined);
     if (lost) throw new IdempotencyConnectionLostError(lost);
     throw error;

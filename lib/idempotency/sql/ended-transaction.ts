@@ -1,0 +1,75 @@
+import { IdempotencyLeaseLostError } from '../../errors/idempotency-lease-lost.error.js';
+import {
+  IdempotencyTransactionEndedError,
+  type EndedTransactionOutcome,
+} from '../../errors/idempotency-transaction-ended.error.js';
+import type { IdempotencyRecordRef } from '../idempotency-store.interface.js';
+import type { SqlTransactionScope } from './sql-adapter.interface.js';
+import type { SqlDialect } from './sql-dialect.js';
+
+/**
+ * What became of the transaction that locked the record (`txId`), asked on its connection: `'open'` (still it),
+ * `'committed'`, `'aborted'` (rolled back), or `undefined` when the question itself failed (PostgreSQL refuses every
+ * statement in a transaction a failed statement aborted, which is still the store's) or got no answer.
+ */
+async function transactionState(
+  sql: SqlDialect,
+  tx: SqlTransactionScope<unknown>,
+  ref: IdempotencyRecordRef,
+  txId: string,
+): Promise<string | undefined> {
+  try {
+    const state = (await tx.execute(sql.transactionState(ref, txId))).rows[0]?.state;
+    return typeof state === 'string' ? state : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Why the completion of a transaction could not apply: the handler ended the transaction itself
+ * ({@link IdempotencyTransactionEndedError}, saying whether it committed), or, with the transaction still open, the
+ * record is no longer the owner's ({@link IdempotencyLeaseLostError}).
+ */
+export async function completionRefused(
+  sql: SqlDialect,
+  tx: SqlTransactionScope<unknown>,
+  ref: IdempotencyRecordRef,
+  txId: string,
+  active: boolean | undefined,
+): Promise<Error> {
+  const state = await transactionState(sql, tx, ref, txId);
+  if (state === 'open' && active !== false) return new IdempotencyLeaseLostError(ref.scope, ref.key);
+  return new IdempotencyTransactionEndedError(ref.scope, ref.key, outcomeOf(state));
+}
+
+/**
+ * The error to throw when the handler threw: its own while the store's transaction is still open (the adapter rolls
+ * it back: nothing of the attempt is committed, so the claim can be released and the job retried), or rolled back.
+ * When the handler committed the transaction itself before throwing, its writes are committed: retrying would run them
+ * again, so it becomes {@link IdempotencyTransactionEndedError} (`'committed'`, the handler's error as `cause`), which
+ * keeps the key failed. Costs one statement, on the failure path only.
+ */
+export async function handlerFailure(
+  sql: SqlDialect,
+  tx: SqlTransactionScope<unknown>,
+  ref: IdempotencyRecordRef,
+  txId: string,
+  error: unknown,
+): Promise<unknown> {
+  // Asked even when the adapter says the transaction is active: on PostgreSQL a raw COMMIT through an ORM's handle
+  // leaves the ORM's own flag set (only SQLite's connection knows for sure).
+  const active = tx.active?.();
+  const state = await transactionState(sql, tx, ref, txId);
+  // No answer with the transaction maybe still open (aborted by a failed statement, or the connection gone): the
+  // handler's own error, as for any failure that leaves the transaction to the adapter.
+  if (state === undefined && active !== false) return error;
+  if (state === 'open' && active !== false) return error;
+  const outcome = outcomeOf(state);
+  return outcome === 'rolled back' ? error : new IdempotencyTransactionEndedError(ref.scope, ref.key, outcome, error);
+}
+
+/** SQLite's `'open'` with the connection out of its transaction: the marker the lock wrote was committed. */
+function outcomeOf(state: string | undefined): EndedTransactionOutcome {
+  return state === 'open' || state === 'committed' ? 'committed' : state === 'aborted' ? 'rolled back' : 'unknown';
+}
