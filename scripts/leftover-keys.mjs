@@ -77,16 +77,19 @@ export async function snapshotKeys(url) {
 export async function checkLeftoverKeys(url, tag, before, { ignore = [/^redis-load-/] } = {}) {
   const redis = await client(url);
   try {
-    const left = (await scanAll(redis, `*-${tag}*`)).sort();
+    // A uniqueName(): the run tag, then exactly 12 hex digits (file tag, random) and no more hex: a key of another
+    // client that merely contains `-<tag>` (a UUID's segment) is not this run's.
+    const ours = new RegExp(`-${tag}[0-9a-f]{12}(?![0-9a-f])`);
+    const left = (await scanAll(redis, `*-${tag}*`)).filter((key) => ours.test(key)).sort();
     const files = testFiles();
     const byFile = new Map();
     for (const key of left) {
-      const at = key.indexOf(`-${tag}`);
+      const at = key.search(ours);
       const file = files.get(key.slice(at + 1 + tag.length, at + 1 + tag.length + 4)) ?? '(unknown file)';
       byFile.set(file, [...(byFile.get(file) ?? []), key]);
     }
     const other = (await scanAll(redis, '*')).filter(
-      (key) => !before.has(key) && !key.includes(`-${tag}`) && !ignore.some((pattern) => pattern.test(key)),
+      (key) => !before.has(key) && !ours.test(key) && !ignore.some((pattern) => pattern.test(key)),
     );
     if (other.length > 0) {
       console.log(

@@ -13,10 +13,13 @@ interface Waiter {
 /** A worker (or queue), as far as promoting its jobs is concerned. */
 export type WorkerLike = MinimalQueue & { qualifiedName: string };
 
+/** Deliveries waiting for one key, by queue and job id (a delivery that announces itself again is kept once). */
+type Waiters = Map<string, Waiter>;
+
 /** The holder of a key in this process: the worker its job runs on, and the deliveries waiting for it. */
 interface Holding {
   queue: WorkerLike;
-  waiters: Waiter[];
+  waiters: Waiters;
 }
 
 /** How long an announcement for a key this process does not hold is kept, in case its claim is being answered. */
@@ -25,6 +28,10 @@ const PENDING_MS = 2_000;
 const MAX_PENDING = 10_000;
 /** Most deliveries of this process remembered as waiting (beyond that, one waits for the holder's lease). */
 const MAX_DELAYED = 10_000;
+/** Most deliveries remembered as waiting for one key (beyond that, one waits for the holder's lease). */
+const MAX_WAITERS_PER_KEY = 1_000;
+/** Promotions sent at once when a key is settled (the rest follow as those are answered). */
+const PROMOTE_CONCURRENCY = 16;
 
 /** What the holder of a key publishes when it settles a key that deliveries of another queue wait for. */
 interface SettledMessage {
@@ -52,12 +59,15 @@ export class WaitingDuplicates {
    * Announcements of keys this process did not hold when they came: a holder's claim can answer it a moment after a
    * waiter's claim answered the waiter, so `holding` adopts what came in the last {@link PENDING_MS}.
    */
-  private readonly pending = new Map<string, { at: number; waiters: Waiter[] }>();
+  private readonly pending = new Map<string, { at: number; waiters: Waiters }>();
   /**
    * The deliveries this process delayed, by record, until their delay ends: promoted here when the holder of the record
    * (running a job of another queue) says it settled it.
    */
-  private readonly delayed = new Map<string, { until: number; jobs: { worker: WorkerLike; jobId: string }[] }>();
+  private readonly delayed = new Map<
+    string,
+    { until: number; jobs: Map<string, { worker: WorkerLike; jobId: string }> }
+  >();
   private subscriber: Redis | Cluster | undefined;
   private started: Promise<void> | undefined;
 
@@ -71,7 +81,10 @@ export class WaitingDuplicates {
   holding(recordId: string, queue: Holding['queue']): void {
     const early = this.pending.get(recordId);
     this.pending.delete(recordId);
-    this.held.set(recordId, { queue, waiters: early && Date.now() - early.at < PENDING_MS ? early.waiters : [] });
+    this.held.set(recordId, {
+      queue,
+      waiters: early && Date.now() - early.at < PENDING_MS ? early.waiters : new Map<string, Waiter>(),
+    });
     void this.listen();
   }
 
@@ -87,10 +100,12 @@ export class WaitingDuplicates {
     if (!holding) return;
     this.held.delete(recordId);
     let elsewhere = false;
-    for (const waiter of holding.waiters) {
-      if (waiter.queue === holding.queue.qualifiedName) void promote(holding.queue, waiter.jobId);
+    const here: { worker: WorkerLike; jobId: string }[] = [];
+    for (const waiter of holding.waiters.values()) {
+      if (waiter.queue === holding.queue.qualifiedName) here.push({ worker: holding.queue, jobId: waiter.jobId });
       else elsewhere = true;
     }
+    void promoteAll(here);
     // A waiter of another queue (a scope shared across queues): its own process promotes it, through its worker.
     if (!elsewhere) return;
     const message: SettledMessage = { settled: recordId };
@@ -152,9 +167,10 @@ export class WaitingDuplicates {
       for (const [id, entry] of this.delayed) if (entry.until <= now) this.delayed.delete(id);
       if (this.delayed.size >= MAX_DELAYED) return;
     }
-    const entry = this.delayed.get(recordId) ?? { until: 0, jobs: [] };
+    const entry = this.delayed.get(recordId) ?? { until: 0, jobs: new Map() };
     entry.until = Math.max(entry.until, now + delayMs);
-    entry.jobs.push({ worker, jobId });
+    const id = `${worker.qualifiedName}\0${jobId}`;
+    if (entry.jobs.size < MAX_WAITERS_PER_KEY || entry.jobs.has(id)) entry.jobs.set(id, { worker, jobId });
     this.delayed.set(recordId, entry);
   }
 
@@ -164,7 +180,7 @@ export class WaitingDuplicates {
     if (!entry) return;
     this.delayed.delete(recordId);
     if (entry.until <= Date.now()) return;
-    for (const { worker, jobId } of entry.jobs) void promote(worker, jobId);
+    void promoteAll([...entry.jobs.values()]);
   }
 
   private heard(message: string): void {
@@ -184,7 +200,7 @@ export class WaitingDuplicates {
     const entry = { queue: waiter.queue, jobId: waiter.jobId };
     const holding = this.held.get(waiter.recordId);
     if (holding) {
-      holding.waiters.push(entry);
+      addWaiter(holding.waiters, entry);
       return;
     }
     const now = Date.now();
@@ -193,8 +209,8 @@ export class WaitingDuplicates {
       this.pending.delete(id);
     }
     if (this.pending.size >= MAX_PENDING) return;
-    const early = this.pending.get(waiter.recordId) ?? { at: now, waiters: [] };
-    early.waiters.push(entry);
+    const early = this.pending.get(waiter.recordId) ?? { at: now, waiters: new Map<string, Waiter>() };
+    addWaiter(early.waiters, entry);
     this.pending.set(waiter.recordId, early);
   }
 }
@@ -206,4 +222,22 @@ export async function promote(queue: MinimalQueue, jobId: string): Promise<void>
   } catch {
     // Not delayed (any more): it already runs, or was promoted by itself.
   }
+}
+
+/** Remembers a waiting delivery once, and at most {@link MAX_WAITERS_PER_KEY} of them (the others wait for the lease). */
+function addWaiter(waiters: Waiters, waiter: Waiter): void {
+  const id = `${waiter.queue}\0${waiter.jobId}`;
+  if (waiters.size < MAX_WAITERS_PER_KEY || waiters.has(id)) waiters.set(id, waiter);
+}
+
+/** Promotes delayed jobs, {@link PROMOTE_CONCURRENCY} at a time. Never rejects. */
+async function promoteAll(jobs: { worker: MinimalQueue; jobId: string }[]): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < jobs.length) {
+      const { worker, jobId } = jobs[next++];
+      await promote(worker, jobId);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PROMOTE_CONCURRENCY, jobs.length) }, lane));
 }

@@ -7,7 +7,7 @@
 // dist/); the app is test/package/fixture-app plus a package.json and a package-lock.json made here. Both live in temp
 // dirs that are removed at the end. Nothing is downloaded: the install runs with --offline (see offline-lock.ts).
 import { spawn } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import {
   cpSync,
   existsSync,
@@ -23,7 +23,7 @@ import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { deleteKeys, redisClient, scanKeys } from '../support/redis.js';
+import { deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
 import { lockedVersion, offlineLock, type Lockfile, type PackedLibrary } from './offline-lock.js';
 
 const repo = (path = '') => fileURLToPath(new URL(`../../${path}`, import.meta.url));
@@ -174,7 +174,7 @@ function filesUnder(dir: string, prefix = ''): string[] {
 }
 
 describe('the npm package, packed and installed into a fresh Nest app', () => {
-  const token = `pack-install-${randomUUID().slice(0, 8)}`;
+  const token = uniqueName('pack-install'); // the run's tag: the leftover-key check sees a key it leaks
   const work = mkdtempSync(join(tmpdir(), 'unique-jobs-pack-'));
   const source = join(work, 'package'); // the copy that is packed
   const unpacked = join(work, 'unpacked'); // the tarball, extracted

@@ -8,6 +8,7 @@ import type { Redis } from 'ioredis';
 import { useApps } from '../support/apps.js';
 import { hold } from '../support/gates.js';
 import { enqueuedJob } from '../support/locks.js';
+import { scanKeys } from '../support/redis.js';
 import type { TestApp } from '../support/app.js';
 
 /** BullMQ's `deduplicated` events of a queue: one per duplicate its add script answered. */
@@ -54,7 +55,7 @@ describe('duplicates of a contended digest', () => {
     await redis.del(`bull:${app.queue.name}:${first.id}`);
     const healed = await app.service.enqueue(app.queue, 'charge', { id: 'o3' });
     expect(healed.status).toBe('enqueued');
-    const dedupKeys = await redis.keys(`bull:${app.queue.name}:de:*`);
+    const dedupKeys = await scanKeys(redis, `bull:${app.queue.name}:de:*`);
     expect(await Promise.all(dedupKeys.map((key) => redis.get(key)))).toEqual([enqueuedJob(healed).id]);
   });
 
