@@ -237,6 +237,31 @@ describe('PostgresIdempotencyStore', () => {
     expect(await handlerRows()).toContain('tx-held');
   });
 
+  it('a pool whose statement_timeout is shorter than the claim lock_timeout: a contender on a held row still sees it in progress (57014 taken as busy, like 55P03)', async () => {
+    const impatient = new pg.Pool({ connectionString: databaseUrl(), max: 2, statement_timeout: 50 });
+    try {
+      const contenderStore = new PostgresIdempotencyStore({ pool: impatient, table: store.table });
+      const first = randomUUID();
+      await store.claim(claimRequest('tx-impatient', { owner: first, leaseMs: 50 }));
+      await store.runInTransaction(
+        { scope: 'payments', key: 'tx-impatient', owner: first },
+        async () => {
+          await waitFor(
+            'the lease to run out',
+            async () => (await store.get('payments', 'tx-impatient')) === undefined,
+          );
+          const contender = await contenderStore.claim(claimRequest('tx-impatient', { owner: randomUUID() }));
+          expect(contender).toMatchObject({ claimed: false, record: { state: 'in_progress', owner: first } });
+          return 'done';
+        },
+        (result) => ({ result: JSON.stringify(result), ttlMs: 60_000 }),
+      );
+      expect(await store.get('payments', 'tx-impatient')).toMatchObject({ state: 'completed', owner: first });
+    } finally {
+      await impatient.end();
+    }
+  });
+
   it('runs transactional work at the isolation level it was given; a contender meanwhile sees it in progress, then reads the result', async () => {
     const strict = new PostgresIdempotencyStore({ pool, table: newTable('idem_rr'), isolation: 'repeatable read' });
     await strict.migrate();

@@ -130,7 +130,10 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     blocking: (scope, key, fingerprint) => query(blocking, [scope, key, fingerprint ?? null]),
     live: (scope, key) => query(live, [scope, key]),
     current: (scope, key) => query(current, [scope, key]),
-    lockBusy: (error) => sqlState(error) === '55P03',
+    // 55P03: the claim's lock_timeout; 57014: a statement_timeout of the application's (its pool's, its role's)
+    // shorter than that, which cancels the claim while it waits on the same row lock. Either way the record is looked
+    // at again: held, it is in progress; free (a slow statement, not a lock), the claim runs again.
+    lockBusy: (error) => ['55P03', '57014'].includes(sqlState(error) ?? ''),
     renew: (ref, leaseMs) => command(renew, [...ownedParams(ref), leaseMs]),
     complete: (ref, c) => command(complete, [...ownedParams(ref), c.result ?? null, c.ttlMs]),
     fail: (ref, f) => command(fail, [...ownedParams(ref), f.error, f.ttlMs]),
