@@ -102,7 +102,7 @@ export class IdempotencyRunner {
     if (!claim.claimed && !own) return this.onHeld(attempt, claim, fingerprint);
     const takeover = claim.claimed ? claim.takeover : claim.record.attempts > 1;
     this.emit(attempt, { type: 'idempotencyClaimed', takeover });
-    if (worker) this.deps.waiting?.holding(attempt.recordId, worker);
+    if (worker) this.deps.waiting?.holding(attempt.recordId, worker, job.id);
 
     const context = new AttemptContext(scope, ref.key, takeover);
     return context.run(job, () =>

@@ -40,3 +40,17 @@ function sha256(text: string): string {
 /** NUL, or a surrogate that is not part of a pair (in a `u` regular expression, pairs are one code point). */
 // eslint-disable-next-line no-control-regex -- NUL is exactly what it looks for
 const UNSTORABLE = /[\u0000\p{Surrogate}]/u;
+
+/** A stored hashed form, as it shows in records, events and logs. */
+const STORED_HASH = /^sha256:[0-9a-f]{64}$/;
+
+/**
+ * The stored forms a lookup (the admin page, `keys show`) tries for text a person typed or pasted: as
+ * `@IdempotencyKey` would store it first, then, when the text is itself a stored hashed form (`sha256:<64 hex>`, copied
+ * from a record, an event or a log line), that form as it is. Without the second, a pasted stored key would be hashed
+ * once more and never found.
+ */
+export function storedFormsOf(text: string): string[] {
+  const normalized = normalizeIdempotencyText(text);
+  return STORED_HASH.test(text) && normalized !== text ? [normalized, text] : [normalized];
+}

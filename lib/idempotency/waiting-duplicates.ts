@@ -78,7 +78,10 @@ export class WaitingDuplicates {
   ) {}
 
   /** This process holds the key of `recordId` for a job of `queue`: remember the deliveries that announce themselves. */
-  holding(recordId: string, queue: Holding['queue']): void {
+  holding(recordId: string, queue: Holding['queue'], jobId?: string): void {
+    // A delivery of this process that waited for the key and now holds it is no longer waiting: a later "settled" of
+    // the key must not promote it out of a delay it gets afterwards (a retry's backoff).
+    if (jobId !== undefined) this.delayed.get(recordId)?.jobs.delete(`${queue.qualifiedName}\0${jobId}`);
     const early = this.pending.get(recordId);
     this.pending.delete(recordId);
     this.held.set(recordId, {

@@ -119,6 +119,22 @@ describe('stored forms through jobs, the admin lookup and the CLI', () => {
       admin.prefix,
     ]);
     expect(byScope.json).toMatchObject({ found: true, scope });
+    // The stored form, pasted as a record or an event shows it, is found too (not hashed a second time).
+    const pasted = await http(
+      `${admin.adminUrl}/api/keys?scope=${encodeURIComponent(scope)}&key=${encodeURIComponent(stored)}`,
+      { headers: { authorization: OPS } },
+    );
+    expect(pasted.json as AdminKeyLookup).toMatchObject({ key: stored, record: { key: stored, state: 'completed' } });
+    const pastedCli = await runCliJson<{ found: boolean; key: string }>([
+      'keys',
+      'show',
+      stored,
+      '--scope',
+      scope,
+      '--prefix',
+      admin.prefix,
+    ]);
+    expect(pastedCli.json).toMatchObject({ found: true, key: stored });
     const both = await runCli(['keys', 'show', 'k', '--key-json', '"k"', '--scope', 's', '--prefix', 'p']);
     expect(both.code).toBe(1);
     expect(both.stderr).toContain('Use <key> or --key-json, not both');

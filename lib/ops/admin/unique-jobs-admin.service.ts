@@ -4,7 +4,7 @@ import { Job, Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { DeadSetEntry } from '../../dead-set/dead-set-entry.interface.js';
 import { UniqueJobsError } from '../../errors/unique-jobs.error.js';
-import { normalizeIdempotencyKey, normalizeIdempotencyScope } from '../../idempotency/stored-key.js';
+import { normalizeIdempotencyKey, normalizeIdempotencyScope, storedFormsOf } from '../../idempotency/stored-key.js';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { RedisIdempotencyStore } from '../../idempotency/stores/redis-idempotency.store.js';
 import type {
@@ -158,14 +158,25 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
   /**
    * The live idempotency record of (scope, key) in a store; `undefined` when the store is unknown. The scope and key
    * are normalised as `@IdempotencyKey` stores them (`normalizeIdempotencyKey`, `normalizeIdempotencyScope`: long,
-   * `sha256:`-prefixed or unstorable text hashed); the answer names them as stored.
+   * `sha256:`-prefixed or unstorable text hashed); a scope or key given in its stored hashed form (`sha256:<hex>`, as
+   * records and events show it) is also looked up as it is. The answer names them as stored.
    */
   async lookupKey(storeName: string, scope: string, key: string): Promise<AdminKeyLookup | undefined> {
     const store = this.stores.get(storeName);
     if (!store) return undefined;
-    const storedScope = normalizeIdempotencyScope(scope);
-    const stored = normalizeIdempotencyKey(key);
-    const record = await store.get(storedScope, stored);
+    // As `@IdempotencyKey` stores them, then, for a pasted stored hash (`sha256:<hex>`), as given.
+    let storedScope = normalizeIdempotencyScope(scope);
+    let stored = normalizeIdempotencyKey(key);
+    let record: Awaited<ReturnType<typeof store.get>>;
+    search: for (const s of storedFormsOf(scope)) {
+      for (const k of storedFormsOf(key)) {
+        record = await store.get(s, k);
+        if (record) {
+          [storedScope, stored] = [s, k];
+          break search;
+        }
+      }
+    }
     return {
       store: storeName,
       scope: storedScope,
