@@ -59,7 +59,16 @@ export async function handlerFailure(
 ): Promise<unknown> {
   // Asked even when the adapter says the transaction is active: on PostgreSQL a raw COMMIT through an ORM's handle
   // leaves the ORM's own flag set (only SQLite's connection knows for sure).
-  const active = tx.active?.();
+  let active = tx.active?.();
+  // SQLite: the savepoint taken after the lock is gone when the handler ended that transaction (even if it began
+  // another one): rolling back to it fails. Rolled back to, it undoes the handler's writes, as the rollback would.
+  if (active !== false && sql.workSavepoint) {
+    try {
+      await tx.execute(sql.workSavepoint.rollback);
+    } catch {
+      active = false;
+    }
+  }
   const state = await transactionState(sql, tx, ref, txId);
   // No answer with the transaction maybe still open (aborted by a failed statement, or the connection gone): the
   // handler's own error, as for any failure that leaves the transaction to the adapter.
@@ -67,6 +76,20 @@ export async function handlerFailure(
   if (state === 'open' && active !== false) return error;
   const outcome = outcomeOf(state);
   return outcome === 'rolled back' ? error : new IdempotencyTransactionEndedError(ref.scope, ref.key, outcome, error);
+}
+
+/**
+ * SQLite: releases the savepoint taken around the handler's work; `true` when it was gone, i.e. the handler ended the
+ * transaction it belonged to (even if it then began another one). Always `false` without such a savepoint.
+ */
+export async function workSavepointGone(sql: SqlDialect, tx: SqlTransactionScope<unknown>): Promise<boolean> {
+  if (!sql.workSavepoint) return false;
+  try {
+    await tx.execute(sql.workSavepoint.release);
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /** SQLite's `'open'` with the connection out of its transaction: the marker the lock wrote was committed. */

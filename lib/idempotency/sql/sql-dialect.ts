@@ -49,6 +49,13 @@ export interface SqlDialect {
    * the marker (in the transaction, or committed with it) and `'aborted'` once it does not.
    */
   transactionState(ref: IdempotencyRecordRef, tx: string): SqlStatement;
+  /**
+   * SQLite: a savepoint taken after {@link lockOwned}, around the handler's work. SQLite has no transaction id, so a
+   * handler that ran `COMMIT; BEGIN` would leave the store in a new transaction that still shows the lock's marker
+   * (committed with the handler's writes); the savepoint ended with the transaction it belonged to, so releasing it
+   * (or rolling back to it) fails, which tells. PostgreSQL needs none: {@link completeLocked} checks the transaction id.
+   */
+  workSavepoint?: { open: SqlStatement; release: SqlStatement; rollback: SqlStatement };
   /** Deletes a key's record whatever its state. Rows: `[{ live }]`. */
   delete(scope: string, key: string): SqlStatement;
   /** Deletes up to `limit` records that no longer matter. */

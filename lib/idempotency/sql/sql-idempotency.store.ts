@@ -17,7 +17,7 @@ import {
   toIdempotencyRecord,
   type SqlRecordRow,
 } from '../stores/sql-records.js';
-import { completionRefused, handlerFailure } from './ended-transaction.js';
+import { completionRefused, handlerFailure, workSavepointGone } from './ended-transaction.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
 import { postgresDialect } from './postgres-dialect.js';
@@ -240,6 +240,7 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
             const locked = (await tx.execute(this.sql.lockOwned(ref))).rows[0];
             if (!locked) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
             const txId = String(locked.tx);
+            if (this.sql.workSavepoint) await tx.execute(this.sql.workSavepoint.open);
             let value: T;
             try {
               value = await work(tx.handle);
@@ -249,7 +250,9 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
             const done = completion(value);
             // Completed only in the transaction that locked the record: a handler that committed or rolled it back
             // itself left the connection outside it, where a completion would record an effect that is not there.
-            if (tx.active?.() === false) throw await completionRefused(this.sql, tx, ref, txId, false);
+            if (tx.active?.() === false || (await workSavepointGone(this.sql, tx))) {
+              throw await completionRefused(this.sql, tx, ref, txId, false);
+            }
             const complete = this.sql.completeLocked(ref, done, txId);
             if (!affected(complete, await tx.execute(complete))) {
               throw await completionRefused(this.sql, tx, ref, txId, tx.active?.());

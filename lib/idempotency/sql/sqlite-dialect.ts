@@ -186,6 +186,11 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     delete: (scope, key) => remove({ scope, key, now: Date.now() }),
     prune: (limit) => prune({ now: Date.now(), limit }),
     probe: () => query(`SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`, []),
+    workSavepoint: {
+      open: command('SAVEPOINT unique_jobs_work', []),
+      release: command('RELEASE SAVEPOINT unique_jobs_work', []),
+      rollback: command('ROLLBACK TO SAVEPOINT unique_jobs_work', []),
+    },
     migration: () => sqliteMigration(table),
     migrationLock: () => undefined,
   };
