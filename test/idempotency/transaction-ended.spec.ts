@@ -27,7 +27,7 @@ import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
 
 /** How the handler ends the transaction: a raw statement, or TypeORM's runner API. */
-type Ending = 'COMMIT' | 'COMMIT; BEGIN' | 'ROLLBACK' | 'runner.commit' | 'runner.rollback';
+type Ending = 'COMMIT' | 'COMMIT; BEGIN' | 'nested COMMIT' | 'ROLLBACK' | 'runner.commit' | 'runner.rollback';
 
 interface Data {
   key: string;
@@ -96,7 +96,9 @@ function pgSetup(kind: 'pg' | 'typeorm'): () => Promise<Setup> {
 
 async function typeOrmWrite(manager: EntityManager, insert: string, key: string, end: Ending | undefined) {
   await manager.query(insert, [key]);
-  if (end === 'runner.commit') await manager.queryRunner!.commitTransaction();
+  // A raw COMMIT inside a nested manager.transaction() (a savepoint of TypeORM's): TypeORM's own release then fails.
+  if (end === 'nested COMMIT') await manager.transaction((inner) => inner.query('COMMIT'));
+  else if (end === 'runner.commit') await manager.queryRunner!.commitTransaction();
   else if (end === 'runner.rollback') await manager.queryRunner!.rollbackTransaction();
   else if (end) await manager.query(end);
 }
@@ -166,7 +168,11 @@ describe.each([
   // A handler that commits and begins again leaves the store in a transaction of its own: SQLite has no transaction
   // id, the savepoint the store takes after its lock tells (TypeORM's better-sqlite3 runs one statement per query).
   ['SqliteIdempotencyStore (better-sqlite3)', sqliteSetup('sqlite'), ['COMMIT', 'COMMIT; BEGIN', 'ROLLBACK']],
-  ['TypeOrmIdempotencyStore on SQLite', sqliteSetup('typeorm-sqlite'), ['COMMIT', 'ROLLBACK', 'runner.commit']],
+  [
+    'TypeOrmIdempotencyStore on SQLite',
+    sqliteSetup('typeorm-sqlite'),
+    ['COMMIT', 'nested COMMIT', 'ROLLBACK', 'runner.commit'],
+  ],
 ] as const)('%s: a handler that ends the claim transaction itself', (_label, make, endings) => {
   let setup: Setup;
   const { start } = useApps('tx-ended', {
@@ -202,7 +208,10 @@ describe.each([
     return { app, events: new EventLog(app) };
   };
 
-  const committed = endings.filter((end) => end === 'COMMIT' || end === 'COMMIT; BEGIN' || end === 'runner.commit');
+  const committed = endings.filter((end) =>
+    ['COMMIT', 'COMMIT; BEGIN', 'nested COMMIT', 'runner.commit'].includes(end),
+  );
+  const committedThenBegun = endings.filter((end) => end === 'COMMIT; BEGIN');
   const rolledBack = endings.filter((end) => end === 'ROLLBACK' || end === 'runner.rollback');
 
   it.each(committed)(
@@ -258,7 +267,7 @@ describe.each([
     },
   );
 
-  it.each(committed)(
+  it.each(committed.filter((end) => end !== 'nested COMMIT'))(
     '%s, then the handler throws: IdempotencyTransactionEndedError (committed) with its error as cause, no retry, the key kept failed',
     async (end) => {
       const { app, events } = await boot();
@@ -278,6 +287,22 @@ describe.each([
       expect(await setup.effects(key)).toBe(1);
     },
   );
+
+  if (committedThenBegun.length > 0)
+    it.each(committedThenBegun)(
+      '%s, then a statement the database refuses (PostgreSQL aborts the transaction the handler began): committed, kept failed, no retry',
+      async (end) => {
+        const { app, events } = await boot();
+        const key = `commit-begin-refused`;
+        const scope = `${app.queue.name}:effect`;
+        const job = await app.queue.add('effect', { key, end, failStatement: true }, { attempts: 3 });
+        await expect(app.finished(job)).rejects.toThrow("ended the claim's transaction itself (it committed it");
+        expect(app.runs).toHaveLength(1);
+        expect(await setup.effects(key)).toBe(1);
+        expect(await setup.store.get(scope, key)).toMatchObject({ state: 'failed' });
+        expect(events.of('idempotencyFailureKept')).toHaveLength(1);
+      },
+    );
 
   it('a statement the database refuses, left to throw: its own error, the transaction rolled back, retried, the claim released', async () => {
     const { app, events } = await boot();

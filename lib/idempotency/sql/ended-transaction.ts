@@ -4,8 +4,11 @@ import {
   type EndedTransactionOutcome,
 } from '../../errors/idempotency-transaction-ended.error.js';
 import type { IdempotencyRecordRef } from '../idempotency-store.interface.js';
-import type { SqlTransactionScope } from './sql-adapter.interface.js';
+import type { SqlResult, SqlStatement, SqlTransactionScope } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
+
+/** How long the failure path waits for another connection's answer (one the pool may not have free). */
+const ELSEWHERE_TIMEOUT_MS = 1_000;
 
 /**
  * What became of the transaction that locked the record (`txId`), asked on its connection: `'open'` (still it),
@@ -56,6 +59,8 @@ export async function handlerFailure(
   ref: IdempotencyRecordRef,
   txId: string,
   error: unknown,
+  /** PostgreSQL: runs a statement on another connection (autocommit), for when the transaction's own cannot answer. */
+  elsewhere?: (statement: SqlStatement) => Promise<SqlResult>,
 ): Promise<unknown> {
   // Asked even when the adapter says the transaction is active: on PostgreSQL a raw COMMIT through an ORM's handle
   // leaves the ORM's own flag set (only SQLite's connection knows for sure).
@@ -65,11 +70,29 @@ export async function handlerFailure(
   if (active !== false && sql.workSavepoint) {
     try {
       await tx.execute(sql.workSavepoint.rollback);
-    } catch {
-      active = false;
+    } catch (savepointError) {
+      if (noSuchSavepoint(savepointError)) active = false;
     }
   }
-  const state = await transactionState(sql, tx, ref, txId);
+  let state = await transactionState(sql, tx, ref, txId);
+  // No answer on the transaction's connection: a failed statement aborted the transaction there, which may be the
+  // store's, or one the handler began after committing the store's (`COMMIT` then `BEGIN`, batch by batch), or the
+  // connection is gone. Another connection tells whether the store's transaction committed.
+  if (state === undefined && elsewhere) {
+    // Bounded: this connection is still checked out, and a pool with none free must not make the attempt wait.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>(
+      (resolve) => (timer = setTimeout(() => resolve(undefined), ELSEWHERE_TIMEOUT_MS)),
+    );
+    try {
+      const answer = await Promise.race([elsewhere(sql.transactionState(ref, txId)), late]);
+      if (answer?.rows[0]?.state === 'committed') state = 'committed';
+    } catch {
+      // No answer there either: as below.
+    } finally {
+      clearTimeout(timer);
+    }
+  }
   // No answer with the transaction maybe still open (aborted by a failed statement, or the connection gone): the
   // handler's own error, as for any failure that leaves the transaction to the adapter.
   if (state === undefined && active !== false) return error;
@@ -87,9 +110,20 @@ export async function workSavepointGone(sql: SqlDialect, tx: SqlTransactionScope
   try {
     await tx.execute(sql.workSavepoint.release);
     return false;
-  } catch {
-    return true;
+  } catch (error) {
+    // Any other failure (a statement of the handler's still running on the connection): the database's own error.
+    if (noSuchSavepoint(error)) return true;
+    throw error;
   }
+}
+
+/** SQLite's answer to a savepoint that is not there (its transaction ended), through ORMs that wrap it. */
+function noSuchSavepoint(error: unknown): boolean {
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
+    if (/no such savepoint/i.test(String((e as { message?: unknown }).message))) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** SQLite's `'open'` with the connection out of its transaction: the marker the lock wrote was committed. */

@@ -245,7 +245,8 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
             try {
               value = await work(tx.handle);
             } catch (error) {
-              throw await handlerFailure(this.sql, tx, ref, txId, error);
+              const elsewhere = this.queue ? undefined : (statement: SqlStatement) => this.adapter.execute(statement);
+              throw await handlerFailure(this.sql, tx, ref, txId, error, elsewhere);
             }
             const done = completion(value);
             // Completed only in the transaction that locked the record: a handler that committed or rolled it back

@@ -11,6 +11,7 @@ import {
 import {
   typeOrmDialect,
   typeOrmExecute,
+  forgetEndedTypeOrmTransaction,
   typeOrmTransactionActive,
   type TypeOrmDataSourceLike,
   type TypeOrmQueryRunnerLike,
@@ -130,6 +131,9 @@ export function transactionHostAdapter<Tx>(
               handle: tx,
               execute: (statement) => execute(txHost.tx, statement),
               active: () => (runner ? typeOrmTransactionActive(runner as TypeOrmQueryRunnerLike) : true),
+            }).finally(() => {
+              // Before the adapter's own commit or rollback, which would fail on a transaction the handler ended.
+              if (runner) forgetEndedTypeOrmTransaction(runner as TypeOrmQueryRunnerLike);
             });
           });
         } catch (error) {

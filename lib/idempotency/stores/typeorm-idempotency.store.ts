@@ -119,11 +119,7 @@ export async function typeOrmTransaction<Manager, R>(
     await runner.commitTransaction();
     return value;
   } catch (error) {
-    if (runner.isTransactionActive && !runner.isReleased) {
-      // A handler that ended the transaction with a raw COMMIT/ROLLBACK left TypeORM's runner counting it open; on
-      // SQLite that runner is the one the whole DataSource shares, so open one for TypeORM's rollback to close, or
-      // every later transaction of the application would start as a savepoint of a transaction that is not there.
-      if (!typeOrmTransactionActive(runner)) await runner.query('BEGIN', [], true).catch(() => undefined);
+    if (!forgetEndedTypeOrmTransaction(runner) && runner.isTransactionActive && !runner.isReleased) {
       await runner.rollbackTransaction().catch(() => undefined);
     }
     const lost = watch.lost() ?? (runner.isReleased ? error : undefined);
@@ -147,6 +143,21 @@ export function typeOrmTransactionActive(runner: TypeOrmQueryRunnerLike): boolea
   };
   const connection = databaseConnection ?? driver?.databaseConnection;
   return runner.isTransactionActive && connection?.inTransaction !== false;
+}
+
+/**
+ * A handler that ended the transaction with a raw `COMMIT`/`ROLLBACK` leaves TypeORM's runner counting it open (its
+ * depth too, inside a nested `manager.transaction()`), and TypeORM's own rollback then fails on it. On SQLite that
+ * runner is the one the whole DataSource shares: every later transaction of the application would start as a
+ * savepoint of a transaction that is not there, and never commit. When the connection says no transaction is open,
+ * this sets the runner's count back to none (TypeORM has no API for it) and answers `true`; otherwise it changes nothing.
+ */
+export function forgetEndedTypeOrmTransaction(runner: TypeOrmQueryRunnerLike): boolean {
+  if (!runner.isTransactionActive || typeOrmTransactionActive(runner)) return false;
+  const counted = runner as unknown as { isTransactionActive: boolean; transactionDepth?: number };
+  counted.isTransactionActive = false;
+  if (typeof counted.transactionDepth === 'number') counted.transactionDepth = 0;
+  return true;
 }
 
 /** The adapter of {@link TypeOrmIdempotencyStore}. */
