@@ -1,11 +1,13 @@
 // Scenario 6: a fleet under every fault at once, at volume.
 //
-// Four worker processes serve six lanes (a queue each) that mix the lock types, the conflict strategies at enqueue
+// Four worker processes serve seven lanes (a queue each) that mix the lock types, the conflict strategies at enqueue
 // (`log` absorbs a duplicate, `reject` refuses it into the dead set) and the `@IdempotencyKey` stores: Redis and
 // PostgreSQL in plain mode (the effect goes to a "provider" with `downstreamKey()`, as the docs prescribe for plain
-// mode), PostgreSQL in transactional mode (the effect is a row of the claim's transaction). Each lane has its share of
-// duplicates, from none to nine in ten deliveries, sent close together by different producers so that they meet a
-// live key. Four producer processes send the plan. Throughout the run:
+// mode), PostgreSQL in transactional mode (the effect is a row of the claim's transaction). One lane (G) has a
+// run-time lock and no `@IdempotencyKey`: there only the lock keeps two runs of one event apart, so a broken run-time
+// lock shows as overlapping runs (on the other lanes the idempotency claim alone would prevent them). Each lane has
+// its share of duplicates, from none to nine in ten deliveries, sent close together by different producers so that
+// they meet a live key. Four producer processes send the plan. Throughout the run:
 // - workers SIGKILLed from outside at random, and planned self-SIGKILLs before, during and after the effect;
 // - producers SIGKILLed mid-enqueue (a new one sends the rest of the share again from its last acknowledged op);
 // - SIGTERM to workers in the middle of a job (graceful stop, then a new worker);
@@ -13,12 +15,21 @@
 // - PostgreSQL: pg_terminate_backend of a store connection in the middle of a transaction.
 // Every dead worker is replaced. The orphan reaper runs in the workers.
 //
-// Invariants at quiescence, zero tolerance, lane by lane: one effect per event; every job completed, or refused at
-// enqueue into the dead set naming a completed job of the same event (none lost); no two overlapping runs of one event
-// where the lock forbids it; no lock or claim left once every lease had ended.
+// Invariants, zero tolerance, lane by lane, once the queues are idle and every worker was stopped (SIGTERM):
+// - one effect per event on the lanes that promise it (`@IdempotencyKey`); on plain lanes every provider call is
+//   recorded with its run: no two calls of one key from runs that overlapped, none from a run that started after the
+//   run that completed the event (a repeated call follows a run killed or cut off before completing); on the lock-only
+//   lane an effect per run, and at least one per event;
+// - every job completed, or refused at enqueue into the dead set naming a completed job of the same event (none lost);
+// - no two overlapping runs of one event where the lock forbids it;
+// - no lock or claim left with the workers stopped (no reaper, no renewal), but a lease of a run killed by an injected
+//   SIGKILL, and that only until its lease ends;
+// - no lost lease or lock but during a long Redis outage; every library `error` event explained by an injected fault;
+//   every worker stopped by SIGTERM exited cleanly, and none died by itself.
 //
-// CI runs it at a small figure (about 1,000 deliveries); `npm run test:chaos -- --full` (UNIQUE_JOBS_CHAOS_FULL=1)
-// at its full figure: more than 10,000 deliveries. UNIQUE_JOBS_CHAOS_SEED replays a plan (the seed is in the report).
+// CI runs it at a small figure (about 2,000 deliveries); `npm run test:chaos -- --full` (UNIQUE_JOBS_CHAOS_FULL=1)
+// at its full figure: more than 10,000 deliveries. UNIQUE_JOBS_CHAOS_SEED replays a plan (the seed is in the report,
+// with the crash plan: CRASH_PLAN=<its value> sets it again; the faults' timing is random).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from '@jest/globals';
 import { between, report } from './support/harness.js';
@@ -37,6 +48,9 @@ const LANES: FleetLaneSpec[] = [
   { name: 'D', lock: 'until_executing', idem: 'redis', events: scale(700), copies: 4 },
   { name: 'E', lock: 'none', idem: 'pg-tx', events: scale(400), copies: 10 },
   { name: 'F', lock: 'until_executed', client: 'reject', idem: 'pg', events: scale(500), copies: 10 },
+  // Lock-only: copies sent close together, each a job of its own (no enqueue lock), runs of 100 ms: without the
+  // run-time lock they would meet.
+  { name: 'G', lock: 'while_executing', idem: 'none', events: scale(300), copies: 5, workMs: 100 },
 ];
 const CRASHES = FULL ? 24 : 3;
 const POINTS = ['before', 'during', 'after'] as const;
@@ -66,6 +80,8 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
     `one effect per event, nothing lost, no overlap where a lock forbids it, no lock left (${FULL ? 'full' : 'CI'} figure, seed ${SEED})`,
     async () => {
       const events = LANES.reduce((n, lane) => n + lane.events, 0);
+      const effectOnceEvents = LANES.filter((lane) => lane.idem !== 'none').reduce((n, lane) => n + lane.events, 0);
+      const plannedCrashes = process.env.CRASH_PLAN ?? crashPlan(CRASHES, FULL ? Math.floor(events * 0.8) : events);
       const run = await FleetRun.create({
         scenario: FULL ? 'fleet-full' : 'fleet',
         lanes: LANES,
@@ -76,7 +92,7 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
           CONCURRENCY: '2',
           WORK_MS: '20',
           // Spread over the run (a short CI run must not lose every worker at once at its start).
-          CRASH_PLAN: crashPlan(CRASHES, FULL ? Math.floor(events * 0.8) : events),
+          CRASH_PLAN: plannedCrashes,
           RUNTIME_LEASE: String(LEASE_MS),
           IDEM_LEASE: String(LEASE_MS),
           RESCHEDULE_IN: '300',
@@ -120,9 +136,7 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
               busy = run.liveWorkers().filter((worker) => rows.some((row) => row.worker === worker.label));
             }
             if (busy.length === 0 || run.liveWorkers().length < 2) return false;
-            const worker = busy[between(0, busy.length - 1)];
-            worker.terminated = true;
-            worker.fixture.child.kill('SIGTERM');
+            run.terminate(busy[between(0, busy.length - 1)]);
             run.fault('SIGTERM worker mid-job');
           },
           1,
@@ -179,7 +193,7 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
           FULL ? 25000 : 8000,
           FULL ? 45000 : 12000,
           async () => {
-            downFor.push(await run.redis.restart());
+            downFor.push(await run.restartRedis());
             run.fault('Redis restart (SIGKILL, AOF reload)');
           },
           1,
@@ -214,8 +228,9 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
         await run.stopFaults();
         await run.quiesce(FULL ? 600_000 : 120_000);
         const processingMs = Date.now() - t0;
-        run.stopRestarting();
         stopMonitor();
+        // Every worker stopped (SIGTERM, no restart): the lock check below runs with no reaper and no lease renewal.
+        await within(90_000, run.stopWorkers(), 'the workers did not stop on SIGTERM');
 
         const runs = await run.runs();
         const selfKills = Object.fromEntries(
@@ -225,6 +240,7 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
         const counts = await run.eventCounts();
         const exits = run.workerExits();
         const figures = await run.figures(LEASE_MS);
+        const incidents = await run.incidents(LEASE_MS);
         const throughput = {
           productionSeconds: Math.round(productionMs / 100) / 10,
           processingSeconds: Math.round(processingMs / 100) / 10,
@@ -234,6 +250,7 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
         const full = {
           ...figures,
           seed: SEED,
+          crashPlan: plannedCrashes,
           throughput,
           notes: {
             killedConnections,
@@ -244,17 +261,38 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
             refusedAnswers: run.refusedAnswers,
             producerErrors: run.producerErrors,
             eventCounts: counts,
-            lostLeases: await run.eventSamples(['lockLost', 'idempotencyLeaseLost']),
+            lostLeases: incidents.lostLeases,
+            errors: incidents.errors,
+            reaped: incidents.reaped,
+            logErrors: await run.eventSamples(['log:error', 'worker:error'], 10),
           },
         };
         report(full);
-        process.stdout.write(`${JSON.stringify({ lanes: figures.lanes, throughput }, null, 1)}\n`);
+        process.stdout.write(
+          `seed ${SEED}, CRASH_PLAN=${plannedCrashes}\n` +
+            `${JSON.stringify({ lanes: figures.lanes, throughput, lingering: figures.lingering, incidents }, null, 1)}\n`,
+        );
 
         expect(figures.problems).toEqual([]);
         // No worker process died by itself (an error the library let through would take it down).
         expect(exits.crashed).toEqual([]);
-        expect(figures).toMatchObject({ duplicates: 0, lost: 0, overlaps: 0, stuckLocks: 0 });
-        expect(figures.effects).toBe(events);
+        // Every SIGTERM (mid-job, and the final stop) ended in a clean exit: active jobs finished, everything closed;
+        // but for one whose stop a Redis restart overlapped (reported above: an open question, see docs/reliability.md).
+        if (exits.sigtermUncleanInOutage.length > 0) {
+          process.stdout.write(
+            `SIGTERM stops overlapped by a Redis restart that did not exit cleanly:\n${exits.sigtermUncleanInOutage.join('\n')}\n`,
+          );
+        }
+        expect(exits.sigtermUnclean).toEqual([]);
+        expect(figures).toMatchObject({ duplicates: 0, lost: 0, overlaps: 0, stuckLocks: 0, unboundedLocks: [] });
+        expect(figures.lanes.filter((lane) => lane.providerViolations > 0)).toEqual([]);
+        // The lock-only lane ran every event (its overlap check had runs to compare).
+        const lockOnly = figures.lanes.find((lane) => !lane.effectOnce)!;
+        expect(lockOnly.handlerRuns).toBeGreaterThanOrEqual(lockOnly.events);
+        expect(figures.effects).toBe(effectOnceEvents);
+        // No lease or lock lost but during a long Redis outage (see FleetRun.incidents), no unexplained library error.
+        expect(incidents.lostLeases.unexplained).toEqual([]);
+        expect(incidents.errors.unexplained).toEqual([]);
         expect(run.gaveUp).toEqual([]);
         // Every kind of fault happened.
         const kinds = [

@@ -1,7 +1,27 @@
 // What the figures of one lane of the fleet scenario (./fleet.ts) are, and what in them breaks an invariant.
 import type { Job } from 'bullmq';
-import type { FleetLane } from '../../fixtures/chaos-fleet.js';
+import type { FleetWorkerLane } from '../../fixtures/chaos-fleet-worker.js';
 import type { LedgerRun } from './chaos-base.js';
+
+/** Whether a lane promises one effect per event (it has `@IdempotencyKey`); a lock-only lane promises no overlap. */
+export function effectOnce(lane: Pick<FleetWorkerLane, 'idem'>): boolean {
+  return lane.idem !== 'none';
+}
+
+/** Whether a lane's effect is a provider call with `downstreamKey()` (plain mode), recorded call by call. */
+export function providerLane(lane: Pick<FleetWorkerLane, 'idem'>): boolean {
+  return lane.idem === 'redis' || lane.idem === 'pg';
+}
+
+/** Two provider calls of one key that break the plain-mode promise, and why. */
+export interface ProviderViolation {
+  key: string;
+  /** `overlap`: the two runs overlapped in time; `after completion`: the later run started after the run that
+   * completed the event (whose result every later delivery must replay). */
+  why: 'overlap' | 'after completion';
+  first: LedgerRun;
+  second: LedgerRun;
+}
 
 /** The figures of one lane. */
 export interface LaneFigures {
@@ -15,8 +35,16 @@ export interface LaneFigures {
   deliveries: number;
   handlerRuns: number;
   effects: number;
+  /** Whether the lane promises one effect per event (else `effects` counts runs, and only overlaps are checked). */
+  effectOnce: boolean;
   /** Plain lanes: provider calls beyond the first of a downstream key (re-runs after a crash, absorbed by the key). */
   repeatedProviderCalls: number;
+  /** Plain lanes: how the run before each repeated provider call of its key ended (`killed:<point>`, `SIGKILLed`
+   * (from outside), `threw`, `returned, not completed` (its attempt did not complete: killed or disconnected before
+   * BullMQ recorded it)). */
+  repeatedAfter: Record<string, number>;
+  /** Plain lanes: repeated provider calls that break the promise (must be 0). */
+  providerViolations: number;
   /** Duplicates refused at enqueue into the dead set (`client: 'reject'`). */
   refused: number;
   takeovers: number;
@@ -29,7 +57,7 @@ export interface LaneFigures {
 
 /** What one lane's end state shows, as the lines of a failing test's message (none when every invariant holds). */
 export function laneProblems(
-  lane: FleetLane,
+  lane: FleetWorkerLane,
   found: {
     /** Events without an effect. */
     missing: string[];
@@ -44,9 +72,11 @@ export function laneProblems(
     orphanRefusals: unknown[];
     overlaps: { key: string; first: LedgerRun; second: LedgerRun }[];
     overlapForbidden: boolean;
+    providerViolations: ProviderViolation[];
   },
 ): string[] {
   const { missing, effects, duplicates, failed, notCompleted, orphanRefusals, overlaps, overlapForbidden } = found;
+  const { providerViolations } = found;
   const problems: string[] = [];
   if (missing.length)
     problems.push(`lane ${lane.name}: ${missing.length} events without effect: ${missing.slice(0, 5).join(', ')}`);
@@ -73,6 +103,17 @@ export function laneProblems(
         .slice(0, 3)
         .map(
           ({ key, first, second }) => `${key}: run ${first.id} (${first.worker}) and ${second.id} (${second.worker})`,
+        )
+        .join('; ')}`,
+    );
+  }
+  if (providerViolations.length) {
+    problems.push(
+      `lane ${lane.name}: provider called again by a run that should not have run: ${providerViolations
+        .slice(0, 3)
+        .map(
+          ({ key, why, first, second }) =>
+            `${key} (${why}): run ${first.id} (${first.worker}, ${first.outcome ?? 'no end'}) then ${second.id} (${second.worker})`,
         )
         .join('; ')}`,
     );
