@@ -4,6 +4,8 @@ import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import type { GuardedQueues } from './guarded-queues.js';
+import { markedDigest } from '../locks/slot-set.enqueue-lock.js';
+import { digestOfDeduplicationId } from '../redis/keys.js';
 import { newJobId } from './job-ids.js';
 import { takeEnqueueLock } from './take-enqueue-lock.js';
 
@@ -36,7 +38,7 @@ export class Replacer {
     const kept = new Set<string>(); // holders met that started or finished: they stay
     for (let attempt = 0; attempt < MAX_REPLACEMENTS; attempt++) {
       if (holder !== undefined) {
-        const removed = await removeIfNotStarted(queue, holder);
+        const removed = await removeIfNotStarted(queue, holder, digest);
         if (removed === 'removed') {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
           replaced = holder;
@@ -44,7 +46,9 @@ export class Replacer {
           // Started, finished, or not found in this queue: it stays. Another holder of the lock (lockLimit > 1, or the
           // lock changed hands meanwhile: another producer replaced it, or it started and gave the lock up) may be one
           // that never started; with none left to try, there is nothing to replace.
-          if (removed === 'kept') kept.add(holder);
+          // 'foreign': the id of a hold that outlived its job (removed behind the library's back) now names a job of
+          // another digest (a caller's jobId), never this lock's to remove; the reaper frees that hold.
+          if (removed === 'kept' || removed === 'foreign') kept.add(holder);
           const live = await lock.holders(queue, digest);
           if (live.length > 0 && live.every((id) => kept.has(id) || id === holder)) return undefined;
           holder = live.find((id) => !kept.has(id) && id !== holder);
@@ -67,10 +71,19 @@ export class Replacer {
   }
 }
 
-/** Removes a job of this queue that never started. `'gone'`: it no longer exists; `'kept'`: it started or finished. */
-async function removeIfNotStarted(queue: Queue, jobId: string): Promise<'removed' | 'gone' | 'kept'> {
+/**
+ * Removes a job of this queue and this digest that never started. `'gone'`: it no longer exists; `'kept'`: it started
+ * or finished; `'foreign'`: a job of another digest (or none) has that id.
+ */
+async function removeIfNotStarted(
+  queue: Queue,
+  jobId: string,
+  digest: string,
+): Promise<'removed' | 'gone' | 'kept' | 'foreign'> {
   const job = await Job.fromId(queue, jobId);
   if (!job) return 'gone';
+  const owner = markedDigest(job.opts) ?? digestOfDeduplicationId(job.opts.deduplication?.id);
+  if (owner !== digest) return 'foreign';
   if (job.attemptsStarted > 0) return 'kept';
   const state = await job.getState();
   if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')

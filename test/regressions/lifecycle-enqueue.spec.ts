@@ -133,4 +133,27 @@ describe('L4 replace with concurrent producers, L5 a reused caller jobId', () =>
     await app.service.enqueue(app.queue, 'sync', { id: 'd0' }, { jobId: first.id }); // BullMQ answers with the d1 job
     expect(await owners(redis, period)).toEqual([first.id]);
   });
+
+  it('(model, seed 1052502980) replace, lockLimit 2: a stale hold whose id now names a job of another digest never gets that job removed', async () => {
+    const app = await start({
+      unique: { lock: 'until_executing', lockArgs: byId, lockLimit: 2, onConflict: 'replace' },
+      paused: true,
+    });
+    const first = await app.queue.add('sync', { id: 'd0' }, { delay: 3_600_000 });
+    await first.remove(); // behind the library's back: d0's slot still names the id until it is met
+    const other = await app.queue.add('sync', { id: 'd1' }, { delay: 3_600_000, jobId: first.id }); // the id, for d1
+    await app.queue.addBulk([
+      { name: 'sync', data: { id: 'd0' } },
+      { name: 'sync', data: { id: 'd0' } },
+    ]);
+    // d1's job stays, and holds d1's lock. d0's second job replaced its first (the stale hold, until the reaper frees
+    // it, fills d0's other slot): one d0 job, holding d0's lock.
+    expect(await app.queue.getJobState(other.id!)).toBe('delayed');
+    expect((await app.queue.getJob(other.id!))?.data).toEqual({ id: 'd1' });
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'd1' })))).toEqual([other.id]);
+    const d0 = (await pendingJobs(app)).filter((job) => (job.data as { id: string }).id === 'd0');
+    expect(d0).toHaveLength(1);
+    const d0Holders = await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'd0' })));
+    expect(d0Holders.sort()).toEqual([first.id, d0[0].id].sort());
+  });
 });
