@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency-options.js';
+import type { IdempotencyRecord } from './idempotency-store.interface.js';
 
 /** The start of every hashed key or scope as stored: `sha256:<hex>`. */
 export const HASHED_IDEMPOTENCY_KEY_MARKER = 'sha256:';
@@ -53,4 +54,22 @@ const STORED_HASH = /^sha256:[0-9a-f]{64}$/;
 export function storedFormsOf(text: string): string[] {
   const normalized = normalizeIdempotencyText(text);
   return STORED_HASH.test(text) && normalized !== text ? [normalized, text] : [normalized];
+}
+
+/**
+ * Looks a typed or pasted scope and key up in a store, trying each of their {@link storedFormsOf}: the record found (or
+ * `undefined`), and the scope and key as stored (those it was found under, else as `@IdempotencyKey` stores them).
+ */
+export async function lookUpStored(
+  store: { get(scope: string, key: string): Promise<IdempotencyRecord | undefined> },
+  scope: string,
+  key: string,
+): Promise<{ scope: string; key: string; record: IdempotencyRecord | undefined }> {
+  for (const storedScope of storedFormsOf(scope)) {
+    for (const storedKey of storedFormsOf(key)) {
+      const record = await store.get(storedScope, storedKey);
+      if (record) return { scope: storedScope, key: storedKey, record };
+    }
+  }
+  return { scope: normalizeIdempotencyScope(scope), key: normalizeIdempotencyKey(key), record: undefined };
 }

@@ -4,7 +4,7 @@ import { Job, Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { DeadSetEntry } from '../../dead-set/dead-set-entry.interface.js';
 import { UniqueJobsError } from '../../errors/unique-jobs.error.js';
-import { normalizeIdempotencyKey, normalizeIdempotencyScope, storedFormsOf } from '../../idempotency/stored-key.js';
+import { lookUpStored } from '../../idempotency/stored-key.js';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { RedisIdempotencyStore } from '../../idempotency/stores/redis-idempotency.store.js';
 import type {
@@ -164,19 +164,7 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
   async lookupKey(storeName: string, scope: string, key: string): Promise<AdminKeyLookup | undefined> {
     const store = this.stores.get(storeName);
     if (!store) return undefined;
-    // As `@IdempotencyKey` stores them, then, for a pasted stored hash (`sha256:<hex>`), as given.
-    let storedScope = normalizeIdempotencyScope(scope);
-    let stored = normalizeIdempotencyKey(key);
-    let record: Awaited<ReturnType<typeof store.get>>;
-    search: for (const s of storedFormsOf(scope)) {
-      for (const k of storedFormsOf(key)) {
-        record = await store.get(s, k);
-        if (record) {
-          [storedScope, stored] = [s, k];
-          break search;
-        }
-      }
-    }
+    const { scope: storedScope, key: stored, record } = await lookUpStored(store, scope, key);
     return {
       store: storeName,
       scope: storedScope,

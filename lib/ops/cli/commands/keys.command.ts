@@ -1,4 +1,4 @@
-import { normalizeIdempotencyKey, normalizeIdempotencyScope, storedFormsOf } from '../../../idempotency/stored-key.js';
+import { lookUpStored } from '../../../idempotency/stored-key.js';
 import { RedisIdempotencyStore } from '../../../idempotency/stores/redis-idempotency.store.js';
 import { required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
@@ -37,20 +37,9 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
   // As the library stores them: long, `sha256:`-prefixed or unstorable (NUL, lone surrogate) text is stored hashed.
   // A stored hashed form pasted from a record, an event or a log line is also looked up as it is (storedFormsOf).
   const givenScope = given ?? `${queue}:${name}`;
-  let scope = normalizeIdempotencyScope(givenScope);
-  let key = normalizeIdempotencyKey(raw);
   const client = await context.redis();
   const store = new RedisIdempotencyStore({ client, prefix: context.prefix });
-  let record: Awaited<ReturnType<RedisIdempotencyStore['get']>>;
-  search: for (const s of storedFormsOf(givenScope)) {
-    for (const k of storedFormsOf(raw)) {
-      record = await store.get(s, k);
-      if (record) {
-        [scope, key] = [s, k];
-        break search;
-      }
-    }
-  }
+  const { scope, key, record } = await lookUpStored(store, givenScope, raw);
   const recordKey = store.recordKey(scope, key);
   const searched = {
     redis: context.redisLabel,
