@@ -96,13 +96,14 @@ export class IdempotencyRunner {
     const fingerprint = definition.fingerprintOf(job);
     const jobKey = `${job.queueQualifiedName}:${job.id}`;
     const claim = await store.claim({ ...ref, leaseMs: options.lease, fingerprint, jobId: job.id, jobKey });
+    if (worker) this.deps.waiting?.answered(attempt.recordId, worker, job.id!);
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
     const own = !claim.claimed && claim.record.state === 'in_progress' && claim.record.owner === ref.owner;
     if (!claim.claimed && !own) return this.onHeld(attempt, claim, fingerprint);
     const takeover = claim.claimed ? claim.takeover : claim.record.attempts > 1;
     this.emit(attempt, { type: 'idempotencyClaimed', takeover });
-    if (worker) this.deps.waiting?.holding(attempt.recordId, worker, job.id);
+    if (worker) this.deps.waiting?.holding(attempt.recordId, worker);
 
     const context = new AttemptContext(scope, ref.key, takeover);
     return context.run(job, () =>

@@ -57,19 +57,31 @@ export function storedFormsOf(text: string): string[] {
 }
 
 /**
+ * How a lookup's text matched the record: `'normalized'`, as `@IdempotencyKey` stores the text typed (an ordinary key
+ * is unchanged; a long or unstorable one hashed); `'stored form'`, the scope or key was a pasted stored hashed form
+ * (`sha256:<hex>`) found as it is.
+ */
+export type StoredLookupMatch = 'normalized' | 'stored form';
+
+/**
  * Looks a typed or pasted scope and key up in a store, trying each of their {@link storedFormsOf}: the record found (or
- * `undefined`), and the scope and key as stored (those it was found under, else as `@IdempotencyKey` stores them).
+ * `undefined`), the scope and key as stored (those it was found under, else as `@IdempotencyKey` stores them), and how
+ * the text matched (`undefined` when nothing was found).
  */
 export async function lookUpStored(
   store: { get(scope: string, key: string): Promise<IdempotencyRecord | undefined> },
   scope: string,
   key: string,
-): Promise<{ scope: string; key: string; record: IdempotencyRecord | undefined }> {
+): Promise<{ scope: string; key: string; record: IdempotencyRecord | undefined; matchedAs?: StoredLookupMatch }> {
+  const normalizedScope = normalizeIdempotencyScope(scope);
+  const normalizedKey = normalizeIdempotencyKey(key);
   for (const storedScope of storedFormsOf(scope)) {
     for (const storedKey of storedFormsOf(key)) {
       const record = await store.get(storedScope, storedKey);
-      if (record) return { scope: storedScope, key: storedKey, record };
+      if (!record) continue;
+      const normalized = storedScope === normalizedScope && storedKey === normalizedKey;
+      return { scope: storedScope, key: storedKey, record, matchedAs: normalized ? 'normalized' : 'stored form' };
     }
   }
-  return { scope: normalizeIdempotencyScope(scope), key: normalizeIdempotencyKey(key), record: undefined };
+  return { scope: normalizedScope, key: normalizedKey, record: undefined };
 }

@@ -10,6 +10,12 @@ interface Waiter {
   jobId: string;
 }
 
+/** A delivery of this process delayed while it waits, and the worker that promotes it. */
+interface DelayedJob {
+  worker: WorkerLike;
+  jobId: string;
+}
+
 /** A worker (or queue), as far as promoting its jobs is concerned. */
 export type WorkerLike = MinimalQueue & { qualifiedName: string };
 
@@ -30,6 +36,11 @@ const MAX_PENDING = 10_000;
 const MAX_DELAYED = 10_000;
 /** Most deliveries remembered as waiting for one key (beyond that, one waits for the holder's lease). */
 const MAX_WAITERS_PER_KEY = 1_000;
+/**
+ * Most deliveries remembered in all (held keys' waiters, announcements kept, deliveries delayed here): about 200 bytes
+ * each, so at most ~20 MB whatever the traffic. Beyond that, a delivery waits for the holder's lease.
+ */
+const MAX_REMEMBERED = 100_000;
 /** Promotions sent at once when a key is settled (the rest follow as those are answered). */
 const PROMOTE_CONCURRENCY = 16;
 
@@ -64,10 +75,9 @@ export class WaitingDuplicates {
    * The deliveries this process delayed, by record, until their delay ends: promoted here when the holder of the record
    * (running a job of another queue) says it settled it.
    */
-  private readonly delayed = new Map<
-    string,
-    { until: number; jobs: Map<string, { worker: WorkerLike; jobId: string }> }
-  >();
+  private readonly delayed = new Map<string, { until: number; jobs: Map<string, DelayedJob> }>();
+  /** Entries in the waiter maps of {@link held}, {@link pending} and {@link delayed} together. */
+  private remembered = 0;
   private subscriber: Redis | Cluster | undefined;
   private started: Promise<void> | undefined;
 
@@ -77,17 +87,26 @@ export class WaitingDuplicates {
     private readonly logger: LoggerLike,
   ) {}
 
+  /**
+   * A delivery of this process got its claim's answer for `recordId`: it is no longer waiting, so a later "settled" of
+   * the key must not promote it out of a delay it gets afterwards (a retry's backoff). It is remembered again if it
+   * waits again.
+   */
+  answered(recordId: string, worker: WorkerLike, jobId: string): void {
+    const entry = this.delayed.get(recordId);
+    if (!entry?.jobs.delete(`${worker.qualifiedName}\0${jobId}`)) return;
+    this.remembered--;
+    if (entry.jobs.size === 0) this.delayed.delete(recordId);
+  }
+
   /** This process holds the key of `recordId` for a job of `queue`: remember the deliveries that announce themselves. */
-  holding(recordId: string, queue: Holding['queue'], jobId?: string): void {
-    // A delivery of this process that waited for the key and now holds it is no longer waiting: a later "settled" of
-    // the key must not promote it out of a delay it gets afterwards (a retry's backoff).
-    if (jobId !== undefined) this.delayed.get(recordId)?.jobs.delete(`${queue.qualifiedName}\0${jobId}`);
+  holding(recordId: string, queue: Holding['queue']): void {
     const early = this.pending.get(recordId);
     this.pending.delete(recordId);
-    this.held.set(recordId, {
-      queue,
-      waiters: early && Date.now() - early.at < PENDING_MS ? early.waiters : new Map<string, Waiter>(),
-    });
+    const adopted = early && Date.now() - early.at < PENDING_MS ? early.waiters : undefined;
+    if (early && !adopted) this.remembered -= early.waiters.size;
+    this.forgetAll(this.held.get(recordId)?.waiters);
+    this.held.set(recordId, { queue, waiters: adopted ?? new Map<string, Waiter>() });
     void this.listen();
   }
 
@@ -102,6 +121,7 @@ export class WaitingDuplicates {
     const holding = this.held.get(recordId);
     if (!holding) return;
     this.held.delete(recordId);
+    this.forgetAll(holding.waiters);
     let elsewhere = false;
     const here: { worker: WorkerLike; jobId: string }[] = [];
     for (const waiter of holding.waiters.values()) {
@@ -144,7 +164,10 @@ export class WaitingDuplicates {
     const subscriber = this.subscriber;
     this.subscriber = undefined;
     this.started = undefined;
+    this.held.clear();
+    this.pending.clear();
     this.delayed.clear();
+    this.remembered = 0;
     await subscriber?.quit().catch(() => undefined);
   }
 
@@ -166,15 +189,35 @@ export class WaitingDuplicates {
   /** Remembers a delivery of this process delayed for `recordId` (for at most `delayMs`). */
   private remember(recordId: string, worker: WorkerLike, jobId: string, delayMs: number): void {
     const now = Date.now();
-    if (this.delayed.size >= MAX_DELAYED) {
-      for (const [id, entry] of this.delayed) if (entry.until <= now) this.delayed.delete(id);
+    if (this.delayed.size >= MAX_DELAYED || this.remembered >= MAX_REMEMBERED) {
+      for (const [id, entry] of this.delayed) {
+        if (entry.until > now) continue;
+        this.delayed.delete(id);
+        this.forgetAll(entry.jobs);
+      }
       if (this.delayed.size >= MAX_DELAYED) return;
     }
-    const entry = this.delayed.get(recordId) ?? { until: 0, jobs: new Map() };
+    const entry = this.delayed.get(recordId) ?? { until: 0, jobs: new Map<string, DelayedJob>() };
     entry.until = Math.max(entry.until, now + delayMs);
-    const id = `${worker.qualifiedName}\0${jobId}`;
-    if (entry.jobs.size < MAX_WAITERS_PER_KEY || entry.jobs.has(id)) entry.jobs.set(id, { worker, jobId });
+    if (!this.add(entry.jobs, `${worker.qualifiedName}\0${jobId}`, { worker, jobId })) return;
     this.delayed.set(recordId, entry);
+  }
+
+  /**
+   * Adds `value` to one key's `waiters` once: at most {@link MAX_WAITERS_PER_KEY} there and {@link MAX_REMEMBERED} in
+   * all (the others wait for the lease). `false` when it was not added.
+   */
+  private add<V>(waiters: Map<string, V>, id: string, value: V): boolean {
+    if (waiters.has(id)) return true;
+    if (waiters.size >= MAX_WAITERS_PER_KEY || this.remembered >= MAX_REMEMBERED) return false;
+    waiters.set(id, value);
+    this.remembered++;
+    return true;
+  }
+
+  /** Counts a waiter map that was dropped out of {@link remembered}. */
+  private forgetAll(waiters: Map<string, unknown> | undefined): void {
+    this.remembered -= waiters?.size ?? 0;
   }
 
   /** The holder of `recordId` settled it: the deliveries this process delayed for it run now. */
@@ -182,6 +225,7 @@ export class WaitingDuplicates {
     const entry = this.delayed.get(recordId);
     if (!entry) return;
     this.delayed.delete(recordId);
+    this.forgetAll(entry.jobs);
     if (entry.until <= Date.now()) return;
     void promoteAll([...entry.jobs.values()]);
   }
@@ -201,20 +245,21 @@ export class WaitingDuplicates {
     }
     if (typeof waiter.jobId !== 'string' || typeof waiter.queue !== 'string') return;
     const entry = { queue: waiter.queue, jobId: waiter.jobId };
+    const id = `${entry.queue}\0${entry.jobId}`;
     const holding = this.held.get(waiter.recordId);
     if (holding) {
-      addWaiter(holding.waiters, entry);
+      this.add(holding.waiters, id, entry);
       return;
     }
     const now = Date.now();
-    for (const [id, early] of this.pending) {
+    for (const [recordId, early] of this.pending) {
       if (now - early.at < PENDING_MS) break; // oldest first: the rest are younger
-      this.pending.delete(id);
+      this.pending.delete(recordId);
+      this.forgetAll(early.waiters);
     }
-    if (this.pending.size >= MAX_PENDING) return;
+    if (this.pending.size >= MAX_PENDING && !this.pending.has(waiter.recordId)) return;
     const early = this.pending.get(waiter.recordId) ?? { at: now, waiters: new Map<string, Waiter>() };
-    addWaiter(early.waiters, entry);
-    this.pending.set(waiter.recordId, early);
+    if (this.add(early.waiters, id, entry)) this.pending.set(waiter.recordId, early);
   }
 }
 
@@ -225,12 +270,6 @@ export async function promote(queue: MinimalQueue, jobId: string): Promise<void>
   } catch {
     // Not delayed (any more): it already runs, or was promoted by itself.
   }
-}
-
-/** Remembers a waiting delivery once, and at most {@link MAX_WAITERS_PER_KEY} of them (the others wait for the lease). */
-function addWaiter(waiters: Waiters, waiter: Waiter): void {
-  const id = `${waiter.queue}\0${waiter.jobId}`;
-  if (waiters.size < MAX_WAITERS_PER_KEY || waiters.has(id)) waiters.set(id, waiter);
 }
 
 /** Promotes delayed jobs, {@link PROMOTE_CONCURRENCY} at a time. Never rejects. */

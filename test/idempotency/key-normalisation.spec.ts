@@ -105,7 +105,13 @@ describe('stored forms through jobs, the admin lookup and the CLI', () => {
       admin.prefix,
     ]);
     expect(shown.code).toBe(0);
-    expect(shown.json).toMatchObject({ found: true, key: stored, scope, record: { state: 'completed' } });
+    expect(shown.json).toMatchObject({
+      found: true,
+      key: stored,
+      scope,
+      matchedAs: 'normalized',
+      record: { state: 'completed' },
+    });
 
     // The scope, too, can be given as JSON (a NUL in the scope is hashed like a key).
     const byScope = await runCliJson<{ found: boolean; scope: string }>([
@@ -124,7 +130,11 @@ describe('stored forms through jobs, the admin lookup and the CLI', () => {
       `${admin.adminUrl}/api/keys?scope=${encodeURIComponent(scope)}&key=${encodeURIComponent(stored)}`,
       { headers: { authorization: OPS } },
     );
-    expect(pasted.json as AdminKeyLookup).toMatchObject({ key: stored, record: { key: stored, state: 'completed' } });
+    expect(pasted.json as AdminKeyLookup).toMatchObject({
+      key: stored,
+      matchedAs: 'stored form',
+      record: { key: stored, state: 'completed' },
+    });
     const pastedCli = await runCliJson<{ found: boolean; key: string }>([
       'keys',
       'show',
@@ -134,7 +144,7 @@ describe('stored forms through jobs, the admin lookup and the CLI', () => {
       '--prefix',
       admin.prefix,
     ]);
-    expect(pastedCli.json).toMatchObject({ found: true, key: stored });
+    expect(pastedCli.json).toMatchObject({ found: true, key: stored, matchedAs: 'stored form' });
     const both = await runCli(['keys', 'show', 'k', '--key-json', '"k"', '--scope', 's', '--prefix', 'p']);
     expect(both.code).toBe(1);
     expect(both.stderr).toContain('Use <key> or --key-json, not both');

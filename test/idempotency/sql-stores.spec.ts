@@ -262,6 +262,26 @@ describe('PostgresIdempotencyStore', () => {
     }
   });
 
+  it('a claim cancelled by statement_timeout with no row lock held (the table locked against writes) fails with that error: not taken as busy, so the delivery is not delayed behind a lock nobody holds', async () => {
+    const impatient = new pg.Pool({ connectionString: databaseUrl(), max: 2, statement_timeout: 50 });
+    const blocker = await pool.connect();
+    try {
+      const contenderStore = new PostgresIdempotencyStore({ pool: impatient, table: store.table });
+      await store.claim(claimRequest('tx-slow', { leaseMs: 50 }));
+      await waitFor('the lease to run out', async () => (await store.get('payments', 'tx-slow')) === undefined);
+      // EXCLUSIVE blocks writes and FOR UPDATE, not plain reads: the ended claim is still readable as in progress.
+      await blocker.query('BEGIN');
+      await blocker.query(`LOCK TABLE ${store.table} IN EXCLUSIVE MODE`);
+      await expect(contenderStore.claim(claimRequest('tx-slow'))).rejects.toMatchObject({ code: '57014' });
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+      await impatient.end();
+    }
+    // Once the table is free, the ended claim is taken over as usual.
+    expect(await store.claim(claimRequest('tx-slow'))).toMatchObject({ claimed: true, takeover: true });
+  });
+
   it('runs transactional work at the isolation level it was given; a contender meanwhile sees it in progress, then reads the result', async () => {
     const strict = new PostgresIdempotencyStore({ pool, table: newTable('idem_rr'), isolation: 'repeatable read' });
     await strict.migrate();

@@ -122,6 +122,9 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     WHERE expires_at <= clock_timestamp()
       AND (state <> 'in_progress' OR expires_at <= clock_timestamp() - ${ABANDONED_INTERVAL})
     LIMIT $1 FOR UPDATE SKIP LOCKED)`;
+  // SKIP LOCKED does not wait: a row that exists but is skipped is held by a transaction.
+  const rowLocked = `SELECT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2)
+    AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 FOR UPDATE SKIP LOCKED) AS locked`;
   const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
   const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
   return {
@@ -130,10 +133,14 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     blocking: (scope, key, fingerprint) => query(blocking, [scope, key, fingerprint ?? null]),
     live: (scope, key) => query(live, [scope, key]),
     current: (scope, key) => query(current, [scope, key]),
-    // 55P03: the claim's lock_timeout; 57014: a statement_timeout of the application's (its pool's, its role's)
-    // shorter than that, which cancels the claim while it waits on the same row lock. Either way the record is looked
-    // at again: held, it is in progress; free (a slow statement, not a lock), the claim runs again.
-    lockBusy: (error) => ['55P03', '57014'].includes(sqlState(error) ?? ''),
+    // 55P03: the claim's lock_timeout. 57014: a statement_timeout of the application's (its pool's, its role's),
+    // which cancels the claim whether it waited on the row lock (shorter than the lock_timeout) or was slow for
+    // another reason: a lock only if rowLocked says so.
+    lockBusy: (error) => {
+      const code = sqlState(error);
+      return code === '55P03' ? 'locked' : code === '57014' ? 'cancelled' : false;
+    },
+    rowLocked: (scope, key) => query(rowLocked, [scope, key]),
     renew: (ref, leaseMs) => command(renew, [...ownedParams(ref), leaseMs]),
     complete: (ref, c) => command(complete, [...ownedParams(ref), c.result ?? null, c.ttlMs]),
     fail: (ref, f) => command(fail, [...ownedParams(ref), f.error, f.ttlMs]),

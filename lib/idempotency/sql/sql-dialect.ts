@@ -22,10 +22,17 @@ export interface SqlDialect {
   /** The record of a key whatever its state and expiry, with `expires_in_ms` (a claim that found it locked). */
   current(scope: string, key: string): SqlStatement;
   /**
-   * Whether a claim's error says the record is locked by a transaction (PostgreSQL: the claim waits at most
-   * {@link CLAIM_LOCK_TIMEOUT_MS} for a row lock, then fails with `lock_not_available`). Absent: claims never time out.
+   * What a claim's error says of the record: `'locked'`, locked by a transaction (PostgreSQL: the claim waits at most
+   * {@link CLAIM_LOCK_TIMEOUT_MS} for a row lock, then fails with `lock_not_available`); `'cancelled'`, the claim was
+   * cancelled while it ran (an application's `statement_timeout`), which is a lock only if {@link rowLocked} says so;
+   * `false`, neither. Absent: claims never time out.
    */
-  lockBusy?(error: unknown): boolean;
+  lockBusy?(error: unknown): 'locked' | 'cancelled' | false;
+  /**
+   * Rows: `[{ locked }]`, whether a transaction holds the key's record under a row lock (it exists, and a
+   * `FOR UPDATE SKIP LOCKED` skips it). Present with {@link lockBusy}.
+   */
+  rowLocked?(scope: string, key: string): SqlStatement;
   renew(ref: IdempotencyRecordRef, leaseMs: number): SqlStatement;
   complete(ref: IdempotencyRecordRef, completion: IdempotencyCompletion): SqlStatement;
   fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): SqlStatement;

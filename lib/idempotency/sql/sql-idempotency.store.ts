@@ -145,7 +145,7 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           try {
             claimed = await this.adapter.execute(this.sql.claim(request));
           } catch (error) {
-            if (!this.sql.lockBusy?.(error)) throw error;
+            if (!(await this.lockedRecord(scope, key, error))) throw error;
             // A transaction holds the record (a transactional holder, whose lease is not renewed while its row lock
             // holds): in progress; the holder wakes the waiting delivery when it settles.
             const held = (await this.adapter.execute(this.sql.current(scope, key))).rows[0];
@@ -267,6 +267,22 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
         throw new IdempotencyConnectionLostError(error.cause, ref.scope, ref.key);
       }
       throw error;
+    }
+  }
+
+  /**
+   * Whether a claim's `error` says a transaction holds the record. A cancellation (`statement_timeout`) counts only
+   * when the row is seen locked: one that was merely slow is the claim's own failure, so a delivery never waits in
+   * delayed, again and again, behind a lock nobody holds.
+   */
+  private async lockedRecord(scope: string, key: string, error: unknown): Promise<boolean> {
+    const busy = this.sql.lockBusy?.(error);
+    if (busy !== 'cancelled' || !this.sql.rowLocked) return busy === 'locked';
+    try {
+      const { rows } = await this.adapter.execute(this.sql.rowLocked(scope, key));
+      return truthy(rows[0]?.locked);
+    } catch {
+      return false; // the claim's own error is the one to report
     }
   }
 

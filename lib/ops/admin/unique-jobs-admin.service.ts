@@ -159,16 +159,18 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
    * The live idempotency record of (scope, key) in a store; `undefined` when the store is unknown. The scope and key
    * are normalised as `@IdempotencyKey` stores them (`normalizeIdempotencyKey`, `normalizeIdempotencyScope`: long,
    * `sha256:`-prefixed or unstorable text hashed); a scope or key given in its stored hashed form (`sha256:<hex>`, as
-   * records and events show it) is also looked up as it is. The answer names them as stored.
+   * records and events show it) is also looked up as it is. The answer names them as stored, and says which of the two
+   * matched (`matchedAs`).
    */
   async lookupKey(storeName: string, scope: string, key: string): Promise<AdminKeyLookup | undefined> {
     const store = this.stores.get(storeName);
     if (!store) return undefined;
-    const { scope: storedScope, key: stored, record } = await lookUpStored(store, scope, key);
+    const { scope: storedScope, key: stored, record, matchedAs } = await lookUpStored(store, scope, key);
     return {
       store: storeName,
       scope: storedScope,
       key: stored,
+      ...(matchedAs ? { matchedAs } : {}),
       record: record
         ? {
             scope: record.scope,

@@ -63,6 +63,11 @@ export interface AdminKeyLookup {
   key: string;
   /** The live record, or `null` when the key has none. */
   record: AdminIdempotencyRecord | null;
+  /**
+   * How the text given matched the record (absent when none was found): `'normalized'`, as `@IdempotencyKey` stores
+   * it; `'stored form'`, a pasted stored hashed form (`sha256:<hex>`) found as it is.
+   */
+  matchedAs?: 'normalized' | 'stored form';
 }
 
 /** What retrying a dead-set entry did. */

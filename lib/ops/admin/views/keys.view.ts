@@ -40,6 +40,14 @@ export function keysPage(
             <dd class="mono">${record.scope}</dd>
             <dt>Key</dt>
             <dd class="mono">${record.key}</dd>
+            <dt>Matched</dt>
+            <dd id="matched-as">
+              ${
+                lookup.matchedAs === 'stored form'
+                  ? 'as pasted: the stored hashed form'
+                  : 'as @IdempotencyKey stores the text given'
+              }
+            </dd>
             <dt>Job</dt>
             <dd class="mono">${record.jobId ?? html`<span class="muted">—</span>`}</dd>
             <dt>Fingerprint</dt>

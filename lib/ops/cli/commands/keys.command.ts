@@ -39,7 +39,7 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
   const givenScope = given ?? `${queue}:${name}`;
   const client = await context.redis();
   const store = new RedisIdempotencyStore({ client, prefix: context.prefix });
-  const { scope, key, record } = await lookUpStored(store, givenScope, raw);
+  const { scope, key, record, matchedAs } = await lookUpStored(store, givenScope, raw);
   const recordKey = store.recordKey(scope, key);
   const searched = {
     redis: context.redisLabel,
@@ -62,12 +62,13 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
     );
     return EXIT.ok;
   }
-  context.print({ scope, key, found: true, record, searched }, () => {
+  context.print({ scope, key, found: true, matchedAs, record, searched }, () => {
     const now = Date.now();
     const left = record.expiresAt - now;
     const lines = [
       `Key       ${clean(record.key)}`,
       `Scope     ${clean(record.scope)}`,
+      `Matched   ${matchedAs === 'stored form' ? 'as pasted: the stored hashed form' : 'as @IdempotencyKey stores the text given'}`,
       `State     ${clean(record.state)}`,
       `Job       ${clean(record.jobId)}`,
       `Attempts  ${record.attempts}`,
