@@ -4,6 +4,7 @@
 // IdempotencyTransactionEndedError; after a COMMIT the key is kept as failed (the writes up to then are committed: no
 // later delivery runs the handler again), after a ROLLBACK the claim is released. Real PostgreSQL and SQLite, through
 // the module and BullMQ.
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,7 @@ import {
   IdempotencyTransactionEndedError,
   PostgresIdempotencyStore,
   SqliteIdempotencyStore,
+  TransactionHostIdempotencyStore,
   TypeOrmIdempotencyStore,
   type IdempotencyJob,
   type SqlIdempotencyStore,
@@ -25,6 +27,7 @@ import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
+import { FakeTransactionHost } from './fake-transaction-host.js';
 
 /** How the handler ends the transaction: a raw statement, or TypeORM's runner API. */
 type Ending = 'COMMIT' | 'COMMIT; BEGIN' | 'nested COMMIT' | 'ROLLBACK' | 'runner.commit' | 'runner.rollback';
@@ -103,7 +106,7 @@ async function typeOrmWrite(manager: EntityManager, insert: string, key: string,
   else if (end) await manager.query(end);
 }
 
-function sqliteSetup(kind: 'sqlite' | 'typeorm-sqlite'): () => Promise<Setup> {
+function sqliteSetup(kind: 'sqlite' | 'typeorm-sqlite' | 'cls-typeorm-sqlite'): () => Promise<Setup> {
   return async () => {
     const file = join(directory, `${kind}.db`);
     const reader = new Database(file, { timeout: 10_000 });
@@ -133,7 +136,16 @@ function sqliteSetup(kind: 'sqlite' | 'typeorm-sqlite'): () => Promise<Setup> {
     }
     const dataSource = new DataSource({ type: 'better-sqlite3', database: file, enableWAL: true, logging: false });
     await dataSource.initialize();
-    const store = new TypeOrmIdempotencyStore({ dataSource });
+    // @nestjs-cls/transactional's TypeORM adapter drives the transaction (the real TransactionHost runs in
+    // orm-cls.spec.ts, in worker processes); the handler gets its EntityManager.
+    const store =
+      kind === 'typeorm-sqlite'
+        ? new TypeOrmIdempotencyStore({ dataSource })
+        : new TransactionHostIdempotencyStore({
+            txHost: new FakeTransactionHost<EntityManager>(
+              new TransactionalAdapterTypeOrm({ dataSourceToken: DataSource }).optionsFactory(dataSource),
+            ),
+          });
     await store.migrate();
     return {
       store,
@@ -171,6 +183,11 @@ describe.each([
   [
     'TypeOrmIdempotencyStore on SQLite',
     sqliteSetup('typeorm-sqlite'),
+    ['COMMIT', 'nested COMMIT', 'ROLLBACK', 'runner.commit'],
+  ],
+  [
+    'TransactionHostIdempotencyStore (TypeORM adapter) on SQLite',
+    sqliteSetup('cls-typeorm-sqlite'),
     ['COMMIT', 'nested COMMIT', 'ROLLBACK', 'runner.commit'],
   ],
 ] as const)('%s: a handler that ends the claim transaction itself', (_label, make, endings) => {
