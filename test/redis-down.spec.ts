@@ -51,7 +51,10 @@ class Lines {
 const UNREACHABLE = /is unreachable/;
 const BACK = /is reachable again/;
 
-async function boot(lines: Lines): Promise<{ moduleRef: TestingModule; queue: Queue; errors: () => number }> {
+async function boot(
+  lines: Lines,
+  options: { shutdownTimeout?: number } = {},
+): Promise<{ moduleRef: TestingModule; queue: Queue; errors: () => number }> {
   const name = uniqueName('down');
   @Processor(name)
   @UniqueJob({ lock: 'until_executed', lockArgs: (data: { id: string }) => data.id })
@@ -66,7 +69,7 @@ async function boot(lines: Lines): Promise<{ moduleRef: TestingModule; queue: Qu
       // (a slow relaunch) can put the reconnection that ends an outage past the test's timeout.
       BullModule.forRoot({ connection: { host: '127.0.0.1', port: server.port, retryStrategy: () => 250 } }),
       BullModule.registerQueue({ name }),
-      UniqueJobsModule.forRoot({ logger: lines.logger, enqueueTimeout: 300, prefix: uniqueName('ujdown') }),
+      UniqueJobsModule.forRoot({ logger: lines.logger, enqueueTimeout: 300, prefix: uniqueName('ujdown'), ...options }),
     ],
     providers: [DownProcessor],
   }).compile();
@@ -144,6 +147,28 @@ describe('Redis out of reach', () => {
       }
     } finally {
       await moduleRef.close();
+      await server.admin.flushall();
+    }
+  });
+
+  it('shutdown during an outage: close() ends once shutdownTimeout has passed without Redis, instead of waiting for it forever', async () => {
+    const lines = new Lines();
+    const { moduleRef, queue } = await boot(lines, { shutdownTimeout: 1_000 });
+    let closed = false;
+    try {
+      await queue.add('sync', { id: 'before' });
+      const outage = lines.next(UNREACHABLE);
+      await server.kill();
+      await outage;
+      const started = Date.now();
+      const closing = moduleRef.close().then(() => (closed = true));
+      const late = new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), 30_000).unref());
+      expect(await Promise.race([closing.then(() => 'closed' as const), late])).toBe('closed');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      expect(lines.matching(/at shutdown/)).toHaveLength(1);
+    } finally {
+      await server.relaunch();
+      if (!closed) await moduleRef.close();
       await server.admin.flushall();
     }
   });

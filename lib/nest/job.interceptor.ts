@@ -12,7 +12,7 @@ import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { JobInstrumentation } from '../interfaces/job-instrumentation.interface.js';
 import type { LockStore } from '../locks/lock-store.js';
-import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_TIMEOUT } from '../options/defaults.js';
+import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT } from '../options/defaults.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { Enqueuer } from '../producer/enqueuer.js';
 import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';
@@ -40,6 +40,8 @@ export interface JobInterceptorDeps {
   deadSetBounds?: Partial<DeadSetBounds>;
   /** How long an enqueue waits for a connection that is not ready (ms), or `false`. Default 10 s. */
   enqueueTimeout?: number | false;
+  /** How long a shutdown waits for an unreachable Redis before it disconnects (ms), or `false`. Default 5 s. */
+  shutdownTimeout?: number | false;
 }
 
 /**
@@ -154,6 +156,11 @@ export class JobInterceptor {
    */
   start(): void {
     if (this.deps.idempotencyDefinitions.any) void this.deps.idempotency.listen();
+  }
+
+  /** The application is shutting down: connections that stay out of reach are let go after `shutdownTimeout`. */
+  shuttingDown(): void {
+    this.availability.closeUnreachableAfter(this.deps.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT);
   }
 
   /** Closes what the interceptor opened itself (the idempotency runner's listener), once the workers closed. */

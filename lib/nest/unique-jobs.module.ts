@@ -1,4 +1,11 @@
-import { Inject, Module, Optional, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Module,
+  Optional,
+  type BeforeApplicationShutdown,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
 import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import { getSharedConfigToken } from '@nestjs/bullmq';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
@@ -171,6 +178,7 @@ interface LockStorage {
           logger,
           enabled: options.enabled ?? true,
           ...(options.enqueueTimeout === undefined ? {} : { enqueueTimeout: options.enqueueTimeout }),
+          ...(options.shutdownTimeout === undefined ? {} : { shutdownTimeout: options.shutdownTimeout }),
           ...(options.deadSet ? { deadSetBounds: options.deadSet } : {}),
         });
       },
@@ -192,7 +200,10 @@ interface LockStorage {
   ],
   exports: [UniqueJobsService, UniqueJobsWorkerGuard, UniqueJobsEvents, JobInterceptor, UniqueJobsReaper],
 })
-export class UniqueJobsModule extends ConfigurableModuleClass implements OnModuleInit, OnApplicationShutdown {
+export class UniqueJobsModule
+  extends ConfigurableModuleClass
+  implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown
+{
   constructor(
     @Inject(UNIQUE_JOBS_REDIS) private readonly redis: RedisHandle,
     private readonly workerGuard: UniqueJobsWorkerGuard,
@@ -208,6 +219,14 @@ export class UniqueJobsModule extends ConfigurableModuleClass implements OnModul
   async onModuleInit(): Promise<void> {
     await this.idempotency.verifyStores();
     this.interceptor.start();
+  }
+
+  /**
+   * Before any module closes its queues and workers: a Redis that stays out of reach for `shutdownTimeout` is let go,
+   * so that their closing (which waits for Redis) ends.
+   */
+  beforeApplicationShutdown(): void {
+    this.interceptor.shuttingDown();
   }
 
   /** Lets guarded workers finish their active jobs (and release their locks) before the lock client closes. */

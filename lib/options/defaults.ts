@@ -16,6 +16,9 @@ export { DEFAULT_PREFIX } from '../redis/keys.js';
 /** How long an enqueue waits for a Redis connection that is not ready (ms). */
 export const DEFAULT_ENQUEUE_TIMEOUT = 10_000;
 
+/** How long a shutdown waits for an unreachable Redis before it disconnects from it (ms). */
+export const DEFAULT_SHUTDOWN_TIMEOUT = 5_000;
+
 /** Lease of a general-path enqueue lock without `lockTtl` (a queued job does not renew it): 24 hours. */
 export const DEFAULT_ENQUEUE_LEASE = 24 * 60 * 60 * 1000;
 

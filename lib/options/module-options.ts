@@ -23,6 +23,7 @@ const MODULE_OPTIONS: Record<keyof UniqueJobsModuleOptions, true> = {
   idempotency: true,
   enabled: true,
   enqueueTimeout: true,
+  shutdownTimeout: true,
   deadSet: true,
   reaper: true,
 };
@@ -42,9 +43,11 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
   if (options.prefix !== undefined && (typeof options.prefix !== 'string' || !/^[\w.:-]+$/.test(options.prefix))) {
     fail('prefix', 'must be a non-empty string of letters, digits, _ . : - (no braces: the library adds hash tags)');
   }
-  if (options.enqueueTimeout !== undefined && options.enqueueTimeout !== false) {
-    const problem = integerProblem(options.enqueueTimeout, 1, MAX_TIMER_MS, ' (milliseconds)');
-    if (problem) fail('enqueueTimeout', `${problem.replace(/ \(got/, ', or false (got')}`);
+  for (const option of ['enqueueTimeout', 'shutdownTimeout'] as const) {
+    const value = options[option];
+    if (value === undefined || value === false) continue;
+    const problem = integerProblem(value, 1, MAX_TIMER_MS, ' (milliseconds)');
+    if (problem) fail(option, `${problem.replace(/ \(got/, ', or false (got')}`);
   }
   if (options.enabled !== undefined && typeof options.enabled !== 'boolean') {
     fail('enabled', `must be true or false (got ${describeOptionValue(options.enabled)})`);

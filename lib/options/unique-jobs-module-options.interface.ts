@@ -42,6 +42,13 @@ export interface UniqueJobsModuleOptions {
    * `10000`.
    */
   enqueueTimeout?: number | false;
+  /**
+   * How long the application's shutdown waits for a Redis that is out of reach (down, or restarting) before it
+   * disconnects from it, in ms: closing BullMQ's queues and workers (and the library's client) otherwise waits for Redis
+   * to come back, forever. Jobs still active on a connection let go are not recorded and come back as stalled.
+   * `false`: wait as long as it takes (BullMQ's own behaviour). Default `5000`.
+   */
+  shutdownTimeout?: number | false;
   /** `false` turns the library off: no locks, no idempotency (jobs pass straight through). Default `true`. */
   enabled?: boolean;
   /**

@@ -29,6 +29,8 @@ export class RedisAvailability {
   /** Servers out of reach now: since when. */
   private readonly outages = new Map<string, number>();
   private readonly lastErrors = new Map<string, string>();
+  /** Every client of the watched queues and workers (their main and blocking connections) and the library's own. */
+  private readonly known = new Map<Client, string>();
 
   constructor(
     private readonly logger: LoggerLike,
@@ -52,9 +54,16 @@ export class RedisAvailability {
     void first.then((client) => {
       if (!client) return;
       this.clients.set(owner, client);
+      this.known.set(client, endpoint);
       this.reachable(endpoint);
       client.on('ready', () => this.reachable(endpoint));
     });
+    // A worker's blocking connection (BullMQ's backend exposes it to its scripts as `queue.blockingClient`).
+    const blocking = (backend as { queue?: { blockingClient?: unknown } } | undefined)?.queue?.blockingClient;
+    void Promise.resolve(blocking).then(
+      (client) => isClient(client) && this.known.set(client, endpoint),
+      () => undefined,
+    );
   }
 
   /** Follows the library's own client (which otherwise has no `error` listener: ioredis would print every attempt). */
@@ -62,6 +71,7 @@ export class RedisAvailability {
     if (this.watched.has(client)) return;
     this.watched.add(client);
     const endpoint = describeConnection(client);
+    this.known.set(client, endpoint);
     client.on('error', (error: Error) => this.failed(endpoint, error));
     client.on('ready', () => this.reachable(endpoint));
   }
@@ -87,6 +97,43 @@ export class RedisAvailability {
         resolve();
       });
     });
+  }
+
+  /**
+   * The application is shutting down: a connection that stays out of reach for `timeoutMs` from now on (or from when it
+   * drops, during the shutdown) is disconnected, so that closing the queues, workers and the library's client does not
+   * wait for Redis forever (ioredis keeps `QUIT` behind the commands queued while it reconnects). Logs one line per
+   * server it gave up on. A connection that comes back in time closes as usual.
+   */
+  closeUnreachableAfter(timeoutMs: number | false): void {
+    if (timeoutMs === false || this.known.size === 0) return;
+    const since = new Map<Client, number>();
+    const given = new Set<string>();
+    const stopAt = Date.now() + timeoutMs + SHUTDOWN_WATCH_MS;
+    const timer = setInterval(() => {
+      const now = Date.now();
+      let open = 0;
+      for (const [client, endpoint] of this.known) {
+        // `wait`: never used (lazy), so nothing is queued on it: its QUIT ends at once.
+        if (client.status === 'end' || client.status === 'wait') continue;
+        open++;
+        if (isConnected(client)) {
+          since.delete(client);
+          continue;
+        }
+        const from = since.get(client) ?? now;
+        since.set(client, from);
+        if (now - from < timeoutMs) continue;
+        letGo(client);
+        if (given.has(endpoint)) continue;
+        given.add(endpoint);
+        this.logger.error(
+          `Redis ${endpoint} is unreachable at shutdown: closed its connections after waiting ${timeoutMs} ms (shutdownTimeout); jobs still active on them were not recorded and come back as stalled`,
+        );
+      }
+      if (open === 0 || now >= stopAt) clearInterval(timer);
+    }, SHUTDOWN_POLL_MS);
+    timer.unref();
   }
 
   /** Resolves at the client's next `ready` (one listener per client, however many enqueues wait). */
@@ -121,6 +168,28 @@ export class RedisAvailability {
     this.outages.delete(endpoint);
     this.logger.log(`Redis ${endpoint} is reachable again, after ${Date.now() - since} ms`);
   }
+}
+
+/** How often the shutdown looks at its connections, and how long past its timeout it keeps looking. */
+const SHUTDOWN_POLL_MS = 100;
+const SHUTDOWN_WATCH_MS = 60_000;
+
+/**
+ * Disconnects a client that cannot reach its server, failing the commands it queued meanwhile ("Connection is closed"),
+ * QUIT among them. Between two reconnection attempts ioredis has no socket to end, so `disconnect()` alone only cancels
+ * the next attempt and leaves the queue waiting forever: one more attempt, started now, ends (refused) as a manual close.
+ */
+function letGo(client: Client): void {
+  const between = client.status === 'reconnecting' && !(client as { isCluster?: boolean }).isCluster;
+  client.disconnect();
+  if (between) void client.connect().catch(() => undefined);
+}
+
+/** Connected and usable (a Cluster reports `connect` once its nodes are reachable). */
+function isConnected(client: Client): boolean {
+  return (
+    client.status === 'ready' || (client.status === 'connect' && (client as { isCluster?: boolean }).isCluster === true)
+  );
 }
 
 function isClient(value: unknown): value is Client {

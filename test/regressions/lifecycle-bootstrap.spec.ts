@@ -70,6 +70,8 @@ const TIMER_OPTIONS: [string, string, (value: number) => BootOptions][] = [
       return { queues: [queue], providers: [processor('TimeoutProcessor', queue, { unique })] };
     },
   ],
+  ['forRoot({ enqueueTimeout })', 'enqueueTimeout', (value) => ({ queues: [], module: { enqueueTimeout: value } })],
+  ['forRoot({ shutdownTimeout })', 'shutdownTimeout', (value) => ({ queues: [], module: { shutdownTimeout: value } })],
   [
     'forRoot({ reaper: { interval } })',
     'interval',
