@@ -168,7 +168,9 @@ export class WaitingDuplicates {
     this.pending.clear();
     this.delayed.clear();
     this.remembered = 0;
-    await subscriber?.quit().catch(() => undefined);
+    // Nothing to flush on a subscriber: disconnect, rather than QUIT, which a reconnecting client keeps queued until the
+    // server is back (a shutdown during an outage would wait for it).
+    subscriber?.disconnect();
   }
 
   private async subscribe(): Promise<void> {
