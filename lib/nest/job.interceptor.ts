@@ -1,4 +1,4 @@
-import type { Job, JobsOptions, Queue, Worker } from 'bullmq';
+import type { FlowProducer, Job, JobsOptions, Queue, QueueEvents, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import { OperationTracer } from '../common/operation-tracer.js';
@@ -156,6 +156,11 @@ export class JobInterceptor {
    */
   start(): void {
     if (this.deps.idempotencyDefinitions.any) void this.deps.idempotency.listen();
+  }
+
+  /** Follows the connection of a flow producer or queue-events listener (outages logged once, let go at shutdown). */
+  watchConnection(owner: FlowProducer | QueueEvents): void {
+    this.availability.watch(owner);
   }
 
   /** The application is shutting down: connections that stay out of reach are let go after `shutdownTimeout`. */

@@ -1,6 +1,6 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
-import { Queue, type JobsOptions } from 'bullmq';
+import { FlowProducer, Queue, QueueEvents, type JobsOptions } from 'bullmq';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import {
   IDEMPOTENCY_KEY_METADATA,
@@ -41,6 +41,19 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       const providerClass: unknown =
         !wrapper.metatype || wrapper.inject ? (wrapper.instance as object | undefined)?.constructor : wrapper.metatype;
       if (typeof providerClass === 'function') this.checkProcessor(providerClass, isStatic);
+    }
+  }
+
+  /**
+   * Follows the connections the shutdown must not wait for forever besides the guarded queues' and workers': flow
+   * producers and `@QueueEventsListener` hosts (`QueueEventsHost.queueEvents`) registered in the application.
+   */
+  watchConnections(): void {
+    for (const wrapper of this.discovery.getProviders()) {
+      const instance: unknown = wrapper.isDependencyTreeStatic() ? wrapper.instance : undefined;
+      if (instance instanceof FlowProducer) this.interceptor.watchConnection(instance);
+      const events = (instance as { queueEvents?: unknown } | undefined)?.queueEvents;
+      if (events instanceof QueueEvents) this.interceptor.watchConnection(events);
     }
   }
 

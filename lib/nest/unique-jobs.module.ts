@@ -210,6 +210,7 @@ export class UniqueJobsModule
     private readonly reaper: UniqueJobsReaper,
     @Inject(UNIQUE_JOBS_IDEMPOTENCY) private readonly idempotency: IdempotencyDefinitions,
     private readonly interceptor: JobInterceptor,
+    private readonly queueGuard: UniqueJobsQueueGuard,
     @Optional() private readonly events?: UniqueJobsEvents,
   ) {
     super();
@@ -226,6 +227,7 @@ export class UniqueJobsModule
    * so that their closing (which waits for Redis) ends.
    */
   beforeApplicationShutdown(): void {
+    this.queueGuard.watchConnections();
     this.interceptor.shuttingDown();
   }
 

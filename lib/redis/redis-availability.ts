@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
+import { releaseAtShutdown } from './shutdown-release.js';
 
 type Client = Redis | Cluster;
 
@@ -38,14 +39,15 @@ export class RedisAvailability {
     readonly enqueueTimeout: number | false,
   ) {}
 
-  /** Follows a queue's or worker's connection (idempotent). */
+  /** Follows the connections of a queue, worker, `QueueEvents` or `FlowProducer` (idempotent). */
   watch(owner: ConnectionOwner): void {
     if (this.watched.has(owner)) return;
     this.watched.add(owner);
     const endpoint = describeConnection(owner.opts.connection);
     this.endpoints.set(owner, endpoint);
     owner.on('error', (error) => this.failed(endpoint, error));
-    const backend = owner.getBackend() as { client?: unknown } | undefined;
+    const backend = owner.getBackend() as
+      { client?: unknown; connection?: unknown; blockingConnection?: unknown } | undefined;
     const first = Promise.resolve(backend?.client).then(
       (client) => (isClient(client) ? client : undefined),
       () => undefined,
@@ -58,12 +60,12 @@ export class RedisAvailability {
       this.reachable(endpoint);
       client.on('ready', () => this.reachable(endpoint));
     });
-    // A worker's blocking connection (BullMQ's backend exposes it to its scripts as `queue.blockingClient`).
-    const blocking = (backend as { queue?: { blockingClient?: unknown } } | undefined)?.queue?.blockingClient;
-    void Promise.resolve(blocking).then(
-      (client) => isClient(client) && this.known.set(client, endpoint),
-      () => undefined,
-    );
+    // Every client of the owner now, a connection that never connected included (its `client` promise waits for the
+    // first connection): the main one and a worker's blocking one, as BullMQ's connections hold them.
+    for (const connection of [backend?.connection, backend?.blockingConnection]) {
+      const client = (connection as { _client?: unknown } | undefined)?._client;
+      if (isClient(client)) this.known.set(client, endpoint);
+    }
   }
 
   /** Follows the library's own client (which otherwise has no `error` listener: ioredis would print every attempt). */
@@ -100,40 +102,11 @@ export class RedisAvailability {
   }
 
   /**
-   * The application is shutting down: a connection that stays out of reach for `timeoutMs` from now on (or from when it
-   * drops, during the shutdown) is disconnected, so that closing the queues, workers and the library's client does not
-   * wait for Redis forever (ioredis keeps `QUIT` behind the commands queued while it reconnects). Logs one line per
-   * server it gave up on. A connection that comes back in time closes as usual.
+   * The application is shutting down: a connection that stays out of reach for `timeoutMs` is let go, so that closing
+   * the queues, workers and the library's client does not wait for Redis forever (see {@link releaseAtShutdown}).
    */
   closeUnreachableAfter(timeoutMs: number | false): void {
-    if (timeoutMs === false || this.known.size === 0) return;
-    const since = new Map<Client, number>();
-    const given = new Set<string>();
-    const stopAt = Date.now() + timeoutMs + SHUTDOWN_WATCH_MS;
-    const timer = setInterval(() => {
-      const now = Date.now();
-      let open = 0;
-      for (const [client, endpoint] of this.known) {
-        // `wait`: never used (lazy), so nothing is queued on it: its QUIT ends at once.
-        if (client.status === 'end' || client.status === 'wait') continue;
-        open++;
-        if (isConnected(client)) {
-          since.delete(client);
-          continue;
-        }
-        const from = since.get(client) ?? now;
-        since.set(client, from);
-        if (now - from < timeoutMs) continue;
-        letGo(client);
-        if (given.has(endpoint)) continue;
-        given.add(endpoint);
-        this.logger.error(
-          `Redis ${endpoint} is unreachable at shutdown: closed its connections after waiting ${timeoutMs} ms (shutdownTimeout); jobs still active on them were not recorded and come back as stalled`,
-        );
-      }
-      if (open === 0 || now >= stopAt) clearInterval(timer);
-    }, SHUTDOWN_POLL_MS);
-    timer.unref();
+    releaseAtShutdown(this.known, (endpoint) => this.outages.get(endpoint), this.logger, timeoutMs);
   }
 
   /** Resolves at the client's next `ready` (one listener per client, however many enqueues wait). */
@@ -170,29 +143,7 @@ export class RedisAvailability {
   }
 }
 
-/** How often the shutdown looks at its connections, and how long past its timeout it keeps looking. */
-const SHUTDOWN_POLL_MS = 100;
-const SHUTDOWN_WATCH_MS = 60_000;
-
-/**
- * Disconnects a client that cannot reach its server, failing the commands it queued meanwhile ("Connection is closed"),
- * QUIT among them. Between two reconnection attempts ioredis has no socket to end, so `disconnect()` alone only cancels
- * the next attempt and leaves the queue waiting forever: one more attempt, started now, ends (refused) as a manual close.
- */
-function letGo(client: Client): void {
-  const between = client.status === 'reconnecting' && !(client as { isCluster?: boolean }).isCluster;
-  client.disconnect();
-  if (between) void client.connect().catch(() => undefined);
-}
-
-/** Connected and usable (a Cluster reports `connect` once its nodes are reachable). */
-function isConnected(client: Client): boolean {
-  return (
-    client.status === 'ready' || (client.status === 'connect' && (client as { isCluster?: boolean }).isCluster === true)
-  );
-}
-
-function isClient(value: unknown): value is Client {
+export function isClient(value: unknown): value is Client {
   return typeof value === 'object' && value !== null && typeof (value as { status?: unknown }).status === 'string';
 }
 

@@ -276,13 +276,8 @@ describe('chaos: a fleet of workers and producers under every fault, lock types 
         expect(figures.problems).toEqual([]);
         // No worker process died by itself (an error the library let through would take it down).
         expect(exits.crashed).toEqual([]);
-        // Every SIGTERM (mid-job, and the final stop) ended in a clean exit: active jobs finished, everything closed;
-        // but for one whose stop a Redis restart overlapped (reported above: an open question, see docs/reliability.md).
-        if (exits.sigtermUncleanInOutage.length > 0) {
-          process.stdout.write(
-            `SIGTERM stops overlapped by a Redis restart that did not exit cleanly:\n${exits.sigtermUncleanInOutage.join('\n')}\n`,
-          );
-        }
+        // Every SIGTERM (mid-job, and the final stop) ended in a clean exit: active jobs finished, everything closed,
+        // a stop that a Redis restart overlapped included (shutdownTimeout bounds the wait for Redis).
         expect(exits.sigtermUnclean).toEqual([]);
         expect(figures).toMatchObject({ duplicates: 0, lost: 0, overlaps: 0, stuckLocks: 0, unboundedLocks: [] });
         expect(figures.lanes.filter((lane) => lane.providerViolations > 0)).toEqual([]);

@@ -23,6 +23,59 @@ export interface ProviderViolation {
   second: LedgerRun;
 }
 
+/** The runs that called the provider, key by key, in call order (calls of a run the ledger lost are left out). */
+export function runsByKey(
+  calls: readonly { key: string; run_id: string }[],
+  runById: ReadonlyMap<string, LedgerRun>,
+): Map<string, LedgerRun[]> {
+  const byKey = new Map<string, LedgerRun[]>();
+  for (const call of calls) {
+    const run = runById.get(call.run_id);
+    if (run) byKey.set(call.key, [...(byKey.get(call.key) ?? []), run]);
+  }
+  return byKey;
+}
+
+/**
+ * A plain lane's provider calls, key by key (`byKey`): two runs that called it must never have overlapped (whatever the
+ * lock: the claim forbids it), and none may have started after the run whose result completed the event (`completing`:
+ * every later delivery replays that result). So each repeated call follows a run that ended without completing its
+ * attempt (killed, or it threw, or it was cut off between its return and BullMQ's completion): `repeatedAfter` counts
+ * them by how that run ended.
+ */
+export function providerCallChecks(
+  byKey: Map<string, LedgerRun[]>,
+  completing: ReadonlySet<string | undefined>,
+  sigkilled: (run: LedgerRun) => boolean,
+  overlaps: (runs: LedgerRun[]) => { first: LedgerRun; second: LedgerRun }[],
+): { violations: ProviderViolation[]; repeatedAfter: Record<string, number> } {
+  const violations: ProviderViolation[] = [];
+  const repeatedAfter: Record<string, number> = {};
+  for (const [key, list] of byKey) {
+    for (const { first, second } of overlaps(list)) violations.push({ key, why: 'overlap', first, second });
+    list.sort((a, b) => a.startedAt - b.startedAt);
+    const done = list.find((run) => completing.has(run.id));
+    for (const later of list) {
+      if (done && later.startedAt > done.startedAt) {
+        violations.push({ key, why: 'after completion', first: done, second: later });
+      }
+    }
+    for (const previous of list.slice(0, -1)) {
+      const how = previous.outcome?.startsWith('killed:')
+        ? previous.outcome
+        : previous.outcome?.startsWith('threw')
+          ? 'threw'
+          : previous.outcome === 'returned'
+            ? 'returned, not completed'
+            : sigkilled(previous)
+              ? 'SIGKILLed'
+              : 'no end';
+      repeatedAfter[how] = (repeatedAfter[how] ?? 0) + 1;
+    }
+  }
+  return { violations, repeatedAfter };
+}
+
 /** The figures of one lane. */
 export interface LaneFigures {
   lane: string;

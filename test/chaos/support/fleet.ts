@@ -16,7 +16,22 @@ import { pgPool, uniqueTable } from '../../support/postgres.js';
 import { PrivateRedis } from '../../support/private-redis.js';
 import { uniqueName } from '../../support/redis.js';
 import { ChaosBase, unfinished, type ChaosWorker, type LedgerRun } from './chaos-base.js';
-import { effectOnce, laneProblems, providerLane, type LaneFigures, type ProviderViolation } from './fleet-lanes.js';
+import {
+  classifyExits,
+  classifyIncidents,
+  type IncidentRow,
+  type Incidents,
+  type WorkerExits,
+} from './fleet-incidents.js';
+import {
+  effectOnce,
+  laneProblems,
+  providerCallChecks,
+  providerLane,
+  runsByKey,
+  type LaneFigures,
+} from './fleet-lanes.js';
+import { createFleetTables } from './fleet-tables.js';
 import type { ChaosFigures } from './harness.js';
 
 /** A lane as the test declares it (the queue name is the run's). */
@@ -101,33 +116,9 @@ export class FleetRun extends ChaosBase {
   static async create(options: FleetOptions): Promise<FleetRun> {
     const redis = await PrivateRedis.start({ appendonly: true });
     const run = new FleetRun(options, redis, pgPool(4));
-    const { ledger, effects, events, provider, calls, idem } = run.tables;
-    // No unique index on the ledger or the effects: a second run or a second effect of one event is a second row.
-    await run.pool.query(
-      `CREATE TABLE ${ledger} (id bigserial PRIMARY KEY, lane text NOT NULL, key text NOT NULL, job_id text NOT NULL,
-        worker text NOT NULL, takeover boolean NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-        ended_at timestamptz, outcome text)`,
-    );
-    await run.pool.query(
-      `CREATE TABLE ${effects} (id bigserial PRIMARY KEY, lane text NOT NULL, key text NOT NULL, job_id text NOT NULL,
-        worker text NOT NULL, run_id bigint NOT NULL)`,
-    );
-    await run.pool.query(
-      `CREATE TABLE ${events} (id bigserial PRIMARY KEY, worker text NOT NULL, type text NOT NULL, job_id text,
-        key text, detail jsonb, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
-    );
-    // The "provider" of the plain lanes: it applies a downstream key once, as a payment provider does.
-    await run.pool.query(
-      `CREATE TABLE ${provider} (downstream_key text PRIMARY KEY, lane text NOT NULL, key text NOT NULL,
-        calls integer NOT NULL DEFAULT 1)`,
-    );
-    // Every provider call (plain lanes), with its run.
-    await run.pool.query(
-      `CREATE TABLE ${calls} (id bigserial PRIMARY KEY, lane text NOT NULL, key text NOT NULL, run_id bigint NOT NULL,
-        worker text NOT NULL, applied boolean NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
-    );
+    await createFleetTables(run.pool, run.tables);
     const { PostgresIdempotencyStore } = await import('../../../lib/idempotency/stores/postgres-idempotency.store.js');
-    await new PostgresIdempotencyStore({ pool: run.pool, table: idem }).migrate();
+    await new PostgresIdempotencyStore({ pool: run.pool, table: run.tables.idem }).migrate();
     for (const lane of run.lanes) {
       const queue = new Queue(lane.queue, { connection: { ...run.redisOptions(), maxRetriesPerRequest: null } });
       queue.on('error', () => undefined); // killed connections reconnect
@@ -383,48 +374,12 @@ export class FleetRun extends ChaosBase {
    *   killed or a server restarted or loading, a flushed script cache); `unexplained` must be empty.
    * - `reaped`: what the orphan reaper released (reported; the lock check runs with the reaper stopped).
    */
-  async incidents(leaseMs: number): Promise<{
-    lostLeases: { allowed: unknown[]; unexplained: unknown[] };
-    errors: { byFault: Record<string, number>; unexplained: unknown[] };
-    reaped: { byKind: Record<string, number>; samples: unknown[] };
-  }> {
-    const { rows } = await this.pool.query<{
-      worker: string;
-      type: string;
-      job_id: string | null;
-      detail: { kind?: string; error?: string; errorName?: string } | null;
-      at: Date;
-    }>(`SELECT worker, type, job_id, detail, at FROM ${this.tables.events} WHERE type = ANY($1) ORDER BY id`, [
-      ['lockLost', 'idempotencyLeaseLost', 'error', 'reaped'],
-    ]);
-    const lostLeases = { allowed: [] as unknown[], unexplained: [] as unknown[] };
-    const errors = { byFault: {} as Record<string, number>, unexplained: [] as unknown[] };
-    const reaped = { byKind: {} as Record<string, number>, samples: [] as unknown[] };
-    for (const row of rows) {
-      const at = row.at.getTime();
-      const sample = {
-        worker: row.worker,
-        type: row.type,
-        jobId: row.job_id,
-        at: row.at.toISOString(),
-        detail: row.detail,
-      };
-      if (row.type === 'reaped') {
-        const kind = String(row.detail?.kind);
-        reaped.byKind[kind] = (reaped.byKind[kind] ?? 0) + 1;
-        if (reaped.samples.length < 10) reaped.samples.push(sample);
-      } else if (row.type === 'error') {
-        const fault = faultBehind(`${row.detail?.errorName ?? ''}: ${row.detail?.error ?? ''}`, this.faults);
-        if (fault) errors.byFault[fault] = (errors.byFault[fault] ?? 0) + 1;
-        else errors.unexplained.push(sample);
-      } else {
-        const outage = this.redisRestarts.some(
-          ({ killedAt, upAt }) => upAt - killedAt > leaseMs / 3 && at >= killedAt && at <= upAt + leaseMs,
-        );
-        (outage ? lostLeases.allowed : lostLeases.unexplained).push(sample);
-      }
-    }
-    return { lostLeases, errors, reaped };
+  async incidents(leaseMs: number): Promise<Incidents> {
+    const { rows } = await this.pool.query<IncidentRow>(
+      `SELECT worker, type, job_id, detail, at FROM ${this.tables.events} WHERE type = ANY($1) ORDER BY id`,
+      [['lockLost', 'idempotencyLeaseLost', 'error', 'reaped']],
+    );
+    return classifyIncidents(rows, this.faults, this.redisRestarts, leaseMs);
   }
 
   /** Dead-set entries (duplicates refused at enqueue): lane (by queue), key, the job that held the lock. */
@@ -494,41 +449,17 @@ export class FleetRun extends ChaosBase {
       // the lock: the claim forbids it), and none may have started after the run whose result completed the event
       // (every later delivery replays that result). So each repeated call follows a run that ended without completing
       // its attempt (killed, or it threw, or it was cut off between its return and BullMQ's completion).
-      const providerViolations: ProviderViolation[] = [];
-      const repeatedAfter: Record<string, number> = {};
-      if (providerLane(lane)) {
-        const completing = new Set(
-          completed.map((job) => (job.returnvalue as { runId?: string } | null)?.runId).filter(Boolean),
-        );
-        const byKey = new Map<string, LedgerRun[]>();
-        for (const call of callRuns.filter((row) => row.lane === lane.name)) {
-          const callRun = runById.get(call.run_id);
-          if (callRun) byKey.set(call.key, [...(byKey.get(call.key) ?? []), callRun]);
-        }
-        for (const [key, list] of byKey) {
-          for (const { first, second } of this.overlaps(list))
-            providerViolations.push({ key, why: 'overlap', first, second });
-          list.sort((a, b) => a.startedAt - b.startedAt);
-          const done = list.find((r) => completing.has(r.id));
-          for (const later of list) {
-            if (done && later.startedAt > done.startedAt) {
-              providerViolations.push({ key, why: 'after completion', first: done, second: later });
-            }
-          }
-          for (const previous of list.slice(0, -1)) {
-            const how = previous.outcome?.startsWith('killed:')
-              ? previous.outcome
-              : previous.outcome?.startsWith('threw')
-                ? 'threw'
-                : previous.outcome === 'returned'
-                  ? 'returned, not completed'
-                  : exitOf.get(previous.worker)?.signal === 'SIGKILL'
-                    ? 'SIGKILLed'
-                    : 'no end';
-            repeatedAfter[how] = (repeatedAfter[how] ?? 0) + 1;
-          }
-        }
-      }
+      const { violations: providerViolations, repeatedAfter } = providerLane(lane)
+        ? providerCallChecks(
+            runsByKey(
+              callRuns.filter((row) => row.lane === lane.name),
+              runById,
+            ),
+            new Set(completed.map((job) => (job.returnvalue as { runId?: string } | null)?.runId).filter(Boolean)),
+            (run) => exitOf.get(run.worker)?.signal === 'SIGKILL',
+            (list) => this.overlaps(list),
+          )
+        : { violations: [], repeatedAfter: {} };
       problems.push(
         ...laneProblems(lane, {
           missing,
@@ -604,49 +535,10 @@ export class FleetRun extends ChaosBase {
    * How the worker processes ended: SIGKILLed (by the scenario or by themselves), stopped by SIGTERM (exit 0, or not),
    * and `crashed`: exited on their own (no signal sent), with the end of their stderr.
    */
-  workerExits(): {
-    killed: number;
-    sigtermClean: number;
-    sigtermUnclean: string[];
-    sigtermUncleanInOutage: string[];
-    crashed: string[];
-  } {
-    const exits = {
-      killed: 0,
-      sigtermClean: 0,
-      sigtermUnclean: [] as string[],
-      sigtermUncleanInOutage: [] as string[],
-      crashed: [] as string[],
-    };
-    for (const worker of this.workers) {
-      const exit = worker.exit;
-      if (!exit) continue;
-      // The end of its stderr: an uncaught error's message and stack are the last lines Node prints.
-      const lines = exit.stderr.trim().split('\n');
-      const tail = `${worker.label}: code ${exit.code}, signal ${exit.signal}: ${lines.slice(-25).join(' | ')}`;
-      const sigterm = this.sigterms.get(worker.label);
-      if (exit.signal === 'SIGKILL') exits.killed++;
-      else if (worker.terminated && exit.code === 0) exits.sigtermClean++;
-      else if (worker.terminated) {
-        // How the stop went: close steps ended (then something kept the process alive) or not, and the Redis
-        // restarts between the SIGTERM and the exit.
-        const at = sigterm?.at ?? 0;
-        const restarts = this.redisRestarts
-          .filter(({ killedAt, upAt }) => upAt >= at - 1_000 && killedAt <= exit.at)
-          .map(({ killedAt, upAt }) => `Redis down ${killedAt - at} ms to ${upAt - at} ms after the SIGTERM`);
-        const how =
-          `[exit ${exit.at - at} ms after SIGTERM; close steps ` +
-          `${sigterm?.closedAt === undefined ? 'never ended' : `ended after ${sigterm.closedAt - at} ms`}; ` +
-          `${restarts.join(', ') || 'no Redis restart meanwhile'}]`;
-        // A stop that a Redis restart overlapped may outlast the fixture's 10 s close bound (seen about 1 run in 5 at
-        // the CI figure, after a PostgreSQL backend termination too; cause not found yet): reported, not failed.
-        (restarts.length > 0 ? exits.sigtermUncleanInOutage : exits.sigtermUnclean).push(`${how} ${tail.slice(-1500)}`);
-      } else {
-        exits.crashed.push(tail.slice(-4000));
-        appendFileSync(CRASH_LOG, `\n==== ${this.id} ${worker.label} (code ${exit.code})\n${exit.stderr}\n`);
-      }
-    }
-    return exits;
+  workerExits(): WorkerExits {
+    return classifyExits(this.workers, this.sigterms, this.redisRestarts, (worker, stderr) =>
+      appendFileSync(CRASH_LOG, `\n==== ${this.id} ${worker.label} (code ${worker.exit?.code})\n${stderr}\n`),
+    );
   }
 
   /** No producer restart once closing. */
@@ -657,28 +549,4 @@ export class FleetRun extends ChaosBase {
   protected openQueues(): Queue[] {
     return [...this.queues.values()];
   }
-}
-
-/**
- * The injected fault a library `error` event's text (`<name>: <message>`) comes from, if one of those that happened
- * explains it: a PostgreSQL store connection terminated, a Redis connection killed or the server restarted (refused,
- * reset, closed, loading its AOF), the script cache flushed.
- */
-function faultBehind(text: string, faults: Record<string, number>): string | undefined {
-  const happened = (kind: string) => (faults[kind] ?? 0) > 0;
-  if (
-    happened('pg_terminate_backend mid-transaction') &&
-    /terminating connection due to administrator command|Connection terminated|IdempotencyConnectionLost/i.test(text)
-  ) {
-    return 'pg_terminate_backend mid-transaction';
-  }
-  const redisDown = happened('CLIENT KILL TYPE normal') || happened('Redis restart (SIGKILL, AOF reload)');
-  if (
-    redisDown &&
-    /ECONNRESET|ECONNREFUSED|EPIPE|Connection is closed|Stream isn't writeable|socket|LOADING/i.test(text)
-  ) {
-    return 'Redis connection killed or server restarted';
-  }
-  if (happened('SCRIPT FLUSH') && /NOSCRIPT/i.test(text)) return 'SCRIPT FLUSH';
-  return undefined;
 }

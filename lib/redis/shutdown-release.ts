@@ -1,0 +1,96 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { LoggerLike } from '../common/logger.js';
+
+type Client = Redis | Cluster;
+
+/** How often the shutdown looks at its connections, and for how long at most. */
+const POLL_MS = 100;
+const WATCH_MS = 10 * 60_000;
+
+/**
+ * Makes sure the application's shutdown ends whatever Redis does meanwhile. Closing BullMQ's queues, workers and
+ * queue-events listeners waits for Redis: their `QUIT` is queued behind the commands ioredis keeps while it reconnects.
+ * From the start of the shutdown, every `POLL_MS`, over the `clients` known (each with its `host:port`):
+ *
+ * - a client that stays out of reach for `timeoutMs` (counted from the start of the shutdown, or of its server's
+ *   outage if that is later, else from when this client was first seen down) is disconnected, which fails what it had
+ *   queued ("Connection is closed"); one log line per server. `false`: never (BullMQ's own behaviour);
+ * - a client left half-closed is closed for good, at once and whatever `timeoutMs`: ioredis' `disconnect()` between
+ *   two reconnection attempts only cancels the next attempt, so the client never reconnects nor ends, and a BullMQ
+ *   close waiting for its `end` waits forever (BullMQ disconnects blocking connections that way). One more connection
+ *   attempt, then a disconnect, ends it as a manual close whether the server is back or not.
+ *
+ * A client that comes back in time closes as usual. Stops once every client has ended (or after `WATCH_MS`); its
+ * timer never keeps the process alive.
+ */
+export function releaseAtShutdown(
+  clients: ReadonlyMap<Client, string>,
+  outageSince: (endpoint: string) => number | undefined,
+  logger: LoggerLike,
+  timeoutMs: number | false,
+): void {
+  if (clients.size === 0) return;
+  const startedAt = Date.now();
+  const downSince = new Map<Client, number>();
+  const finishing = new WeakSet<Client>();
+  const given = new Set<string>();
+  const timer = setInterval(() => {
+    const now = Date.now();
+    let open = 0;
+    for (const [client, endpoint] of clients) {
+      if (client.status === 'end') continue;
+      open++;
+      if (halfClosed(client)) {
+        if (!finishing.has(client)) finishClosing(client, finishing);
+        continue;
+      }
+      // `wait`: never used (lazy), nothing is queued on it; connected: nothing to wait for.
+      if (client.status === 'wait' || isConnected(client)) {
+        downSince.delete(client);
+        continue;
+      }
+      if (!downSince.has(client)) downSince.set(client, now);
+      if (timeoutMs === false) continue;
+      const from = Math.max(startedAt, outageSince(endpoint) ?? downSince.get(client)!);
+      if (now - from < timeoutMs) continue;
+      client.disconnect(); // half-closed now if it was between two attempts: finished at the next look
+      if (given.has(endpoint)) continue;
+      given.add(endpoint);
+      logger.error(
+        `Redis ${endpoint} is unreachable at shutdown: closed its connections after waiting ${timeoutMs} ms (shutdownTimeout); jobs still active on them were not recorded and come back as stalled`,
+      );
+    }
+    if (open === 0 || now - startedAt >= WATCH_MS) clearInterval(timer);
+  }, POLL_MS);
+  timer.unref();
+}
+
+/** Connected and usable (a Cluster reports `connect` once its nodes are reachable). */
+function isConnected(client: Client): boolean {
+  return (
+    client.status === 'ready' || (client.status === 'connect' && (client as { isCluster?: boolean }).isCluster === true)
+  );
+}
+
+/**
+ * A standalone client told to disconnect while it waited to reconnect: `manuallyClosing` set, no reconnection
+ * scheduled (ioredis internals, read defensively: absent fields mean "not half-closed").
+ */
+function halfClosed(client: Client): boolean {
+  const state = client as unknown as { isCluster?: boolean; manuallyClosing?: unknown; reconnectTimeout?: unknown };
+  return (
+    client.status === 'reconnecting' &&
+    state.isCluster !== true &&
+    state.manuallyClosing === true &&
+    (state.reconnectTimeout === null || state.reconnectTimeout === undefined)
+  );
+}
+
+/** Ends a half-closed client: one more attempt, which ends as a manual close (refused, or connected then disconnected). */
+function finishClosing(client: Client, finishing: WeakSet<Client>): void {
+  finishing.add(client);
+  void client.connect().then(
+    () => client.disconnect(),
+    () => undefined,
+  );
+}
