@@ -185,7 +185,12 @@ export class JobInterceptor {
 
   private reportError(job: Job, digest: string, error: unknown): void {
     const err = error instanceof Error ? error : new Error(String(error));
-    this.deps.logger.error(`Lock bookkeeping for job ${job.id} (queue "${job.queueName}") failed: ${err.message}`);
+    // After the shutdown let go of an unreachable Redis, every active job's bookkeeping fails that way: the one line
+    // the shutdown logged says so (the jobs come back as stalled); the events still tell each.
+    const expected = this.availability.connectionsLetGo && /Connection is closed/.test(err.message);
+    if (!expected) {
+      this.deps.logger.error(`Lock bookkeeping for job ${job.id} (queue "${job.queueName}") failed: ${err.message}`);
+    }
     this.deps.events.emit({
       type: 'error',
       queue: job.queueName,

@@ -32,6 +32,7 @@ export class RedisAvailability {
   private readonly lastErrors = new Map<string, string>();
   /** Every client of the watched queues and workers (their main and blocking connections) and the library's own. */
   private readonly known = new Map<Client, string>();
+  private letGo = false;
 
   constructor(
     private readonly logger: LoggerLike,
@@ -106,7 +107,13 @@ export class RedisAvailability {
    * the queues, workers and the library's client does not wait for Redis forever (see {@link releaseAtShutdown}).
    */
   closeUnreachableAfter(timeoutMs: number | false): void {
-    releaseAtShutdown(this.known, (endpoint) => this.outages.get(endpoint), this.logger, timeoutMs);
+    const outageSince = (endpoint: string) => this.outages.get(endpoint);
+    releaseAtShutdown(this.known, outageSince, this.logger, timeoutMs, () => (this.letGo = true));
+  }
+
+  /** Whether the shutdown let go of a connection (what was still queued on it failed with "Connection is closed"). */
+  get connectionsLetGo(): boolean {
+    return this.letGo;
   }
 
   /** Resolves at the client's next `ready` (one listener per client, however many enqueues wait). */

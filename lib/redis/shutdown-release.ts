@@ -28,6 +28,8 @@ export function releaseAtShutdown(
   outageSince: (endpoint: string) => number | undefined,
   logger: LoggerLike,
   timeoutMs: number | false,
+  /** Called when the first connection of a server is let go. */
+  onLetGo: (endpoint: string) => void = () => undefined,
 ): void {
   if (clients.size === 0) return;
   const startedAt = Date.now();
@@ -56,6 +58,7 @@ export function releaseAtShutdown(
       client.disconnect(); // half-closed now if it was between two attempts: finished at the next look
       if (given.has(endpoint)) continue;
       given.add(endpoint);
+      onLetGo(endpoint);
       logger.error(
         `Redis ${endpoint} is unreachable at shutdown: closed its connections after waiting ${timeoutMs} ms (shutdownTimeout); jobs still active on them were not recorded and come back as stalled`,
       );
