@@ -50,6 +50,8 @@ describe('unique-jobs locks', () => {
     expect(table.stdout).toContain(digest);
     expect(table.stdout).toContain(job.id);
     expect(table.stdout).toContain('1 lock.');
+    // A listing that finds locks says where it looked too (another prefix is not listed).
+    expect(table.stdout).toMatch(/Searched under prefix "[^"]+" and in the deduplication keys of queue /);
 
     const shown = await runCli(scoped(app, 'locks', 'show', digest));
     expect(shown.code).toBe(0);

@@ -89,6 +89,12 @@ async function list(context: CliContext, args: readonly string[]): Promise<numbe
     });
     const lines = [table(['DIGEST', 'KIND', 'STORAGE', 'QUEUE', 'OWNER', 'STATE', 'CREATED', 'TTL'], rows)];
     lines.push('', `${locks.length} lock${locks.length === 1 ? '' : 's'}.`);
+    // Where it looked, as a "none found" answer says it: locks under another prefix are not listed.
+    lines.push(
+      `Searched under prefix ${quoted(context.prefix)}` +
+        (kind === 'runtime' ? '' : ` and in the deduplication keys of ${queuesText(context, searchedQueues)}`) +
+        `, on ${context.redisLabel}.`,
+    );
     if (cursor !== '0') lines.push(`More: run again with --cursor ${cursor}`);
     return lines.join('\n');
   });
