@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { BullModule, getQueueToken, InjectQueue } from '@nestjs/bullmq';
+import { BullModule, getQueueToken, InjectQueue, QueueEventsHost, QueueEventsListener } from '@nestjs/bullmq';
 import { Injectable, Module, type OnModuleInit } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Queue, type Job } from 'bullmq';
@@ -28,6 +28,23 @@ describe('UniqueJobsModule wiring', () => {
   afterAll(async () => {
     await deleteNamespaces(redis, { queues, prefixes });
     await redis.quit();
+  });
+
+  it('closes an application whose @QueueEventsListener was never registered (manualRegistration): the shutdown skips it', async () => {
+    const queueName = newQueueName('manual');
+    @QueueEventsListener(queueName)
+    class Listener extends QueueEventsHost {}
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions(), extraOptions: { manualRegistration: true } }),
+        BullModule.registerQueue({ name: queueName }),
+        UniqueJobsModule.forRoot({ logger: false, prefix: newPrefix('ujmanual') }),
+      ],
+      providers: [Listener],
+    }).compile();
+    await moduleRef.init();
+    expect(() => moduleRef.get(Listener).queueEvents).toThrow(/not yet been initialized/);
+    await expect(moduleRef.close()).resolves.toBeUndefined();
   });
 
   it('forRootAsync builds the options from a factory with injected dependencies', async () => {

@@ -1,5 +1,6 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
+import { QueueEventsHost } from '@nestjs/bullmq';
 import { FlowProducer, Queue, QueueEvents, type JobsOptions } from 'bullmq';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import {
@@ -52,7 +53,13 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
     for (const wrapper of this.discovery.getProviders()) {
       const instance: unknown = wrapper.isDependencyTreeStatic() ? wrapper.instance : undefined;
       if (instance instanceof FlowProducer) this.interceptor.watchConnection(instance);
-      const events = (instance as { queueEvents?: unknown } | undefined)?.queueEvents;
+      if (!(instance instanceof QueueEventsHost)) continue;
+      let events: unknown;
+      try {
+        events = instance.queueEvents;
+      } catch {
+        continue; // never registered (manualRegistration): no connection to wait for
+      }
       if (events instanceof QueueEvents) this.interceptor.watchConnection(events);
     }
   }
