@@ -63,6 +63,11 @@ export function storedFormsOf(text: string): string[] {
  */
 export type StoredLookupMatch = 'normalized' | 'stored form';
 
+/** How a lookup matched, in words (the admin page and `keys show`). */
+export function describeMatch(matchedAs: StoredLookupMatch | undefined): string {
+  return matchedAs === 'stored form' ? 'as pasted: the stored hashed form' : 'as @IdempotencyKey stores the text given';
+}
+
 /**
  * Looks a typed or pasted scope and key up in a store, trying each of their {@link storedFormsOf}: the record found (or
  * `undefined`), the scope and key as stored (those it was found under, else as `@IdempotencyKey` stores them), and how

@@ -4,8 +4,7 @@ import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import type { GuardedQueues } from './guarded-queues.js';
-import { markedDigest } from '../locks/slot-set.enqueue-lock.js';
-import { digestOfDeduplicationId } from '../redis/keys.js';
+import { lockedDigest } from '../locks/locked-digest.js';
 import { newJobId } from './job-ids.js';
 import { takeEnqueueLock } from './take-enqueue-lock.js';
 
@@ -82,8 +81,7 @@ async function removeIfNotStarted(
 ): Promise<'removed' | 'gone' | 'kept' | 'foreign'> {
   const job = await Job.fromId(queue, jobId);
   if (!job) return 'gone';
-  const owner = markedDigest(job.opts) ?? digestOfDeduplicationId(job.opts.deduplication?.id);
-  if (owner !== digest) return 'foreign';
+  if (lockedDigest(job) !== digest) return 'foreign';
   if (job.attemptsStarted > 0) return 'kept';
   const state = await job.getState();
   if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')

@@ -1,5 +1,6 @@
 import type { DeadSetEntry } from '../../../dead-set/dead-set-entry.interface.js';
 import type { IdempotencyRecord } from '../../../idempotency/idempotency-store.interface.js';
+import type { StoredLookupMatch } from '../../../idempotency/stored-key.js';
 import type { HeldLock } from '../../inspection/lock-inspection.interface.js';
 
 /** One point of a job's history. */
@@ -67,7 +68,7 @@ export interface AdminKeyLookup {
    * How the text given matched the record (absent when none was found): `'normalized'`, as `@IdempotencyKey` stores
    * it; `'stored form'`, a pasted stored hashed form (`sha256:<hex>`) found as it is.
    */
-  matchedAs?: 'normalized' | 'stored form';
+  matchedAs?: StoredLookupMatch;
 }
 
 /** What retrying a dead-set entry did. */

@@ -1,3 +1,4 @@
+import { describeMatch } from '../../../idempotency/stored-key.js';
 import type { AdminKeyLookup } from '../interfaces/admin-views.interface.js';
 import { formatTime, storedJson } from './format.js';
 import { adminUrl, html, type SafeHtml } from './html.js';
@@ -41,13 +42,7 @@ export function keysPage(
             <dt>Key</dt>
             <dd class="mono">${record.key}</dd>
             <dt>Matched</dt>
-            <dd id="matched-as">
-              ${
-                lookup.matchedAs === 'stored form'
-                  ? 'as pasted: the stored hashed form'
-                  : 'as @IdempotencyKey stores the text given'
-              }
-            </dd>
+            <dd id="matched-as">${describeMatch(lookup.matchedAs)}</dd>
             <dt>Job</dt>
             <dd class="mono">${record.jobId ?? html`<span class="muted">—</span>`}</dd>
             <dt>Fingerprint</dt>

@@ -1,4 +1,4 @@
-import { lookUpStored } from '../../../idempotency/stored-key.js';
+import { describeMatch, lookUpStored } from '../../../idempotency/stored-key.js';
 import { RedisIdempotencyStore } from '../../../idempotency/stores/redis-idempotency.store.js';
 import { required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
@@ -68,7 +68,7 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
     const lines = [
       `Key       ${clean(record.key)}`,
       `Scope     ${clean(record.scope)}`,
-      `Matched   ${matchedAs === 'stored form' ? 'as pasted: the stored hashed form' : 'as @IdempotencyKey stores the text given'}`,
+      `Matched   ${describeMatch(matchedAs)}`,
       `State     ${clean(record.state)}`,
       `Job       ${clean(record.jobId)}`,
       `Attempts  ${record.attempts}`,
