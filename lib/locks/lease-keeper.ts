@@ -8,8 +8,10 @@ export class LeaseKeeper {
   private lost = false;
   private stopped = false;
   /**
-   * When the lease was last known held: the answer of the last renewal, or (until one is answered) when the keeper was
-   * made, right after the lease was taken. The lease ends at most `leaseMs` after it.
+   * When the last renewal that succeeded was sent (or, until one has, when the keeper was made, right after the lease
+   * was taken). The time its answer was read would not do: a renewal sent just before an event-loop stall is applied
+   * at once, but its answer is read only after the stall, and would make a lease that ended during the stall look
+   * renewed.
    */
   private heldAt = Date.now();
 
@@ -25,8 +27,9 @@ export class LeaseKeeper {
 
   private async renew(): Promise<void> {
     if (this.lost || this.stopped) return;
+    const sentAt = Date.now();
     try {
-      if (await this.renewOnce()) this.heldAt = Date.now();
+      if (await this.renewOnce()) this.heldAt = Math.max(this.heldAt, sentAt);
       else if (!this.stopped) this.reportLost();
     } catch (error) {
       // Store unreachable: try again at the next tick; the lease itself decides whether it is lost.
@@ -35,8 +38,10 @@ export class LeaseKeeper {
   }
 
   /**
-   * Whether the lease has certainly ended (by this process's clock): no renewal was answered within the last lease. A
-   * holder whose handler returns right after an event-loop stall sees this before any renewal could tell it.
+   * Whether the lease has ended (by this process's clock): no renewal sent within the last lease succeeded. A holder
+   * whose handler returns right after an event-loop stall sees this before any renewal could tell it. (A renewal that
+   * waited in transit longer than a third of a lease, Redis away, can make this answer early by at most that wait:
+   * the next renewal sent after it corrects it.)
    */
   get expired(): boolean {
     return Date.now() - this.heldAt > this.leaseMs;

@@ -1,0 +1,59 @@
+// The lease keeper's "expired" answer under an event-loop stall, on a real lock in Redis: a renewal sent just before
+// the stall is applied by Redis at once, but its answer is read only after the stall. That late answer must not make
+// the lease look renewed after the stall: the lease ended during it (a duplicate could take the lock), and the holder
+// reports it lost when it gives the lock back. (A flaky chaos run of lease-expiry.chaos.ts found this: the holder's
+// release then found the lock gone and reported nothing.)
+import { setImmediate as nextMacrotask } from 'node:timers/promises';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { LeaseKeeper } from '../../lib/locks/lease-keeper.js';
+import { LockStore } from '../../lib/locks/lock-store.js';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
+import { deferred } from '../support/deferred.js';
+import { deleteKeys, redisClient, uniqueName } from '../support/redis.js';
+
+const LEASE_MS = 300;
+
+/** Blocks the event loop, as a CPU-bound handler does. */
+function stall(ms: number): void {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    // busy: no timer, no socket read
+  }
+}
+
+describe('LeaseKeeper under an event-loop stall', () => {
+  const redis = redisClient();
+  const store = new LockStore(new RedisScripts(redis));
+  const key = `${uniqueName('ujlease')}:{v1:${'0'.repeat(64)}}:running`;
+
+  afterAll(async () => {
+    await deleteKeys(redis, [key]);
+    await redis.quit();
+  });
+
+  it('counts a lease from when its renewal was sent, so an answer read after a stall does not extend it', async () => {
+    expect((await store.acquire(key, 'holder', LEASE_MS, 1)).acquired).toBe(true);
+    const answered = deferred();
+    const lost: string[] = [];
+    const keeper = new LeaseKeeper(
+      async () => {
+        const renewal = store.renew(key, 'holder', LEASE_MS); // sent now, applied by Redis at once
+        stall(LEASE_MS + 200); // the answer waits in the socket until the stall ends
+        const held = await renewal;
+        answered.resolve();
+        return held;
+      },
+      LEASE_MS,
+      { lost: () => void lost.push('lost'), error: (error) => void lost.push(String(error)) },
+    );
+    try {
+      await answered.promise;
+      await nextMacrotask(); // the keeper has taken the answer in
+      expect(keeper.expired).toBe(true);
+      keeper.reportLost();
+      expect(lost).toEqual(['lost']);
+    } finally {
+      keeper.stop();
+    }
+  });
+});
