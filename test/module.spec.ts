@@ -8,7 +8,15 @@ import { Redis } from 'ioredis';
 import { defineUniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
 import { processorClass } from './support/app.js';
 import { deferred } from './support/deferred.js';
-import { deleteNamespaces, openQueueEvents, redisClient, redisOptions, scanKeys, uniqueName } from './support/redis.js';
+import {
+  deleteNamespaces,
+  openQueueEvents,
+  prefixKeys,
+  redisClient,
+  redisOptions,
+  scanKeys,
+  uniqueName,
+} from './support/redis.js';
 
 describe('UniqueJobsModule wiring', () => {
   const redis = redisClient();
@@ -72,7 +80,7 @@ describe('UniqueJobsModule wiring', () => {
       const results = await Promise.all([1, 2, 3].map(() => service.enqueue(queue, 'x', { same: true })));
       expect(results.map((r) => r.status).sort()).toEqual(['duplicate', 'enqueued', 'enqueued']);
       // lockLimit 2 uses the library's own key, under the configured prefix: the options reached the module.
-      expect(await scanKeys(redis, `${prefix}:*`)).toHaveLength(1);
+      expect(await prefixKeys(redis, prefix)).toHaveLength(1);
     } finally {
       await moduleRef.close();
     }

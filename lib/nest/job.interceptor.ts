@@ -20,6 +20,7 @@ import { JobMovesGuard } from '../producer/job-moves.guard.js';
 import { Replacer } from '../producer/replacer.js';
 import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
 import { RedisAvailability } from '../redis/redis-availability.js';
+import { QueueRegistry } from '../redis/queue-registry.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { JobRunner, type ProcessFn } from '../worker/job-runner.js';
 import type { AddFn } from '../locks/enqueue-lock.js';
@@ -59,6 +60,7 @@ export class JobInterceptor {
   private readonly moves: JobMovesGuard;
   private readonly workers = new WeakSet<Worker>();
   private readonly availability: RedisAvailability;
+  private readonly registry: QueueRegistry;
 
   constructor(private readonly deps: JobInterceptorDeps) {
     const { definitions, events, logger, client, strategies, enabled } = deps;
@@ -93,6 +95,9 @@ export class JobInterceptor {
       reportError: (job, digest, error) => this.reportError(job, digest, error),
     });
     this.moves = new JobMovesGuard(definitions, client, events, logger, enabled);
+    this.registry = new QueueRegistry(deps.scripts, deps.keys, (error) =>
+      logger.debug?.(`Could not record a queue in the registry the CLI reads: ${(error as Error).message}`),
+    );
   }
 
   /** Remembers a queue's own `add`/`addBulk` (guarded calls reach BullMQ through them) and guards its retries. */
@@ -100,6 +105,7 @@ export class JobInterceptor {
     this.queues.register(queue, { add, addBulk });
     this.availability.watch(queue);
     this.moves.install(queue);
+    if (this.deps.enabled) this.registry.note(queue.qualifiedName);
   }
 
   /** Follows a worker of a guarded processor: its jobs' ends (the lock types' `finished` hook) and their retries. */
@@ -108,6 +114,7 @@ export class JobInterceptor {
     this.workers.add(worker);
     this.availability.watch(worker);
     this.moves.install(worker);
+    if (this.deps.enabled) this.registry.note(worker.qualifiedName);
     worker.on('failed', (job) => {
       // Only a job BullMQ failed for good has ended; a retried one comes back.
       if (job?.finishedOn) void this.runner.finished(job, 'failed');

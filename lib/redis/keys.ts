@@ -92,6 +92,14 @@ export class UniqueJobsKeys {
     return `${this.prefix}:{idempotency}:waiting`;
   }
 
+  /**
+   * The queues the library's processes guard, as qualified names (a set, bounded by the `registerQueue` script): what
+   * the CLI inspects without scanning the whole key space for BullMQ's `meta` keys.
+   */
+  get queueRegistry(): string {
+    return `${this.prefix}:{queues}:known`;
+  }
+
   /** The orphan reaper's leadership lock (a sorted set with one leased owner, like a run-time lock). */
   get reaperLeader(): string {
     return `${this.prefix}:{reaper}:leader`;

@@ -21,7 +21,8 @@ export type ScriptName =
   | 'reapExpiredLeases'
   | 'reapLockOwner'
   | 'reapDeduplication'
-  | 'reapIdempotencyClaim';
+  | 'reapIdempotencyClaim'
+  | 'registerQueue';
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;

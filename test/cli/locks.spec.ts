@@ -2,6 +2,7 @@
 // against real locks that a real app took: a fast-path lock (BullMQ deduplication key), a general-path lock and a
 // run-time lock. Every assertion is on the CLI's output and exit code and on the keys in Redis.
 import { describe, expect, it, jest } from '@jest/globals';
+import { Queue } from 'bullmq';
 import type { HeldLock } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
@@ -9,17 +10,20 @@ import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
 import { byId, dedupKey, digestOf, queuedKey, runningKey } from '../support/locks.js';
 import { runCli, runCliJson } from './run-cli.js';
-import { uniqueName } from '../support/redis.js';
+import { bullOptions, bullPrefix, uniqueName } from '../support/redis.js';
 
 // Each test spawns the CLI several times (a Node process each): generous on a loaded machine.
 jest.setTimeout(120_000);
 
-type Listing = { locks: HeldLock[]; cursor: string };
+type Listing = { locks: HeldLock[]; cursor: string; searched?: Record<string, unknown> };
 type Shown = { digest: string; locks: HeldLock[] };
 type Released = { digest: string; dryRun: boolean; keys: string[]; released: number };
 
 describe('unique-jobs locks', () => {
-  const { redis, start } = useApps('cli-locks', { unique: { lock: 'until_executed', lockArgs: byId }, paused: true });
+  const { redis, start, onCleanup } = useApps('cli-locks', {
+    unique: { lock: 'until_executed', lockArgs: byId },
+    paused: true,
+  });
   const scoped = (app: TestApp, ...args: string[]) => [...args, '--prefix', app.prefix];
 
   it('lists, shows and releases a fast-path lock (BullMQ deduplication key)', async () => {
@@ -74,6 +78,39 @@ describe('unique-jobs locks', () => {
     expect((await runCliJson<Shown>(scoped(app, 'locks', 'show', digest))).json).toMatchObject({ digest, locks: [] });
     // The lock is free again: the same job data is admitted.
     expect((await app.service.enqueue(app.queue, 'job', { id: 'a' })).status).toBe('enqueued');
+  });
+
+  it('inspects the queues the app recorded in the registry under its prefix, and scans when there is none', async () => {
+    const app = await start();
+    const job = await app.queue.add('job', { id: 'r' });
+    // A queue the library never guarded, under the same BullMQ prefix (its meta key is what a scan finds).
+    const plain = new Queue(uniqueName('cli-plain'), bullOptions());
+    onCleanup(async () => {
+      await plain.obliterate({ force: true });
+      await plain.close();
+    });
+    await plain.add('plain', {});
+    const registry = `${app.prefix}:{queues}:known`;
+    expect(await redis.smembers(registry)).toEqual([`${bullPrefix()}:${app.queue.name}`]);
+
+    // The registry names the app's queue: no scan for BullMQ's meta keys, so the plain queue is not searched.
+    const listed = await runCliJson<Listing>(scoped(app, 'locks', 'list'));
+    expect(listed.code).toBe(0);
+    expect(listed.json.searched).toMatchObject({ queues: [app.queue.name] });
+    expect(listed.json.locks.map((lock) => lock.owners[0].jobId)).toEqual([job.id]);
+    // A --queue the registry does not name is looked for by a scan.
+    const other = await runCliJson<Listing>(scoped(app, 'locks', 'list', '--queue', plain.name));
+    expect(other.code).toBe(0);
+    expect(other.json.locks).toEqual([]);
+
+    // Without a registry (no process of this version ran under the prefix), every BullMQ queue is found by a scan.
+    await redis.del(registry);
+    const scanned = await runCliJson<Listing>(scoped(app, 'locks', 'list'));
+    expect(scanned.code).toBe(0);
+    expect((scanned.json.searched as { queues: string[] }).queues).toEqual(
+      expect.arrayContaining([app.queue.name, plain.name]),
+    );
+    expect(scanned.json.locks.map((lock) => lock.owners[0].jobId)).toEqual([job.id]);
   });
 
   it('shows and releases a general-path lock (lockLimit 2) with both owners', async () => {

@@ -26,7 +26,7 @@ import { useApps } from '../support/apps.js';
 import { captureLogger, EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import { Outcomes } from '../support/outcomes.js';
-import { redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { prefixKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 interface Order {
@@ -1004,7 +1004,7 @@ describe('@IdempotencyKey (Redis store)', () => {
       const first = await app.queue.add('charge', { orderId: raw, amount: 1 });
       await started.promise;
       const recordKey = store.recordKey(scope('charge'), raw);
-      expect(await scanKeys(redis, `${app.prefix}:*`)).toEqual([recordKey]);
+      expect(await prefixKeys(redis, app.prefix)).toEqual([recordKey]);
       expect(recordKey.startsWith(`${app.prefix}:{`)).toBe(true);
       expect(recordKey).toMatch(/:\{[A-Za-z0-9_-]{43}\}:idempotency$/);
       expect(recordKey).not.toContain(raw);
@@ -1018,7 +1018,7 @@ describe('@IdempotencyKey (Redis store)', () => {
       await app.finished(first);
       const other = `evt_${randomUUID()}`;
       await app.finished(await app.queue.add('charge', { orderId: other, amount: 1 }));
-      const keys = await scanKeys(redis, `${app.prefix}:*`);
+      const keys = await prefixKeys(redis, app.prefix);
       expect(keys).toEqual([recordKey, store.recordKey(scope('charge'), other)].sort());
       expect(await scanKeys(redis, `*${raw}*`)).toEqual([]);
       expect(await scanKeys(redis, `*${other}*`)).toEqual([]);

@@ -96,6 +96,30 @@ describe('LockInspector', () => {
     expect(after.owners.find((owner) => owner.jobId === first.id)?.jobState).toBe('waiting');
   });
 
+  it('tells a waiting owner behind more than 10,000 waiting jobs without walking the whole list', async () => {
+    const app = await start();
+    const holder = await app.queue.add('job', { id: 'deep' });
+    // 10,050 plain jobs added after it (a queue of its own would not do: the holder must be deep in its list).
+    const plain = new Queue(app.queue.name, bullOptions());
+    try {
+      for (let i = 0; i < 10_050; i += 1_000) {
+        const bulk = Array.from({ length: Math.min(1_000, 10_050 - i) }, (_, j) => ({ name: 'plain', data: i + j }));
+        await plain.addBulk(bulk);
+      }
+    } finally {
+      await plain.close();
+    }
+    const waitKey = `${bullPrefix()}:${app.queue.name}:wait`;
+    const pausedKey = `${bullPrefix()}:${app.queue.name}:paused`;
+    const listKey = (await redis.llen(waitKey)) > 0 ? waitKey : pausedKey;
+    expect(await redis.llen(listKey)).toBe(10_051);
+    // Past the probe's 10,000 entries, in no other state: waiting, as BullMQ's getState (which walks it all) says.
+    expect(await redis.lpos(listKey, holder.id!, 'MAXLEN', 10_000)).toBeNull();
+    expect(await holder.getState()).toBe('waiting');
+    const [lock] = await inspectorOf(app).showLock(digestOf(app, 'job', { id: 'deep' }));
+    expect(lock.owners).toEqual([expect.objectContaining({ jobId: holder.id, jobState: 'waiting', jobName: 'job' })]);
+  });
+
   it('shows a run-time lock held by an active job next to the enqueue lock of its queued duplicate', async () => {
     const started = deferred();
     const gate = hold();

@@ -12,6 +12,7 @@ import { UniqueJobsHealthIndicator, UniqueJobsHealthModule, UniqueJobsReaper } f
 import { releaseHeld } from '../support/gates.js';
 import { byId } from '../support/locks.js';
 import { uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
 import {
   startObservedApp,
   startOwnRedis,
@@ -130,6 +131,10 @@ describe('UniqueJobsHealthIndicator over HTTP', () => {
     connection.on('error', () => undefined);
     cleanups.push(async () => void connection.disconnect()); // before the server stops (cleanups run last first)
     const app = await start({ module: { connection } });
+    // The app recorded its queue in the registry the CLI reads (one script, at bootstrap): start from a server that
+    // has no script loaded.
+    await waitFor('the queue registry', async () => (await own.client.exists(`${app.prefix}:{queues}:known`)) === 1);
+    await own.client.script('FLUSH');
 
     let { status, body } = await getHealth(app);
     expect(status).toBe(200);

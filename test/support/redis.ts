@@ -203,8 +203,16 @@ export async function deleteNamespaces(
   for (const pattern of patterns) await deleteKeys(client, await scanKeys(client, pattern));
 }
 
+/**
+ * The library's keys under a prefix, but for the registry of the queues it guards (`<prefix>:{queues}:known`,
+ * written once when an app guards a queue).
+ */
+export async function prefixKeys(client: Redis | Cluster, prefix: string): Promise<string[]> {
+  return (await scanKeys(client, `${prefix}:*`)).filter((key) => !key.endsWith(':{queues}:known'));
+}
+
 /** The lock keys the library holds for a queue and prefix: its own keys and BullMQ deduplication keys. */
 export async function lockKeys(client: Redis, prefix: string, queue: string): Promise<string[]> {
-  const own = (await scanKeys(client, `${prefix}:*`)).filter((key) => !key.includes(':{dead}:'));
+  const own = (await prefixKeys(client, prefix)).filter((key) => !key.includes(':{dead}:'));
   return [...own, ...(await scanKeys(client, `${bullPrefix()}:${queue}:de:*`))];
 }

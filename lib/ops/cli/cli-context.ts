@@ -1,5 +1,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { LockInspector } from '../inspection/lock-inspector.js';
+import { UniqueJobsKeys } from '../../redis/keys.js';
+import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
 import type { InspectedQueue } from '../inspection/lock-inspection.interface.js';
 import { DEFAULT_PREFIX } from '../../options/defaults.js';
 import { DEFAULT_SURVEY_SCANS, surveyKeys } from '../inspection/key-survey.js';
@@ -110,10 +112,32 @@ export class CliContext {
     return new CliError(`Cannot reach Redis at ${this.redisLabel}: ${reason}`, EXIT.unreachable);
   }
 
-  /** Every BullMQ queue under `--bull-prefix` (found by their `meta` key), whatever `--queue` says. */
+  /**
+   * The queues under `--bull-prefix`, whatever `--queue` says: those the library's processes recorded in the registry
+   * under `--prefix` (one read), or, when none did (no process of this version ran there) or it is full, every BullMQ
+   * queue found by its `meta` key (a SCAN of the whole key space: seconds on a Redis holding millions of keys).
+   */
   async discoveredQueues(): Promise<InspectedQueue[]> {
-    this.discovered ??= await LockInspector.discoverQueues(await this.redis(), this.bullPrefix);
+    this.discovered ??= (await this.registeredQueues()) ?? (await this.scannedQueues());
     return this.discovered;
+  }
+
+  /** The queues under `--bull-prefix` in the registry, or `undefined` when it has none or may be incomplete. */
+  private async registeredQueues(): Promise<InspectedQueue[] | undefined> {
+    const names = await QueueRegistry.read(await this.redis(), new UniqueJobsKeys(this.prefix));
+    if (names.length >= QUEUE_REGISTRY_LIMIT) return undefined;
+    const start = `${this.bullPrefix}:`;
+    const queues = names
+      .filter((qualified) => qualified.startsWith(start))
+      .map((qualified) => qualified.slice(start.length))
+      .filter((name) => name !== '' && !name.includes(':'))
+      .map((name) => ({ name, prefix: this.bullPrefix }));
+    return queues.length > 0 ? queues : undefined;
+  }
+
+  /** Every BullMQ queue under `--bull-prefix`, found by its `meta` key. */
+  private async scannedQueues(): Promise<InspectedQueue[]> {
+    return LockInspector.discoverQueues(await this.redis(), this.bullPrefix);
   }
 
   /**
@@ -123,8 +147,11 @@ export class CliContext {
    */
   async queues(): Promise<InspectedQueue[]> {
     if (this.queueList) return this.queueList;
-    const found = await this.discoveredQueues();
+    let found = await this.discoveredQueues();
     const wanted = this.args.values.queue;
+    if (wanted !== undefined && !found.some((queue) => queue.name === wanted)) {
+      this.discovered = found = await this.scannedQueues(); // not in the registry: maybe a queue the library never ran
+    }
     if (wanted !== undefined && !found.some((queue) => queue.name === wanted)) {
       throw await this.queueNotFound(
         wanted,
