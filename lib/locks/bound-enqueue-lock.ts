@@ -24,6 +24,8 @@ export class BoundEnqueueLock implements JobEnqueueLock {
     private readonly report: BoundLockReport,
     /** The worker's connection to send a release at the end on, when it reaches the lock's server. */
     private readonly inOrderOn: () => Redis | undefined = () => undefined,
+    /** Bound by the worker running the job: a re-take never takes the lock for a job that has ended meanwhile. */
+    private readonly running = false,
   ) {}
 
   async release(): Promise<void> {
@@ -52,7 +54,7 @@ export class BoundEnqueueLock implements JobEnqueueLock {
   }
 
   async retake(): Promise<AcquireResult> {
-    const answer = await this.lock.retake(this.locked);
+    const answer = await this.lock.retake(this.locked, this.running);
     this.held = answer.acquired;
     return answer;
   }

@@ -64,10 +64,11 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     // Nothing was taken: the lock rides inside the add that failed.
   }
 
-  async retake({ job, digest }: LockedJob): Promise<AcquireResult> {
+  async retake({ job, digest }: LockedJob, whileLive = false): Promise<AcquireResult> {
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
     const prefix = bullKeys.queueKeyPrefix(job.queueQualifiedName);
-    if (await this.store.relockDeduplication(key, job.id!, this.lockTtl, prefix)) return { acquired: true };
+    const answer = await this.store.relockDeduplication(key, job.id!, this.lockTtl, prefix, whileLive);
+    if (answer !== 'other') return { acquired: true };
     return { acquired: false, holder: await this.store.peekDeduplication(key, prefix), retryAfter: 0 };
   }
 

@@ -46,8 +46,12 @@ export interface EnqueueLock {
   settle(job: Job, request: EnqueueRequest): Promise<Taken>;
   /** Gives back what {@link prepare} took, for a job whose add failed. */
   abandon(request: EnqueueRequest): Promise<void>;
-  /** Takes the lock (back) for a job that exists, unless another live job holds it; re-entrant for its holder. */
-  retake(locked: LockedJob): Promise<AcquireResult>;
+  /**
+   * Takes the lock (back) for a job that exists, unless another live job holds it; re-entrant for its holder.
+   * `whileLive` (a worker re-taking the lock of a job it ran): nothing is taken once BullMQ has finished the job or it
+   * is gone, which is answered as admitted (there is nothing to refuse).
+   */
+  retake(locked: LockedJob, whileLive?: boolean): Promise<AcquireResult>;
   /** Releases the job's hold now; `false` when it held none. */
   release(locked: LockedJob): Promise<boolean>;
   /**

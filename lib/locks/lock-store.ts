@@ -48,6 +48,12 @@ export class LockStore {
     return (await this.scripts.client.exists(jobKey)) === 1;
   }
 
+  /** Whether a job exists and BullMQ has not finished it (its hash has no `finishedOn`). */
+  async jobLive(jobKey: string): Promise<boolean> {
+    const [timestamp, finishedOn] = await this.scripts.client.hmget(jobKey, 'timestamp', 'finishedOn');
+    return timestamp !== null && finishedOn === null;
+  }
+
   /** The options a job was stored with (its hash's `opts` field), or `undefined` when the job does not exist. */
   async jobOptions(jobKey: string): Promise<Record<string, unknown> | undefined> {
     const opts = await this.scripts.client.hget(jobKey, 'opts');
@@ -79,13 +85,22 @@ export class LockStore {
     return holder ?? undefined;
   }
 
-  /** Takes BullMQ's deduplication key back for `owner` unless another live job holds it. */
+  /**
+   * Takes BullMQ's deduplication key back for `owner` unless another live job holds it: `'held'`, or `'other'`.
+   * `whileLive`: only while the owner job is there and not finished (`'ended'` otherwise: nothing taken).
+   */
   async relockDeduplication(
     key: string,
     owner: string,
     ttl: number | undefined,
     jobKeyPrefix: string,
-  ): Promise<boolean> {
-    return (await this.scripts.run('relockDeduplication', [key], [owner, ttl ?? 0, jobKeyPrefix])) === 1;
+    whileLive = false,
+  ): Promise<'held' | 'other' | 'ended'> {
+    const answer = await this.scripts.run(
+      'relockDeduplication',
+      [key],
+      [owner, ttl ?? 0, jobKeyPrefix, whileLive ? 1 : 0],
+    );
+    return answer === 1 ? 'held' : answer === 2 ? 'ended' : 'other';
   }
 }

@@ -56,6 +56,7 @@ export class JobRun implements LockRun {
               error: (error) => deps.reportError(job, digest, error),
             },
             () => this.inOrderOn(),
+            true,
           )
         : undefined;
   }
