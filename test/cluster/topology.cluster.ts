@@ -8,7 +8,7 @@ import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
 import { byId, digestOf, runningKey } from '../support/locks.js';
-import { bullPrefix, onCluster, scanKeys } from '../support/redis.js';
+import { bullPrefix, onCluster, prefixKeys, scanKeys } from '../support/redis.js';
 
 const JOBS = 30;
 
@@ -51,7 +51,7 @@ describe('on a 3-master Redis Cluster', () => {
     await allStarted.promise;
 
     // Every job holds a run-time lock (`{<digest>}`) and an idempotency claim (`{<record id>}`): 2 keys per job.
-    const own = await scanKeys(redis, `${a.prefix}:*`);
+    const own = await prefixKeys(redis, a.prefix);
     expect(own).toHaveLength(2 * JOBS);
     const running = jobs.map((job) => runningKey(a.prefix, digestOf(a, 'sync', job.data)));
     expect(own).toEqual(expect.arrayContaining(running));

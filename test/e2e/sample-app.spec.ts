@@ -61,13 +61,15 @@ describe.each([
     ]);
     const keys = await app.redisKeys();
     expect(keys.filter((key) => key.includes(':payments:') || key.includes(':charges:')).length).toBeGreaterThan(0);
-    // Enqueue locks are BullMQ deduplication keys (`…:de:…`); the library's own keys are only the dead set's (and the
-    // orphan reaper's leader lease, while a worker runs one).
+    // Enqueue locks are BullMQ deduplication keys (`…:de:…`); the library's own keys are only the dead set's, the
+    // registry of the queues it guards (what the CLI inspects), and the orphan reaper's leader lease while a worker
+    // runs one.
     expect(keys.filter((key) => key.includes(':de:'))).toEqual([]);
     expect(keys.filter((key) => key.includes(':uj:') && !key.endsWith(':uj:{reaper}:leader')).sort()).toEqual([
       `${app.namespace}:uj:{dead}:bytes`,
       `${app.namespace}:uj:{dead}:entries`,
       `${app.namespace}:uj:{dead}:index`,
+      `${app.namespace}:uj:{queues}:known`,
     ]);
     await app.stop();
     // Nest's shutdown hooks close the app, then re-raise the signal; a process that hung would be SIGKILLed instead.

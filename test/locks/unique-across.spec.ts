@@ -5,7 +5,7 @@ import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import { byId, dedupKey, digestOf, enqueuedJob, owners, queuedKey, runningKey } from '../support/locks.js';
-import { scanKeys, uniqueName } from '../support/redis.js';
+import { prefixKeys, scanKeys, uniqueName } from '../support/redis.js';
 import type { TestJob } from './helpers.js';
 
 describe('uniqueAcross', () => {
@@ -97,7 +97,7 @@ describe('uniqueAcross', () => {
         status: 'duplicate',
         existingJobId: fromA.id,
       });
-      expect(await scanKeys(redis, `${prefix}:*`)).toEqual([queuedKey(prefix, value)]);
+      expect(await prefixKeys(redis, prefix)).toEqual([queuedKey(prefix, value)]);
       expect(await owners(redis, queuedKey(prefix, value))).toEqual([fromA.id]);
       // No BullMQ deduplication key on either queue: a per-queue key could not see the other queue.
       expect(await scanKeys(redis, `${a.queue.qualifiedName}:de:*`)).toEqual([]);
@@ -144,7 +144,7 @@ describe('uniqueAcross', () => {
       });
       a.start();
       await a.finished(charge);
-      expect(await scanKeys(redis, `${prefix}:*`)).toEqual([]);
+      expect(await prefixKeys(redis, prefix)).toEqual([]);
       const refund = enqueuedJob(await b.service.enqueue(b.queue, 'refund', { id: 'u1' }));
       b.start();
       await b.finished(refund);
@@ -185,11 +185,11 @@ describe('uniqueAcross', () => {
       ]);
       gate.resolve();
       await expect(a.finished(fromA)).resolves.toBe('a');
-      expect(await scanKeys(redis, `${prefix}:*`)).toEqual([]);
+      expect(await prefixKeys(redis, prefix)).toEqual([]);
       // With the holder gone, the job on the other queue runs.
       const again = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }));
       await expect(b.finished(again)).resolves.toBe('b');
-      expect(await scanKeys(redis, `${prefix}:*`)).toEqual([]);
+      expect(await prefixKeys(redis, prefix)).toEqual([]);
     });
   });
 });

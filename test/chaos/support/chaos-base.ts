@@ -275,13 +275,14 @@ export abstract class ChaosBase {
   abstract heldLocks(): Promise<string[]>;
 
   /**
-   * Every Redis key under the prefix except completed/failed idempotency records and keys containing one of `skip`,
-   * the BullMQ deduplication keys of `queues`, and with `postgres` the in-progress records of the PostgreSQL store.
+   * Every Redis key under the prefix except completed/failed idempotency records, the registry of guarded queues and
+   * keys containing one of `skip`, the BullMQ deduplication keys of `queues`, and with `postgres` the in-progress
+   * records of the PostgreSQL store.
    */
   protected async locksAndClaims(skip: string[], queues: string[], postgres: boolean): Promise<string[]> {
     const held: string[] = [];
     for (const key of await this.scan(`${this.prefix}:*`)) {
-      if (skip.some((part) => key.includes(part))) continue;
+      if (skip.some((part) => key.includes(part)) || key.endsWith(':{queues}:known')) continue;
       if (key.endsWith(':idempotency')) {
         const state = await this.redis.admin.hget(key, 'state');
         if (state !== 'in_progress') continue;
