@@ -121,6 +121,13 @@ export interface IdempotencyClaim extends IdempotencyRecordRef {
    * claim whose job was removed or finished without settling it. Stores may ignore it.
    */
   jobKey?: string;
+  /**
+   * The claim is followed by the handler's transaction in this store (`runInTransaction`), which completes the record
+   * and commits with the database's full durability. A store may then commit the claim without waiting for it to be
+   * durable (PostgreSQL: `synchronous_commit` off for the claim's own transaction): a claim lost in a database crash
+   * was never completed either, since the completion's commit makes every earlier commit durable with it.
+   */
+  transactional?: boolean;
 }
 
 /** The answer to a claim. */

@@ -95,7 +95,14 @@ export class IdempotencyRunner {
     };
     const fingerprint = definition.fingerprintOf(job);
     const jobKey = `${job.queueQualifiedName}:${job.id}`;
-    const claim = await store.claim({ ...ref, leaseMs: options.lease, fingerprint, jobId: job.id, jobKey });
+    const claim = await store.claim({
+      ...ref,
+      leaseMs: options.lease,
+      fingerprint,
+      jobId: job.id,
+      jobKey,
+      transactional: options.transactional,
+    });
     if (worker) this.deps.waiting?.answered(attempt.recordId, worker, job.id!);
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.

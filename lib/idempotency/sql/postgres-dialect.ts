@@ -66,7 +66,16 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   // tells exactly that the claim was a takeover.
   // A record locked by a live transaction (a transactional holder's) stops the claim after CLAIM_LOCK_TIMEOUT_MS
   // (`lock_timeout` set for this statement's own transaction only, before the insert meets the row lock).
-  const claim = `WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', '${CLAIM_LOCK_TIMEOUT_MS}ms', true) AS lt)
+  // In transactional mode the claim's commit does not wait for its WAL flush (`synchronous_commit` off for its own
+  // transaction only): the handler's transaction, which completes the record, commits with a flush that makes the
+  // claim durable too (WAL is flushed in order), and a claim lost in a crash had no completion to lose. One WAL flush
+  // per job instead of two.
+  const claimSettings = (asynchronous: boolean) =>
+    [
+      `set_config('lock_timeout', '${CLAIM_LOCK_TIMEOUT_MS}ms', true) AS lt`,
+      ...(asynchronous ? [`set_config('synchronous_commit', 'off', true) AS sc`] : []),
+    ].join(', ');
+  const claimStatement = (asynchronous: boolean) => `WITH cfg AS MATERIALIZED (SELECT ${claimSettings(asynchronous)})
     INSERT INTO ${t} AS cur
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
     SELECT $1, $2, 'in_progress', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
@@ -87,6 +96,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
         OR cur.fingerprint = excluded.fingerprint
         OR cur.expires_at <= excluded.updated_at - ${ABANDONED_INTERVAL})
     RETURNING cur.attempts > 1 AS takeover`;
+  const claim = claimStatement(false);
+  const claimBeforeTransaction = claimStatement(true);
   // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
   const blocking = `SELECT ${RECORD_COLUMNS},
       greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
@@ -129,7 +140,15 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
   return {
     name: 'postgres',
-    claim: (r) => query(claim, [r.scope, r.key, r.owner, r.jobId ?? null, r.fingerprint ?? null, r.leaseMs]),
+    claim: (r) =>
+      query(r.transactional ? claimBeforeTransaction : claim, [
+        r.scope,
+        r.key,
+        r.owner,
+        r.jobId ?? null,
+        r.fingerprint ?? null,
+        r.leaseMs,
+      ]),
     blocking: (scope, key, fingerprint) => query(blocking, [scope, key, fingerprint ?? null]),
     live: (scope, key) => query(live, [scope, key]),
     current: (scope, key) => query(current, [scope, key]),
