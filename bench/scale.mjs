@@ -2,8 +2,9 @@
 // what holding many locks costs (issue 15).
 // For each size N (default 10^3, 10^5 and 10^6 held locks), with N jobs waiting in queues no worker runs:
 // - bytes per job, from the server's `INFO memory` used_memory before and after adding N jobs: plain BullMQ, BullMQ
-//   native deduplication, a unique job on the fast path (lockLimit 1: a BullMQ deduplication key) and on the general
-//   path (lockLimit 2: the library's slot set), each with the same data ({ id: 'n123' });
+//   native deduplication, the floor BullMQ 6 sets for a unique job (native deduplication with its own job id and a
+//   128-bit deduplication id, see below), a unique job on the fast path (lockLimit 1: a BullMQ deduplication key) and
+//   on the general path (lockLimit 2: the library's slot set), each with the same data ({ id: 'n123' });
 // - the lock inspector's first page (`listLocks({}, { limit: 50 })`, as `unique-jobs locks list` and the admin page
 //   call it): time and how many locks it lists, and how many pages until one lists a lock (with --compare-inspector,
 //   the LockInspector of another build too, on the same held locks: a before/after of an inspector change);
@@ -17,6 +18,7 @@
 // bench/scale-results.json.
 import 'reflect-metadata';
 import { execSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
@@ -121,6 +123,10 @@ async function firstPage(Inspector, label) {
   const t0 = performance.now();
   const queues = await LockInspector.discoverQueues(inspectorClient);
   const discoveryMs = performance.now() - t0;
+  // What the CLI reads instead when the application recorded its queues (the registry under the prefix).
+  const r0 = performance.now();
+  const registered = await inspectorClient.smembers(`${prefix}:{queues}:known`);
+  const registryMs = performance.now() - r0;
   const inspector = new Inspector({ client: inspectorClient, prefix, queues });
   const times = [];
   let first;
@@ -146,6 +152,8 @@ async function firstPage(Inspector, label) {
     pagesToFirstLock: locks.length > 0 ? pages : `> ${pages}`,
     msToFirstLock: Math.round(median(times) + performance.now() - s),
     queueDiscoveryMs: Math.round(discoveryMs),
+    queueRegistryMs: Number(registryMs.toFixed(1)),
+    queuesRegistered: registered.length,
   };
   log(`inspector (${label}): ${JSON.stringify(figures)}`);
   return figures;
@@ -305,6 +313,29 @@ try {
     await obliterate(nativeQueue);
     await nativeQueue.close();
 
+    // The floor on BullMQ 6 for what a unique job needs, plain BullMQ only: its own job id (a duplicate is told apart
+    // by BullMQ answering with another job's id, which a counter id cannot show) of the library's length, and a
+    // deduplication id naming a digest at the shortest collision-safe size (128 bits: 22 base64url characters). BullMQ
+    // stores both in the job's `opts` JSON, which then passes Redis' hash-max-listpack-value (64 bytes): the job hash
+    // leaves the compact encoding whatever the library does.
+    const floorQueue = new Queue(q('floor'), { connection });
+    const tag = `u${randomBytes(9).toString('base64url')}`;
+    const floorId = (i) => `uj:${createHash('sha256').update(`n${i}`).digest().subarray(0, 16).toString('base64url')}`;
+    const floor = (i) => ({ ...job(i), opts: { jobId: `${tag}${i.toString(36)}`, deduplication: { id: floorId(i) } } });
+    filled = await fillMeasured(
+      'floor (native, own job id, 128-bit id)',
+      n,
+      (jobs) => floorQueue.addBulk(jobs),
+      floor,
+      {
+        queueName: q('floor'),
+        lockKeyOf: (i) => `bull:${q('floor')}:de:${floorId(i)}`,
+      },
+    );
+    size.memory.floor = filled.figures;
+    await obliterate(floorQueue);
+    await floorQueue.close();
+
     // General path: memory, inspector, enqueue ratio, then orphans and the reaper.
     const general = await uniqueApp('general');
     const generalLock = (id) =>
@@ -358,8 +389,9 @@ const rows = Object.entries(results.sizes).map(([n, s]) => ({
   'held locks': Number(n),
   'B/job plain': s.memory.plain.bytesPerJob,
   'B/job native dedup': s.memory.native.bytesPerJob,
-  'B/job unique fast': `${s.memory.fast.bytesPerJob} (×${ratioTo(s.memory.fast.bytesPerJob, s.memory.native.bytesPerJob)})`,
-  'B/job unique general': `${s.memory.general.bytesPerJob} (×${ratioTo(s.memory.general.bytesPerJob, s.memory.native.bytesPerJob)})`,
+  'B/job floor': s.memory.floor.bytesPerJob,
+  'B/job unique fast': `${s.memory.fast.bytesPerJob} (×${ratioTo(s.memory.fast.bytesPerJob, s.memory.native.bytesPerJob)} native, ×${ratioTo(s.memory.fast.bytesPerJob, s.memory.floor.bytesPerJob)} floor)`,
+  'B/job unique general': `${s.memory.general.bytesPerJob} (×${ratioTo(s.memory.general.bytesPerJob, s.memory.native.bytesPerJob)} native, ×${ratioTo(s.memory.general.bytesPerJob, s.memory.floor.bytesPerJob)} floor)`,
   ...Object.fromEntries(
     Object.keys(inspectors).flatMap((label) =>
       ['fast', 'general'].map((path) => {
