@@ -67,7 +67,8 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
   async retake({ job, digest }: LockedJob, whileLive = false): Promise<AcquireResult> {
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
     const prefix = bullKeys.queueKeyPrefix(job.queueQualifiedName);
-    const answer = await this.store.relockDeduplication(key, job.id!, this.lockTtl, prefix, whileLive);
+    const live = whileLive ? { token: job.token } : undefined;
+    const answer = await this.store.relockDeduplication(key, job.id!, this.lockTtl, prefix, live);
     if (answer !== 'other') return { acquired: true };
     return { acquired: false, holder: await this.store.peekDeduplication(key, prefix), retryAfter: 0 };
   }

@@ -8,19 +8,24 @@ export class LeaseKeeper {
   private lost = false;
   private stopped = false;
   /**
-   * When the last renewal that succeeded was sent (or, until one has, when the keeper was made, right after the lease
-   * was taken). The time its answer was read would not do: a renewal sent just before an event-loop stall is applied
+   * When the last renewal that succeeded was sent (or, until one has, when the command that took the lease was sent). The time its answer was read would not do: a renewal sent just before an event-loop stall is applied
    * at once, but its answer is read only after the stall, and would make a lease that ended during the stall look
    * renewed.
    */
-  private heldAt = Date.now();
+  private heldAt: number;
 
   constructor(
     /** Renews the lease once; `false` when the holder no longer holds it. */
     private readonly renewOnce: () => Promise<boolean>,
     private readonly leaseMs: number,
     private readonly report: { lost(): void; error(error: unknown): void },
+    /**
+     * When the command that took the lease was sent (ms; default now): its answer too can be read only after a stall
+     * (another job's CPU-bound handler in the same process).
+     */
+    takenAt = Date.now(),
   ) {
+    this.heldAt = takenAt;
     this.timer = setInterval(() => void this.renew(), Math.max(1, Math.floor(leaseMs / 3)));
     this.timer.unref();
   }

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { bullKeys } from '../redis/keys.js';
 import { runInOrder, type RedisScripts } from '../redis/redis-scripts.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
@@ -48,10 +49,17 @@ export class LockStore {
     return (await this.scripts.client.exists(jobKey)) === 1;
   }
 
-  /** Whether a job exists and BullMQ has not finished it (its hash has no `finishedOn`). */
-  async jobLive(jobKey: string): Promise<boolean> {
-    const [timestamp, finishedOn] = await this.scripts.client.hmget(jobKey, 'timestamp', 'finishedOn');
-    return timestamp !== null && finishedOn === null;
+  /**
+   * Whether a job exists, BullMQ has not finished it (its hash has no `finishedOn`) and no worker runs it but the one
+   * holding `token` (its `<job>:lock` is absent or holds that token).
+   */
+  async jobLive(qualifiedName: string, jobId: string, token: string | undefined): Promise<boolean> {
+    const [[, fields], [, runner]] = (await this.scripts.client
+      .multi()
+      .hmget(bullKeys.job(qualifiedName, jobId), 'timestamp', 'finishedOn')
+      .get(bullKeys.jobLock(qualifiedName, jobId))
+      .exec()) as [[unknown, (string | null)[]], [unknown, string | null]];
+    return fields[0] !== null && fields[1] === null && (runner === null || runner === token);
   }
 
   /** The options a job was stored with (its hash's `opts` field), or `undefined` when the job does not exist. */
@@ -87,20 +95,18 @@ export class LockStore {
 
   /**
    * Takes BullMQ's deduplication key back for `owner` unless another live job holds it: `'held'`, or `'other'`.
-   * `whileLive`: only while the owner job is there and not finished (`'ended'` otherwise: nothing taken).
+   * `whileLive`: only while the owner job is there, not finished and not run by another worker than the one holding
+   * `whileLive.token` (`'ended'` otherwise: nothing taken).
    */
   async relockDeduplication(
     key: string,
     owner: string,
     ttl: number | undefined,
     jobKeyPrefix: string,
-    whileLive = false,
+    whileLive?: { token: string | undefined },
   ): Promise<'held' | 'other' | 'ended'> {
-    const answer = await this.scripts.run(
-      'relockDeduplication',
-      [key],
-      [owner, ttl ?? 0, jobKeyPrefix, whileLive ? 1 : 0],
-    );
+    const live = whileLive ? [1, whileLive.token ?? ''] : [0, ''];
+    const answer = await this.scripts.run('relockDeduplication', [key], [owner, ttl ?? 0, jobKeyPrefix, ...live]);
     return answer === 1 ? 'held' : answer === 2 ? 'ended' : 'other';
   }
 }

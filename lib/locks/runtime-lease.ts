@@ -42,6 +42,7 @@ export class RuntimeLease {
     const deadline = Date.now() + lockTimeout;
     let wait = 25;
     for (;;) {
+      const sentAt = Date.now();
       const held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit);
       const left = deadline - Date.now();
       if (held.acquired) {
@@ -50,6 +51,7 @@ export class RuntimeLease {
           () => this.store.renew(this.key, this.owner, runtimeLockLease),
           runtimeLockLease,
           this.report,
+          sentAt,
         );
         return held;
       }

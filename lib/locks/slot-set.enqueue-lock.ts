@@ -101,12 +101,14 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   }
 
   async retake({ job, digest }: LockedJob, whileLive = false): Promise<AcquireResult> {
-    // A hold that outlives its job (an until_expired period, a lock across queues) is taken whatever the job became.
-    // Else nothing is taken for a job BullMQ finished meanwhile (see EnqueueLock.retake). The check is a read before
-    // the script (the lock and the job live in different slots on a Cluster): a job that ends between the two keeps
-    // the slot until its lease ends or the reaper finds it finished.
-    if (whileLive && !this.settings.outlivesJob) {
-      if (!(await this.store.jobLive(bullKeys.job(job.queueQualifiedName, job.id!)))) return { acquired: true };
+    // An until_expired period outlives its job: it is taken whatever the job became. Else (a lock across queues too:
+    // the job's own queue is known here) nothing is taken for a job BullMQ finished meanwhile (see
+    // EnqueueLock.retake). The check is a read before the script (the lock and the job live in different slots on a
+    // Cluster): a job that ends between the two keeps the slot until its lease ends or the reaper finds it finished.
+    if (whileLive && this.settings.lock !== 'until_expired') {
+      if (!(await this.store.jobLive(job.queueQualifiedName, job.id!, job.token))) {
+        return { acquired: true };
+      }
     }
     const lease = this.settings.lockTtl ?? this.settings.defaultLease;
     return this.acquire(job.queueQualifiedName, digest, job.id!, lease, true);

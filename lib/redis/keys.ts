@@ -159,6 +159,8 @@ export const bullKeys = {
   events: (qualifiedName: string): string => `${qualifiedName}:events`,
   /** A job's hash. */
   job: (qualifiedName: string, jobId: string): string => `${qualifiedName}:${jobId}`,
+  /** A job's lock while a worker runs it (value: that attempt's token). */
+  jobLock: (qualifiedName: string, jobId: string): string => `${qualifiedName}:${jobId}:lock`,
   /** The deduplication key holding a digest's fast-path enqueue lock. */
   deduplication: (qualifiedName: string, digest: string): string => `${qualifiedName}:de:${deduplicationId(digest)}`,
   /**

@@ -80,7 +80,7 @@ describe('unique-jobs locks', () => {
     expect((await app.service.enqueue(app.queue, 'job', { id: 'a' })).status).toBe('enqueued');
   });
 
-  it('inspects the queues the app recorded in the registry under its prefix, and scans when there is none', async () => {
+  it('scans for every queue by default; with --registered-queues reads the queues the app recorded instead', async () => {
     const app = await start();
     const job = await app.queue.add('job', { id: 'r' });
     // A queue the library never guarded, under the same BullMQ prefix (its meta key is what a scan finds).
@@ -93,24 +93,28 @@ describe('unique-jobs locks', () => {
     const registry = `${app.prefix}:{queues}:known`;
     expect(await redis.smembers(registry)).toEqual([`${bullPrefix()}:${app.queue.name}`]);
 
-    // The registry names the app's queue: no scan for BullMQ's meta keys, so the plain queue is not searched.
-    const listed = await runCliJson<Listing>(scoped(app, 'locks', 'list'));
-    expect(listed.code).toBe(0);
-    expect(listed.json.searched).toMatchObject({ queues: [app.queue.name] });
-    expect(listed.json.locks.map((lock) => lock.owners[0].jobId)).toEqual([job.id]);
-    // A --queue the registry does not name is looked for by a scan.
-    const other = await runCliJson<Listing>(scoped(app, 'locks', 'list', '--queue', plain.name));
-    expect(other.code).toBe(0);
-    expect(other.json.locks).toEqual([]);
-
-    // Without a registry (no process of this version ran under the prefix), every BullMQ queue is found by a scan.
-    await redis.del(registry);
+    // Default: every BullMQ queue found by a scan (the registry may miss a queue the app never guarded).
     const scanned = await runCliJson<Listing>(scoped(app, 'locks', 'list'));
     expect(scanned.code).toBe(0);
     expect((scanned.json.searched as { queues: string[] }).queues).toEqual(
       expect.arrayContaining([app.queue.name, plain.name]),
     );
     expect(scanned.json.locks.map((lock) => lock.owners[0].jobId)).toEqual([job.id]);
+    // --registered-queues: the registry only, no scan, so the plain queue is not searched.
+    const listed = await runCliJson<Listing>(scoped(app, 'locks', 'list', '--registered-queues'));
+    expect(listed.code).toBe(0);
+    expect(listed.json.searched).toMatchObject({ queues: [app.queue.name] });
+    expect(listed.json.locks.map((lock) => lock.owners[0].jobId)).toEqual([job.id]);
+    // A --queue the registry does not name is looked for by a scan.
+    const other = await runCliJson<Listing>(scoped(app, 'locks', 'list', '--registered-queues', '--queue', plain.name));
+    expect(other.code).toBe(0);
+    expect(other.json.locks).toEqual([]);
+    // Without a registry (no process of this version ran under the prefix), it scans.
+    await redis.del(registry);
+    const fallback = await runCliJson<Listing>(scoped(app, 'locks', 'list', '--registered-queues'));
+    expect((fallback.json.searched as { queues: string[] }).queues).toEqual(
+      expect.arrayContaining([app.queue.name, plain.name]),
+    );
   });
 
   it('shows and releases a general-path lock (lockLimit 2) with both owners', async () => {

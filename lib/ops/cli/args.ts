@@ -31,6 +31,7 @@ const OPTIONS = {
   'lock-ttl': { type: 'string' },
   'unique-across': { type: 'string' },
   'max-scans': { type: 'string' },
+  'registered-queues': { type: 'boolean' },
 } as const;
 
 /** The parsed command line. */
@@ -62,6 +63,7 @@ export interface CliArgs {
     'lock-ttl'?: string;
     'unique-across'?: string;
     'max-scans'?: string;
+    'registered-queues'?: boolean;
   };
 }
 

@@ -113,12 +113,15 @@ export class CliContext {
   }
 
   /**
-   * The queues under `--bull-prefix`, whatever `--queue` says: those the library's processes recorded in the registry
-   * under `--prefix` (one read), or, when none did (no process of this version ran there) or it is full, every BullMQ
-   * queue found by its `meta` key (a SCAN of the whole key space: seconds on a Redis holding millions of keys).
+   * The queues under `--bull-prefix`, whatever `--queue` says: every BullMQ queue found by its `meta` key (a SCAN of
+   * the whole key space: seconds on a Redis holding millions of keys). With `--registered-queues`, those the
+   * application's processes recorded under `--prefix` (one read), when there are any: quick, but a queue the
+   * application enqueues to without guarding it, or that only a process of an older version uses, is not there.
    */
   async discoveredQueues(): Promise<InspectedQueue[]> {
-    this.discovered ??= (await this.registeredQueues()) ?? (await this.scannedQueues());
+    if (this.discovered) return this.discovered;
+    const registered = this.args.values['registered-queues'] ? await this.registeredQueues() : undefined;
+    this.discovered = registered ?? (await this.scannedQueues());
     return this.discovered;
   }
 

@@ -43,6 +43,8 @@ Options
   --bull-prefix <p>     BullMQ's key prefix (default: bull)
   --max-scans <n>       when nothing is found: SCAN calls spent looking for other prefixes that hold
                         the library's keys (default 50, of 1000 keys each)
+  --registered-queues   look only in the queues the application recorded under --prefix (one read) instead
+                        of scanning the whole key space for BullMQ queues (seconds with millions of keys)
   --json                machine-readable output (errors as JSON on stderr)
   -h, --help            this help
 

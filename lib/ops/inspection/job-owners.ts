@@ -121,8 +121,8 @@ const STATE_PROBES: readonly { suffix: string; command: 'zscore' | 'lpos'; state
  */
 const LIST_PROBE_LENGTH = 10_000;
 
-/** The lists that can be longer than {@link LIST_PROBE_LENGTH} (the active list holds what workers run). */
-const LONG_LISTS = ['wait', 'paused'] as const;
+/** The lists whose length decides whether a job found nowhere may lie past the probe. */
+const LONG_LISTS = ['wait', 'paused', 'active'] as const;
 
 /** Whether a job in this state can hold this kind of lock (a run-time lock: running; an enqueue lock: not finished). */
 function fitsLock(storage: HeldLockStorage, state: string | undefined): boolean {

@@ -7,13 +7,15 @@
   ARGV[1] owner job id
   ARGV[2] ttl ms (0: none)
   ARGV[3] the queue's job key prefix (<queue prefix>:<queue>:)
-  ARGV[4] '1': only while the owner job is still there and BullMQ has not finished it (no `finishedOn`). A worker
-          re-takes the key for a job it ran; if that job was moved on first (a handler that moved it to delayed and
-          threw DelayedError) it may have run again elsewhere and ended before the re-take lands (a command that
-          waited out a reconnection): taking the key then would leave it held by a finished job.
+  ARGV[4] '1': only while the owner job is still there, BullMQ has not finished it (no `finishedOn`) and no other
+          worker runs it (its `<job>:lock` is absent or holds ARGV[5]). A worker re-takes the key for a job it ran; if
+          that job was moved on first (a handler that moved it to delayed and threw DelayedError) it may be running
+          again elsewhere, or have ended, before the re-take lands (a command that waited out a reconnection): taking
+          the key then would leave it held by a finished job, or by a running one that gave it up at its start.
+  ARGV[5] the attempt's BullMQ lock token (with ARGV[4])
 
-  Returns 1 when the job holds the key, 0 when another job does, 2 when (ARGV[4]) the owner job has ended or is gone:
-  nothing is taken.
+  Returns 1 when the job holds the key, 0 when another job does, 2 when (ARGV[4]) the owner job has ended, is gone or
+  runs elsewhere: nothing is taken.
 
   The holder's job hash (ARGV[3] .. holder) cannot be declared in KEYS: the holder is only known once the key is read.
   It shares KEYS[1]'s slot whenever the queue's keys do (BullMQ's own add script reads it the same way), which Redis
@@ -35,6 +37,10 @@ end
 if ARGV[4] == '1' then
   local job = redis.call('HMGET', ARGV[3] .. owner, 'timestamp', 'finishedOn')
   if not job[1] or job[2] then
+    return 2
+  end
+  local runner = redis.call('GET', ARGV[3] .. owner .. ':lock')
+  if runner and runner ~= ARGV[5] then
     return 2
   end
 end
