@@ -19,8 +19,10 @@ function stall(ms: number): void {
 describe('run-time lease under an event-loop stall at its acquire', () => {
   const redis = redisClient();
   const store = new LockStore(new RedisScripts(redis));
-  const key = `${uniqueName('rvlease')}:{v1:${'1'.repeat(64)}}:running`;
-  const warm = `${uniqueName('rvlease')}:{v1:${'2'.repeat(64)}}:running`;
+  const prefix = uniqueName('leasestall');
+  const key = `${prefix}:{v1:${'1'.repeat(64)}}:running`;
+  // Same hash tag: on a Cluster the same node, so its connection is open and the script cached there.
+  const warm = `${prefix}:{v1:${'1'.repeat(64)}}:queued`;
 
   afterAll(async () => {
     await deleteKeys(redis, [key, warm]);
@@ -28,7 +30,8 @@ describe('run-time lease under an event-loop stall at its acquire', () => {
   });
 
   it('reports lockLost when the lease ended during a stall between the acquire being sent and its answer read', async () => {
-    // Connected, and the script cached on the server: the acquire below is one EVALSHA written synchronously.
+    // Connected (to the key's node on a Cluster), and the script cached there: the acquire below is one EVALSHA
+    // written synchronously, before the stall.
     expect((await store.acquire(warm, 'x', 1000, 1)).acquired).toBe(true);
     const lost: string[] = [];
     const lease = new RuntimeLease(
