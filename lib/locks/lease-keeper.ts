@@ -8,9 +8,9 @@ export class LeaseKeeper {
   private lost = false;
   private stopped = false;
   /**
-   * When the last renewal that succeeded was sent (or, until one has, when the command that took the lease was sent). The time its answer was read would not do: a renewal sent just before an event-loop stall is applied
-   * at once, but its answer is read only after the stall, and would make a lease that ended during the stall look
-   * renewed.
+   * When the last renewal that succeeded was sent (or, until one has, when the command that took the lease was sent).
+   * The time its answer was read would not do: a renewal sent just before an event-loop stall is applied at once, but
+   * its answer is read only after the stall, and would make a lease that ended during the stall look renewed.
    */
   private heldAt: number;
 
@@ -44,9 +44,10 @@ export class LeaseKeeper {
 
   /**
    * Whether the lease has ended (by this process's clock): no renewal sent within the last lease succeeded. A holder
-   * whose handler returns right after an event-loop stall sees this before any renewal could tell it. (A renewal that
-   * waited in transit longer than a third of a lease, Redis away, can make this answer early by at most that wait:
-   * the next renewal sent after it corrects it.)
+   * whose handler returns right after an event-loop stall sees this before any renewal could tell it. It can answer
+   * early when renewals take longer than two thirds of a lease to be answered (Redis away or overloaded): each one
+   * extended the lease on the server after it was sent. A short `runtimeLockLease` on a slow link can then report a
+   * lease lost that the server still held.
    */
   get expired(): boolean {
     return Date.now() - this.heldAt > this.leaseMs;
