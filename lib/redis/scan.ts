@@ -29,8 +29,16 @@ export async function discoverQueues(
   prefix = 'bull',
   count = 1000,
 ): Promise<{ name: string; prefix: string }[]> {
+  return queuesUnderPrefix(await discoverQueueNames(client, count), prefix);
+}
+
+/** The queues among qualified names (`<prefix>:<queue>`) that live under a BullMQ prefix (queue names hold no `:`). */
+export function queuesUnderPrefix(
+  qualifiedNames: readonly string[],
+  prefix: string,
+): { name: string; prefix: string }[] {
   const start = `${prefix}:`;
-  return (await discoverQueueNames(client, count))
+  return qualifiedNames
     .filter((qualified) => qualified.startsWith(start))
     .map((qualified) => qualified.slice(start.length))
     .filter((name) => name !== '' && !name.includes(':'))

@@ -2,11 +2,14 @@
 // the stall is applied by Redis at once, but its answer is read only after the stall. That late answer must not make
 // the lease look renewed after the stall: the lease ended during it (a duplicate could take the lock), and the holder
 // reports it lost when it gives the lock back. (A flaky chaos run of lease-expiry.chaos.ts found this: the holder's
-// release then found the lock gone and reported nothing.)
+// release then found the lock gone and reported nothing.) The same holds for the acquire itself: its answer too can be
+// read after a stall (another job's CPU-bound handler in the same process), so a run-time lease counts from when the
+// acquire was sent (found by the session-9 review).
 import { setImmediate as nextMacrotask } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { LeaseKeeper } from '../../lib/locks/lease-keeper.js';
 import { LockStore } from '../../lib/locks/lock-store.js';
+import { RuntimeLease } from '../../lib/locks/runtime-lease.js';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
 import { deferred } from '../support/deferred.js';
 import { deleteKeys, redisClient, uniqueName } from '../support/redis.js';
@@ -21,13 +24,17 @@ function stall(ms: number): void {
   }
 }
 
-describe('LeaseKeeper under an event-loop stall', () => {
+describe('leases under an event-loop stall', () => {
   const redis = redisClient();
   const store = new LockStore(new RedisScripts(redis));
-  const key = `${uniqueName('ujlease')}:{v1:${'0'.repeat(64)}}:running`;
+  const prefix = uniqueName('ujlease');
+  const key = `${prefix}:{v1:${'0'.repeat(64)}}:running`;
+  const stalledKey = `${prefix}:{v1:${'1'.repeat(64)}}:running`;
+  // Same hash tag: on a Cluster the same node, so its connection is open and the script cached there.
+  const warm = `${prefix}:{v1:${'1'.repeat(64)}}:queued`;
 
   afterAll(async () => {
-    await deleteKeys(redis, [key]);
+    await deleteKeys(redis, [key, stalledKey, warm]);
     await redis.quit();
   });
 
@@ -55,5 +62,27 @@ describe('LeaseKeeper under an event-loop stall', () => {
     } finally {
       keeper.stop();
     }
+  });
+
+  it('reports lockLost when the lease ended during a stall between the acquire being sent and its answer read', async () => {
+    // Connected (to the key's node on a Cluster), and the script cached there: the acquire below is one EVALSHA
+    // written synchronously, before the stall.
+    expect((await store.acquire(warm, 'x', 1000, 1)).acquired).toBe(true);
+    const lost: string[] = [];
+    const lease = new RuntimeLease(
+      store,
+      stalledKey,
+      'holder',
+      { lockTimeout: 0, runtimeLockLease: LEASE_MS, lockLimit: 1 },
+      { lost: () => void lost.push('lost'), error: (error) => void lost.push(String(error)) },
+    );
+    const taking = lease.take(); // EVALSHA written now, applied by Redis at once
+    stall(LEASE_MS + 200); // e.g. another job's CPU-bound handler (worker concurrency > 1)
+    expect((await taking).acquired).toBe(true);
+    // The holder's lease really ended during the stall: a duplicate takes the lock (limit 1).
+    expect((await store.acquire(stalledKey, 'duplicate', LEASE_MS, 1)).acquired).toBe(true);
+    // The holder's short handler returns and gives the lock back: it ran concurrently with the duplicate's slot.
+    expect(await lease.release()).toBe(false);
+    expect(lost).toEqual(['lost']);
   });
 });

@@ -2,6 +2,7 @@ import { Cluster, Redis } from 'ioredis';
 import { LockInspector } from '../inspection/lock-inspector.js';
 import { UniqueJobsKeys } from '../../redis/keys.js';
 import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
+import { queuesUnderPrefix } from '../../redis/scan.js';
 import type { InspectedQueue } from '../inspection/lock-inspection.interface.js';
 import { DEFAULT_PREFIX } from '../../options/defaults.js';
 import { DEFAULT_SURVEY_SCANS, surveyKeys } from '../inspection/key-survey.js';
@@ -129,12 +130,7 @@ export class CliContext {
   private async registeredQueues(): Promise<InspectedQueue[] | undefined> {
     const names = await QueueRegistry.read(await this.redis(), new UniqueJobsKeys(this.prefix));
     if (names.length >= QUEUE_REGISTRY_LIMIT) return undefined;
-    const start = `${this.bullPrefix}:`;
-    const queues = names
-      .filter((qualified) => qualified.startsWith(start))
-      .map((qualified) => qualified.slice(start.length))
-      .filter((name) => name !== '' && !name.includes(':'))
-      .map((name) => ({ name, prefix: this.bullPrefix }));
+    const queues = queuesUnderPrefix(names, this.bullPrefix);
     return queues.length > 0 ? queues : undefined;
   }
 

@@ -82,8 +82,8 @@ export class JobOwners {
     const [name, timestamp, deid, opts, data] = hash;
     if (name === null && timestamp === null) return undefined;
     const stateIndex = found.findIndex((value) => value !== null);
-    // In no state set, and not within the probed part of a waiting list longer than the probe: by elimination of
-    // BullMQ's other states, waiting.
+    // In no state set, and not within the probed part of a list longer than the probe: by elimination of BullMQ's
+    // other states, waiting.
     const jobState = stateIndex !== -1 ? STATE_PROBES[stateIndex].state : longLists ? 'waiting' : 'unknown';
     return {
       carriesDigest:
