@@ -99,6 +99,14 @@ const enqueueVariants = {
 };
 
 const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
+// `--variant=<text>`: only the variants whose name contains it (and the baseline), e.g. to profile one path.
+const pick = process.argv.find((arg) => arg.startsWith('--variant='))?.slice('--variant='.length);
+const picked = (variants, baseline) => {
+  for (const name of Object.keys(variants))
+    if (pick && name !== baseline && !name.includes(pick)) delete variants[name];
+  return variants;
+};
+picked(enqueueVariants, 'plain queue.add');
 const results = { machine: { quick, rounds: ROUNDS }, enqueue: {}, worker: {} };
 for (const inFlight of only === undefined || only === 'enqueue' ? [1, 32] : []) {
   const rounds = Object.fromEntries(Object.keys(enqueueVariants).map((k) => [k, []]));
@@ -111,12 +119,14 @@ for (const inFlight of only === undefined || only === 'enqueue' ? [1, 32] : []) 
   results.enqueue[inFlight] = summarize(rounds, 'plain queue.add');
   // The new-digest target is against native deduplication; what BullMQ 6 allows is the floor: both, round by round.
   const newDigests = 'unique queue.add, new digests';
+  const floorName = 'floor: native deduplication + own job id';
+  if (![newDigests, floorName, 'BullMQ native deduplication'].every((name) => name in rounds)) continue;
   const against = (baseline, name) => summarize(rounds, baseline)[name].ratio;
   results.newDigests ??= {};
   results.newDigests[inFlight] = {
     'unique / native': against('BullMQ native deduplication', newDigests),
-    'unique / floor': against('floor: native deduplication + own job id', newDigests),
-    'floor / native': against('BullMQ native deduplication', 'floor: native deduplication + own job id'),
+    'unique / floor': against(floorName, newDigests),
+    'floor / native': against('BullMQ native deduplication', floorName),
   };
 }
 await enqueueApp.close();
@@ -179,6 +189,7 @@ const workerVariants = {
   },
   'hand-written SQL (BEGIN, INSERT … ON CONFLICT, effect, COMMIT)': { handmade: true },
 };
+picked(workerVariants, 'plain worker');
 for (const concurrency of only === undefined || only === 'worker' ? [1, 16] : []) {
   const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {

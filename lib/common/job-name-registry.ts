@@ -53,6 +53,13 @@ export class JobNameRegistry<T extends JobNameScoped> {
     return this.byQueue.size;
   }
 
+  /** Every entry added for the queue. */
+  entries(queue: string): T[] {
+    const slot = this.byQueue.get(queue);
+    if (!slot) return [];
+    return [...new Set([...slot.named.values(), ...(slot.any ? [slot.any] : [])].map((entry) => entry.resolved))];
+  }
+
   /** Whether any entry was added for the queue. */
   hasQueue(queue: string): boolean {
     return this.byQueue.has(queue);

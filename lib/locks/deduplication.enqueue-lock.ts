@@ -89,8 +89,11 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     await this.store.retimeDeduplication(key, job.id!, this.lockTtl + runInMs);
   }
 
-  async forget(): Promise<void> {
-    // BullMQ deletes the key with the job it belongs to.
+  /** BullMQ deletes the key with the job it belongs to. */
+  readonly removedWithJob = true;
+
+  forget(): Promise<boolean> {
+    return Promise.resolve(false); // BullMQ deleted the key with the job
   }
 
   holder(queue: Queue, digest: string): Promise<string | undefined> {

@@ -66,8 +66,13 @@ export interface EnqueueLock {
    * `runInMs`: how far the run time now is.
    */
   retime(locked: LockedJob, runInMs: number): Promise<void>;
-  /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it). */
-  forget(queue: Queue, digest: string, holderId: string): Promise<void>;
+  /**
+   * Whether BullMQ deletes the lock itself when its job is removed (a deduplication key, deleted by BullMQ's removal
+   * scripts); otherwise a removed holder's hold outlives it until {@link forget} (or the orphan reaper).
+   */
+  readonly removedWithJob: boolean;
+  /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it); `true` if it held one. */
+  forget(queue: Queue, digest: string, holderId: string): Promise<boolean>;
   /** The job holding the lock of `digest` in `queue` now, or `undefined` when it is free. */
   holder(queue: Queue, digest: string): Promise<string | undefined>;
   /** Every job holding the lock of `digest` in `queue` now (at most `lockLimit`; none when it is free). */

@@ -30,6 +30,15 @@ export function markedDigest(opts: object | undefined): string | undefined {
   return typeof marker?.digest === 'string' ? marker.digest : undefined;
 }
 
+/** The digest a job hash's raw `opts` field names; `undefined` when it is missing, not JSON or has no marker. */
+export function markedDigestIn(rawOpts: string | null): string | undefined {
+  try {
+    return rawOpts === null ? undefined : markedDigest(JSON.parse(rawOpts) as object);
+  } catch {
+    return undefined;
+  }
+}
+
 /** How long a slot is given for its job to be added before a holder whose job is missing counts as stale. */
 const STALE_GRACE_MS = 15_000;
 
@@ -127,8 +136,10 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     await this.store.renew(this.key(digest), job.id!, (lockTtl ?? defaultLease) + runInMs); // only a slot it holds
   }
 
-  async forget(_queue: Queue, digest: string, holderId: string): Promise<void> {
-    await this.store.release(this.key(digest), holderId);
+  readonly removedWithJob = false;
+
+  forget(_queue: Queue, digest: string, holderId: string): Promise<boolean> {
+    return this.store.release(this.key(digest), holderId);
   }
 
   async holder(queue: Queue, digest: string): Promise<string | undefined> {

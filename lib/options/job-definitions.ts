@@ -103,6 +103,16 @@ export class JobDefinitions {
     return this.registry.find(queue, name);
   }
 
+  /**
+   * Whether a job of the queue can hold an enqueue lock that outlives the job's removal unless the library releases it
+   * (a slot set; an `until_expired` period is meant to outlive its job, and a deduplication key BullMQ deletes itself).
+   */
+  holdsPastRemoval(queue: string): boolean {
+    return this.registry
+      .entries(queue)
+      .some((definition) => definition.enqueueLock?.removedWithJob === false && !definition.lock.outlivesJob);
+  }
+
   /** Whether any options were registered for the queue. */
   hasQueue(queue: string): boolean {
     return this.registry.hasQueue(queue);

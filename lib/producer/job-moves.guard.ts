@@ -1,4 +1,4 @@
-import { Job, type MinimalQueue } from 'bullmq';
+import { Job, type MinimalQueue, type Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import { DuplicateJobError } from '../errors/duplicate-job.error.js';
@@ -6,6 +6,7 @@ import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedDigest } from '../locks/locked-digest.js';
+import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys } from '../redis/keys.js';
 
@@ -21,6 +22,8 @@ interface MovingBackend {
   changeDelay(jobId: string, delay: number): Promise<void>;
   /** `job.promote()`. */
   promote(jobId: string): Promise<void>;
+  /** `job.remove()`, `queue.remove(id)`: 1 when the job was removed, 0 when it is locked by a worker. */
+  remove(jobId: string, removeChildren: boolean): Promise<number>;
 }
 
 /** A queue or a worker: where the jobs it retries live. */
@@ -37,6 +40,8 @@ const GUARDED = new WeakSet<object>();
  * - `queue.retryJobs()`: BullMQ moves many jobs in one script; right after it, each unique job it moved (read from
  *   BullMQ's event stream) takes its lock back. One whose digest another job took meanwhile meets that job when it
  *   starts (the conflict strategy), as does a job brought back by a process or dashboard without the library.
+ * And a job removed (`job.remove()`, `queue.remove(id)`) gives back a slot-set enqueue lock at once, which would
+ * otherwise outlive it until the orphan reaper's next pass (BullMQ deletes a deduplication key itself).
  */
 export class JobMovesGuard {
   constructor(
@@ -68,6 +73,17 @@ export class JobMovesGuard {
       await promote(jobId);
       await this.retime(owner, jobId, 0);
     };
+    if (typeof backend.remove === 'function') {
+      const remove = backend.remove.bind(backend);
+      backend.remove = async (jobId, removeChildren) => {
+        if (!this.enabled || !this.definitions.holdsPastRemoval(owner.name)) return remove(jobId, removeChildren);
+        // Read before: the job's name and options (its lock's digest) are gone with it.
+        const [name, opts] = await this.client.hmget(bullKeys.job(owner.qualifiedName, jobId), 'name', 'opts');
+        const removed = await remove(jobId, removeChildren);
+        if (removed === 1 && name !== null) await this.forget(owner, jobId, name, opts);
+        return removed;
+      };
+    }
     backend.retryFinishedJob = async (job, state, opts) => {
       // A job not in `state` is BullMQ's to refuse, before any lock is taken.
       if (this.guards(job) && (await job.getState()) === state) await this.relock(job, true);
@@ -97,6 +113,25 @@ export class JobMovesGuard {
     const digest = job && lockedDigest(job);
     if (!job || !definition?.enqueueLock || digest === undefined) return;
     await definition.enqueueLock.retime({ job, digest }, runInMs);
+  }
+
+  /**
+   * Gives back the slot-set lock of a job just removed. A failure is logged, not thrown: the job is removed, and the
+   * orphan reaper frees what is left.
+   */
+  private async forget(owner: MovingOwner, jobId: string, name: string, opts: string | null): Promise<void> {
+    const definition = this.definitions.find(owner.name, name);
+    const lock = definition?.enqueueLock;
+    const digest = markedDigestIn(opts);
+    if (!definition || !lock || lock.removedWithJob || definition.lock.outlivesJob || digest === undefined) return;
+    try {
+      if (!(await lock.forget(owner as unknown as Queue, digest, jobId))) return;
+      this.events.emit({ type: 'unlocked', lock: 'enqueue', queue: owner.name, jobName: name, digest, jobId });
+    } catch (error) {
+      this.logger.warn(
+        `Job ${jobId} (queue "${owner.name}") was removed, but its enqueue lock ${digest} could not be released (${error instanceof Error ? error.message : String(error)}): the orphan reaper releases it`,
+      );
+    }
   }
 
   /** Whether the job has an enqueue lock of this application's. */

@@ -31,6 +31,8 @@ export class ModelViolation extends Error {
 interface StepOptions {
   /** The step removes jobs by hand: jobs gone after it count as removed (the general path keeps their slots). */
   removing?: boolean;
+  /** Jobs removed in the step give their general-path slots back at once (`job.remove()` through a guarded queue). */
+  releasing?: boolean;
   /** Checks that need the settled states (e.g. a refused retry left the job where it was). */
   after?: () => Violation[];
 }
@@ -48,6 +50,7 @@ export async function step(m: Model, label: string, act: () => Promise<string>, 
     .trim();
   STATS.byKind.set(kind, (STATS.byKind.get(kind) ?? 0) + 1);
   m.removing = options.removing ?? false;
+  m.releasing = options.releasing ?? false;
   let outcome: string;
   try {
     outcome = await act();
@@ -479,7 +482,7 @@ class RemoveCommand extends JobCommand {
         await (await this.bullJob(m, job.id)).remove();
         return 'removed';
       },
-      { removing: true },
+      { removing: true, releasing: true },
     );
   }
   toString(): string {

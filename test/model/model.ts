@@ -21,7 +21,10 @@ export interface ModelJob {
   started: number;
   /** How it went away, once it did: removed by a command, replaced (strategy `replace`), or removed by BullMQ. */
   gone?: 'removed' | 'replaced' | 'auto';
-  /** For a job removed by hand on the general path: the reaper has run since (the documented gap is over). */
+  /**
+   * For a job removed by hand on the general path: its slot was given back since (the documented gap is over): the
+   * reaper ran, or it was removed one by one through the guarded queue (`job.remove()` releases at once).
+   */
   reapedSinceGone?: boolean;
   /** Its last attempt ended with its handler moving it back (moveToDelayed + DelayedError): see DOCUMENTED_GAPS. */
   movedByHandler?: boolean;
@@ -41,6 +44,8 @@ export class Model {
   step = 0;
   /** The step removed jobs by hand (remove, drain, clean, obliterate): jobs gone in it count as removed. */
   removing = false;
+  /** The step removed jobs one by one through the guarded queue: their slots are given back in the same call. */
+  releasing = false;
   private tagNo = 0;
   /** Events of `system.events` already read. */
   eventsRead = 0;
@@ -153,6 +158,7 @@ export class Model {
       if (!seen) continue;
       if (seen.state === 'unknown' && !job.gone) {
         job.gone = replaced.has(job.id) ? 'replaced' : this.removing ? 'removed' : 'auto';
+        if (job.gone === 'removed' && this.releasing) job.reapedSinceGone = true;
       }
       job.state = seen.state;
       job.started = seen.started;

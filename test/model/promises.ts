@@ -47,10 +47,10 @@ export const PROMISES: Readonly<Record<LockType, LockPromise>> = {
 /** The gaps the docs admit, each one a place where a lock may outlive what the table above says. */
 export const DOCUMENTED_GAPS = {
   /**
-   * "A job removed by hand (job.remove, queue.remove, clean, drain, obliterate) keeps its general-path slot until that
-   * lease ends, or until the orphan reaper releases it; the fast path has no such gap." So on the general path a removed
-   * job may still be a holder until the next reaper run. (Invariant 4 still wants a duplicate to name a job that
-   * exists.)
+   * "A job removed in bulk (clean, drain, obliterate) or behind the library's back keeps its general-path slot until
+   * that lease ends, or until the orphan reaper releases it; one removed through a guarded queue (job.remove,
+   * queue.remove) gives it back at once; the fast path has no such gap." So on the general path a job removed in bulk
+   * may still be a holder until the next reaper run. (Invariant 4 still wants a duplicate to name a job that exists.)
    */
   removedJobKeepsGeneralPathSlotUntilReaped: true,
   /**

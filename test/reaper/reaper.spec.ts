@@ -13,7 +13,17 @@ import {
 } from '../../lib/index.js';
 import { startApp, type TestApp, type TestAppOptions } from '../support/app.js';
 import { deferred } from '../support/deferred.js';
-import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey, runningKey } from '../support/locks.js';
+import {
+  byId,
+  dedupKey,
+  digestOf,
+  enqueuedJob,
+  expiringKey,
+  owners,
+  queuedKey,
+  runningKey,
+  removeUnguarded,
+} from '../support/locks.js';
 import { bullOptions, bullPrefix, redisClient, redisOptions, scanKeys, uniqueName } from '../support/redis.js';
 
 describe('the orphan reaper', () => {
@@ -87,12 +97,12 @@ describe('the orphan reaper', () => {
   describe('general-path enqueue locks', () => {
     const unique = { lock: 'until_executed' as const, lockArgs: byId, lockLimit: 2 };
 
-    it('frees the slot of a job removed with job.remove / queue.clean / drain / obliterate', async () => {
+    it('frees the slot of a job removed behind the library’s back, or with queue.clean / drain / obliterate', async () => {
       const a = await start({ unique });
       const keyOf = (id: string) => queuedKey(a.prefix, digestOf(a, 'sync', { id }));
       const removed = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'r' }));
       const kept = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'r' }));
-      await removed.remove();
+      await removeUnguarded(a.queue.name, removed.id!);
       await reaperOf(a).run();
       expect(await owners(redis, keyOf('r'))).toEqual([kept.id]);
 
@@ -220,7 +230,7 @@ describe('the orphan reaper', () => {
   it('a dry run reports what it would release and changes nothing', async () => {
     const a = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 } });
     const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'dry' }));
-    await job.remove();
+    await removeUnguarded(a.queue.name, job.id!);
     const key = queuedKey(a.prefix, digestOf(a, 'sync', { id: 'dry' }));
 
     const report = await reaperOf(a).run({ dryRun: true });
@@ -354,7 +364,7 @@ describe('the orphan reaper', () => {
         filter((event): event is Extract<UniqueJobEvent, { type: 'reaped' }> => event.type === 'reaped'),
       ),
     );
-    await job.remove();
+    await removeUnguarded(a.queue.name, job.id!);
     expect(await reaped).toMatchObject({ kind: 'enqueueLock', jobId: job.id, reason: 'job gone' });
     const onDemand = await reaperOf(a).run();
     expect(reaperOf(a).lastReport).toBe(onDemand);

@@ -1,9 +1,9 @@
-import type { Job } from 'bullmq';
+import { Queue, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { EnqueueResult } from '../../lib/index.js';
 import { deduplicationId } from '../../lib/redis/keys.js';
 import type { TestApp } from './app.js';
-import { bullPrefix } from './redis.js';
+import { bullOptions, bullPrefix } from './redis.js';
 
 /** The lock arguments of most test jobs: their `id`. */
 export const byId = (data: { id: string }) => data.id;
@@ -59,4 +59,17 @@ export function asDuplicate<R extends { status: string }>(result: R): Extract<R,
 /** The job of an `enqueued` result (fails the test on a duplicate). */
 export function enqueuedJob(result: EnqueueResult): Job {
   return asEnqueued(result).job as Job;
+}
+
+/**
+ * Removes a job through a Queue the application did not register: behind the library's back, so a general-path slot
+ * stays (a job removed through a guarded queue gives its slot back itself: test/locks/guarded-removal.spec.ts).
+ */
+export async function removeUnguarded(queueName: string, jobId: string): Promise<void> {
+  const plain = new Queue(queueName, bullOptions());
+  try {
+    if ((await plain.remove(jobId)) !== 1) throw new Error(`job ${jobId} of ${queueName} was not removed`);
+  } finally {
+    await plain.close();
+  }
 }

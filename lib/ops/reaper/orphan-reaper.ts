@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { LockStore } from '../../locks/lock-store.js';
-import { markedDigest } from '../../locks/slot-set.enqueue-lock.js';
+import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
 import { bullKeys, KEY_SUFFIX, parseOwnKey, UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import { connectedScanNodes, discoverQueueNames, escapeGlob } from '../../redis/scan.js';
@@ -276,7 +276,7 @@ export class OrphanReaper {
   private async jobStatus(jobKey: string, digest?: string): Promise<JobStatus> {
     const [timestamp, finishedOn, opts] = await this.deps.client.hmget(jobKey, 'timestamp', 'finishedOn', 'opts');
     if (timestamp === null) return 'gone';
-    if (digest !== undefined && markedDigest(parseOptions(opts)) !== digest) return 'another';
+    if (digest !== undefined && markedDigestIn(opts) !== digest) return 'another';
     return finishedOn === null ? 'live' : 'finished';
   }
 
@@ -309,13 +309,4 @@ function countOf(kind: ReapedItem['kind']): keyof Omit<ReapReport['reaped'], 'sq
 function uniqueQueues(queues: readonly ReaperQueue[]): ReaperQueue[] {
   const byKey = new Map(queues.map((queue) => [bullKeys.qualifiedName(queue.prefix, queue.name), queue]));
   return [...byKey.values()];
-}
-
-/** A job hash's `opts` field, parsed; `undefined` when it is missing or not JSON. */
-function parseOptions(opts: string | null): object | undefined {
-  try {
-    return opts === null ? undefined : (JSON.parse(opts) as object);
-  } catch {
-    return undefined;
-  }
 }

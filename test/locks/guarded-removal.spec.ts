@@ -1,0 +1,91 @@
+// A job removed through a guarded queue (`job.remove()`, `queue.remove(id)`) gives its slot-set enqueue lock back at
+// once. Before, the slot outlived the job until the orphan reaper's pass reached it: at a million held locks, about 90
+// reaper intervals (issue 15), and a lock unique across queues refused every new job of its digest meanwhile.
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from '@jest/globals';
+import { Worker } from 'bullmq';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { bullOptions } from '../support/redis.js';
+import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey } from '../support/locks.js';
+
+describe('removing a job through a guarded queue', () => {
+  const { redis, start, onCleanup } = useApps('removal');
+
+  it('lockLimit 2 (slot set): queue.remove(id) releases the job’s slot and reports it', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const events = new EventLog(app);
+    const first = await app.queue.add('sync', { id: 'r1' });
+    const second = await app.queue.add('sync', { id: 'r1' });
+    const key = queuedKey(app.prefix, digestOf(app, 'sync', { id: 'r1' }));
+    expect((await owners(redis, key)).sort()).toEqual([first.id, second.id].sort());
+
+    expect(await app.queue.remove(first.id!)).toBe(1);
+    expect(await owners(redis, key)).toEqual([second.id]);
+    expect(events.of('unlocked')).toEqual([
+      expect.objectContaining({ lock: 'enqueue', jobId: first.id, queue: app.queue.name, jobName: 'sync' }),
+    ]);
+    // The freed slot takes a new job at once.
+    const third = await app.queue.add('sync', { id: 'r1' });
+    expect(third.id).not.toBe(second.id);
+    expect((await owners(redis, key)).sort()).toEqual([second.id, third.id].sort());
+  });
+
+  it('unique across queues: job.remove() frees the digest for the next job (it was refused until the reaper ran)', async () => {
+    const unique = { lock: 'until_executed', lockArgs: byId, uniqueAcross: 'queues' } as const;
+    const app = await start({ unique, paused: true });
+    const job = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: 'x1' }));
+    expect(await app.service.enqueue(app.queue, 'sync', { id: 'x1' })).toMatchObject({ status: 'duplicate' });
+
+    await (await app.queue.getJob(job.id!))!.remove();
+    const next = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: 'x1' }));
+    expect(next.id).not.toBe(job.id);
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'x1' })))).toEqual([next.id]);
+  });
+
+  it('until_expired: the period outlives the removed job, as it outlives a run', async () => {
+    const app = await start({ unique: { lock: 'until_expired', lockArgs: byId, lockTtl: 60_000 }, paused: true });
+    const job = await app.queue.add('sync', { id: 'e1' });
+    await app.queue.remove(job.id!);
+    expect(await owners(redis, expiringKey(app.prefix, digestOf(app, 'sync', { id: 'e1' })))).toEqual([job.id]);
+    expect(await app.service.enqueue(app.queue, 'sync', { id: 'e1' })).toMatchObject({ status: 'duplicate' });
+  });
+
+  it('a job a worker holds is not removed (BullMQ answers 0) and keeps its slot', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const job = await app.queue.add('sync', { id: 'a1' });
+    const worker = new Worker(app.queue.name, null, { ...bullOptions(), autorun: false });
+    onCleanup(() => worker.close(true));
+    const active = await worker.getNextJob(randomUUID());
+    expect(active?.id).toBe(job.id);
+
+    expect(await app.queue.remove(job.id!)).toBe(0);
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'a1' })))).toEqual([job.id]);
+  });
+
+  it('fast path: BullMQ deletes the deduplication key with the job; the guard reads nothing', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId }, paused: true });
+    const job = await app.queue.add('sync', { id: 'f1' });
+    const key = dedupKey(app.queue.name, digestOf(app, 'sync', { id: 'f1' }));
+    expect(await redis.get(key)).toBe(job.id);
+    const monitor = await redis.monitor();
+    const seen: string[] = [];
+    const sentinel = `removal-done-${randomUUID()}`;
+    const sentinelSeen = new Promise<void>((resolve) =>
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        seen.push(args.join(' '));
+        if (args.includes(sentinel)) resolve();
+      }),
+    );
+    try {
+      await app.queue.remove(job.id!);
+      await redis.echo(sentinel); // every command sent before it has reached the monitor once it shows
+      await sentinelSeen;
+    } finally {
+      monitor.disconnect();
+    }
+    expect(await redis.exists(key)).toBe(0);
+    // BullMQ's own removal script reads the job's hash too; the guard's read would ask for its name and options.
+    expect(seen.filter((command) => /^hmget .* name opts$/i.test(command))).toEqual([]);
+  });
+});
