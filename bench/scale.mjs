@@ -11,6 +11,8 @@
 // - the orphan reaper: a few general-path jobs are removed behind the library's back (a plain BullMQ Queue), then
 //   reaper runs (each run is what one `reaper.interval` does) until their locks are released: Redis CPU per run
 //   (`INFO cpu`, server-wide), the library connection's commands and SCAN calls per run, runs until released;
+// - jobs removed through the guarded queue (`queue.remove(id)`): how many of their general-path slots are free when the
+//   call returns (no reaper run), and the library connection's commands per removal;
 // - the enqueue ratio: a unique `queue.add` (new digests, through the library) against a plain `queue.add`, interleaved
 //   rounds with the N jobs held, the median ratio.
 // The run works in a logical database of its own (--db, default 9) under names of its own, so its millions of keys
@@ -212,6 +214,24 @@ async function reap(app, orphans, held) {
 }
 
 /**
+ * Jobs removed through the guarded queue (`queue.remove(id)`): their general-path slots must be free when the call
+ * returns, with no reaper run. Counts the library connection's commands per removal.
+ */
+async function removeGuarded(queue, jobs) {
+  takeCommands(LIBRARY_CLIENT);
+  for (const { jobId } of jobs) if ((await queue.remove(jobId)) !== 1) throw new Error(`scale bench: ${jobId} kept`);
+  const commands = sum(takeCommands(LIBRARY_CLIENT));
+  const held = await Promise.all(jobs.map(({ key, jobId }) => redis.zscore(key, jobId)));
+  const figures = {
+    removed: jobs.length,
+    releasedAtOnce: held.filter((score) => score === null).length,
+    libraryCommandsPerRemoval: Number((commands / jobs.length).toFixed(2)),
+  };
+  log(`guarded removal: ${JSON.stringify(figures)}`);
+  return figures;
+}
+
+/**
  * Unique `queue.add` (new digests) against plain `queue.add`, interleaved rounds at 1 and 32 in flight. The jobs a
  * batch added are removed after it (with their general-path locks), so every batch runs with the same N held.
  */
@@ -342,10 +362,11 @@ try {
       lockKey({ queue: general.name, name: 'j', lockArgs: id, picked: true, prefix, lockLimit: 2 });
     const generalKey = (i) => generalLock(`n${i}`);
     const orphanIndexes = Array.from({ length: ORPHANS }, (_, k) => Math.floor(((k + 0.5) * n) / ORPHANS));
+    const guardedIndexes = orphanIndexes.map((i) => i + 1);
     filled = await fillMeasured('unique, general path', n, (jobs) => general.queue.addBulk(jobs), job, {
       queueName: general.name,
       lockKeyOf: generalKey,
-      keep: orphanIndexes,
+      keep: [...orphanIndexes, ...guardedIndexes],
       inFlight: 16,
     });
     size.memory.general = filled.figures;
@@ -359,6 +380,10 @@ try {
     }
     await rawGeneral.close();
     size.reaperGeneral = await reap(general.app, orphans, n);
+    size.guardedRemoval = await removeGuarded(
+      general.queue,
+      guardedIndexes.map((i) => ({ key: generalKey(i), jobId: filled.kept.get(i) })),
+    );
     await obliterate(general.queue);
     await general.app.close();
 
@@ -404,6 +429,7 @@ const rows = Object.entries(results.sizes).map(([n, s]) => ({
   'reaper Redis ms/run': `${s.reaperGeneral.redisCpuMsPerRun} (fast ${s.reaperFast.redisCpuMsPerRun})`,
   'SCAN/run': s.reaperGeneral.scansPerRun,
   'runs to release': s.reaperGeneral.runsToReleaseAll,
+  'guarded remove: released at once': `${s.guardedRemoval.releasedAtOnce}/${s.guardedRemoval.removed} (${s.guardedRemoval.libraryCommandsPerRemoval} library cmds)`,
   'runs/pass': `${s.reaperGeneral.runsPerPass} (fast ${s.reaperFast.runsPerPass})`,
   'ratio @1': `${s.ratioFast[1].ratio} (general ${s.ratioGeneral[1].ratio})`,
   'ratio @32': `${s.ratioFast[32].ratio} (general ${s.ratioGeneral[32].ratio})`,
