@@ -178,6 +178,8 @@ const key = (job) => job.data.id;
 const workerVariants = {
   'plain worker': {},
   'plain worker + 1 round trip (floor)': { roundTrip: true },
+  // What BullMQ 6 costs for the jobs a unique job must be (its own id, a deduplication id), with no library code.
+  'plain worker, jobs with own id + deduplication id (floor of until_executed)': { floorJobs: true },
   until_executed: { unique: { lock: 'until_executed', lockArgs: (d) => d.id } },
   while_executing: { unique: { lock: 'while_executing', lockArgs: (d) => d.id } },
   '@IdempotencyKey, Redis store': { idempotency: { key } },
@@ -236,7 +238,15 @@ async function measureWorker(label, variant, concurrency) {
   const app = await NestFactory.createApplicationContext(WorkerApp, { logger: false });
   const queue = app.get(getQueueToken(queueName));
   for (let i = 0; i < n; i += 500) {
-    await queue.addBulk(Array.from({ length: Math.min(500, n - i) }, (_, k) => ({ name: 'w', data: { id: i + k } })));
+    await queue.addBulk(
+      Array.from({ length: Math.min(500, n - i) }, (_, k) => ({
+        name: 'w',
+        data: { id: i + k },
+        ...(variant.floorJobs
+          ? { opts: { jobId: `${floorTag}w${i + k}`, deduplication: { id: floorDedupId(i + k) } } }
+          : {}),
+      })),
+    );
   }
   const worker = app.get(Bench).worker;
   worker.concurrency = concurrency;
