@@ -144,7 +144,7 @@ function processorFor(queueName, { unique, idempotency, roundTrip, effect, handm
     async process(job) {
       if (roundTrip) await floorClient.set(`${queueName}:floor:${job.id}`, '1', 'PX', 60000, 'NX');
       if (effect) await idempotencyOf(job).transaction.query(effectSql, [`${queueName}:${job.data.id}`]);
-      if (handmade) await handmadeEffectOnce(`${queueName}:${job.data.id}`);
+      if (handmade) await handmadeEffectOnce(`${queueName}:${job.data.id}`, handmade === 'keepResult');
       return undefined;
     }
   }
@@ -156,9 +156,13 @@ function processorFor(queueName, { unique, idempotency, roundTrip, effect, handm
 const sqlStore = new PostgresIdempotencyStore({ pool, table: `${run}_idempotency` });
 await sqlStore.migrate();
 await pool.query(`CREATE TABLE "${effectsTable}" (key text PRIMARY KEY)`);
-await pool.query(`CREATE TABLE "${handmadeTable}" (key text PRIMARY KEY)`);
-/** The hand-written alternative: the key and the effect in one transaction (BEGIN, INSERT … ON CONFLICT, effect, COMMIT). */
-async function handmadeEffectOnce(key) {
+await pool.query(`CREATE TABLE "${handmadeTable}" (key text PRIMARY KEY, result jsonb)`);
+/**
+ * The hand-written alternative: the key and the effect in one transaction (BEGIN, INSERT … ON CONFLICT, effect,
+ * COMMIT). `keepResult`: it also stores the handler's result with the key (one UPDATE before COMMIT), as a store that
+ * answers a later duplicate with the first result must: the floor for that design.
+ */
+async function handmadeEffectOnce(key, keepResult) {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
@@ -166,6 +170,9 @@ async function handmadeEffectOnce(key) {
       key,
     ]);
     if (claimed.rowCount === 1) await client.query(effectSql, [key]);
+    if (claimed.rowCount === 1 && keepResult) {
+      await client.query(`UPDATE "${handmadeTable}" SET result = $2 WHERE key = $1`, [key, '{"value":null}']);
+    }
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK');
@@ -190,6 +197,7 @@ const workerVariants = {
     effect: true,
   },
   'hand-written SQL (BEGIN, INSERT … ON CONFLICT, effect, COMMIT)': { handmade: true },
+  'hand-written SQL keeping the result (… effect, UPDATE result, COMMIT)': { handmade: 'keepResult' },
 };
 picked(workerVariants, 'plain worker');
 for (const concurrency of only === undefined || only === 'worker' ? [1, 16] : []) {
@@ -203,6 +211,15 @@ for (const concurrency of only === undefined || only === 'worker' ? [1, 16] : []
     }
   }
   results.worker[concurrency] = summarize(rounds, 'plain worker');
+  // The SQL target is against the hand-written version; round by round, as for the enqueue floor.
+  const transactional = '@IdempotencyKey, PostgreSQL transactional';
+  const handWritten = Object.keys(rounds).filter((name) => name.startsWith('hand-written'));
+  if (transactional in rounds && handWritten.length > 0) {
+    results.sql ??= {};
+    results.sql[concurrency] = Object.fromEntries(
+      handWritten.map((name) => [`transactional / ${name}`, summarize(rounds, name)[transactional].ratio]),
+    );
+  }
 }
 
 // ── a duplicate delivery waiting for a key in progress: woken when the holder completes ──
@@ -314,6 +331,10 @@ if (results.wakeUp) {
   });
 }
 console.table(rows);
+if (results.sql) {
+  console.log('PostgreSQL transactional mode against the hand-written SQL (median of rounds):');
+  console.table(results.sql);
+}
 if (results.newDigests) {
   console.log(
     'unique queue.add with new digests, against BullMQ native deduplication and the floor (median of rounds):',
