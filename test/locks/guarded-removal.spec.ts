@@ -4,9 +4,10 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { Worker } from 'bullmq';
+import type { Cluster } from 'ioredis';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
-import { bullOptions } from '../support/redis.js';
+import { bullOptions, onCluster } from '../support/redis.js';
 import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey } from '../support/locks.js';
 
 describe('removing a job through a guarded queue', () => {
@@ -68,21 +69,27 @@ describe('removing a job through a guarded queue', () => {
     const job = await app.queue.add('sync', { id: 'f1' });
     const key = dedupKey(app.queue.name, digestOf(app, 'sync', { id: 'f1' }));
     expect(await redis.get(key)).toBe(job.id);
-    const monitor = await redis.monitor();
+    // Every master on a cluster (the job key and the guard's read may live on any of them).
+    const servers = onCluster ? (redis as unknown as Cluster).nodes('master') : [redis];
     const seen: string[] = [];
     const sentinel = `removal-done-${randomUUID()}`;
-    const sentinelSeen = new Promise<void>((resolve) =>
-      monitor.on('monitor', (_time: string, args: string[]) => {
-        seen.push(args.join(' '));
-        if (args.includes(sentinel)) resolve();
-      }),
+    const monitors = await Promise.all(servers.map((server) => server.monitor()));
+    const sentinelsSeen = monitors.map(
+      (monitor) =>
+        new Promise<void>((resolve) =>
+          monitor.on('monitor', (_time: string, args: string[]) => {
+            seen.push(args.join(' '));
+            if (args.includes(sentinel)) resolve();
+          }),
+        ),
     );
     try {
       await app.queue.remove(job.id!);
-      await redis.echo(sentinel); // every command sent before it has reached the monitor once it shows
-      await sentinelSeen;
+      // Every command sent before it has reached a server's monitor once the server's echo shows.
+      await Promise.all(servers.map((server) => server.echo(sentinel)));
+      await Promise.all(sentinelsSeen);
     } finally {
-      monitor.disconnect();
+      for (const monitor of monitors) monitor.disconnect();
     }
     expect(await redis.exists(key)).toBe(0);
     // BullMQ's own removal script reads the job's hash too; the guard's read would ask for its name and options.
