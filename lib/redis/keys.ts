@@ -61,6 +61,11 @@ export class UniqueJobsKeys {
     return `${this.prefix}:{${digest}}:${lock === 'until_expired' ? KEY_SUFFIX.expiring : KEY_SUFFIX.queued}`;
   }
 
+  /** How every key of the library under this prefix starts: `<prefix>:{`. */
+  get ownKeyStart(): string {
+    return `${this.prefix}:{`;
+  }
+
   /** A SCAN pattern over the library's keys under this prefix: `<prefix>:{<tag glob>}:<suffix glob>`. */
   pattern(tagGlob = '*', suffixGlob = '*'): string {
     return `${escapeGlob(this.prefix)}:{${tagGlob}}:${suffixGlob}`;

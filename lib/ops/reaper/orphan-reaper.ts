@@ -6,7 +6,7 @@ import { LockStore } from '../../locks/lock-store.js';
 import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
 import { bullKeys, KEY_SUFFIX, parseOwnKey, UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
-import { connectedScanNodes, discoverQueueNames, escapeGlob } from '../../redis/scan.js';
+import { connectedScanNodes, discoverQueueNames } from '../../redis/scan.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
 
 /** What the reaper needs: the library's Redis and prefix, and where to find the jobs that own locks. */
@@ -27,13 +27,19 @@ export interface OrphanReaperDeps {
   onReaped?: (item: ReapedItem) => void;
 }
 
-/** One SCAN stream of a pass: a pattern on one Redis node. */
+/**
+ * One SCAN stream of a pass: one walk over one Redis node's keys, classified here (a MATCH per kind of key would walk
+ * the whole key space once per kind: SCAN visits every key whatever it matches).
+ */
 interface ScanStream {
   node: Redis;
-  match: string;
   cursor: string;
-  /** For BullMQ deduplication keys: the queue's job key prefix (`<prefix>:<queue>:`). */
-  jobKeyPrefix?: string;
+}
+
+/** The deduplication keys of one queue: their start, and the queue's job key prefix (`<prefix>:<queue>:`). */
+interface DeduplicationSpace {
+  keyStart: string;
+  jobKeyPrefix: string;
 }
 
 /** An orphan seen once: released only if it is still orphaned after the grace period. */
@@ -71,6 +77,8 @@ export class OrphanReaper {
   private readonly grace: number;
   /** SCAN streams left of the current pass (a pass spans runs when the time budget ends a run first). */
   private streams: ScanStream[] = [];
+  /** The queues whose deduplication keys the current pass looks at. */
+  private deduplicationSpaces: DeduplicationSpace[] = [];
   /**
    * Every queue on the server (qualified names), found once per pass and only when a general-path lock needs it. The
    * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
@@ -120,17 +128,15 @@ export class OrphanReaper {
     };
     while (this.streams.length > 0) {
       const stream = this.streams[0];
-      const [cursor, found] = await stream.node
-        .scan(stream.cursor, 'MATCH', stream.match, 'COUNT', this.batchSize)
-        .catch((error: unknown) => {
-          // A node that failed (or left the cluster) must not pin the pass: the next run starts a fresh one.
-          this.streams = [];
-          throw error;
-        });
+      const [cursor, found] = await stream.node.scan(stream.cursor, 'COUNT', this.batchSize).catch((error: unknown) => {
+        // A node that failed (or left the cluster) must not pin the pass: the next run starts a fresh one.
+        this.streams = [];
+        throw error;
+      });
       stream.cursor = cursor;
       if (cursor === '0') this.streams.shift();
       report.scannedKeys += found.length;
-      await Promise.all(found.map((key) => this.inspect(stream, key, dryRun, record, suspects)));
+      await Promise.all(found.map((key) => this.inspect(key, dryRun, record, suspects)));
       // Confirming suspects costs calls too: a run that found many stops scanning and leaves the rest to the next.
       if (Date.now() >= deadline || suspects.length >= MAX_SUSPECTS) break;
     }
@@ -165,38 +171,40 @@ export class OrphanReaper {
 
   private async newPass(): Promise<ScanStream[]> {
     const nodes = await connectedScanNodes(this.deps.client);
-    const queues = uniqueQueues(this.knownQueues());
-    return nodes.flatMap((node) => [
-      { node, match: this.keys.pattern(), cursor: '0' },
-      ...queues.map((queue) => ({
-        node,
-        match: `${escapeGlob(bullKeys.deduplicationBase(bullKeys.qualifiedName(queue.prefix, queue.name)))}*`,
-        cursor: '0',
-        jobKeyPrefix: bullKeys.queueKeyPrefix(bullKeys.qualifiedName(queue.prefix, queue.name)),
-      })),
-    ]);
+    this.deduplicationSpaces = uniqueQueues(this.knownQueues()).map((queue) => {
+      const qualifiedName = bullKeys.qualifiedName(queue.prefix, queue.name);
+      return {
+        keyStart: bullKeys.deduplicationBase(qualifiedName),
+        jobKeyPrefix: bullKeys.queueKeyPrefix(qualifiedName),
+      };
+    });
+    return nodes.map((node) => ({ node, cursor: '0' }));
   }
 
   private knownQueues(): ReaperQueue[] {
     return [...(this.deps.queues?.() ?? []), ...(this.deps.options?.queues ?? [])];
   }
 
-  /** Looks at one key; releases what needs no re-check, and collects suspects that do. */
+  /** Looks at one key; releases what needs no re-check, and collects suspects that do. Other keys are left alone. */
   private async inspect(
-    stream: ScanStream,
     key: string,
     dryRun: boolean,
     record: (item: ReapedItem) => void,
     suspects: Suspect[],
   ): Promise<void> {
     const dry = dryRun ? '1' : '0';
-    if (stream.jobKeyPrefix !== undefined) {
-      const orphan = (await this.scripts.run('reapDeduplication', [key], [stream.jobKeyPrefix, dry])) as
+    const deduplication = this.deduplicationSpaces.find((space) => key.startsWith(space.keyStart));
+    if (deduplication) {
+      const orphan = (await this.scripts.run('reapDeduplication', [key], [deduplication.jobKeyPrefix, dry])) as
         [string, string] | null;
       if (orphan) record({ key, kind: 'deduplicationKey', jobId: orphan[0], reason: orphan[1] });
       return;
     }
-    const suffix = parseOwnKey(key)?.suffix;
+    // Parsed only under the library's prefix: keys of other applications are never matched against a pattern.
+    if (!key.startsWith(this.keys.ownKeyStart)) return;
+    const own = parseOwnKey(key);
+    if (own?.prefix !== this.deps.prefix) return;
+    const suffix = own.suffix;
     if (suffix === KEY_SUFFIX.running || suffix === KEY_SUFFIX.queued) {
       const kind = suffix === KEY_SUFFIX.running ? 'runtimeLease' : 'enqueueLock';
       const expired = (await this.scripts.run('reapExpiredLeases', [key], [dry])) as string[];
