@@ -89,11 +89,15 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     await this.store.retimeDeduplication(key, job.id!, this.lockTtl + runInMs);
   }
 
-  /** BullMQ deletes the key with the job it belongs to. */
-  readonly removedWithJob = true;
+  async forget(): Promise<void> {
+    // BullMQ deletes the key with the job it belongs to.
+  }
 
-  forget(): Promise<boolean> {
-    return Promise.resolve(false); // BullMQ deleted the key with the job
+  /** BullMQ deletes the key with the job it belongs to. */
+  readonly releasesOnRemoval = false;
+
+  holdOf(): Promise<undefined> {
+    return Promise.resolve(undefined);
   }
 
   holder(queue: Queue, digest: string): Promise<string | undefined> {

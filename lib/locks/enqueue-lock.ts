@@ -66,17 +66,28 @@ export interface EnqueueLock {
    * `runInMs`: how far the run time now is.
    */
   retime(locked: LockedJob, runInMs: number): Promise<void>;
+  /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it). */
+  forget(queue: Queue, digest: string, holderId: string): Promise<void>;
+  /** Whether {@link holdOf} can answer a hold: whether a job removed by hand would leave a hold behind it. */
+  readonly releasesOnRemoval: boolean;
   /**
-   * Whether BullMQ deletes the lock itself when its job is removed (a deduplication key, deleted by BullMQ's removal
-   * scripts); otherwise a removed holder's hold outlives it until {@link forget} (or the orphan reaper).
+   * The hold a job has now, read before the job is removed by hand (`job.remove()` through a guarded queue), to give
+   * back once BullMQ removed it: a slot's lease, released only if the job id still holds that very lease (a hold taken
+   * again meanwhile, by a new job with the same id, is left alone). `undefined` when there is nothing to give back: the
+   * job holds nothing, or the lock is a deduplication key (BullMQ deletes it with the job), an `until_expired` period
+   * (it outlives its job by design) or a lock across queues (a job of another queue may hold it under the same id).
    */
-  readonly removedWithJob: boolean;
-  /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it); `true` if it held one. */
-  forget(queue: Queue, digest: string, holderId: string): Promise<boolean>;
+  holdOf(digest: string, jobId: string): Promise<RemovableHold | undefined>;
   /** The job holding the lock of `digest` in `queue` now, or `undefined` when it is free. */
   holder(queue: Queue, digest: string): Promise<string | undefined>;
   /** Every job holding the lock of `digest` in `queue` now (at most `lockLimit`; none when it is free). */
   holders(queue: Queue, digest: string): Promise<string[]>;
+}
+
+/** A hold read before its job is removed: {@link EnqueueLock.holdOf}. */
+export interface RemovableHold {
+  /** Gives the hold back if it is still the one read; `true` when it did. */
+  release(): Promise<boolean>;
 }
 
 /** The delay of a job (its own, or the queue's default), which a lock's lifetime must cover. */

@@ -44,6 +44,16 @@ export class LockStore {
     return (await released) === 1;
   }
 
+  /** The lease an owner holds `key` with (its score, as stored), or `undefined` when it holds none. */
+  async leaseOf(key: string, owner: string): Promise<string | undefined> {
+    return (await this.scripts.client.zscore(key, owner)) ?? undefined;
+  }
+
+  /** Releases the owner's slot only if it still holds it with `lease` (compare-and-set on owner and lease). */
+  async releaseLease(key: string, owner: string, lease: string): Promise<boolean> {
+    return (await this.scripts.run('reapLockOwner', [key], [owner, lease])) === 1;
+  }
+
   /** Whether a job's hash exists. */
   async jobExists(jobKey: string): Promise<boolean> {
     return (await this.scripts.client.exists(jobKey)) === 1;

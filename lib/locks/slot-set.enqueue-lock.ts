@@ -8,6 +8,7 @@ import {
   type EnqueueRequest,
   type LockedJob,
   type Prepared,
+  type RemovableHold,
   type Taken,
 } from './enqueue-lock.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
@@ -136,10 +137,19 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     await this.store.renew(this.key(digest), job.id!, (lockTtl ?? defaultLease) + runInMs); // only a slot it holds
   }
 
-  readonly removedWithJob = false;
+  async forget(_queue: Queue, digest: string, holderId: string): Promise<void> {
+    await this.store.release(this.key(digest), holderId);
+  }
 
-  forget(_queue: Queue, digest: string, holderId: string): Promise<boolean> {
-    return this.store.release(this.key(digest), holderId);
+  get releasesOnRemoval(): boolean {
+    return !this.settings.outlivesJob;
+  }
+
+  async holdOf(digest: string, jobId: string): Promise<RemovableHold | undefined> {
+    if (this.settings.outlivesJob) return undefined;
+    const key = this.key(digest);
+    const lease = await this.store.leaseOf(key, jobId);
+    return lease === undefined ? undefined : { release: () => this.store.releaseLease(key, jobId, lease) };
   }
 
   async holder(queue: Queue, digest: string): Promise<string | undefined> {

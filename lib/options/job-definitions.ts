@@ -103,14 +103,9 @@ export class JobDefinitions {
     return this.registry.find(queue, name);
   }
 
-  /**
-   * Whether a job of the queue can hold an enqueue lock that outlives the job's removal unless the library releases it
-   * (a slot set; an `until_expired` period is meant to outlive its job, and a deduplication key BullMQ deletes itself).
-   */
-  holdsPastRemoval(queue: string): boolean {
-    return this.registry
-      .entries(queue)
-      .some((definition) => definition.enqueueLock?.removedWithJob === false && !definition.lock.outlivesJob);
+  /** Whether a job of the queue removed by hand may leave a hold for the library to give back (see `holdOf`). */
+  releasesOnRemoval(queue: string): boolean {
+    return this.registry.entries(queue).some((definition) => definition.enqueueLock?.releasesOnRemoval === true);
   }
 
   /** Whether any options were registered for the queue. */

@@ -1,9 +1,10 @@
-import { Job, type MinimalQueue, type Queue } from 'bullmq';
+import { Job, type MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
+import type { RemovableHold } from '../locks/enqueue-lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedDigest } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
@@ -40,8 +41,8 @@ const GUARDED = new WeakSet<object>();
  * - `queue.retryJobs()`: BullMQ moves many jobs in one script; right after it, each unique job it moved (read from
  *   BullMQ's event stream) takes its lock back. One whose digest another job took meanwhile meets that job when it
  *   starts (the conflict strategy), as does a job brought back by a process or dashboard without the library.
- * And a job removed (`job.remove()`, `queue.remove(id)`) gives back a slot-set enqueue lock at once, which would
- * otherwise outlive it until the orphan reaper's next pass (BullMQ deletes a deduplication key itself).
+ * And a job removed (`job.remove()`, `queue.remove(id)`) gives back its slot-set enqueue lock in the same call, which
+ * would otherwise outlive it until the orphan reaper's pass reaches it (BullMQ deletes a deduplication key itself).
  */
 export class JobMovesGuard {
   constructor(
@@ -76,11 +77,12 @@ export class JobMovesGuard {
     if (typeof backend.remove === 'function') {
       const remove = backend.remove.bind(backend);
       backend.remove = async (jobId, removeChildren) => {
-        if (!this.enabled || !this.definitions.holdsPastRemoval(owner.name)) return remove(jobId, removeChildren);
-        // Read before: the job's name and options (its lock's digest) are gone with it.
-        const [name, opts] = await this.client.hmget(bullKeys.job(owner.qualifiedName, jobId), 'name', 'opts');
+        if (!this.enabled || !this.definitions.releasesOnRemoval(owner.name)) return remove(jobId, removeChildren);
+        // Read before: the job's name and options (its lock's digest) are gone with it, and the hold is released only
+        // if it is still the one read (a new job with the same id takes a new lease).
+        const hold = await this.holdOfRemoving(owner, jobId);
         const removed = await remove(jobId, removeChildren);
-        if (removed === 1 && name !== null) await this.forget(owner, jobId, name, opts);
+        if (removed === 1 && hold) await this.giveBack(owner, jobId, hold);
         return removed;
       };
     }
@@ -116,20 +118,35 @@ export class JobMovesGuard {
   }
 
   /**
-   * Gives back the slot-set lock of a job just removed. A failure is logged, not thrown: the job is removed, and the
-   * orphan reaper frees what is left.
+   * The hold of a job about to be removed, if it has one to give back: a job that exists, has not finished (its end gave
+   * its hold back; what is left of it is the reaper's) and holds a slot of its definition's lock. A failed read is
+   * logged and the removal goes on: the slot is then the reaper's.
    */
-  private async forget(owner: MovingOwner, jobId: string, name: string, opts: string | null): Promise<void> {
-    const definition = this.definitions.find(owner.name, name);
-    const lock = definition?.enqueueLock;
-    const digest = markedDigestIn(opts);
-    if (!definition || !lock || lock.removedWithJob || definition.lock.outlivesJob || digest === undefined) return;
+  private async holdOfRemoving(owner: MovingOwner, jobId: string): Promise<RemovingHold | undefined> {
     try {
-      if (!(await lock.forget(owner as unknown as Queue, digest, jobId))) return;
+      const key = bullKeys.job(owner.qualifiedName, jobId);
+      const [name, opts, finishedOn] = await this.client.hmget(key, 'name', 'opts', 'finishedOn');
+      const digest = markedDigestIn(opts);
+      const lock = name === null ? undefined : this.definitions.find(owner.name, name)?.enqueueLock;
+      if (name === null || finishedOn !== null || !lock || digest === undefined) return undefined;
+      const hold = await lock.holdOf(digest, jobId);
+      return hold && { name, digest, hold };
+    } catch (error) {
+      this.logger.warn(
+        `Job ${jobId} (queue "${owner.name}") is removed without reading its enqueue lock (${describe(error)}): the orphan reaper releases it`,
+      );
+      return undefined;
+    }
+  }
+
+  /** Gives back the hold of a job just removed. A failure is logged, not thrown: the job is removed. */
+  private async giveBack(owner: MovingOwner, jobId: string, { name, digest, hold }: RemovingHold): Promise<void> {
+    try {
+      if (!(await hold.release())) return;
       this.events.emit({ type: 'unlocked', lock: 'enqueue', queue: owner.name, jobName: name, digest, jobId });
     } catch (error) {
       this.logger.warn(
-        `Job ${jobId} (queue "${owner.name}") was removed, but its enqueue lock ${digest} could not be released (${error instanceof Error ? error.message : String(error)}): the orphan reaper releases it`,
+        `Job ${jobId} (queue "${owner.name}") was removed, but its enqueue lock ${digest} could not be released (${describe(error)}): the orphan reaper releases it`,
       );
     }
   }
@@ -158,7 +175,18 @@ export class JobMovesGuard {
   }
 }
 
+/** What a job about to be removed holds: its hold, and what the `unlocked` event names. */
+interface RemovingHold {
+  name: string;
+  digest: string;
+  hold: RemovableHold;
+}
+
 const NO_REPORT = { released: () => undefined, error: () => undefined };
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
 
 function* pairs(fields: string[]): Generator<[string, string]> {
   for (let i = 0; i + 1 < fields.length; i += 2) yield [fields[i], fields[i + 1]];

@@ -1,12 +1,16 @@
-// A job removed through a guarded queue (`job.remove()`, `queue.remove(id)`) gives its slot-set enqueue lock back at
-// once. Before, the slot outlived the job until the orphan reaper's pass reached it: at a million held locks, about 90
-// reaper intervals (issue 15), and a lock unique across queues refused every new job of its digest meanwhile.
+// A job removed through a guarded queue (`job.remove()`, `queue.remove(id)`) gives its slot-set enqueue lock back in
+// the same call. Before, the slot outlived the job until the orphan reaper's pass reached it: at a million held locks,
+// about 90 reaper intervals (issue 15). The hostile review's cases are here too: a finished job, a lock across queues,
+// a job of the same id added meanwhile, a failed read.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { Worker } from 'bullmq';
-import type { Cluster } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { UniqueJobsReaper } from '../../lib/index.js';
+import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
+import type { JobDefinitions } from '../../lib/options/job-definitions.js';
 import { useApps } from '../support/apps.js';
-import { EventLog } from '../support/events.js';
+import { captureLogger, EventLog } from '../support/events.js';
 import { bullOptions, onCluster } from '../support/redis.js';
 import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey } from '../support/locks.js';
 
@@ -32,16 +36,80 @@ describe('removing a job through a guarded queue', () => {
     expect((await owners(redis, key)).sort()).toEqual([second.id, third.id].sort());
   });
 
-  it('unique across queues: job.remove() frees the digest for the next job (it was refused until the reaper ran)', async () => {
+  it('unique across queues: the slot is left to the reaper (a job of another queue may hold it under the same id)', async () => {
     const unique = { lock: 'until_executed', lockArgs: byId, uniqueAcross: 'queues' } as const;
-    const app = await start({ unique, paused: true });
+    const app = await start({ unique, paused: true, module: { reaper: { interval: false, grace: 0 } } });
     const job = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: 'x1' }));
-    expect(await app.service.enqueue(app.queue, 'sync', { id: 'x1' })).toMatchObject({ status: 'duplicate' });
-
+    const key = queuedKey(app.prefix, digestOf(app, 'sync', { id: 'x1' }));
     await (await app.queue.getJob(job.id!))!.remove();
-    const next = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: 'x1' }));
-    expect(next.id).not.toBe(job.id);
-    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'x1' })))).toEqual([next.id]);
+    expect(await owners(redis, key)).toEqual([job.id]);
+
+    await app.moduleRef.get(UniqueJobsReaper).run();
+    expect(await owners(redis, key)).toEqual([]);
+    expect(await app.service.enqueue(app.queue, 'sync', { id: 'x1' })).toMatchObject({ status: 'enqueued' });
+  });
+
+  it('a finished job gave its slot back when it ended: removing it releases nothing its id holds', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 } });
+    const done = await app.queue.add('sync', { id: 'd1' });
+    await app.finished(done);
+    // Its id holds the digest's slot again (as a job of the same id elsewhere could): not the finished job's hold.
+    const key = queuedKey(app.prefix, digestOf(app, 'sync', { id: 'd1' }));
+    await redis.zadd(key, Date.now() + 60_000, done.id!);
+    onCleanup(async () => void (await redis.del(key)));
+
+    expect(await app.queue.remove(done.id!)).toBe(1);
+    expect(await owners(redis, key)).toEqual([done.id]);
+  });
+
+  it('a job of the same id added between the read and the release keeps its slot (compare-and-set on the lease)', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const old = await app.queue.add('sync', { id: 'o1' }, { jobId: 'ord-1' });
+    const key = queuedKey(app.prefix, digestOf(app, 'sync', { id: 'o1' }));
+    const lock = app.moduleRef.get<JobDefinitions>(UNIQUE_JOBS_DEFINITIONS).find(app.queue.name, 'sync')!.enqueueLock!;
+    const holdOf = lock.holdOf.bind(lock);
+    let fresh: string | undefined;
+    // After BullMQ removed the job and before the guard gives its hold back, a producer adds the same jobId again.
+    lock.holdOf = async (digest, jobId) => {
+      const hold = await holdOf(digest, jobId);
+      return (
+        hold && {
+          release: async () => {
+            fresh = (await app.queue.add('sync', { id: 'o1' }, { jobId: 'ord-1' })).id;
+            return hold.release();
+          },
+        }
+      );
+    };
+    try {
+      expect(await app.queue.remove(old.id!)).toBe(1);
+    } finally {
+      lock.holdOf = holdOf;
+    }
+    expect(fresh).toBe('ord-1');
+    expect(await app.queue.getJob('ord-1')).toBeDefined();
+    expect(await owners(redis, key)).toEqual(['ord-1']);
+  });
+
+  it('a failed read of the job does not stop its removal: the slot is left to the reaper, and it says so', async () => {
+    const logger = captureLogger();
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+      paused: true,
+      module: { logger: logger.logger },
+    });
+    const job = await app.queue.add('sync', { id: 'f1' });
+    const { client } = app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS);
+    const hmget = client.hmget.bind(client);
+    client.hmget = (() => Promise.reject(new Error('simulated: library connection lost')));
+    try {
+      expect(await app.queue.remove(job.id!)).toBe(1);
+    } finally {
+      client.hmget = hmget;
+    }
+    expect(await app.queue.getJob(job.id!)).toBeUndefined();
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'f1' })))).toEqual([job.id]);
+    expect(logger.lines.warn.join('\n')).toContain('simulated: library connection lost');
   });
 
   it('until_expired: the period outlives the removed job, as it outlives a run', async () => {

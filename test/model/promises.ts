@@ -49,8 +49,9 @@ export const DOCUMENTED_GAPS = {
   /**
    * "A job removed in bulk (clean, drain, obliterate) or behind the library's back keeps its general-path slot until
    * that lease ends, or until the orphan reaper releases it; one removed through a guarded queue (job.remove,
-   * queue.remove) gives it back at once; the fast path has no such gap." So on the general path a job removed in bulk
-   * may still be a holder until the next reaper run. (Invariant 4 still wants a duplicate to name a job that exists.)
+   * queue.remove) gives it back at once, unless the lock is unique across queues; the fast path has no such gap." So on
+   * the general path a job removed in bulk may still be a holder until the next reaper run. (Invariant 4 still wants a
+   * duplicate to name a job that exists.)
    */
   removedJobKeepsGeneralPathSlotUntilReaped: true,
   /**

@@ -237,7 +237,7 @@ export class OrphanReaper {
         item: { key, kind: 'enqueueLock', jobId, reason },
         jobKeys,
         ...(digest === undefined ? {} : { digest }),
-        release: async () => (await this.scripts.run('reapLockOwner', [key], [jobId, score])) === 1,
+        release: () => this.locks.releaseLease(key, jobId, score),
       });
     }
   }

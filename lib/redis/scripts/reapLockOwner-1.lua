@@ -1,10 +1,11 @@
 --[[
-  Removes one owner of a lock found orphaned (its job is gone or finished), only if the owner still holds the very
-  slot the reaper looked at: same member, same lease expiry. A re-taken or renewed slot is left alone.
+  Removes one owner of a lock found orphaned (its job is gone or finished, or was just removed through a guarded queue),
+  only if the owner still holds the very slot that was read: same member, same lease expiry. A re-taken or renewed
+  slot (a new job with the same id) is left alone.
 
   KEYS[1] the lock (a sorted set: member = owner job id, score = lease expiry)
   ARGV[1] owner
-  ARGV[2] the score the reaper read
+  ARGV[2] the score read
 
   Returns 1 when removed, 0 otherwise. (Redis deletes the sorted set with its last member.)
 ]]
