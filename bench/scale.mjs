@@ -162,7 +162,8 @@ async function firstPage(Inspector, label) {
 }
 
 /** Reaper runs until every orphan is released (or the budget ends): per run Redis CPU, commands, SCANs. */
-async function reap(app, orphans, held) {
+async function reap(app, orphans) {
+  const keySpace = await redis.dbsize(); // a pass walks every key of the database, whatever it holds
   const reaper = app.get(UniqueJobsReaper);
   const idle0 = await redisCpuMicros(cpuClient);
   await sleep(1000);
@@ -204,7 +205,7 @@ async function reap(app, orphans, held) {
     scansInAll: runs.reduce((total, r) => total + r.scans, 0),
     commandsInAll: runs.reduce((total, r) => total + r.commands, 0),
     keysPerRun,
-    runsPerPass: completed >= 0 ? completed + 1 : `≈ ${Math.ceil(held / Math.max(1, keysPerRun))}`,
+    runsPerPass: completed >= 0 ? completed + 1 : `≈ ${Math.ceil(keySpace / Math.max(1, keysPerRun))}`,
     runDurationMs: median(runs.map((r) => r.durationMs)),
     perRun: runs,
   };
@@ -379,7 +380,7 @@ try {
       await rawGeneral.remove(jobId);
     }
     await rawGeneral.close();
-    size.reaperGeneral = await reap(general.app, orphans, n);
+    size.reaperGeneral = await reap(general.app, orphans);
     size.guardedRemoval = await removeGuarded(
       general.queue,
       guardedIndexes.map((i) => ({ key: generalKey(i), jobId: filled.kept.get(i) })),
@@ -396,7 +397,7 @@ try {
     size.memory.fast = filled.figures;
     size.inspectorFast = await firstPages();
     size.ratioFast = await enqueueRatio(fast.queue, plainQueue);
-    size.reaperFast = await reap(fast.app, [], n);
+    size.reaperFast = await reap(fast.app, []);
     await obliterate(fast.queue);
     await fast.app.close();
     await obliterate(plainQueue);
