@@ -15,10 +15,20 @@ export const KEY_SUFFIX = {
   idempotency: 'idempotency',
 } as const;
 
-/** A key of the library's, read back: its prefix, the hash tag inside the braces (a digest, a record id…), its suffix. */
+/**
+ * A key of the library's, read back: its prefix, the hash tag inside the braces (a digest, a record id…), its suffix
+ * (`<prefix>:{<tag>}:<suffix>`: the prefix is everything before the last `:{` that leaves a tag without `}`). In linear
+ * time, with string searches: a regular expression with a leading `(.+)` backtracks quadratically on keys of many
+ * `:{`, and the reaper reads every key of the server.
+ */
 export function parseOwnKey(key: string): { prefix: string; tag: string; suffix: string } | undefined {
-  const match = /^(.+):\{([^}]+)\}:([a-z]+)$/.exec(key);
-  return match ? { prefix: match[1], tag: match[2], suffix: match[3] } : undefined;
+  const close = key.lastIndexOf('}:');
+  const suffix = key.slice(close + 2);
+  if (close < 0 || !/^[a-z]+$/.test(suffix)) return undefined;
+  const open = key.lastIndexOf(':{', close - 3); // a tag of one character at least
+  if (open < 1) return undefined; // a prefix of one character at least
+  const tag = key.slice(open + 2, close);
+  return tag.includes('}') ? undefined : { prefix: key.slice(0, open), tag, suffix };
 }
 
 /**

@@ -4,14 +4,14 @@
 // a job of the same id added meanwhile, a failed read.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { Worker } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { UniqueJobsReaper } from '../../lib/index.js';
 import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
 import type { JobDefinitions } from '../../lib/options/job-definitions.js';
 import { useApps } from '../support/apps.js';
 import { captureLogger, EventLog } from '../support/events.js';
-import { bullOptions, onCluster } from '../support/redis.js';
+import { bullOptions, onCluster, uniqueName } from '../support/redis.js';
 import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey } from '../support/locks.js';
 
 describe('removing a job through a guarded queue', () => {
@@ -101,7 +101,7 @@ describe('removing a job through a guarded queue', () => {
     const job = await app.queue.add('sync', { id: 'f1' });
     const { client } = app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS);
     const hmget = client.hmget.bind(client);
-    client.hmget = (() => Promise.reject(new Error('simulated: library connection lost')));
+    client.hmget = () => Promise.reject(new Error('simulated: library connection lost'));
     try {
       expect(await app.queue.remove(job.id!)).toBe(1);
     } finally {
@@ -110,6 +110,41 @@ describe('removing a job through a guarded queue', () => {
     expect(await app.queue.getJob(job.id!)).toBeUndefined();
     expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'f1' })))).toEqual([job.id]);
     expect(logger.lines.warn.join('\n')).toContain('simulated: library connection lost');
+  });
+
+  it('a library connection that is not ready does not hold the removal up: the slot is left to the reaper', async () => {
+    const logger = captureLogger();
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+      paused: true,
+      module: { logger: logger.logger },
+    });
+    const job = await app.queue.add('sync', { id: 'n1' });
+    const { client } = app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS);
+    const status = client.status;
+    client.status = 'reconnecting'; // as ioredis marks a connection it is re-establishing
+    try {
+      expect(await app.queue.remove(job.id!)).toBe(1);
+    } finally {
+      client.status = status;
+    }
+    expect(client.status).toBe('ready');
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'n1' })))).toEqual([job.id]);
+    expect(logger.lines.warn.join('\n')).toContain('reconnecting');
+  });
+
+  it('a queue of the same name under another BullMQ prefix shares its digests: the slot is left to the reaper', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const other = app.service.guardQueue(
+      new Queue(app.queue.name, { ...bullOptions(), prefix: `{${uniqueName('tenant')}}` }),
+    );
+    onCleanup(async () => {
+      await other.obliterate({ force: true });
+      await other.close();
+    });
+    const job = await app.queue.add('sync', { id: 's1' });
+    expect(await app.queue.remove(job.id!)).toBe(1);
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 's1' })))).toEqual([job.id]);
   });
 
   it('until_expired: the period outlives the removed job, as it outlives a run', async () => {

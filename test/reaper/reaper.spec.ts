@@ -353,6 +353,42 @@ describe('the orphan reaper', () => {
     }
   });
 
+  it('walks every key once and touches only its own: look-alike prefixes and a queue whose name extends a known one are left alone', async () => {
+    const prefix = uniqueName('cls');
+    const queuePrefix = `{${uniqueName('bq')}}`; // a hash tag: a deduplication key and its job share a slot on a cluster
+    const digest = `v1:${'b'.repeat(64)}`;
+    const keys = {
+      nested: `${prefix}:{x}:{${digest}}:queued`, // the prefix `<prefix>:{x}`, not this reaper's
+      longer: `${prefix}x:{${digest}}:queued`,
+      mine: `${prefix}:{${digest}}:queued`,
+      orders: `${queuePrefix}:orders:de:uj:${digest}`,
+      orders2: `${queuePrefix}:orders2:de:uj:${digest}`, // a queue this reaper was not told of
+      wrongType: `${prefix}:{${'c'.repeat(8)}}:queued`, // a string where a sorted set belongs: its check fails
+    };
+    for (const key of [keys.nested, keys.longer, keys.mine]) await redis.zadd(key, Date.now() - 1000, 'gone');
+    for (const key of [keys.orders, keys.orders2]) await redis.set(key, 'gone-job');
+    await redis.set(keys.wrongType, 'not a lock');
+    try {
+      const reaper = new OrphanReaper({
+        client: redis,
+        prefix,
+        options: { grace: 0, queues: [{ name: 'orders', prefix: queuePrefix }], timeBudget: 60_000 },
+      });
+      let failedKeys = 0;
+      let report;
+      do {
+        report = await reaper.run();
+        failedKeys += report.failedKeys;
+      } while (!report.complete);
+      const left: Record<string, number> = {};
+      for (const [name, key] of Object.entries(keys)) left[name] = await redis.exists(key);
+      expect(left).toEqual({ nested: 1, longer: 1, mine: 0, orders: 0, orders2: 1, wrongType: 1 });
+      expect(failedKeys).toBe(1); // the run went on past it, and released the others
+    } finally {
+      for (const key of Object.values(keys)) await redis.del(key);
+    }
+  });
+
   it('runs on its interval in one process and reports what it released as `reaped` events', async () => {
     const a = await start({
       unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },

@@ -109,6 +109,7 @@ export class OrphanReaper {
       leader: true,
       complete: false,
       scannedKeys: 0,
+      failedKeys: 0,
       reaped: { enqueueLocks: 0, deduplicationKeys: 0, runtimeLeases: 0, idempotencyClaims: 0, sqlRecords: 0 },
       items: [],
     };
@@ -136,7 +137,13 @@ export class OrphanReaper {
       stream.cursor = cursor;
       if (cursor === '0') this.streams.shift();
       report.scannedKeys += found.length;
-      await Promise.all(found.map((key) => this.inspect(key, dryRun, record, suspects)));
+      await Promise.all(
+        found.map((key) =>
+          this.inspect(key, dryRun, record, suspects).catch(() => {
+            report.failedKeys += 1; // one odd key must not cost the run what it found
+          }),
+        ),
+      );
       // Confirming suspects costs calls too: a run that found many stops scanning and leaves the rest to the next.
       if (Date.now() >= deadline || suspects.length >= MAX_SUSPECTS) break;
     }
@@ -200,7 +207,7 @@ export class OrphanReaper {
       if (orphan) record({ key, kind: 'deduplicationKey', jobId: orphan[0], reason: orphan[1] });
       return;
     }
-    // Parsed only under the library's prefix: keys of other applications are never matched against a pattern.
+    // Parsed (in linear time) only under the library's prefix.
     if (!key.startsWith(this.keys.ownKeyStart)) return;
     const own = parseOwnKey(key);
     if (own?.prefix !== this.deps.prefix) return;

@@ -24,8 +24,13 @@ export interface ReapReport {
   leader: boolean;
   /** `true` when this run finished a whole pass over the keys; `false` when its time budget ended it first. */
   complete: boolean;
-  /** Keys looked at by this run. */
+  /** Keys looked at by this run: every key of the walk (each node's key space), the library's or not. */
   scannedKeys: number;
+  /**
+   * Keys whose check failed (e.g. a key of the wrong type under the library's prefix, or a script error): left alone,
+   * and the run goes on with the others.
+   */
+  failedKeys: number;
   /** Counts of what was released (or would be, in a dry run). */
   reaped: {
     enqueueLocks: number;

@@ -56,7 +56,7 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
     const { reaped } = done;
     const verb = done.dryRun ? 'Would release' : 'Released';
     const lines = [
-      `${done.dryRun ? 'Dry run: nothing was changed. ' : ''}Scanned ${done.scannedKeys} ${done.scannedKeys === 1 ? 'key' : 'keys'} in ${duration(done.durationMs)}.`,
+      `${done.dryRun ? 'Dry run: nothing was changed. ' : ''}Scanned ${done.scannedKeys} ${done.scannedKeys === 1 ? 'key' : 'keys'} in ${duration(done.durationMs)}${done.failedKeys > 0 ? ` (${done.failedKeys} could not be checked and were left alone)` : ''}.`,
       `${verb}: ${reaped.enqueueLocks} enqueue lock owners, ${reaped.deduplicationKeys} deduplication keys, ${reaped.runtimeLeases} run-time leases, ${reaped.idempotencyClaims} idempotency claims.`,
       `Searched: prefix ${quoted(context.prefix)} (locks and idempotency claims in Redis) and the deduplication keys of ${queuesText(context, names)}, on ${context.redisLabel}.`,
       ...(elsewhere ? elsewhereText(elsewhere) : []),
@@ -90,6 +90,7 @@ function merge(first: ReapReport, next: ReapReport): ReapReport {
     leader: next.leader,
     complete: next.complete,
     scannedKeys: first.scannedKeys + next.scannedKeys,
+    failedKeys: first.failedKeys + next.failedKeys,
     reaped: {
       enqueueLocks: sum('enqueueLocks'),
       deduplicationKeys: sum('deduplicationKeys'),
