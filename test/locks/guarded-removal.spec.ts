@@ -17,6 +17,17 @@ import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey }
 describe('removing a job through a guarded queue', () => {
   const { redis, start, onCleanup } = useApps('removal');
 
+  /** A slot-set app whose warnings are captured, and the library's Redis client (to make it fail). */
+  const startWatched = async () => {
+    const logger = captureLogger();
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+      paused: true,
+      module: { logger: logger.logger },
+    });
+    return { app, logger, client: app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS).client };
+  };
+
   it('lockLimit 2 (slot set): queue.remove(id) releases the job’s slot and reports it', async () => {
     const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
     const events = new EventLog(app);
@@ -92,14 +103,8 @@ describe('removing a job through a guarded queue', () => {
   });
 
   it('a failed read of the job does not stop its removal: the slot is left to the reaper, and it says so', async () => {
-    const logger = captureLogger();
-    const app = await start({
-      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
-      paused: true,
-      module: { logger: logger.logger },
-    });
+    const { app, logger, client } = await startWatched();
     const job = await app.queue.add('sync', { id: 'f1' });
-    const { client } = app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS);
     const hmget = client.hmget.bind(client);
     client.hmget = () => Promise.reject(new Error('simulated: library connection lost'));
     try {
@@ -113,14 +118,8 @@ describe('removing a job through a guarded queue', () => {
   });
 
   it('a library connection that is not ready does not hold the removal up: the slot is left to the reaper', async () => {
-    const logger = captureLogger();
-    const app = await start({
-      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
-      paused: true,
-      module: { logger: logger.logger },
-    });
+    const { app, logger, client } = await startWatched();
     const job = await app.queue.add('sync', { id: 'n1' });
-    const { client } = app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS);
     const status = client.status;
     client.status = 'reconnecting'; // as ioredis marks a connection it is re-establishing
     try {
