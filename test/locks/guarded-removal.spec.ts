@@ -11,21 +11,28 @@ import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../../lib/nest/uniqu
 import type { JobDefinitions } from '../../lib/options/job-definitions.js';
 import { useApps } from '../support/apps.js';
 import { captureLogger, EventLog } from '../support/events.js';
-import { bullOptions, onCluster, uniqueName } from '../support/redis.js';
+import { bullOptions, onCluster, redisClient, uniqueName } from '../support/redis.js';
 import { byId, dedupKey, digestOf, enqueuedJob, expiringKey, owners, queuedKey } from '../support/locks.js';
 
 describe('removing a job through a guarded queue', () => {
   const { redis, start, onCleanup } = useApps('removal');
 
-  /** A slot-set app whose warnings are captured, and the library's Redis client (to make it fail). */
+  /**
+   * A slot-set app whose warnings are captured, and the library's Redis client (to make it fail): a client of its own,
+   * not the one BullMQ shares on a cluster run, whose queue must keep working.
+   */
   const startWatched = async () => {
     const logger = captureLogger();
+    const connection = redisClient();
+    onCleanup(async () => void (await connection.quit()));
     const app = await start({
       unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
       paused: true,
-      module: { logger: logger.logger },
+      module: { logger: logger.logger, connection },
     });
-    return { app, logger, client: app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS).client };
+    const { client } = app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS);
+    expect(client).toBe(connection);
+    return { app, logger, client };
   };
 
   it('lockLimit 2 (slot set): queue.remove(id) releases the job’s slot and reports it', async () => {
