@@ -78,8 +78,14 @@ export class JobInterceptor {
       events,
       deadSet: this.deadSet,
       replaceExisting: (conflict) => replacer.replace(conflict),
-      holderOf: async ({ queue, name, digest }) =>
-        definitions.find(queue.name, name)?.enqueueLock?.holder(queue, digest),
+      holderOf: async ({ queue, name, digest, opts }) => {
+        const lock = definitions.find(queue.name, name)?.enqueueLock;
+        // The caller's own jobId holding the lock (a hold that outlives its job) is what refuses the add: name it.
+        if (lock && opts.jobId !== undefined && (await lock.holders(queue, digest)).includes(opts.jobId)) {
+          return opts.jobId;
+        }
+        return lock?.holder(queue, digest);
+      },
       strategy: (name) => strategies.get(name)!,
       countReschedule: (job) => client.hincrby(bullKeys.job(job.queueQualifiedName, job.id!), 'ujReschedules', 1),
     };

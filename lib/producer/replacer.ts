@@ -32,6 +32,10 @@ export class Replacer {
     const definition = this.definitions.find(queue.name, name);
     const lock = definition?.enqueueLock;
     if (!definition || !lock) return undefined;
+    // A caller's jobId that holds the lock itself (an until_expired period or a lock across queues, outliving its job)
+    // refuses the add whatever is replaced: replace nothing (found by the model test: a holder was removed, its period
+    // released, and the new job refused all the same).
+    if (opts.jobId !== undefined && (await lock.holders(queue, digest)).includes(opts.jobId)) return undefined;
     let holder = conflict.existingJobId;
     let replaced: string | undefined;
     const kept = new Set<string>(); // holders met that started or finished: they stay

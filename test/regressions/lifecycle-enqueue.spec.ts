@@ -165,4 +165,22 @@ describe('L4 replace with concurrent producers, L5 a reused caller jobId', () =>
     const d0Holders = await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'd0' })));
     expect(d0Holders.sort()).toEqual([first.id, d0[0].id].sort());
   });
+
+  it('(model, seed 331917325) until_expired replace, lockLimit 2: a caller jobId holding its own period replaces nothing and is answered as a duplicate of that period', async () => {
+    const app = await start({
+      unique: { lock: 'until_expired', lockArgs: byId, lockLimit: 2, lockTtl: 3_600_000, onConflict: 'replace' },
+      paused: true,
+    });
+    const first = await app.queue.add('sync', { id: 'd1' }, { delay: 3_600_000, jobId: 'own-x' });
+    await first.remove(); // the job goes; its until_expired period stays
+    const second = await app.queue.add('sync', { id: 'd1' }, { delay: 3_600_000 }); // fills the other slot
+    const period = expiringKey(app.prefix, digestOf(app, 'sync', { id: 'd1' }));
+    expect((await owners(redis, period)).sort()).toEqual(['own-x', second.id].sort());
+
+    const result = await app.service.enqueue(app.queue, 'sync', { id: 'd1' }, { jobId: 'own-x' });
+    // Refused by its own id's period whatever is replaced: the second job and its period stay.
+    expect(await summary(app, result)).toMatchObject({ status: 'duplicate', existingJobId: 'own-x' });
+    expect(await app.queue.getJobState(second.id!)).toBe('delayed');
+    expect((await owners(redis, period)).sort()).toEqual(['own-x', second.id].sort());
+  });
 });
