@@ -17,7 +17,7 @@ import type { JobDefinitions } from '../options/job-definitions.js';
 import { Enqueuer } from '../producer/enqueuer.js';
 import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';
 import { JobMovesGuard } from '../producer/job-moves.guard.js';
-import { Replacer } from '../producer/replacer.js';
+import { callerIdHolds, Replacer } from '../producer/replacer.js';
 import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
 import { RedisAvailability } from '../redis/redis-availability.js';
 import { QueueRegistry } from '../redis/queue-registry.js';
@@ -78,13 +78,11 @@ export class JobInterceptor {
       events,
       deadSet: this.deadSet,
       replaceExisting: (conflict) => replacer.replace(conflict),
-      holderOf: async ({ queue, name, digest, opts }) => {
-        const lock = definitions.find(queue.name, name)?.enqueueLock;
+      holderOf: async (conflict) => {
+        const lock = definitions.find(conflict.queue.name, conflict.name)?.enqueueLock;
         // The caller's own jobId holding the lock (a hold that outlives its job) is what refuses the add: name it.
-        if (lock && opts.jobId !== undefined && (await lock.holders(queue, digest)).includes(opts.jobId)) {
-          return opts.jobId;
-        }
-        return lock?.holder(queue, digest);
+        if (lock && (await callerIdHolds(lock, conflict))) return conflict.opts.jobId;
+        return lock?.holder(conflict.queue, conflict.digest);
       },
       strategy: (name) => strategies.get(name)!,
       countReschedule: (job) => client.hincrby(bullKeys.job(job.queueQualifiedName, job.id!), 'ujReschedules', 1),

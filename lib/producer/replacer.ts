@@ -2,6 +2,7 @@ import { Job, type Queue } from 'bullmq';
 import type { ClientConflict } from '../conflicts/conflict-strategy.interface.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
+import type { EnqueueLock } from '../locks/enqueue-lock.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import type { GuardedQueues } from './guarded-queues.js';
 import { lockedDigest } from '../locks/locked-digest.js';
@@ -35,7 +36,7 @@ export class Replacer {
     // A caller's jobId that holds the lock itself (an until_expired period or a lock across queues, outliving its job)
     // refuses the add whatever is replaced: replace nothing (found by the model test: a holder was removed, its period
     // released, and the new job refused all the same).
-    if (opts.jobId !== undefined && (await lock.holders(queue, digest)).includes(opts.jobId)) return undefined;
+    if (await callerIdHolds(lock, conflict)) return undefined;
     let holder = conflict.existingJobId;
     let replaced: string | undefined;
     const kept = new Set<string>(); // holders met that started or finished: they stay
@@ -72,6 +73,14 @@ export class Replacer {
     }
     return undefined;
   }
+}
+
+/**
+ * Whether the caller's own `jobId` holds the lock of the conflict (a hold that outlives its job: an until_expired
+ * period, a lock across queues): the add is refused by it whatever else is replaced.
+ */
+export async function callerIdHolds(lock: EnqueueLock, { queue, digest, opts }: ClientConflict): Promise<boolean> {
+  return opts.jobId !== undefined && (await lock.holders(queue, digest)).includes(opts.jobId);
 }
 
 /**
