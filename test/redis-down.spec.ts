@@ -7,8 +7,9 @@ import { afterAll, describe, expect, it, jest } from '@jest/globals';
 import { BullModule, getQueueToken, Processor, QueueEventsHost, QueueEventsListener, WorkerHost } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import type { Job, Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { RedisUnavailableError, UniqueJob, UniqueJobsModule } from '../lib/index.js';
+import { RedisAvailability } from '../lib/redis/redis-availability.js';
 import { deferred } from './support/deferred.js';
 import { PrivateRedis } from './support/private-redis.js';
 import { uniqueName } from './support/redis.js';
@@ -159,6 +160,46 @@ describe('Redis out of reach', () => {
       }
     } finally {
       await moduleRef.close();
+      await server.admin.flushall();
+    }
+  });
+
+  it('a late error from a connection that has not reconnected since the outage ended starts no new outage; the next real outage does', async () => {
+    const lines = new Lines();
+    const availability = new RedisAvailability(lines.logger, 300);
+    let holdOff = false; // while set, `late` waits a minute between attempts: it stays on its pre-outage socket's state
+    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
+    const early = new Redis({ ...options, retryStrategy: () => 50 });
+    const late = new Redis({ ...options, retryStrategy: () => (holdOff ? 60_000 : 50) });
+    for (const client of [early, late]) availability.watchClient(client);
+    try {
+      await Promise.all([early.ping(), late.ping()]);
+      const outage = lines.next(UNREACHABLE);
+      holdOff = true;
+      await server.kill();
+      await outage;
+      const back = lines.next(BACK);
+      await server.relaunch();
+      await back; // `early` is ready again; `late` waits for its next attempt
+      expect(late.status).not.toBe('ready');
+      // What ioredis emits when the old socket's last write fails after the server came back (seen in CI as EPIPE).
+      late.emit('error', Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+      expect(lines.matching(UNREACHABLE)).toHaveLength(1);
+
+      holdOff = false;
+      late.disconnect(); // ends the minute's wait
+      await late.connect();
+      const second = lines.next(UNREACHABLE);
+      await server.kill();
+      await second;
+      expect(lines.matching(UNREACHABLE)).toHaveLength(2);
+      const backAgain = lines.next(BACK);
+      await server.relaunch();
+      await backAgain;
+      expect(lines.matching(BACK)).toHaveLength(2);
+    } finally {
+      early.disconnect();
+      late.disconnect();
       await server.admin.flushall();
     }
   });

@@ -32,6 +32,9 @@ export class RedisAvailability {
   private readonly lastErrors = new Map<string, string>();
   /** Every client of the watched queues and workers (their main and blocking connections) and the library's own. */
   private readonly known = new Map<Client, string>();
+  /** Per server, how many outages have ended; per client, that count at its last `ready`. */
+  private readonly epochs = new Map<string, number>();
+  private readonly readyIn = new WeakMap<Client, number>();
   private letGo = false;
 
   constructor(
@@ -46,9 +49,18 @@ export class RedisAvailability {
     this.watched.add(owner);
     const endpoint = describeConnection(owner.opts.connection);
     this.endpoints.set(owner, endpoint);
-    owner.on('error', (error) => this.failed(endpoint, error));
     const backend = owner.getBackend() as
       { client?: unknown; connection?: unknown; blockingConnection?: unknown } | undefined;
+    // Every client of the owner now, a connection that never connected included (its `client` promise waits for the
+    // first connection): the main one and a worker's blocking one, as BullMQ's connections hold them.
+    let followed = 0;
+    for (const connection of [backend?.connection, backend?.blockingConnection]) {
+      const client = (connection as { _client?: unknown } | undefined)?._client;
+      if (isClient(client)) followed += this.follow(client, endpoint, false);
+    }
+    // The owner's own `error` event repeats its clients' errors (and adds its own): it decides outages only when its
+    // clients could not be followed one by one.
+    owner.on('error', (error) => this.failed(endpoint, error, followed > 0 ? 'noted' : undefined));
     const first = Promise.resolve(backend?.client).then(
       (client) => (isClient(client) ? client : undefined),
       () => undefined,
@@ -57,26 +69,31 @@ export class RedisAvailability {
     void first.then((client) => {
       if (!client) return;
       this.clients.set(owner, client);
-      this.known.set(client, endpoint);
+      this.follow(client, endpoint, false);
       this.reachable(endpoint);
-      client.on('ready', () => this.reachable(endpoint));
     });
-    // Every client of the owner now, a connection that never connected included (its `client` promise waits for the
-    // first connection): the main one and a worker's blocking one, as BullMQ's connections hold them.
-    for (const connection of [backend?.connection, backend?.blockingConnection]) {
-      const client = (connection as { _client?: unknown } | undefined)?._client;
-      if (isClient(client)) this.known.set(client, endpoint);
-    }
   }
 
   /** Follows the library's own client (which otherwise has no `error` listener: ioredis would print every attempt). */
   watchClient(client: Client): void {
     if (this.watched.has(client)) return;
     this.watched.add(client);
-    const endpoint = describeConnection(client);
+    this.follow(client, describeConnection(client), true);
+  }
+
+  /**
+   * Listens to one client's errors and readiness (once per client); 1 when it starts following it. `logsOthers`: its
+   * errors other than "unreachable" are logged here (an owner's clients' are logged from the owner's `error` event).
+   */
+  private follow(client: Client, endpoint: string, logsOthers: boolean): number {
+    if (this.known.has(client)) return 0;
     this.known.set(client, endpoint);
-    client.on('error', (error: Error) => this.failed(endpoint, error));
-    client.on('ready', () => this.reachable(endpoint));
+    client.on('error', (error: Error) => this.failed(endpoint, error, client, logsOthers));
+    client.on('ready', () => {
+      this.reachable(endpoint);
+      this.readyIn.set(client, this.epochs.get(endpoint) ?? 0);
+    });
+    return 1;
   }
 
   /**
@@ -127,14 +144,19 @@ export class RedisAvailability {
     return next;
   }
 
-  private failed(endpoint: string, error: Error): void {
+  /**
+   * An error from `source` (a client, or `'noted'`: an owner's repetition of its clients' errors). A client that has not
+   * been ready since the last outage ended speaks of that outage (its old socket failing late): no new line.
+   */
+  private failed(endpoint: string, error: Error, source?: Client | 'noted', logsOthers = true): void {
     const text = error?.message ?? String(error);
     if (!UNREACHABLE.test(`${(error as { code?: string })?.code ?? ''} ${text}`)) {
-      this.logger.error(`Redis ${endpoint}: ${text}`);
+      if (logsOthers) this.logger.error(`Redis ${endpoint}: ${text}`);
       return;
     }
     this.lastErrors.set(endpoint, text);
-    if (this.outages.has(endpoint)) return;
+    if (this.outages.has(endpoint) || source === 'noted') return;
+    if (source && (this.readyIn.get(source) ?? 0) < (this.epochs.get(endpoint) ?? 0)) return;
     this.outages.set(endpoint, Date.now());
     const wait = this.enqueueTimeout === false ? 'wait for it' : `fail after ${this.enqueueTimeout} ms`;
     this.logger.error(
@@ -146,6 +168,7 @@ export class RedisAvailability {
     const since = this.outages.get(endpoint);
     if (since === undefined) return;
     this.outages.delete(endpoint);
+    this.epochs.set(endpoint, (this.epochs.get(endpoint) ?? 0) + 1);
     this.logger.log(`Redis ${endpoint} is reachable again, after ${Date.now() - since} ms`);
   }
 }
