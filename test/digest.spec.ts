@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { canonicalJson, digest, lockKey, UnserializableLockArgsError, type DigestInput } from '../lib/index.js';
 import { deferred } from './support/deferred.js';
@@ -153,6 +154,28 @@ describe('digest', () => {
     expect(digest(base(1, { queue: 'a:b', name: 'c' }))).not.toBe(digest(base(1, { queue: 'a', name: 'b:c' })));
   });
 
+  it("includes the queue's BullMQ prefix unless it is 'bull': one queue name under two prefixes never shares a lock", () => {
+    const args = { id: 'evt_1' };
+    const plain = digest(base(args));
+    expect(digest(base(args, { queuePrefix: 'bull' }))).toBe(plain);
+    const staging = digest(base(args, { queuePrefix: 'staging' }));
+    expect(staging).toMatch(/^v1:[0-9a-f]{64}$/);
+    expect(staging).not.toBe(plain);
+    expect(digest(base(args, { queuePrefix: 'prod' }))).not.toBe(staging);
+    expect(digest(base(args, { queuePrefix: 'staging' }))).toBe(staging);
+    // Across queues too: the prefix stays when the queue's name is left out.
+    const across = digest(base(args, { uniqueAcross: 'queues' }));
+    expect(digest(base(args, { uniqueAcross: 'queues', queuePrefix: 'staging' }))).not.toBe(across);
+    expect(digest(base(args, { queue: 'other', uniqueAcross: 'queues', queuePrefix: 'staging' }))).toBe(
+      digest(base(args, { uniqueAcross: 'queues', queuePrefix: 'staging' })),
+    );
+    // The recipe: a fifth element after the lock arguments.
+    const material = JSON.stringify(['v1', 'payments', 'settle', { id: 'evt_1' }, 'staging']);
+    expect(digest({ queue: 'payments', name: 'settle', lockArgs: args, queuePrefix: 'staging' })).toBe(
+      `v1:${createHash('sha256').update(material).digest('hex')}`,
+    );
+  });
+
   it('handles unicode, deep nesting and a 1 MB string', () => {
     expect(digest(base({ name: 'Zoë 🚀 東京' }))).toMatch(DIGEST_FORM);
     expect(digest(base({ name: 'Zoë 🚀 東京' }))).not.toBe(digest(base({ name: 'Zoe 🚀 東京' })));
@@ -208,7 +231,8 @@ describe('lockKey', () => {
     const d = digest(base(args));
     expect(lockKey(base(args))).toBe(`bull:payments:de:uj:${d}`);
     expect(lockKey({ ...base(args), lockLimit: 1, kind: 'enqueue' })).toBe(`bull:payments:de:uj:${d}`);
-    expect(lockKey({ ...base(args), queuePrefix: 'myapp' })).toBe(`myapp:payments:de:uj:${d}`);
+    const mine = digest(base(args, { queuePrefix: 'myapp' }));
+    expect(lockKey({ ...base(args), queuePrefix: 'myapp' })).toBe(`myapp:payments:de:uj:${mine}`);
   });
 
   it('is <prefix>:{<digest>}:queued with lockLimit > 1 or unique across queues', () => {

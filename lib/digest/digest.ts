@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import type { LockType, UniqueAcross } from '../interfaces/unique-job-options.interface.js';
-import { bullKeys, UniqueJobsKeys } from '../redis/keys.js';
+import { bullKeys, DEFAULT_QUEUE_PREFIX, UniqueJobsKeys } from '../redis/keys.js';
 import { canonicalJson } from './canonical-json.js';
 
 /** Version of the digest recipe; it is part of every digest, so a future recipe never collides with this one. */
@@ -10,6 +10,11 @@ export const DIGEST_VERSION = 'v1';
 export interface DigestInput {
   /** Queue name (left out when unique across queues). */
   queue: string;
+  /**
+   * BullMQ's key prefix of the queue. Default `'bull'`. Any other prefix is part of the digest, so that queues of one
+   * name under two prefixes (two environments sharing a Redis) never share a lock.
+   */
+  queuePrefix?: string;
   /** Job name (left out when unique across names). */
   name: string;
   /** The lock arguments: what `lockArgs` returned, or the whole job data. */
@@ -26,8 +31,8 @@ export interface DigestInput {
 
 /**
  * The uniqueness digest of a job: `v1:` + the sha256 (hex) of the canonical JSON (sorted keys) of
- * `["v1", queue | null, name | null, lockArgs]`. The run time or delay is not part of it. Raw job data never reaches
- * a Redis key: keys embed only this hash.
+ * `["v1", queue | null, name | null, lockArgs]`, with the queue's BullMQ prefix as a fifth element when it is not
+ * `'bull'`. The run time or delay is not part of it. Raw job data never reaches a Redis key: keys embed only this hash.
  *
  * @throws UnserializableLockArgsError when the lock arguments cannot be hashed canonically.
  */
@@ -35,7 +40,11 @@ export function digest(input: DigestInput): string {
   const across = new Set(input.uniqueAcross === undefined ? [] : [input.uniqueAcross].flat());
   // Serialized apart so an error's path starts at the lock arguments ($.amount), not at this wrapper array.
   const lockArgs = canonicalJson(input.lockArgs, { undefinedProperties: input.picked ? 'reject' : 'skip' });
-  const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(across.has('queues') ? null : input.queue)},${JSON.stringify(across.has('names') ? null : input.name)},${lockArgs}]`;
+  const prefix =
+    input.queuePrefix === undefined || input.queuePrefix === DEFAULT_QUEUE_PREFIX
+      ? ''
+      : `,${JSON.stringify(input.queuePrefix)}`;
+  const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(across.has('queues') ? null : input.queue)},${JSON.stringify(across.has('names') ? null : input.name)},${lockArgs}${prefix}]`;
   return `${DIGEST_VERSION}:${hash('sha256', material, 'hex')}`;
 }
 
@@ -43,8 +52,6 @@ export function digest(input: DigestInput): string {
 export interface LockKeyInput extends DigestInput {
   /** The module's key prefix. Default `'uniquejobs'`. */
   prefix?: string;
-  /** BullMQ's key prefix of the queue. Default `'bull'`. */
-  queuePrefix?: string;
   /** `lockLimit` of the job (a limit above 1 moves the enqueue lock to the library's own key). Default 1. */
   lockLimit?: number;
   /** Which lock: the enqueue lock (default) or the run-time lock. */
@@ -62,7 +69,10 @@ export function lockKey(input: LockKeyInput): string {
   const keys = new UniqueJobsKeys(input.prefix ?? 'uniquejobs');
   if (input.kind === 'runtime') return keys.runtimeLock(value);
   if (usesDeduplicationKey(input.lock ?? 'until_executed', input.lockLimit ?? 1, input.uniqueAcross)) {
-    return bullKeys.deduplication(bullKeys.qualifiedName(input.queuePrefix ?? 'bull', input.queue), value);
+    return bullKeys.deduplication(
+      bullKeys.qualifiedName(input.queuePrefix ?? DEFAULT_QUEUE_PREFIX, input.queue),
+      value,
+    );
   }
   return keys.enqueueLock(value, input.lock);
 }

@@ -31,6 +31,8 @@ export interface LockArgsJob<DataType = unknown> {
   readonly queueName: string;
   readonly data: DataType;
   readonly opts?: JobsOptions;
+  /** BullMQ's key prefix of the queue (absent: `'bull'`). A prefix other than `'bull'` is part of the digest. */
+  readonly prefix?: string;
 }
 
 /**

@@ -21,7 +21,7 @@ export const DEFAULT_REAPER_INTERVAL = 60_000;
  */
 @Injectable()
 export class UniqueJobsReaper implements OnApplicationBootstrap {
-  /** The report of the last run of this process (leader or not), if any. */
+  /** The report of the last run of this process (leader or not) that was not a dry run, if any. */
   lastReport: ReapReport | undefined;
   private readonly reaper: OrphanReaper;
   private readonly interval: number | false;
@@ -63,7 +63,10 @@ export class UniqueJobsReaper implements OnApplicationBootstrap {
   run(options: { dryRun?: boolean } = {}): Promise<ReapReport> {
     const run = this.queue.then(() => this.reaper.run(options));
     this.queue = run.catch(() => undefined);
-    return run.then((report) => (this.lastReport = report));
+    return run.then((report) => {
+      if (!report.dryRun) this.lastReport = report;
+      return report;
+    });
   }
 
   /** Stops the timer, waits for a run in progress and gives the leadership up (called at module shutdown). */

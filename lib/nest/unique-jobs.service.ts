@@ -3,6 +3,7 @@ import type { JobsOptions, Queue } from 'bullmq';
 import type { Observable } from 'rxjs';
 import type { DeadSetService } from '../dead-set/dead-set.service.js';
 import { UniqueJobsEvents, type UniqueJobEvent } from '../events/unique-jobs.events.js';
+import { bullKeys } from '../redis/keys.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { BulkJob } from '../producer/guarded-queues.js';
 import { JobInterceptor } from './job.interceptor.js';
@@ -48,9 +49,18 @@ export class UniqueJobsService {
     return this.queueGuard.install(queue);
   }
 
-  /** The digest a job would get, or `undefined` when (queue, name) is not a unique job. */
-  digestOf(queueName: string, name: string, data: unknown, opts?: JobsOptions): string | undefined {
-    return this.definitions.find(queueName, name)?.digestOf({ name, queueName, data, opts });
+  /**
+   * The digest a job would get, or `undefined` when (queue, name) is not a unique job. A queue given by name is taken
+   * under the BullMQ prefix this application uses for it (`'bull'` when it guards no queue of that name); pass the
+   * `Queue` itself when one name lives under two prefixes.
+   */
+  digestOf(queue: Queue | string, name: string, data: unknown, opts?: JobsOptions): string | undefined {
+    const queueName = typeof queue === 'string' ? queue : queue.name;
+    const prefix =
+      typeof queue === 'string'
+        ? this.interceptor.guardedQueues().find((known) => known.name === queue)?.prefix
+        : bullKeys.prefixOf(queue.qualifiedName, queue.name);
+    return this.definitions.find(queueName, name)?.digestOf({ name, queueName, data, opts, prefix });
   }
 
   /** Rejected duplicates: list, get, retry, delete. */

@@ -143,6 +143,7 @@ export class JobDefinitions {
       digestOf: (job) =>
         digest({
           queue,
+          queuePrefix: job.prefix,
           name: job.name,
           lockArgs: pick(job.data, job),
           uniqueAcross: options.uniqueAcross,

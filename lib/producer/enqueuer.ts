@@ -4,6 +4,7 @@ import type { ClientConflict, ClientResolution, ConflictTools } from '../conflic
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { EnqueueRequest, Taken } from '../locks/enqueue-lock.js';
+import { bullKeys } from '../redis/keys.js';
 import type { RedisAvailability } from '../redis/redis-availability.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import type { BulkJob, GuardedQueues } from './guarded-queues.js';
@@ -223,7 +224,13 @@ function digestAtEnqueue(
       `Job "${name}" on queue "${queue.name}" sets BullMQ's "deduplication" option, but it is a unique job (${definition.source}): the library owns deduplication for it; drop the option`,
     );
   }
-  return definition.digestOf({ name, queueName: queue.name, data, opts });
+  return definition.digestOf({
+    name,
+    queueName: queue.name,
+    data,
+    opts,
+    prefix: bullKeys.prefixOf(queue.qualifiedName, queue.name),
+  });
 }
 
 /**

@@ -45,9 +45,6 @@ const GUARDED = new WeakSet<object>();
  * would otherwise outlive it until the orphan reaper's pass reaches it (BullMQ deletes a deduplication key itself).
  */
 export class JobMovesGuard {
-  /** The qualified names of the queues and workers guarded, by queue name. */
-  private readonly qualifiedNames = new Map<string, Set<string>>();
-
   constructor(
     private readonly definitions: JobDefinitions,
     private readonly client: Redis | Cluster,
@@ -58,7 +55,6 @@ export class JobMovesGuard {
 
   /** Installs the guard on a queue's or worker's backend (idempotent). */
   install(owner: MovingOwner): void {
-    this.prefixesOf(owner.name).add(owner.qualifiedName);
     const backend = owner.getBackend() as Partial<MovingBackend> | undefined;
     if (!backend || GUARDED.has(backend)) return;
     const methods = ['retryFinishedJob', 'retryFinishedJobs', 'changeDelay', 'promote'] as const;
@@ -127,9 +123,6 @@ export class JobMovesGuard {
    * logged and the removal goes on: the slot is then the reaper's.
    */
   private async holdOfRemoving(owner: MovingOwner, jobId: string): Promise<RemovingHold | undefined> {
-    // Queues of one name under two BullMQ prefixes share digests (the digest names the queue, not its prefix), so a
-    // slot's bare job id may be the other queue's job: the reaper, which looks in every queue, decides.
-    if (this.prefixesOf(owner.name).size > 1) return undefined;
     // A library connection that is not ready would hold the removal up (ioredis queues the read until it reconnects).
     if (this.client.status !== 'ready') {
       this.logger.warn(
@@ -163,13 +156,6 @@ export class JobMovesGuard {
         `Job ${jobId} (queue "${owner.name}") was removed, but its enqueue lock ${digest} could not be released (${describe(error)}): the orphan reaper releases it`,
       );
     }
-  }
-
-  /** The qualified names (`<prefix>:<name>`) this guard saw for a queue name. */
-  private prefixesOf(name: string): Set<string> {
-    let known = this.qualifiedNames.get(name);
-    if (!known) this.qualifiedNames.set(name, (known = new Set()));
-    return known;
   }
 
   /** Whether the job has an enqueue lock of this application's. */

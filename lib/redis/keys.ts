@@ -151,6 +151,9 @@ export function digestOfDeduplicationId(id: string | undefined): string | undefi
   return id?.startsWith(DEDUPLICATION_PREFIX) ? id.slice(DEDUPLICATION_PREFIX.length) : undefined;
 }
 
+/** BullMQ's key prefix when a queue sets none. */
+export const DEFAULT_QUEUE_PREFIX = 'bull';
+
 /**
  * Keys of BullMQ's own key space that the library reads or writes, built exactly as BullMQ builds them from a queue's
  * qualified name (`<queue prefix>:<queue name>`, BullMQ's `queue.qualifiedName`).
@@ -158,6 +161,9 @@ export function digestOfDeduplicationId(id: string | undefined): string | undefi
 export const bullKeys = {
   /** A queue's qualified name from its BullMQ prefix and name. */
   qualifiedName: (queuePrefix: string, queueName: string): string => `${queuePrefix}:${queueName}`,
+  /** A queue's BullMQ prefix from its qualified name and name (the inverse of {@link bullKeys.qualifiedName}). */
+  prefixOf: (qualifiedName: string, queueName: string): string =>
+    qualifiedName.slice(0, qualifiedName.length - queueName.length - 1),
   /** What every key of one queue starts with (a job's hash is this + its id). */
   queueKeyPrefix: (qualifiedName: string): string => `${qualifiedName}:`,
   /** A key of a queue's own: its state sets and lists (`wait`, `active`, `failed`…), `meta`, `events`. */

@@ -139,7 +139,7 @@ describe('removing a job through a guarded queue', () => {
     expect(logger.lines.warn.join('\n')).toContain('reconnecting');
   });
 
-  it('a queue of the same name under another BullMQ prefix shares its digests: the slot is left to the reaper', async () => {
+  it('a queue of the same name under another BullMQ prefix has digests of its own: a removal there releases only its slot', async () => {
     const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
     const other = app.service.guardQueue(
       new Queue(app.queue.name, { ...bullOptions(), prefix: `{${uniqueName('tenant')}}` }),
@@ -148,9 +148,18 @@ describe('removing a job through a guarded queue', () => {
       await other.obliterate({ force: true });
       await other.close();
     });
-    const job = await app.queue.add('sync', { id: 's1' });
-    expect(await app.queue.remove(job.id!)).toBe(1);
-    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 's1' })))).toEqual([job.id]);
+    // The same custom job id in both queues: before digests named the prefix, both jobs were one member of one slot set.
+    const mine = await app.queue.add('sync', { id: 's1' }, { jobId: 'shared-id' });
+    const theirs = await other.add('sync', { id: 's1' }, { jobId: 'shared-id' });
+    const myKey = queuedKey(app.prefix, app.service.digestOf(app.queue, 'sync', { id: 's1' })!);
+    const theirKey = queuedKey(app.prefix, app.service.digestOf(other, 'sync', { id: 's1' })!);
+    expect(theirKey).not.toBe(myKey);
+    expect(await owners(redis, myKey)).toEqual([mine.id]);
+    expect(await owners(redis, theirKey)).toEqual([theirs.id]);
+
+    expect(await other.remove(theirs.id!)).toBe(1);
+    expect(await owners(redis, theirKey)).toEqual([]);
+    expect(await owners(redis, myKey)).toEqual([mine.id]);
   });
 
   it('until_expired: the period outlives the removed job, as it outlives a run', async () => {

@@ -5,7 +5,7 @@ import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import { byId, dedupKey, digestOf, enqueuedJob, owners, queuedKey, runningKey } from '../support/locks.js';
-import { prefixKeys, scanKeys, uniqueName } from '../support/redis.js';
+import { bullOptions, prefixKeys, scanKeys, uniqueName } from '../support/redis.js';
 import type { TestJob } from './helpers.js';
 
 describe('uniqueAcross', () => {
@@ -24,7 +24,15 @@ describe('uniqueAcross', () => {
       });
       const value = digestOf(a, 'charge', { id: 'u1' });
       expect(digestOf(a, 'refund', { id: 'u1' })).toBe(value);
-      expect(value).toBe(digest({ queue: a.queue.name, name: 'anything', lockArgs: 'u1', uniqueAcross: 'names' }));
+      expect(value).toBe(
+        digest({
+          queue: a.queue.name,
+          queuePrefix: bullOptions().prefix,
+          name: 'anything',
+          lockArgs: 'u1',
+          uniqueAcross: 'names',
+        }),
+      );
       // Still one queue: the lock rides on BullMQ's deduplication key.
       expect(await keysOf(a)).toEqual([dedupKey(a.queue.name, value)]);
       expect(dedupKey(a.queue.name, value)).toBe(

@@ -238,6 +238,11 @@ describe('the orphan reaper', () => {
     expect(report).toMatchObject({ dryRun: true, leader: true });
     expect(report.items).toEqual([{ key, kind: 'enqueueLock', jobId: job.id, reason: 'job gone' }]);
     expect(await owners(redis, key)).toEqual([job.id]);
+    // What health checks read is the last run that changed something, never a dry run's.
+    expect(reaperOf(a).lastReport).toBeUndefined();
+    const real = await reaperOf(a).run();
+    await reaperOf(a).run({ dryRun: true });
+    expect(reaperOf(a).lastReport).toBe(real);
   });
 
   it('works in one process at a time: a second reaper on the prefix does nothing until the leader resigns', async () => {
@@ -266,6 +271,25 @@ describe('the orphan reaper', () => {
       while (!reports.at(-1)!.complete && reports.length < 1000);
       expect(reports.length).toBeGreaterThan(1);
       expect(reports.at(-1)!.complete).toBe(true);
+      expect(reports.reduce((sum, report) => sum + report.reaped.runtimeLeases, 0)).toBe(300);
+      expect(await scanKeys(redis, `${prefix}:*:running`)).toEqual([]);
+    } finally {
+      await reaper.resign();
+    }
+  });
+
+  it('dry runs walk apart: between the steps of a scheduled pass they skip none of its keys', async () => {
+    const prefix = uniqueName('ujdry');
+    const keys = Array.from({ length: 300 }, (_, i) => `${prefix}:{v1:${String(i).padStart(64, '0')}}:running`);
+    for (const key of keys) await redis.zadd(key, Date.now() - 1, 'gone');
+    const reaper = new OrphanReaper({ client: redis, prefix, options: { grace: 0, batchSize: 20, timeBudget: 1 } });
+    try {
+      const reports: ReapReport[] = [];
+      do {
+        reports.push(await reaper.run());
+        expect((await reaper.run({ dryRun: true })).dryRun).toBe(true);
+      } while (!reports.at(-1)!.complete && reports.length < 1000);
+      expect(reports.length).toBeGreaterThan(1);
       expect(reports.reduce((sum, report) => sum + report.reaped.runtimeLeases, 0)).toBe(300);
       expect(await scanKeys(redis, `${prefix}:*:running`)).toEqual([]);
     } finally {

@@ -6,8 +6,8 @@ import { LockStore } from '../../locks/lock-store.js';
 import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
 import { bullKeys, KEY_SUFFIX, parseOwnKey, UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
-import { connectedScanNodes, discoverQueueNames } from '../../redis/scan.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
+import { ReaperPass } from './reaper-pass.js';
 
 /** What the reaper needs: the library's Redis and prefix, and where to find the jobs that own locks. */
 export interface OrphanReaperDeps {
@@ -25,21 +25,6 @@ export interface OrphanReaperDeps {
   leaderTtl?: number;
   /** Called for every item released (not in dry runs). */
   onReaped?: (item: ReapedItem) => void;
-}
-
-/**
- * One SCAN stream of a pass: one walk over one Redis node's keys, classified here (a MATCH per kind of key would walk
- * the whole key space once per kind: SCAN visits every key whatever it matches).
- */
-interface ScanStream {
-  node: Redis;
-  cursor: string;
-}
-
-/** The deduplication keys of one queue: their start, and the queue's job key prefix (`<prefix>:<queue>:`). */
-interface DeduplicationSpace {
-  keyStart: string;
-  jobKeyPrefix: string;
 }
 
 /** An orphan seen once: released only if it is still orphaned after the grace period. */
@@ -75,15 +60,8 @@ export class OrphanReaper {
   private readonly batchSize: number;
   private readonly timeBudget: number;
   private readonly grace: number;
-  /** SCAN streams left of the current pass (a pass spans runs when the time budget ends a run first). */
-  private streams: ScanStream[] = [];
-  /** The queues whose deduplication keys the current pass looks at. */
-  private deduplicationSpaces: DeduplicationSpace[] = [];
-  /**
-   * Every queue on the server (qualified names), found once per pass and only when a general-path lock needs it. The
-   * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
-   */
-  private discovered: Promise<string[]> | undefined;
+  /** Where the scheduled runs' walk stands, and where the dry runs' does. */
+  private readonly passes: { scheduled: ReaperPass; dry: ReaperPass };
 
   constructor(private readonly deps: OrphanReaperDeps) {
     this.scripts = new RedisScripts(deps.client);
@@ -92,6 +70,11 @@ export class OrphanReaper {
     this.batchSize = deps.options?.batchSize ?? 500;
     this.timeBudget = deps.options?.timeBudget ?? 1000;
     this.grace = deps.options?.grace ?? DEFAULT_GRACE;
+    const knownQueues = () => [...(deps.queues?.() ?? []), ...(deps.options?.queues ?? [])];
+    this.passes = {
+      scheduled: new ReaperPass(deps.client, this.batchSize, knownQueues),
+      dry: new ReaperPass(deps.client, this.batchSize, knownQueues),
+    };
   }
 
   /**
@@ -119,7 +102,7 @@ export class OrphanReaper {
       report.durationMs = Date.now() - startedAt;
       return report;
     }
-    if (this.streams.length === 0) this.streams = await this.newPass();
+    const pass = dryRun ? this.passes.dry : this.passes.scheduled;
     const deadline = startedAt + this.timeBudget;
     const suspects: Suspect[] = [];
     const record = (item: ReapedItem) => {
@@ -127,28 +110,20 @@ export class OrphanReaper {
       if (report.items.length < MAX_ITEMS) report.items.push(item);
       if (!dryRun) this.deps.onReaped?.(item);
     };
-    while (this.streams.length > 0) {
-      const stream = this.streams[0];
-      const [cursor, found] = await stream.node.scan(stream.cursor, 'COUNT', this.batchSize).catch((error: unknown) => {
-        // A node that failed (or left the cluster) must not pin the pass: the next run starts a fresh one.
-        this.streams = [];
-        throw error;
-      });
-      stream.cursor = cursor;
-      if (cursor === '0') this.streams.shift();
+    do {
+      const found = await pass.next();
       report.scannedKeys += found.length;
       await Promise.all(
         found.map((key) =>
-          this.inspect(key, dryRun, record, suspects).catch(() => {
+          this.inspect(key, pass, dryRun, record, suspects).catch(() => {
             report.failedKeys += 1; // one odd key must not cost the run what it found
           }),
         ),
       );
       // Confirming suspects costs calls too: a run that found many stops scanning and leaves the rest to the next.
       if (Date.now() >= deadline || suspects.length >= MAX_SUSPECTS) break;
-    }
-    report.complete = this.streams.length === 0;
-    if (report.complete) this.discovered = undefined;
+    } while (!pass.complete);
+    report.complete = pass.complete;
 
     if (dryRun) {
       suspects.forEach((suspect) => record(suspect.item));
@@ -176,31 +151,16 @@ export class OrphanReaper {
     await this.locks.release(this.keys.reaperLeader, this.token);
   }
 
-  private async newPass(): Promise<ScanStream[]> {
-    const nodes = await connectedScanNodes(this.deps.client);
-    this.deduplicationSpaces = uniqueQueues(this.knownQueues()).map((queue) => {
-      const qualifiedName = bullKeys.qualifiedName(queue.prefix, queue.name);
-      return {
-        keyStart: bullKeys.deduplicationBase(qualifiedName),
-        jobKeyPrefix: bullKeys.queueKeyPrefix(qualifiedName),
-      };
-    });
-    return nodes.map((node) => ({ node, cursor: '0' }));
-  }
-
-  private knownQueues(): ReaperQueue[] {
-    return [...(this.deps.queues?.() ?? []), ...(this.deps.options?.queues ?? [])];
-  }
-
   /** Looks at one key; releases what needs no re-check, and collects suspects that do. Other keys are left alone. */
   private async inspect(
     key: string,
+    pass: ReaperPass,
     dryRun: boolean,
     record: (item: ReapedItem) => void,
     suspects: Suspect[],
   ): Promise<void> {
     const dry = dryRun ? '1' : '0';
-    const deduplication = this.deduplicationSpaces.find((space) => key.startsWith(space.keyStart));
+    const deduplication = pass.deduplicationSpaceOf(key);
     if (deduplication) {
       const orphan = (await this.scripts.run('reapDeduplication', [key], [deduplication.jobKeyPrefix, dry])) as
         [string, string] | null;
@@ -218,13 +178,18 @@ export class OrphanReaper {
       expired.forEach((jobId) => record({ key, kind, jobId, reason: 'lease ended' }));
       // A run-time lease is renewed by a running handler: only its end frees it. A queued job renews nothing, so a
       // general-path enqueue lock is checked against its job.
-      if (kind === 'enqueueLock') await this.suspectEnqueueLock(key, expired, suspects);
+      if (kind === 'enqueueLock') await this.suspectEnqueueLock(key, expired, pass, suspects);
     } else if (suffix === KEY_SUFFIX.idempotency) {
       await this.suspectIdempotencyClaim(key, suspects);
     }
   }
 
-  private async suspectEnqueueLock(key: string, expired: readonly string[], suspects: Suspect[]): Promise<void> {
+  private async suspectEnqueueLock(
+    key: string,
+    expired: readonly string[],
+    pass: ReaperPass,
+    suspects: Suspect[],
+  ): Promise<void> {
     // RESP2 answers [member, score, …], RESP3 [[member, score], …]: flatten both.
     const reply = (await this.deps.client.call('ZRANGE', key, 0, MAX_LOCK_OWNERS - 1, 'WITHSCORES')) as unknown[];
     const owners = reply.flat().map(String);
@@ -232,7 +197,7 @@ export class OrphanReaper {
       const [jobId, score] = [owners[i], owners[i + 1]];
       if (expired.includes(jobId)) continue;
       const digest = parseOwnKey(key)?.tag;
-      const jobKeys = async () => (await this.queueNames()).map((queue) => bullKeys.job(queue, jobId));
+      const jobKeys = async () => (await pass.queueNames()).map((queue) => bullKeys.job(queue, jobId));
       const statuses = await Promise.all((await jobKeys()).map((jobKey) => this.jobStatus(jobKey, digest)));
       if (statuses.includes('live')) continue;
       const reason = statuses.includes('finished')
@@ -267,20 +232,6 @@ export class OrphanReaper {
       jobKeys: () => Promise.resolve([jobKey]),
       release: async () => (await this.scripts.run('reapIdempotencyClaim', [key], [owner])) === 1,
     });
-  }
-
-  /**
-   * Queues whose jobs may own a general-path lock, which records only its owner's job id: the known ones and every
-   * BullMQ queue on the server, whatever its prefix (another application sharing the library prefix, a `{bull}`
-   * prefix on a cluster). An owner is "gone" only when no queue on the server holds its job.
-   */
-  private async queueNames(): Promise<string[]> {
-    this.discovered ??= discoverQueueNames(this.deps.client, this.batchSize).catch((error: unknown) => {
-      this.discovered = undefined;
-      throw error;
-    });
-    const known = this.knownQueues().map((queue) => bullKeys.qualifiedName(queue.prefix, queue.name));
-    return [...new Set([...known, ...(await this.discovered)])];
   }
 
   /**
@@ -319,9 +270,4 @@ function countOf(kind: ReapedItem['kind']): keyof Omit<ReapReport['reaped'], 'sq
       idempotencyClaim: 'idempotencyClaims',
     } as const
   )[kind];
-}
-
-function uniqueQueues(queues: readonly ReaperQueue[]): ReaperQueue[] {
-  const byKey = new Map(queues.map((queue) => [bullKeys.qualifiedName(queue.prefix, queue.name), queue]));
-  return [...byKey.values()];
 }

@@ -1,6 +1,6 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { DeduplicationEnqueueLock } from '../../locks/deduplication.enqueue-lock.js';
-import { bullKeys } from '../../redis/keys.js';
+import { bullKeys, DEFAULT_QUEUE_PREFIX } from '../../redis/keys.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** A queue given to the lock helpers: a BullMQ `Queue`, or a queue name of the application. */
@@ -41,7 +41,13 @@ export async function lockState(
   if (!definition) {
     throw new Error(`Job "${name}" on queue "${queueName}" is not a unique job of this application`);
   }
-  const digest = definition.digestOf({ name, queueName, data, opts });
+  const queuePrefix =
+    (typeof queue === 'object' && 'qualifiedName' in queue
+      ? bullKeys.prefixOf((queue as Queue).qualifiedName, queueName)
+      : undefined) ??
+    queues.find((known) => known.name === queueName)?.prefix ??
+    DEFAULT_QUEUE_PREFIX;
+  const digest = definition.digestOf({ name, queueName, data, opts, prefix: queuePrefix });
   const state: LockState = { digest };
   const now = Date.now();
   const leased = async (key: string): Promise<HeldLockState> => ({
@@ -50,10 +56,6 @@ export async function lockState(
   });
   if (definition.enqueueLock) {
     if (definition.enqueueLock instanceof DeduplicationEnqueueLock) {
-      const queuePrefix =
-        (typeof queue === 'object' && 'opts' in queue ? (queue as Queue).opts.prefix : undefined) ??
-        queues.find((known) => known.name === queueName)?.prefix ??
-        'bull';
       const key = bullKeys.deduplication(bullKeys.qualifiedName(queuePrefix, queueName), digest);
       const holder = await client.get(key);
       state.enqueue = { key, holders: holder === null ? [] : [holder] };

@@ -32,8 +32,8 @@ export async function digestCommand(context: CliContext, args: readonly string[]
   const lock = lockOption(values.lock);
   const lockLimit = integerOption('lock-limit', values['lock-limit'], 1, 1, 1_000_000);
   const uniqueAcross = uniqueAcrossOption(values['unique-across']);
-  const input = { queue, name, lockArgs, picked, uniqueAcross, lock, lockLimit };
-  const where = { prefix: context.prefix, queuePrefix: context.bullPrefix };
+  const input = { queue, queuePrefix: context.bullPrefix, name, lockArgs, picked, uniqueAcross, lock, lockLimit };
+  const where = { prefix: context.prefix };
   let value: string;
   try {
     value = digest(input);

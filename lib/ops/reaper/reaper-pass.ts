@@ -1,0 +1,94 @@
+import type { Cluster, Redis } from 'ioredis';
+import { bullKeys } from '../../redis/keys.js';
+import { connectedScanNodes, discoverQueueNames } from '../../redis/scan.js';
+import type { ReaperQueue } from './reap-report.interface.js';
+
+/**
+ * One SCAN stream of a pass: one walk over one Redis node's keys, classified by the reaper (a MATCH per kind of key
+ * would walk the whole key space once per kind: SCAN visits every key whatever it matches).
+ */
+interface ScanStream {
+  node: Redis;
+  cursor: string;
+}
+
+/** The deduplication keys of one queue: their start, and the queue's job key prefix (`<prefix>:<queue>:`). */
+export interface DeduplicationSpace {
+  keyStart: string;
+  jobKeyPrefix: string;
+}
+
+/**
+ * Where one walk of the reaper over the key space stands: a pass spans runs when the time budget ends a run first, and
+ * the next run goes on where it stopped. Scheduled runs and dry runs each keep their own, so a dry run neither skips
+ * keys of the scheduled walk nor shows where it stands.
+ */
+export class ReaperPass {
+  /** SCAN streams left of the current pass, one per node. */
+  private streams: ScanStream[] = [];
+  /** The queues whose deduplication keys the current pass looks at. */
+  private spaces: DeduplicationSpace[] = [];
+  /**
+   * Every queue on the server (qualified names), found once per pass and only when a general-path lock needs it. The
+   * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
+   */
+  private discovered: Promise<string[]> | undefined;
+
+  constructor(
+    private readonly client: Redis | Cluster,
+    private readonly batchSize: number,
+    /** Queues the application knows, asked at the start of each pass. */
+    private readonly knownQueues: () => readonly ReaperQueue[],
+  ) {}
+
+  /** Whether the last walk ended (the next {@link next} starts a new one). */
+  get complete(): boolean {
+    return this.streams.length === 0;
+  }
+
+  /** The next batch of keys: from where the pass stands, or from the start of a new pass when the last one ended. */
+  async next(): Promise<string[]> {
+    if (this.streams.length === 0) await this.start();
+    const stream = this.streams[0];
+    const [cursor, found] = await stream.node.scan(stream.cursor, 'COUNT', this.batchSize).catch((error: unknown) => {
+      // A node that failed (or left the cluster) must not pin the pass: the next run starts a fresh one.
+      this.streams = [];
+      throw error;
+    });
+    stream.cursor = cursor;
+    if (cursor === '0') this.streams.shift();
+    if (this.streams.length === 0) this.discovered = undefined;
+    return found;
+  }
+
+  /** The known queue whose deduplication keys `key` is one of, if any. */
+  deduplicationSpaceOf(key: string): DeduplicationSpace | undefined {
+    return this.spaces.find((space) => key.startsWith(space.keyStart));
+  }
+
+  /**
+   * Queues whose jobs may own a general-path lock, which records only its owner's job id: the known ones and every
+   * BullMQ queue on the server, whatever its prefix (another application sharing the library prefix, a `{bull}`
+   * prefix on a cluster). An owner is "gone" only when no queue on the server holds its job.
+   */
+  async queueNames(): Promise<string[]> {
+    this.discovered ??= discoverQueueNames(this.client, this.batchSize).catch((error: unknown) => {
+      this.discovered = undefined;
+      throw error;
+    });
+    const known = this.knownQueues().map((queue) => bullKeys.qualifiedName(queue.prefix, queue.name));
+    return [...new Set([...known, ...(await this.discovered)])];
+  }
+
+  private async start(): Promise<void> {
+    const nodes = await connectedScanNodes(this.client);
+    const byName = new Map(
+      this.knownQueues().map((queue) => [bullKeys.qualifiedName(queue.prefix, queue.name), queue]),
+    );
+    this.spaces = [...byName.keys()].map((qualifiedName) => ({
+      keyStart: bullKeys.deduplicationBase(qualifiedName),
+      jobKeyPrefix: bullKeys.queueKeyPrefix(qualifiedName),
+    }));
+    this.streams = nodes.map((node) => ({ node, cursor: '0' }));
+  }
+}
