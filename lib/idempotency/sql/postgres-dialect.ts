@@ -5,6 +5,7 @@ import {
   quoteIdentifier,
   type SqlTableName,
 } from '../stores/sql-records.js';
+import type { SqlStatement } from './sql-adapter.interface.js';
 import { CLAIM_LOCK_TIMEOUT_MS, command, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
 
 /** The columns of a record as `toIdempotencyRecord` reads them, times in ms since the epoch. */
@@ -176,8 +177,36 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   };
 }
 
+/**
+ * `statement`'s text with its parameters written in as literals, for the simple-query protocol, which runs several
+ * statements in one round trip but takes no parameters: strings through the driver's `escapeLiteral` (quotes and
+ * backslashes escaped, whatever `standard_conforming_strings` says), finite numbers as numerals, `null` as `NULL`.
+ * Every `$n` of the store's statements is a parameter (none of them quotes a `$`).
+ */
+export function inlineParameters(statement: SqlStatement, escapeLiteral: (value: string) => string): string {
+  return statement.text.replace(/\$(\d+)/g, (_placeholder, index: string) => {
+    const value = statement.params[Number(index) - 1];
+    if (value === null || value === undefined) return 'NULL';
+    if (typeof value === 'string') return escapeLiteral(value);
+    if (typeof value === 'number' && Number.isFinite(value)) return `(${String(value)})`;
+    if (typeof value === 'bigint') return `(${value.toString()})`;
+    throw new TypeError(`Cannot write parameter $${index} (${typeof value}) into a statement`);
+  });
+}
+
+/**
+ * A statement that changes rows, made to fail with `division_by_zero` (SQLSTATE 22012, {@link UNAPPLIED}) when it
+ * changed none: sent with a `COMMIT` after it, the failure skips the `COMMIT` and leaves the transaction aborted.
+ */
+export function failUnlessApplied(text: string): string {
+  return `WITH applied AS (${text} RETURNING 1) SELECT 1 / count(*)::int AS applied FROM applied`;
+}
+
+/** The SQLSTATE of {@link failUnlessApplied}'s failure. */
+export const UNAPPLIED = '22012';
+
 /** The SQLSTATE of a database error, through the wrappers of ORMs (TypeORM copies it, Drizzle keeps it as `cause`). */
-function sqlState(error: unknown): string | undefined {
+export function sqlState(error: unknown): string | undefined {
   for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;

@@ -1,6 +1,12 @@
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { watchConnection } from '../sql/connection-watch.js';
-import { postgresMigrationSql } from '../sql/postgres-dialect.js';
+import {
+  failUnlessApplied,
+  inlineParameters,
+  postgresMigrationSql,
+  sqlState,
+  UNAPPLIED,
+} from '../sql/postgres-dialect.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
 import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';
@@ -16,6 +22,8 @@ export interface PgQueryable {
 /** A connection checked out of a pool (`pg.PoolClient`): `release(true)` or `release(error)` destroys it. */
 export interface PgClientLike extends PgQueryable {
   release(destroy?: boolean | Error): void;
+  /** `pg`'s literal escaping: with it, the store sends `BEGIN` and `COMMIT` with its own statements (fewer round trips). */
+  escapeLiteral?(value: string): string;
 }
 
 /** A connection pool (`pg.Pool`). */
@@ -97,14 +105,42 @@ export function pgPoolAdapter(
   return {
     dialect: 'postgres',
     execute: (statement) => run(pool, statement),
-    async transaction(body) {
+    async transaction(body, options) {
       const client = await pool.connect();
       const watch = watchConnection(client);
       let broken: Error | undefined;
+      let committed = false;
+      // Several statements in one round trip (the simple-query protocol), their parameters written in as literals.
+      const escape = typeof client.escapeLiteral === 'function' ? client.escapeLiteral.bind(client) : undefined;
       try {
-        await client.query(begin);
-        const value = await body({ handle: client, execute: (statement) => run(client, statement) });
-        await client.query('COMMIT');
+        let opening: SqlResult | undefined;
+        if (options?.opening && escape) {
+          const results = await client.query(`${begin}; ${inlineParameters(options.opening, escape)}`);
+          opening = resultOf([results].flat().at(-1)!);
+        } else {
+          await client.query(begin);
+        }
+        const completeAndCommit = async (statement: SqlStatement): Promise<boolean> => {
+          const text = `${failUnlessApplied(inlineParameters(statement, escape!))}; COMMIT`;
+          try {
+            await client.query(text);
+          } catch (error) {
+            if (sqlState(error) !== UNAPPLIED) throw error;
+            // Nothing changed, nothing committed: out of the aborted transaction, so the store can ask what became
+            // of its own (which the handler may have ended).
+            await client.query('ROLLBACK');
+            return false;
+          }
+          committed = true;
+          return true;
+        };
+        const value = await body({
+          handle: client,
+          execute: (statement) => run(client, statement),
+          ...(opening ? { opening } : {}),
+          ...(escape ? { completeAndCommit } : {}),
+        });
+        if (!committed) await client.query('COMMIT');
         return value;
       } catch (error) {
         broken = await rollback(client);
@@ -122,7 +158,10 @@ export function pgPoolAdapter(
 }
 
 async function run(queryable: PgQueryable, statement: SqlStatement): Promise<SqlResult> {
-  const result = await queryable.query(statement.text, [...statement.params]);
+  return resultOf(await queryable.query(statement.text, [...statement.params]));
+}
+
+function resultOf(result: { rows: Record<string, unknown>[]; rowCount: number | null }): SqlResult {
   return { rows: result.rows, rowCount: result.rowCount ?? 0 };
 }
 
