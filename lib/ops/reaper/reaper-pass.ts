@@ -57,7 +57,6 @@ export class ReaperPass {
     });
     stream.cursor = cursor;
     if (cursor === '0') this.streams.shift();
-    if (this.streams.length === 0) this.discovered = undefined;
     return found;
   }
 
@@ -90,5 +89,6 @@ export class ReaperPass {
       jobKeyPrefix: bullKeys.queueKeyPrefix(qualifiedName),
     }));
     this.streams = nodes.map((node) => ({ node, cursor: '0' }));
+    this.discovered = undefined;
   }
 }
