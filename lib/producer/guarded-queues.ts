@@ -1,5 +1,6 @@
 import type { Job, JobsOptions, Queue } from 'bullmq';
 import type { AddFn } from '../locks/enqueue-lock.js';
+import { bullKeys } from '../redis/keys.js';
 
 /** A job bulk entry as `Queue#addBulk` takes it. */
 export interface BulkJob {
@@ -19,18 +20,19 @@ export interface QueueOriginals {
 
 /** The queues guarded for enqueue, with their own `add`/`addBulk` (so the library reaches BullMQ through them). */
 export class GuardedQueues {
-  private readonly byName = new Map<string, Queue>();
+  /** By qualified name (`<prefix>:<name>`): one queue name may live under two BullMQ prefixes. */
+  private readonly byQualifiedName = new Map<string, Queue>();
   private readonly originalMethods = new WeakMap<Queue, QueueOriginals>();
 
   /** Remembers a queue and its own methods. */
   register(queue: Queue, originals: QueueOriginals): void {
-    this.byName.set(queue.name, queue);
+    this.byQualifiedName.set(queue.qualifiedName, queue);
     this.originalMethods.set(queue, originals);
   }
 
-  /** A guarded queue by name (to retry dead-set entries). */
+  /** The latest guarded queue of this name (to retry dead-set entries). */
   get(name: string): Queue | undefined {
-    return this.byName.get(name);
+    return [...this.byQualifiedName.values()].findLast((queue) => queue.name === name);
   }
 
   /** A queue's own methods (the queue's methods themselves for a queue that is not guarded). */
@@ -45,6 +47,9 @@ export class GuardedQueues {
 
   /** The guarded queues: name and key prefix (the reaper checks jobs there). */
   list(): { name: string; prefix: string }[] {
-    return [...this.byName.values()].map((queue) => ({ name: queue.name, prefix: queue.opts.prefix ?? 'bull' }));
+    return [...this.byQualifiedName.values()].map((queue) => ({
+      name: queue.name,
+      prefix: bullKeys.prefixOf(queue.qualifiedName, queue.name),
+    }));
   }
 }

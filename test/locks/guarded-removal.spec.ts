@@ -7,6 +7,7 @@ import { describe, expect, it } from '@jest/globals';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { UniqueJobsReaper } from '../../lib/index.js';
+import { JobInterceptor } from '../../lib/nest/job.interceptor.js';
 import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
 import type { JobDefinitions } from '../../lib/options/job-definitions.js';
 import { useApps } from '../support/apps.js';
@@ -160,6 +161,14 @@ describe('removing a job through a guarded queue', () => {
     expect(await other.remove(theirs.id!)).toBe(1);
     expect(await owners(redis, theirKey)).toEqual([]);
     expect(await owners(redis, myKey)).toEqual([mine.id]);
+    // Both queues stay known (the reaper looks at the deduplication keys of each).
+    const guarded = app.moduleRef.get(JobInterceptor).guardedQueues();
+    expect(
+      guarded
+        .filter((queue) => queue.name === app.queue.name)
+        .map((queue) => queue.prefix)
+        .sort(),
+    ).toEqual([bullOptions().prefix ?? 'bull', other.qualifiedName.slice(0, -app.queue.name.length - 1)].sort());
   });
 
   it('until_expired: the period outlives the removed job, as it outlives a run', async () => {
