@@ -9,6 +9,7 @@ import type { BulkJob } from '../producer/guarded-queues.js';
 import { JobInterceptor } from './job.interceptor.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { UniqueJobsQueueGuard } from './queue.guard.js';
+import { UniqueJobsWorkerGuard } from './worker.guard.js';
 import { UNIQUE_JOBS_DEFINITIONS } from './unique-jobs.constants.js';
 
 /**
@@ -22,6 +23,7 @@ export class UniqueJobsService {
     private readonly queueGuard: UniqueJobsQueueGuard,
     private readonly events: UniqueJobsEvents,
     @Inject(UNIQUE_JOBS_DEFINITIONS) private readonly definitions: JobDefinitions,
+    private readonly workerGuard: UniqueJobsWorkerGuard,
   ) {}
 
   /**
@@ -51,14 +53,15 @@ export class UniqueJobsService {
 
   /**
    * The digest a job would get, or `undefined` when (queue, name) is not a unique job. A queue given by name is taken
-   * under the BullMQ prefix this application uses for it (`'bull'` when it guards no queue of that name); pass the
-   * `Queue` itself when one name lives under two prefixes.
+   * under the BullMQ prefix this application uses for it, as a producer or a worker (`'bull'` when it has no queue of
+   * that name); pass the `Queue` itself when one name lives under two prefixes.
    */
   digestOf(queue: Queue | string, name: string, data: unknown, opts?: JobsOptions): string | undefined {
     const queueName = typeof queue === 'string' ? queue : queue.name;
+    const known = () => [...this.interceptor.guardedQueues(), ...this.workerGuard.workerQueues()];
     const prefix =
       typeof queue === 'string'
-        ? this.interceptor.guardedQueues().find((known) => known.name === queue)?.prefix
+        ? known().find((candidate) => candidate.name === queue)?.prefix
         : bullKeys.prefixOf(queue.qualifiedName, queue.name);
     return this.definitions.find(queueName, name)?.digestOf({ name, queueName, data, opts, prefix });
   }

@@ -15,6 +15,7 @@ import {
   WORKER_GUARD_PROPERTY,
 } from './unique-jobs.constants.js';
 import { JobInterceptor } from './job.interceptor.js';
+import { bullKeys } from '../redis/keys.js';
 import type { ProcessFn } from '../worker/job-runner.js';
 
 /**
@@ -89,8 +90,8 @@ export class UniqueJobsWorkerGuard {
   /** The queues of the guarded processors' workers: name and key prefix (the reaper checks jobs there). */
   workerQueues(): { name: string; prefix: string }[] {
     return [...this.installed.values()].flatMap((instance) => {
-      const worker = (instance as unknown as { _worker?: { name: string; opts: { prefix?: string } } })._worker;
-      return worker ? [{ name: worker.name, prefix: worker.opts.prefix ?? 'bull' }] : [];
+      const worker = (instance as unknown as { _worker?: { name: string; qualifiedName: string } })._worker;
+      return worker ? [{ name: worker.name, prefix: bullKeys.prefixOf(worker.qualifiedName, worker.name) }] : [];
     });
   }
 
