@@ -178,32 +178,48 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
 }
 
 /**
- * `statement`'s text with its parameters written in as literals, for the simple-query protocol, which runs several
- * statements in one round trip but takes no parameters: strings through the driver's `escapeLiteral` (quotes and
- * backslashes escaped, whatever `standard_conforming_strings` says), finite numbers as numerals, `null` as `NULL`.
- * Every `$n` of the store's statements is a parameter (none of them quotes a `$`).
+ * `statement`'s text with its parameters written in, for the simple-query protocol, which runs several statements in
+ * one round trip but takes no parameters. A string goes in as the hex of its UTF-8 bytes,
+ * `convert_from(decode('<hex>', 'hex'), 'UTF8')`: plain ASCII, so no `client_encoding` (a multibyte one such as SJIS
+ * can swallow a quote an escaping function added), `standard_conforming_strings` or `backslash_quote` setting can end
+ * it early. Finite numbers go in as numerals, `null` as `NULL`. Every `$n` of the store's statements is a parameter
+ * (none of them quotes a `$`), and what is written in is never scanned again.
  */
-export function inlineParameters(statement: SqlStatement, escapeLiteral: (value: string) => string): string {
+export function inlineParameters(statement: SqlStatement): string {
   return statement.text.replace(/\$(\d+)/g, (_placeholder, index: string) => {
     const value = statement.params[Number(index) - 1];
     if (value === null || value === undefined) return 'NULL';
-    if (typeof value === 'string') return escapeLiteral(value);
+    if (typeof value === 'string')
+      return `convert_from(decode('${Buffer.from(value, 'utf8').toString('hex')}', 'hex'), 'UTF8')`;
     if (typeof value === 'number' && Number.isFinite(value)) return `(${String(value)})`;
     if (typeof value === 'bigint') return `(${value.toString()})`;
     throw new TypeError(`Cannot write parameter $${index} (${typeof value}) into a statement`);
   });
 }
 
+/** What {@link failUnlessApplied}'s failure says: only that statement can fail with it. */
+export const UNAPPLIED_MARKER = 'nestjs-unique-jobs: the completion changed no row';
+
 /**
- * A statement that changes rows, made to fail with `division_by_zero` (SQLSTATE 22012, {@link UNAPPLIED}) when it
- * changed none: sent with a `COMMIT` after it, the failure skips the `COMMIT` and leaves the transaction aborted.
+ * A statement that changes rows, made to fail when it changed none (a cast of {@link UNAPPLIED_MARKER} to `int`:
+ * `invalid_text_representation`, the marker in its message): sent with a `COMMIT` after it, the failure skips the
+ * `COMMIT` and leaves the transaction aborted.
  */
 export function failUnlessApplied(text: string): string {
-  return `WITH applied AS (${text} RETURNING 1) SELECT 1 / count(*)::int AS applied FROM applied`;
+  // The cast depends on the row count, so the planner cannot fold it (and fail) whatever the count.
+  return `WITH applied AS (${text} RETURNING 1)
+    SELECT CASE WHEN count(*) = 0 THEN ('${UNAPPLIED_MARKER} (' || count(*) || ')')::int END AS unapplied FROM applied`;
 }
 
-/** The SQLSTATE of {@link failUnlessApplied}'s failure. */
-export const UNAPPLIED = '22012';
+/** Whether `error` is {@link failUnlessApplied}'s failure (and not another of the same SQLSTATE). */
+export function isUnapplied(error: unknown): boolean {
+  if (sqlState(error) !== '22P02') return false;
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
+    if (String((e as { message?: unknown }).message).includes(UNAPPLIED_MARKER)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
 
 /** The SQLSTATE of a database error, through the wrappers of ORMs (TypeORM copies it, Drizzle keeps it as `cause`). */
 export function sqlState(error: unknown): string | undefined {

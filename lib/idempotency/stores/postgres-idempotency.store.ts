@@ -3,9 +3,9 @@ import { watchConnection } from '../sql/connection-watch.js';
 import {
   failUnlessApplied,
   inlineParameters,
+  isUnapplied,
   postgresMigrationSql,
   sqlState,
-  UNAPPLIED,
 } from '../sql/postgres-dialect.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
@@ -22,8 +22,6 @@ export interface PgQueryable {
 /** A connection checked out of a pool (`pg.PoolClient`): `release(true)` or `release(error)` destroys it. */
 export interface PgClientLike extends PgQueryable {
   release(destroy?: boolean | Error): void;
-  /** `pg`'s literal escaping: with it, the store sends `BEGIN` and `COMMIT` with its own statements (fewer round trips). */
-  escapeLiteral?(value: string): string;
 }
 
 /** A connection pool (`pg.Pool`). */
@@ -102,6 +100,8 @@ export function pgPoolAdapter(
   isolation?: PostgresIdempotencyStoreOptions['isolation'],
 ): SqlIdempotencyAdapter<PgClientLike> {
   const begin = isolation ? `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}` : 'BEGIN';
+  /** Whether the pool's clients run several statements in one call (until one refuses). */
+  let batches = true;
   return {
     dialect: 'postgres',
     execute: (statement) => run(pool, statement),
@@ -110,22 +110,25 @@ export function pgPoolAdapter(
       const watch = watchConnection(client);
       let broken: Error | undefined;
       let committed = false;
-      // Several statements in one round trip (the simple-query protocol), their parameters written in as literals.
-      const escape = typeof client.escapeLiteral === 'function' ? client.escapeLiteral.bind(client) : undefined;
       try {
+        // Several statements in one round trip (the simple-query protocol), their parameters written in; a client
+        // that sends everything as a prepared statement refuses that once (42601), and is then sent one at a time.
         let opening: SqlResult | undefined;
-        if (options?.opening && escape) {
-          const results = await client.query(`${begin}; ${inlineParameters(options.opening, escape)}`);
-          opening = resultOf([results].flat().at(-1)!);
-        } else {
-          await client.query(begin);
-        }
-        const completeAndCommit = async (statement: SqlStatement): Promise<boolean> => {
-          const text = `${failUnlessApplied(inlineParameters(statement, escape!))}; COMMIT`;
+        if (options?.opening && batches) {
           try {
-            await client.query(text);
+            const results = await client.query(`${begin}; ${inlineParameters(options.opening)}`);
+            opening = resultOf([results].flat().at(-1)!);
           } catch (error) {
-            if (sqlState(error) !== UNAPPLIED) throw error;
+            if (!refusesBatches(error)) throw error;
+            batches = false;
+          }
+        }
+        if (!opening) await client.query(begin);
+        const completeAndCommit = async (statement: SqlStatement): Promise<boolean> => {
+          try {
+            await client.query(`${failUnlessApplied(inlineParameters(statement))}; COMMIT`);
+          } catch (error) {
+            if (!isUnapplied(error)) throw error;
             // Nothing changed, nothing committed: out of the aborted transaction, so the store can ask what became
             // of its own (which the handler may have ended).
             await client.query('ROLLBACK');
@@ -137,8 +140,7 @@ export function pgPoolAdapter(
         const value = await body({
           handle: client,
           execute: (statement) => run(client, statement),
-          ...(opening ? { opening } : {}),
-          ...(escape ? { completeAndCommit } : {}),
+          ...(opening ? { opening, completeAndCommit } : {}),
         });
         if (!committed) await client.query('COMMIT');
         return value;
@@ -155,6 +157,14 @@ export function pgPoolAdapter(
       }
     },
   };
+}
+
+/**
+ * What PostgreSQL answers a prepared statement of several commands (`syntax_error`, raised before any of them runs):
+ * the client sends every query through the extended protocol.
+ */
+function refusesBatches(error: unknown): boolean {
+  return sqlState(error) === '42601' && /multiple commands into a prepared statement/i.test(String(error));
 }
 
 async function run(queryable: PgQueryable, statement: SqlStatement): Promise<SqlResult> {
