@@ -6,7 +6,7 @@ import 'reflect-metadata';
 import { afterAll, describe, expect, it, jest } from '@jest/globals';
 import { BullModule, getQueueToken, Processor, QueueEventsHost, QueueEventsListener, WorkerHost } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
-import type { Job, Queue } from 'bullmq';
+import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { RedisUnavailableError, UniqueJob, UniqueJobsModule } from '../lib/index.js';
 import { RedisAvailability } from '../lib/redis/redis-availability.js';
@@ -171,9 +171,12 @@ describe('Redis out of reach', () => {
     const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
     const early = new Redis({ ...options, retryStrategy: () => 50 });
     const late = new Redis({ ...options, retryStrategy: () => (holdOff ? 60_000 : 50) });
-    for (const client of [early, late]) availability.watchClient(client);
+    availability.watchClient(early);
+    // Two queues sharing `late` (one ioredis instance given to both): each repeats its errors.
+    const queues = [uniqueName('shared'), uniqueName('shared')].map((name) => new Queue(name, { connection: late }));
+    for (const queue of queues) availability.watch(queue);
     try {
-      await Promise.all([early.ping(), late.ping()]);
+      await Promise.all([early.ping(), late.ping(), ...queues.map((queue) => queue.waitUntilReady())]);
       const outage = lines.next(UNREACHABLE);
       holdOff = true;
       await server.kill();
@@ -193,11 +196,25 @@ describe('Redis out of reach', () => {
       await server.kill();
       await second;
       expect(lines.matching(UNREACHABLE)).toHaveLength(2);
+      holdOff = true; // `late` stays out of this outage's end
       const backAgain = lines.next(BACK);
       await server.relaunch();
       await backAgain;
       expect(lines.matching(BACK)).toHaveLength(2);
+      expect(late.status).not.toBe('ready');
+
+      // A third outage that only `late` reports, a client not ready since the last one ended, while no other client is
+      // ready (`early` is gone): the server is out of reach again, and that is logged.
+      early.disconnect();
+      await server.kill();
+      const third = lines.next(UNREACHABLE);
+      late.disconnect();
+      void late.connect().catch(() => undefined);
+      await third;
+      expect(lines.matching(UNREACHABLE)).toHaveLength(3);
+      await server.relaunch();
     } finally {
+      for (const queue of queues) await queue.close().catch(() => undefined);
       early.disconnect();
       late.disconnect();
       await server.admin.flushall();

@@ -82,11 +82,12 @@ export class RedisAvailability {
   }
 
   /**
-   * Listens to one client's errors and readiness (once per client); 1 when it starts following it. `logsOthers`: its
-   * errors other than "unreachable" are logged here (an owner's clients' are logged from the owner's `error` event).
+   * Listens to one client's errors and readiness (once per client, however many owners share it); 1: it is followed.
+   * `logsOthers`: its errors other than "unreachable" are logged here (an owner's clients' are logged from the owner's
+   * `error` event).
    */
   private follow(client: Client, endpoint: string, logsOthers: boolean): number {
-    if (this.known.has(client)) return 0;
+    if (this.known.has(client)) return 1;
     this.known.set(client, endpoint);
     client.on('error', (error: Error) => this.failed(endpoint, error, client, logsOthers));
     client.on('ready', () => {
@@ -146,7 +147,8 @@ export class RedisAvailability {
 
   /**
    * An error from `source` (a client, or `'noted'`: an owner's repetition of its clients' errors). A client that has not
-   * been ready since the last outage ended speaks of that outage (its old socket failing late): no new line.
+   * been ready since the last outage ended speaks of that outage (its old socket failing late) while another client of
+   * the server is ready: no new line then. With none ready, the server is out of reach again, and that is logged.
    */
   private failed(endpoint: string, error: Error, source?: Client | 'noted', logsOthers = true): void {
     const text = error?.message ?? String(error);
@@ -156,12 +158,18 @@ export class RedisAvailability {
     }
     this.lastErrors.set(endpoint, text);
     if (this.outages.has(endpoint) || source === 'noted') return;
-    if (source && (this.readyIn.get(source) ?? 0) < (this.epochs.get(endpoint) ?? 0)) return;
+    if (source && (this.readyIn.get(source) ?? 0) < (this.epochs.get(endpoint) ?? 0) && this.anyReady(endpoint)) return;
     this.outages.set(endpoint, Date.now());
     const wait = this.enqueueTimeout === false ? 'wait for it' : `fail after ${this.enqueueTimeout} ms`;
     this.logger.error(
       `Redis ${endpoint} is unreachable (${text}): enqueues through the library ${wait}, workers wait for it; logged once until it is back`,
     );
+  }
+
+  /** Whether a known client of `endpoint` is ready now. */
+  private anyReady(endpoint: string): boolean {
+    for (const [client, at] of this.known) if (at === endpoint && client.status === 'ready') return true;
+    return false;
   }
 
   private reachable(endpoint: string): void {
