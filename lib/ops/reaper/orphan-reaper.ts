@@ -42,6 +42,9 @@ type JobStatus = 'live' | 'finished' | 'gone' | 'another';
 const MAX_ITEMS = 1000;
 const MAX_LOCK_OWNERS = 100;
 const MAX_SUSPECTS = 1000;
+/** A dry run starts a new pass when the last dry run is older than this: it would not know queues created since. */
+const DRY_PASS_IDLE_MS = 60_000;
+
 /** Default `grace`: far above the time between a general-path lock and its add (one round trip). */
 const DEFAULT_GRACE = 15_000;
 
@@ -80,7 +83,8 @@ export class OrphanReaper {
   /**
    * One run: takes (or extends) the leadership, scans for at most the time budget, re-checks what it suspects after
    * the grace period, releases it, and prunes the SQL stores. A dry run reports what it would release (without the
-   * grace re-check) and changes nothing.
+   * grace re-check) and changes nothing; it walks a pass of its own (never moving the scheduled runs' one), going on
+   * where the previous dry run stopped when that was less than a minute ago, else from the start.
    */
   async run(options: { dryRun?: boolean } = {}): Promise<ReapReport> {
     const dryRun = options.dryRun ?? false;
@@ -111,7 +115,8 @@ export class OrphanReaper {
       if (!dryRun) this.deps.onReaped?.(item);
     };
     do {
-      const found = await pass.next();
+      // A dry run goes on where the last one stopped only if that was a moment ago (an operator's run after run).
+      const found = await pass.next(dryRun ? DRY_PASS_IDLE_MS : Infinity);
       report.scannedKeys += found.length;
       await Promise.all(
         found.map((key) =>

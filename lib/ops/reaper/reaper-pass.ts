@@ -33,6 +33,8 @@ export class ReaperPass {
    * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
    */
   private discovered: Promise<string[]> | undefined;
+  /** When a batch was last read. */
+  private readAt = 0;
 
   constructor(
     private readonly client: Redis | Cluster,
@@ -46,10 +48,16 @@ export class ReaperPass {
     return this.streams.length === 0;
   }
 
-  /** The next batch of keys: from where the pass stands, or from the start of a new pass when the last one ended. */
-  async next(): Promise<string[]> {
-    if (this.streams.length === 0) await this.start();
+  /**
+   * The next batch of keys: from where the pass stands, or from the start of a new pass when the last one ended (or
+   * when it was last read more than `maxIdleMs` ago: what it knew of the queues may be out of date).
+   */
+  async next(maxIdleMs = Infinity): Promise<string[]> {
+    const now = Date.now();
+    if (this.streams.length === 0 || now - this.readAt > maxIdleMs) await this.start();
+    this.readAt = now;
     const stream = this.streams[0];
+    if (!stream) return []; // no node to scan (a cluster that knows no master): an empty, complete pass
     const [cursor, found] = await stream.node.scan(stream.cursor, 'COUNT', this.batchSize).catch((error: unknown) => {
       // A node that failed (or left the cluster) must not pin the pass: the next run starts a fresh one.
       this.streams = [];
