@@ -158,6 +158,10 @@ describe('digest', () => {
     const args = { id: 'evt_1' };
     const plain = digest(base(args));
     expect(digest(base(args, { queuePrefix: 'bull' }))).toBe(plain);
+    // A Redis Cluster hash tag is the same environment: `{bull}` is `bull`, `{staging}` is `staging`.
+    expect(digest(base(args, { queuePrefix: '{bull}' }))).toBe(plain);
+    expect(digest(base(args, { queuePrefix: '{staging}' }))).toBe(digest(base(args, { queuePrefix: 'staging' })));
+    expect(digest(base(args, { queuePrefix: '{}' }))).not.toBe(plain);
     const staging = digest(base(args, { queuePrefix: 'staging' }));
     expect(staging).toMatch(/^v1:[0-9a-f]{64}$/);
     expect(staging).not.toBe(plain);

@@ -11,8 +11,9 @@ export interface DigestInput {
   /** Queue name (left out when unique across queues). */
   queue: string;
   /**
-   * BullMQ's key prefix of the queue. Default `'bull'`. Any other prefix is part of the digest, so that queues of one
-   * name under two prefixes (two environments sharing a Redis) never share a lock.
+   * BullMQ's key prefix of the queue. Default `'bull'`. Any other prefix is part of the digest (without the braces of a
+   * Redis Cluster hash tag: `{bull}` counts as `bull`), so that queues of one name under two prefixes (two environments
+   * sharing a Redis) never share a lock.
    */
   queuePrefix?: string;
   /** Job name (left out when unique across names). */
@@ -32,7 +33,7 @@ export interface DigestInput {
 /**
  * The uniqueness digest of a job: `v1:` + the sha256 (hex) of the canonical JSON (sorted keys) of
  * `["v1", queue | null, name | null, lockArgs]`, with the queue's BullMQ prefix as a fifth element when it is not
- * `'bull'`. The run time or delay is not part of it. Raw job data never reaches a Redis key: keys embed only this hash.
+ * `'bull'` (nor `'{bull}'`, as Redis Cluster users write it). The run time or delay is not part of it. Raw job data never reaches a Redis key: keys embed only this hash.
  *
  * @throws UnserializableLockArgsError when the lock arguments cannot be hashed canonically.
  */
@@ -40,12 +41,15 @@ export function digest(input: DigestInput): string {
   const across = new Set(input.uniqueAcross === undefined ? [] : [input.uniqueAcross].flat());
   // Serialized apart so an error's path starts at the lock arguments ($.amount), not at this wrapper array.
   const lockArgs = canonicalJson(input.lockArgs, { undefinedProperties: input.picked ? 'reject' : 'skip' });
-  const prefix =
-    input.queuePrefix === undefined || input.queuePrefix === DEFAULT_QUEUE_PREFIX
-      ? ''
-      : `,${JSON.stringify(input.queuePrefix)}`;
+  const queuePrefix = input.queuePrefix === undefined ? DEFAULT_QUEUE_PREFIX : withoutHashTag(input.queuePrefix);
+  const prefix = queuePrefix === DEFAULT_QUEUE_PREFIX ? '' : `,${JSON.stringify(queuePrefix)}`;
   const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(across.has('queues') ? null : input.queue)},${JSON.stringify(across.has('names') ? null : input.name)},${lockArgs}${prefix}]`;
   return `${DIGEST_VERSION}:${hash('sha256', material, 'hex')}`;
+}
+
+/** A prefix written as a Redis Cluster hash tag (`{bull}`) stands for the same environment as without braces. */
+function withoutHashTag(prefix: string): string {
+  return prefix.length > 2 && prefix.startsWith('{') && prefix.endsWith('}') ? prefix.slice(1, -1) : prefix;
 }
 
 /** Where a lock lives, for {@link lockKey}. */

@@ -58,10 +58,11 @@ export class UniqueJobsService {
    */
   digestOf(queue: Queue | string, name: string, data: unknown, opts?: JobsOptions): string | undefined {
     const queueName = typeof queue === 'string' ? queue : queue.name;
-    const known = () => [...this.interceptor.guardedQueues(), ...this.workerGuard.workerQueues()];
+    // As the dead set retries: the latest guarded queue of the name, else a worker's.
+    const named = (list: { name: string; prefix: string }[]) => list.findLast((known) => known.name === queue);
     const prefix =
       typeof queue === 'string'
-        ? known().find((candidate) => candidate.name === queue)?.prefix
+        ? (named(this.interceptor.guardedQueues()) ?? named(this.workerGuard.workerQueues()))?.prefix
         : bullKeys.prefixOf(queue.qualifiedName, queue.name);
     return this.definitions.find(queueName, name)?.digestOf({ name, queueName, data, opts, prefix });
   }
