@@ -378,12 +378,12 @@ describe('the orphan reaper', () => {
     for (const key of [keys.nested, keys.longer, keys.mine]) await redis.zadd(key, Date.now() - 1000, 'gone');
     for (const key of [keys.orders, keys.orders2]) await redis.set(key, 'gone-job');
     await redis.set(keys.wrongType, 'not a lock');
+    const reaper = new OrphanReaper({
+      client: redis,
+      prefix,
+      options: { grace: 0, queues: [{ name: 'orders', prefix: queuePrefix }], timeBudget: 60_000 },
+    });
     try {
-      const reaper = new OrphanReaper({
-        client: redis,
-        prefix,
-        options: { grace: 0, queues: [{ name: 'orders', prefix: queuePrefix }], timeBudget: 60_000 },
-      });
       let failedKeys = 0;
       let report;
       do {
@@ -395,6 +395,7 @@ describe('the orphan reaper', () => {
       expect(left).toEqual({ nested: 1, longer: 1, mine: 0, orders: 0, orders2: 1, wrongType: 1 });
       expect(failedKeys).toBe(1); // the run went on past it, and released the others
     } finally {
+      await reaper.resign(); // its leadership key, which would outlive the test by 30 s
       for (const key of Object.values(keys)) await redis.del(key);
     }
   });
