@@ -5,7 +5,6 @@ import {
   quoteIdentifier,
   type SqlTableName,
 } from '../stores/sql-records.js';
-import type { SqlStatement } from './sql-adapter.interface.js';
 import { CLAIM_LOCK_TIMEOUT_MS, command, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
 
 /** The columns of a record as `toIdempotencyRecord` reads them, times in ms since the epoch. */
@@ -177,52 +176,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   };
 }
 
-/**
- * `statement`'s text with its parameters written in, for the simple-query protocol, which runs several statements in
- * one round trip but takes no parameters. A string goes in as the hex of its UTF-8 bytes,
- * `convert_from(decode('<hex>', 'hex'), 'UTF8')`: plain ASCII, so no `client_encoding` (a multibyte one such as SJIS
- * can swallow a quote an escaping function added), `standard_conforming_strings` or `backslash_quote` setting can end
- * it early. Finite numbers go in as numerals, `null` as `NULL`. Every `$n` of the store's statements is a parameter
- * (none of them quotes a `$`), and what is written in is never scanned again.
- */
-export function inlineParameters(statement: SqlStatement): string {
-  return statement.text.replace(/\$(\d+)/g, (_placeholder, index: string) => {
-    const value = statement.params[Number(index) - 1];
-    if (value === null || value === undefined) return 'NULL';
-    if (typeof value === 'string')
-      return `convert_from(decode('${Buffer.from(value, 'utf8').toString('hex')}', 'hex'), 'UTF8')`;
-    if (typeof value === 'number' && Number.isFinite(value)) return `(${String(value)})`;
-    if (typeof value === 'bigint') return `(${value.toString()})`;
-    throw new TypeError(`Cannot write parameter $${index} (${typeof value}) into a statement`);
-  });
-}
-
-/** What {@link failUnlessApplied}'s failure says: only that statement can fail with it. */
-export const UNAPPLIED_MARKER = 'nestjs-unique-jobs: the completion changed no row';
-
-/**
- * A statement that changes rows, made to fail when it changed none (a cast of {@link UNAPPLIED_MARKER} to `int`:
- * `invalid_text_representation`, the marker in its message): sent with a `COMMIT` after it, the failure skips the
- * `COMMIT` and leaves the transaction aborted.
- */
-export function failUnlessApplied(text: string): string {
-  // The cast depends on the row count, so the planner cannot fold it (and fail) whatever the count.
-  return `WITH applied AS (${text} RETURNING 1)
-    SELECT CASE WHEN count(*) = 0 THEN ('${UNAPPLIED_MARKER} (' || count(*) || ')')::int END AS unapplied FROM applied`;
-}
-
-/** Whether `error` is {@link failUnlessApplied}'s failure (and not another of the same SQLSTATE). */
-export function isUnapplied(error: unknown): boolean {
-  if (sqlState(error) !== '22P02') return false;
-  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
-    if (String((e as { message?: unknown }).message).includes(UNAPPLIED_MARKER)) return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
 /** The SQLSTATE of a database error, through the wrappers of ORMs (TypeORM copies it, Drizzle keeps it as `cause`). */
-export function sqlState(error: unknown): string | undefined {
+function sqlState(error: unknown): string | undefined {
   for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;

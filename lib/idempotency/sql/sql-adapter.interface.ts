@@ -35,20 +35,7 @@ export interface SqlIdempotencyAdapter<Transaction = unknown> {
    * SQLite adapters need no more than `BEGIN`: the store's first statement in the transaction is a write, which takes
    * the database's write lock (waiting on the busy timeout) before anything is read.
    */
-  transaction<R>(
-    body: (scope: SqlTransactionScope<Transaction>) => Promise<R>,
-    options?: SqlTransactionOptions,
-  ): Promise<R>;
-}
-
-/** What the store asks of a transaction beyond `BEGIN`: optional for an adapter to honour. */
-export interface SqlTransactionOptions {
-  /**
-   * The store's first statement in the transaction. An adapter that can send it together with `BEGIN`, in one round
-   * trip, does, and hands its result over as {@link SqlTransactionScope.opening}; one that does not leaves `opening`
-   * unset, and the store runs the statement itself.
-   */
-  opening?: SqlStatement;
+  transaction<R>(body: (scope: SqlTransactionScope<Transaction>) => Promise<R>): Promise<R>;
 }
 
 /** The SQL dialects the store speaks. */
@@ -81,15 +68,6 @@ export interface SqlTransactionScope<Transaction> {
   readonly handle: Transaction;
   /** Runs one statement in the transaction. */
   execute(statement: SqlStatement): Promise<SqlResult>;
-  /** The result of {@link SqlTransactionOptions.opening}, when the adapter ran it with `BEGIN`. */
-  readonly opening?: SqlResult;
-  /**
-   * Optional: runs `statement` (one that changes rows, without `RETURNING`) and commits, in one round trip. Resolves
-   * `true` once both happened; `false`, with the transaction rolled back and the connection out of any transaction,
-   * when the statement changed no row (then nothing is committed). The adapter then does not commit again when `body`
-   * resolves. Without it the store runs the statement, and the adapter commits when `body` resolves.
-   */
-  completeAndCommit?(statement: SqlStatement): Promise<boolean>;
   /**
    * Optional: whether the transaction is still open by the driver's own account (`false` once something committed or
    * rolled it back: better-sqlite3's `inTransaction`, TypeORM's `isTransactionActive`). The store asks before it

@@ -232,39 +232,34 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
     completion: (value: T) => IdempotencyCompletion,
   ): Promise<T> {
     try {
-      const lock = this.sql.lockOwned(ref);
       return await this.exclusive(
         () =>
-          this.adapter.transaction(
-            async (tx) => {
-              // Lock the owner's record for the whole transaction: no claimant can take it over until COMMIT or ROLLBACK
-              // (a crash drops the connection, which rolls back and unlocks), so the lease needs no renewal meanwhile.
-              const locked = (tx.opening ?? (await tx.execute(lock))).rows[0];
-              if (!locked) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
-              const txId = String(locked.tx);
-              if (this.sql.workSavepoint) await tx.execute(this.sql.workSavepoint.open);
-              let value: T;
-              try {
-                value = await work(tx.handle);
-              } catch (error) {
-                const elsewhere = this.queue ? undefined : (statement: SqlStatement) => this.adapter.execute(statement);
-                throw await handlerFailure(this.sql, tx, ref, txId, error, elsewhere);
-              }
-              const done = completion(value);
-              // Completed only in the transaction that locked the record: a handler that committed or rolled it back
-              // itself left the connection outside it, where a completion would record an effect that is not there.
-              if (tx.active?.() === false || (await workSavepointGone(this.sql, tx))) {
-                throw await completionRefused(this.sql, tx, ref, txId, false);
-              }
-              const complete = this.sql.completeLocked(ref, done, txId);
-              const applied = tx.completeAndCommit
-                ? await tx.completeAndCommit(complete)
-                : affected(complete, await tx.execute(complete));
-              if (!applied) throw await completionRefused(this.sql, tx, ref, txId, tx.active?.());
-              return value;
-            },
-            { opening: lock },
-          ),
+          this.adapter.transaction(async (tx) => {
+            // Lock the owner's record for the whole transaction: no claimant can take it over until COMMIT or ROLLBACK
+            // (a crash drops the connection, which rolls back and unlocks), so the lease needs no renewal meanwhile.
+            const locked = (await tx.execute(this.sql.lockOwned(ref))).rows[0];
+            if (!locked) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
+            const txId = String(locked.tx);
+            if (this.sql.workSavepoint) await tx.execute(this.sql.workSavepoint.open);
+            let value: T;
+            try {
+              value = await work(tx.handle);
+            } catch (error) {
+              const elsewhere = this.queue ? undefined : (statement: SqlStatement) => this.adapter.execute(statement);
+              throw await handlerFailure(this.sql, tx, ref, txId, error, elsewhere);
+            }
+            const done = completion(value);
+            // Completed only in the transaction that locked the record: a handler that committed or rolled it back
+            // itself left the connection outside it, where a completion would record an effect that is not there.
+            if (tx.active?.() === false || (await workSavepointGone(this.sql, tx))) {
+              throw await completionRefused(this.sql, tx, ref, txId, false);
+            }
+            const complete = this.sql.completeLocked(ref, done, txId);
+            if (!affected(complete, await tx.execute(complete))) {
+              throw await completionRefused(this.sql, tx, ref, txId, tx.active?.());
+            }
+            return value;
+          }),
         true,
       );
     } catch (error) {

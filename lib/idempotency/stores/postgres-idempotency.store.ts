@@ -1,12 +1,6 @@
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { watchConnection } from '../sql/connection-watch.js';
-import {
-  failUnlessApplied,
-  inlineParameters,
-  isUnapplied,
-  postgresMigrationSql,
-  sqlState,
-} from '../sql/postgres-dialect.js';
+import { postgresMigrationSql } from '../sql/postgres-dialect.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
 import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';
@@ -100,49 +94,17 @@ export function pgPoolAdapter(
   isolation?: PostgresIdempotencyStoreOptions['isolation'],
 ): SqlIdempotencyAdapter<PgClientLike> {
   const begin = isolation ? `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}` : 'BEGIN';
-  /** Whether the pool's clients run several statements in one call (until one refuses). */
-  let batches = true;
   return {
     dialect: 'postgres',
     execute: (statement) => run(pool, statement),
-    async transaction(body, options) {
+    async transaction(body) {
       const client = await pool.connect();
       const watch = watchConnection(client);
       let broken: Error | undefined;
-      let committed = false;
       try {
-        // Several statements in one round trip (the simple-query protocol), their parameters written in; a client
-        // that sends everything as a prepared statement refuses that once (42601), and is then sent one at a time.
-        let opening: SqlResult | undefined;
-        if (options?.opening && batches) {
-          try {
-            const results = await client.query(`${begin}; ${inlineParameters(options.opening)}`);
-            opening = resultOf([results].flat().at(-1)!);
-          } catch (error) {
-            if (!refusesBatches(error)) throw error;
-            batches = false;
-          }
-        }
-        if (!opening) await client.query(begin);
-        const completeAndCommit = async (statement: SqlStatement): Promise<boolean> => {
-          try {
-            await client.query(`${failUnlessApplied(inlineParameters(statement))}; COMMIT`);
-          } catch (error) {
-            if (!isUnapplied(error)) throw error;
-            // Nothing changed, nothing committed: out of the aborted transaction, so the store can ask what became
-            // of its own (which the handler may have ended).
-            await client.query('ROLLBACK');
-            return false;
-          }
-          committed = true;
-          return true;
-        };
-        const value = await body({
-          handle: client,
-          execute: (statement) => run(client, statement),
-          ...(opening ? { opening, completeAndCommit } : {}),
-        });
-        if (!committed) await client.query('COMMIT');
+        await client.query(begin);
+        const value = await body({ handle: client, execute: (statement) => run(client, statement) });
+        await client.query('COMMIT');
         return value;
       } catch (error) {
         broken = await rollback(client);
@@ -159,19 +121,8 @@ export function pgPoolAdapter(
   };
 }
 
-/**
- * What PostgreSQL answers a prepared statement of several commands (`syntax_error`, raised before any of them runs):
- * the client sends every query through the extended protocol.
- */
-function refusesBatches(error: unknown): boolean {
-  return sqlState(error) === '42601' && /multiple commands into a prepared statement/i.test(String(error));
-}
-
 async function run(queryable: PgQueryable, statement: SqlStatement): Promise<SqlResult> {
-  return resultOf(await queryable.query(statement.text, [...statement.params]));
-}
-
-function resultOf(result: { rows: Record<string, unknown>[]; rowCount: number | null }): SqlResult {
+  const result = await queryable.query(statement.text, [...statement.params]);
   return { rows: result.rows, rowCount: result.rowCount ?? 0 };
 }
 
