@@ -104,6 +104,26 @@ describe('PostgresIdempotencyStore, transactional mode, hostile settings', () =>
     }
   });
 
+  it('the bootstrap check: a session the server ends under it (pg_terminate_backend) is retried on another; one ended every time is named for what it is', async () => {
+    const { table } = await setup();
+    /** A pool whose first `ending` connections are ended by the server as their first query runs. */
+    const endingPool = (ending: number) => {
+      const pool = pgPool(2);
+      pools.push(pool);
+      pool.on('error', () => undefined); // the ended sessions' clients, once idle
+      let ended = 0;
+      pool.on('connect', (client) => {
+        client.on('error', () => undefined);
+        if (ended++ < ending) void client.query('SELECT pg_terminate_backend(pg_backend_pid())').catch(() => undefined);
+      });
+      return pool;
+    };
+    await expect(new PostgresIdempotencyStore({ pool: endingPool(1), table }).verify()).resolves.toBeUndefined();
+    await expect(new PostgresIdempotencyStore({ pool: endingPool(Infinity), table }).verify()).rejects.toThrow(
+      `PostgresIdempotencyStore lost its connection while checking its table "${table}", 4 times`,
+    );
+  });
+
   it('a client that sends every query as a prepared statement works as pg does', async () => {
     const { pool, effects } = await setup();
     let calls = 0;

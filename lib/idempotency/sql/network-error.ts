@@ -26,3 +26,23 @@ export function networkError(
   }
   return undefined;
 }
+
+/** Node-postgres' words for a connection that ended under a query (no SQLSTATE: the socket closed). */
+const CUT_MESSAGES = /Connection terminated|connection error and is not queryable|Client was closed/i;
+
+/**
+ * Whether an error says the connection was cut or refused rather than that the database answered no: a network error,
+ * a SQLSTATE of class 08 (connection exception) or 57P01–57P03 (the server ended the session: an administrator's
+ * `pg_terminate_backend`, a shutdown, a server starting up), or the driver's own "connection terminated". Such a
+ * failure may pass with the next connection.
+ */
+export function connectionCut(error: unknown): boolean {
+  if (networkError(error)) return true;
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && (code.startsWith('08') || /^57P0[123]$/.test(code))) return true;
+    if (typeof message === 'string' && CUT_MESSAGES.test(message)) return true;
+    e = (e as { cause?: unknown; driverError?: unknown }).driverError ?? (e as { cause?: unknown }).cause;
+  }
+  return false;
+}

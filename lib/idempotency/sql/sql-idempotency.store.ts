@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { IdempotencyLeaseLostError } from '../../errors/idempotency-lease-lost.error.js';
 import type {
@@ -21,7 +22,8 @@ import { completionRefused, handlerFailure, workSavepointGone } from './ended-tr
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
 import { postgresDialect } from './postgres-dialect.js';
-import { networkError } from './network-error.js';
+import { connectionCut } from './network-error.js';
+import { verifyFailure } from './verify-failure.js';
 import { SerialQueue } from './serial-queue.js';
 import { sqliteDialect } from './sqlite-dialect.js';
 
@@ -107,31 +109,19 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
    * bootstrap, before any worker takes a job. Throws an Error saying what is missing and how to create it.
    */
   async verify(): Promise<void> {
-    try {
-      await this.run(this.sql.probe());
-    } catch (error) {
-      // The database's own words: ORMs wrap its error (Drizzle: "Failed query: …", the original as `cause`).
-      let root: unknown = error;
-      while (hasMessage(root) && hasMessage(root.cause)) root = root.cause;
-      const reason = hasMessage(root) ? root.message : String(root);
-      const label = this.constructor.name;
-      const unreachable = networkError(error);
-      if (unreachable) {
-        const where = unreachable.address ? ` at ${unreachable.address}:${unreachable.port}` : '';
-        throw new Error(
-          `${label} cannot reach its database${where} (${unreachable.code}: ${unreachable.message}): is the database running, and do the connection options (host, port) name it?`,
-          { cause: error },
-        );
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.run(this.sql.probe());
+        return;
+      } catch (error) {
+        // A connection cut under the check (a failover, `pg_terminate_backend`, a server restarting) says nothing of
+        // the table: look again on another connection, a few times, before failing the bootstrap.
+        if (attempt < VERIFY_ATTEMPTS && connectionCut(error)) {
+          await delay(VERIFY_RETRY_MS * attempt);
+          continue;
+        }
+        throw verifyFailure(error, this.constructor.name, this.table, this.sql.name, VERIFY_ATTEMPTS);
       }
-      const file = `node_modules/nestjs-unique-jobs/sql/${DEFAULT_IDEMPOTENCY_TABLE}.${this.sql.name}.sql`;
-      const sqlClass = this.sql.name === 'postgres' ? 'PostgresIdempotencyStore' : 'SqliteIdempotencyStore';
-      throw new Error(
-        `${label} cannot read its table "${this.table}" (${reason}). Create the table before the application starts, with one of: ` +
-          `(1) \`await store.migrate()\` where the store is created (e.g. in the useFactory of UniqueJobsModule.forRootAsync); ` +
-          `(2) the TypeORM migration \`typeOrmIdempotencyMigration({ table: '${this.table}' })\` (\`UniqueJobsIdempotencyMigration\` for the default table) in your DataSource's migrations; ` +
-          `(3) the SQL of \`${sqlClass}.migrationSql('${this.table}')\`, or for the default table the file ${file}`,
-        { cause: error },
-      );
     }
   }
 
@@ -300,17 +290,16 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
   }
 }
 
+/** How many times the bootstrap check runs when a connection is cut under it, and the pause after the first try. */
+const VERIFY_ATTEMPTS = 4;
+const VERIFY_RETRY_MS = 200;
+
 /** When a claim that met a locked record whose lease ended looks again, at the latest. */
 const LOCKED_RETRY_MS = 1_000;
 
 /** Whether a statement changed (or, returning rows, found) at least one row. */
 function affected(statement: SqlStatement, result: SqlResult): boolean {
   return statement.returnsRows ? result.rows.length > 0 : result.rowCount > 0;
-}
-
-/** An error, whatever realm made it (`instanceof Error` fails across realms). */
-function hasMessage(value: unknown): value is { message: string; cause?: unknown } {
-  return typeof value === 'object' && value !== null && typeof (value as { message?: unknown }).message === 'string';
 }
 
 /** A boolean column: PostgreSQL answers `true`/`false`, SQLite `1`/`0` (or `1n`). */
