@@ -11,8 +11,8 @@ export interface DigestInput {
   /** Queue name (left out when unique across queues). */
   queue: string;
   /**
-   * BullMQ's key prefix of the queue. Default `'bull'`. Any other prefix is part of the digest (without the braces of a
-   * Redis Cluster hash tag: `{bull}` counts as `bull`), so that queues of one name under two prefixes (two environments
+   * BullMQ's key prefix of the queue. Default `'bull'` (`'{bull}'`, as Redis Cluster users write it, counts as
+   * `'bull'`). Any other prefix is part of the digest, so that queues of one name under two prefixes (two environments
    * sharing a Redis) never share a lock.
    */
   queuePrefix?: string;
@@ -47,9 +47,9 @@ export function digest(input: DigestInput): string {
   return `${DIGEST_VERSION}:${hash('sha256', material, 'hex')}`;
 }
 
-/** A prefix written as a Redis Cluster hash tag (`{bull}`) stands for the same environment as without braces. */
+/** `{bull}`, BullMQ's default as Redis Cluster users write it, counts as `bull`; any other prefix is its own. */
 function withoutHashTag(prefix: string): string {
-  return prefix.length > 2 && prefix.startsWith('{') && prefix.endsWith('}') ? prefix.slice(1, -1) : prefix;
+  return prefix === `{${DEFAULT_QUEUE_PREFIX}}` ? DEFAULT_QUEUE_PREFIX : prefix;
 }
 
 /** Where a lock lives, for {@link lockKey}. */

@@ -45,7 +45,7 @@ export async function lockState(
     (typeof queue === 'object' && 'qualifiedName' in queue
       ? bullKeys.prefixOf((queue as Queue).qualifiedName, queueName)
       : undefined) ??
-    queues.find((known) => known.name === queueName)?.prefix ??
+    queues.findLast((known) => known.name === queueName)?.prefix ??
     DEFAULT_QUEUE_PREFIX;
   const digest = definition.digestOf({ name, queueName, data, opts, prefix: queuePrefix });
   const state: LockState = { digest };
