@@ -60,16 +60,14 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
     );
   }
   if (connection instanceof Redis || connection instanceof Cluster) return { client: connection, owned: false };
-  return {
-    // Lazy: a bootstrap that fails before the first lock operation leaves no connection open.
-    client: new Redis({
-      host: '127.0.0.1',
-      port: 6379,
-      ...(connection as RedisOptions | undefined),
-      lazyConnect: true,
-    }),
-    owned: true,
-  };
+  // As BullMQ opens `{ url, ...options }`: the URL names the server (its parts win over the options').
+  const { url, ...rest } = (connection ?? {}) as RedisOptions & { url?: unknown };
+  // Lazy: a bootstrap that fails before the first lock operation leaves no connection open.
+  const client =
+    typeof url === 'string'
+      ? new Redis(url, { ...rest, lazyConnect: true })
+      : new Redis({ host: '127.0.0.1', port: 6379, ...rest, lazyConnect: true });
+  return { client, owned: true };
 }
 
 /**

@@ -198,7 +198,15 @@ export function describeConnection(connection: unknown): string {
   }
   const options = (
     client && typeof (client as { status?: unknown }).status === 'string' ? client.options : connection
-  ) as { host?: string; port?: number; path?: string } | undefined;
+  ) as { host?: string; port?: number; path?: string; url?: unknown } | undefined;
+  if (typeof options?.url === 'string') {
+    try {
+      const url = new URL(options.url);
+      return `${url.hostname || '127.0.0.1'}:${url.port || 6379}`;
+    } catch {
+      return 'an unparsable url';
+    }
+  }
   if (options?.path) return options.path;
   return `${options?.host ?? '127.0.0.1'}:${options?.port ?? 6379}`;
 }
