@@ -41,14 +41,14 @@ export function digest(input: DigestInput): string {
   const across = new Set(input.uniqueAcross === undefined ? [] : [input.uniqueAcross].flat());
   // Serialized apart so an error's path starts at the lock arguments ($.amount), not at this wrapper array.
   const lockArgs = canonicalJson(input.lockArgs, { undefinedProperties: input.picked ? 'reject' : 'skip' });
-  const queuePrefix = input.queuePrefix === undefined ? DEFAULT_QUEUE_PREFIX : withoutHashTag(input.queuePrefix);
+  const queuePrefix = input.queuePrefix === undefined ? DEFAULT_QUEUE_PREFIX : normalizedPrefix(input.queuePrefix);
   const prefix = queuePrefix === DEFAULT_QUEUE_PREFIX ? '' : `,${JSON.stringify(queuePrefix)}`;
   const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(across.has('queues') ? null : input.queue)},${JSON.stringify(across.has('names') ? null : input.name)},${lockArgs}${prefix}]`;
   return `${DIGEST_VERSION}:${hash('sha256', material, 'hex')}`;
 }
 
 /** `{bull}`, BullMQ's default as Redis Cluster users write it, counts as `bull`; any other prefix is its own. */
-function withoutHashTag(prefix: string): string {
+function normalizedPrefix(prefix: string): string {
   return prefix === `{${DEFAULT_QUEUE_PREFIX}}` ? DEFAULT_QUEUE_PREFIX : prefix;
 }
 

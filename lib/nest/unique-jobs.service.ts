@@ -63,7 +63,7 @@ export class UniqueJobsService {
     const prefix =
       typeof queue === 'string'
         ? (named(this.interceptor.guardedQueues()) ?? named(this.workerGuard.workerQueues()))?.prefix
-        : bullKeys.prefixOf(queue.qualifiedName, queue.name);
+        : bullKeys.prefixOf(queue);
     return this.definitions.find(queueName, name)?.digestOf({ name, queueName, data, opts, prefix });
   }
 

@@ -91,7 +91,7 @@ export class UniqueJobsWorkerGuard {
   workerQueues(): { name: string; prefix: string }[] {
     return [...this.installed.values()].flatMap((instance) => {
       const worker = (instance as unknown as { _worker?: { name: string; qualifiedName: string } })._worker;
-      return worker ? [{ name: worker.name, prefix: bullKeys.prefixOf(worker.qualifiedName, worker.name) }] : [];
+      return worker ? [{ name: worker.name, prefix: bullKeys.prefixOf(worker) }] : [];
     });
   }
 

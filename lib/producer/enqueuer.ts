@@ -229,7 +229,7 @@ function digestAtEnqueue(
     queueName: queue.name,
     data,
     opts,
-    prefix: bullKeys.prefixOf(queue.qualifiedName, queue.name),
+    prefix: bullKeys.prefixOf(queue),
   });
 }
 

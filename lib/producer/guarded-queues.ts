@@ -49,7 +49,7 @@ export class GuardedQueues {
   list(): { name: string; prefix: string }[] {
     return [...this.byQualifiedName.values()].map((queue) => ({
       name: queue.name,
-      prefix: bullKeys.prefixOf(queue.qualifiedName, queue.name),
+      prefix: bullKeys.prefixOf(queue),
     }));
   }
 }

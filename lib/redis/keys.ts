@@ -161,9 +161,9 @@ export const DEFAULT_QUEUE_PREFIX = 'bull';
 export const bullKeys = {
   /** A queue's qualified name from its BullMQ prefix and name. */
   qualifiedName: (queuePrefix: string, queueName: string): string => `${queuePrefix}:${queueName}`,
-  /** A queue's BullMQ prefix from its qualified name and name (the inverse of {@link bullKeys.qualifiedName}). */
-  prefixOf: (qualifiedName: string, queueName: string): string =>
-    qualifiedName.slice(0, qualifiedName.length - queueName.length - 1),
+  /** A queue's (or worker's) BullMQ prefix, from its qualified name (the inverse of {@link bullKeys.qualifiedName}). */
+  prefixOf: (queue: { qualifiedName: string; name: string }): string =>
+    queue.qualifiedName.slice(0, queue.qualifiedName.length - queue.name.length - 1),
   /** What every key of one queue starts with (a job's hash is this + its id). */
   queueKeyPrefix: (qualifiedName: string): string => `${qualifiedName}:`,
   /** A key of a queue's own: its state sets and lists (`wait`, `active`, `failed`…), `meta`, `events`. */

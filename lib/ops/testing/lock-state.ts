@@ -42,9 +42,7 @@ export async function lockState(
     throw new Error(`Job "${name}" on queue "${queueName}" is not a unique job of this application`);
   }
   const queuePrefix =
-    (typeof queue === 'object' && 'qualifiedName' in queue
-      ? bullKeys.prefixOf((queue as Queue).qualifiedName, queueName)
-      : undefined) ??
+    (typeof queue === 'object' && 'qualifiedName' in queue ? bullKeys.prefixOf(queue as Queue) : undefined) ??
     queues.findLast((known) => known.name === queueName)?.prefix ??
     DEFAULT_QUEUE_PREFIX;
   const digest = definition.digestOf({ name, queueName, data, opts, prefix: queuePrefix });
