@@ -100,7 +100,9 @@ export class JobInterceptor {
     });
     this.moves = new JobMovesGuard(definitions, client, events, logger, enabled);
     this.registry = new QueueRegistry(deps.scripts, deps.keys, (error) =>
-      logger.debug?.(`Could not record a queue in the registry the CLI reads: ${(error as Error).message}`),
+      logger.debug?.(
+        `Could not record a queue in the registry the CLI and the reaper read: ${(error as Error).message}`,
+      ),
     );
   }
 
@@ -109,6 +111,14 @@ export class JobInterceptor {
     this.queues.register(queue, { add, addBulk });
     this.availability.watch(queue);
     this.moves.install(queue);
+    this.noteQueue(queue);
+  }
+
+  /**
+   * Records a queue in the library's registry (once per process: a Set lookup after that). Also on every enqueue, so a
+   * queue whose record failed at bootstrap is recorded by its first lock: the reaper finds a lock's job through it.
+   */
+  private noteQueue(queue: Queue): void {
     if (this.deps.enabled) this.registry.note(queue.qualifiedName);
   }
 
@@ -138,21 +148,25 @@ export class JobInterceptor {
 
   /** {@link Enqueuer.enqueue} */
   enqueue(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<ClientResolution> {
+    this.noteQueue(queue);
     return this.enqueuer.enqueue(queue, name, data, opts);
   }
 
   /** {@link Enqueuer.enqueueBulk} */
   enqueueBulk(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
+    this.noteQueue(queue);
     return this.enqueuer.enqueueBulk(queue, jobs);
   }
 
   /** `queue.add` of a guarded queue. */
   add(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<Job> {
+    this.noteQueue(queue);
     return this.enqueuer.add(queue, name, data, opts);
   }
 
   /** `queue.addBulk` of a guarded queue. */
   addBulk(queue: Queue, jobs: BulkJob[]): Promise<Job[]> {
+    this.noteQueue(queue);
     return this.enqueuer.addBulk(queue, jobs);
   }
 

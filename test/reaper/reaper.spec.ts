@@ -169,6 +169,46 @@ describe('the orphan reaper', () => {
       expect(await owners(redis, queuedKey(a.prefix, digest))).toEqual(['late-job']);
       expect(report.reaped.enqueueLocks).toBe(0);
     });
+
+    it('does not release a lock whose job appears in a queue another application created after the pass looked for queues', async () => {
+      const a = await start({ unique, module: { reaper: { interval: false, grace: 3000 } } });
+      const digest = 'v1:' + 'c'.repeat(64);
+      // Another application on the same library prefix, started below, takes this general-path lock, then adds its job.
+      await redis.zadd(queuedKey(a.prefix, digest), Date.now() + 60_000, 'late-job');
+      const nodes = (await connectedScanNodes(redis)).length;
+      const discovered = deferred<void>();
+      let walked = 0;
+      // Resolves once every node's walk over the queues' `meta` keys (the discovery) has ended.
+      const scan = IORedis.prototype.scan;
+      IORedis.prototype.scan = async function (this: IORedis, ...args: unknown[]) {
+        const reply = await (scan as (...a: unknown[]) => ReturnType<typeof scan>).apply(this, args);
+        if (String(args[2]).endsWith(':meta') && reply[0] === '0' && ++walked === nodes) discovered.resolve();
+        return reply;
+      };
+      let run: Promise<ReapReport>;
+      try {
+        run = reaperOf(a).run();
+        await discovered.promise;
+      } finally {
+        IORedis.prototype.scan = scan;
+      }
+      // The pass's discovery is done: the other application starts now (its queue is recorded in the library's
+      // registry at its bootstrap) and adds the lock's job, marked with the digest, during the grace period.
+      const b = await startApp({
+        queue: uniqueName('reap-later'),
+        paused: true,
+        unique,
+        module: { prefix: a.prefix, reaper: { interval: false } },
+      });
+      apps.push(b);
+      const plain = new Queue(b.queue.name, bullOptions());
+      await plain.add('sync', { id: 'l' }, { jobId: 'late-job', uniqueJobs: { digest } } as JobsOptions);
+      await plain.close();
+      const report = await run;
+      expect(await owners(redis, queuedKey(a.prefix, digest))).toEqual(['late-job']);
+      expect(report.reaped.enqueueLocks).toBe(0);
+      await redis.del(queuedKey(a.prefix, digest));
+    });
   });
 
   it('drops ended leases of run-time locks and leaves live ones to their holder', async () => {

@@ -5,6 +5,7 @@ import type { IdempotencyStore } from '../../idempotency/idempotency-store.inter
 import { LockStore } from '../../locks/lock-store.js';
 import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
 import { bullKeys, KEY_SUFFIX, parseOwnKey, UniqueJobsKeys } from '../../redis/keys.js';
+import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
 import { ReaperPass } from './reaper-pass.js';
@@ -74,9 +75,13 @@ export class OrphanReaper {
     this.timeBudget = deps.options?.timeBudget ?? 1000;
     this.grace = deps.options?.grace ?? DEFAULT_GRACE;
     const knownQueues = () => [...(deps.queues?.() ?? []), ...(deps.options?.queues ?? [])];
+    const registry = async () => {
+      const names = await QueueRegistry.read(deps.client, this.keys);
+      return { names, full: names.length >= QUEUE_REGISTRY_LIMIT };
+    };
     this.passes = {
-      scheduled: new ReaperPass(deps.client, this.batchSize, knownQueues),
-      dry: new ReaperPass(deps.client, this.batchSize, knownQueues),
+      scheduled: new ReaperPass(deps.client, this.batchSize, knownQueues, registry),
+      dry: new ReaperPass(deps.client, this.batchSize, knownQueues, registry),
     };
   }
 
@@ -134,6 +139,7 @@ export class OrphanReaper {
       suspects.forEach((suspect) => record(suspect.item));
     } else if (suspects.length > 0) {
       await delay(this.grace);
+      pass.refreshQueues();
       for (let i = 0; i < suspects.length; i += this.batchSize) {
         await Promise.all(
           suspects.slice(i, i + this.batchSize).map(async (suspect) => {

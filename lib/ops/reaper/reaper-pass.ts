@@ -33,6 +33,8 @@ export class ReaperPass {
    * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
    */
   private discovered: Promise<string[]> | undefined;
+  /** The library's queue registry as last read ({@link refreshQueues} has it read again). */
+  private registered: Promise<readonly string[]> | undefined;
   /** When a batch was last read. */
   private readAt = 0;
 
@@ -41,6 +43,11 @@ export class ReaperPass {
     private readonly batchSize: number,
     /** Queues the application knows, asked at the start of each pass. */
     private readonly knownQueues: () => readonly ReaperQueue[],
+    /**
+     * The queues every process on the library prefix guards (its queue registry), as qualified names, and whether the
+     * registry is full (then it may miss some).
+     */
+    private readonly readRegistry: () => Promise<{ names: readonly string[]; full: boolean }>,
   ) {}
 
   /** Whether the last walk ended (the next {@link next} starts a new one). */
@@ -79,12 +86,34 @@ export class ReaperPass {
    * prefix on a cluster). An owner is "gone" only when no queue on the server holds its job.
    */
   async queueNames(): Promise<string[]> {
+    this.registered ??= this.readRegistry().then(
+      ({ names, full }) => {
+        // A full registry may miss a queue created since the discovery: look again.
+        if (full) this.discovered = undefined;
+        return names;
+      },
+      (error: unknown) => {
+        this.registered = undefined;
+        throw error;
+      },
+    );
+    const registered = await this.registered;
     this.discovered ??= discoverQueueNames(this.client, this.batchSize).catch((error: unknown) => {
       this.discovered = undefined;
       throw error;
     });
     const known = this.knownQueues().map((queue) => bullKeys.qualifiedName(queue.prefix, queue.name));
-    return [...new Set([...known, ...(await this.discovered)])];
+    return [...new Set([...known, ...registered, ...(await this.discovered)])];
+  }
+
+  /**
+   * Has the next {@link queueNames} read the queue registry again (and, when the registry is full, discover again):
+   * called before suspects are confirmed, since a pass's discovery may be minutes old. A queue another process created
+   * since then (on the same library prefix) is in the registry from its bootstrap or its first guarded enqueue, well
+   * before the grace period ends.
+   */
+  refreshQueues(): void {
+    this.registered = undefined;
   }
 
   private async start(): Promise<void> {
