@@ -6,6 +6,7 @@ import type {
   ConflictTools,
   ServerConflict,
 } from './conflict-strategy.interface.js';
+import { bullKeys } from '../redis/keys.js';
 import { describeConflict, duplicateResult } from './strategy.js';
 
 /**
@@ -20,6 +21,7 @@ export class RejectStrategy implements ConflictStrategy {
     const reason = `Rejected ${describeConflict(conflict)}`;
     const deadSetEntryId = await tools.deadSet.add({
       queue: conflict.definition.queue,
+      bullPrefix: bullKeys.prefixOf(conflict.queue),
       jobName: conflict.name,
       data: conflict.data,
       opts: conflict.opts,
@@ -39,6 +41,7 @@ export class RejectStrategy implements ConflictStrategy {
     const { deduplication: _dedup, uniqueJobs: _marker, jobId: _id, ...opts } = job.opts as Record<string, unknown>;
     const deadSetEntryId = await tools.deadSet.add({
       queue: conflict.definition.queue,
+      bullPrefix: job.prefix,
       jobName: job.name,
       data: job.data,
       opts,

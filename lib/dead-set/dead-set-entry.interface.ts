@@ -13,6 +13,12 @@ export interface DeadSetEntry {
   id: string;
   /** The queue the duplicate was meant for. */
   queue: string;
+  /**
+   * The BullMQ key prefix of that queue (`bull` unless the queue was given another): a retry goes to the queue of this
+   * name and prefix only. Absent on entries kept by versions before it was recorded (a retry then goes to the latest
+   * guarded queue of the name).
+   */
+  bullPrefix?: string;
   /** The duplicate's job name. */
   jobName: string;
   /** The job's data, as it was when rejected. Absent when the entry is `truncated`. */

@@ -199,10 +199,11 @@ export class JobInterceptor {
   }
 
   private async requeue(entry: DeadSetEntry): Promise<EnqueueResult> {
-    const queue = this.queues.get(entry.queue);
+    const queue = this.queues.get(entry.queue, entry.bullPrefix);
     if (!queue) {
+      const under = entry.bullPrefix === undefined ? '' : ` under BullMQ prefix "${entry.bullPrefix}"`;
       throw new UniqueJobsError(
-        `Cannot retry dead-set entry ${entry.id}: queue "${entry.queue}" is not registered in this application`,
+        `Cannot retry dead-set entry ${entry.id}: queue "${entry.queue}"${under} is not registered in this application`,
       );
     }
     return (await this.enqueuer.enqueue(queue, entry.jobName, entry.data, entry.opts)).result;

@@ -30,8 +30,12 @@ export class GuardedQueues {
     this.originalMethods.set(queue, originals);
   }
 
-  /** The latest guarded queue of this name (to retry dead-set entries). */
-  get(name: string): Queue | undefined {
+  /**
+   * The guarded queue of this name under this BullMQ prefix, or with no prefix given the latest guarded queue of the
+   * name (to retry dead-set entries).
+   */
+  get(name: string, prefix?: string): Queue | undefined {
+    if (prefix !== undefined) return this.byQualifiedName.get(bullKeys.qualifiedName(prefix, name));
     return [...this.byQualifiedName.values()].findLast((queue) => queue.name === name);
   }
 

@@ -96,6 +96,20 @@ describe('unique-jobs dead', () => {
     expect(await redis.zcard(key)).toBe(2);
   });
 
+  it('refuses to retry an entry rejected under another BullMQ prefix than --bull-prefix, and keeps it', async () => {
+    const app = await start();
+    await app.queue.add('job', { id: 'p', n: 0 });
+    const id = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'p', n: 1 })).deadSetEntryId!;
+    const stored = (await app.service.deadSet.get(id))!;
+    // As the same application kept it in another environment (BullMQ prefix 'staging') on the same library prefix.
+    await redis.hset(`${app.prefix}:{dead}:entries`, id, JSON.stringify({ ...stored, bullPrefix: 'staging' }));
+    const refused = await runCli(scoped(app, 'dead', 'retry', id));
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`under the BullMQ prefix "staging"`);
+    expect(refused.stderr).toContain('(use --bull-prefix)');
+    expect(await app.service.deadSet.get(id)).toMatchObject({ bullPrefix: 'staging' });
+  });
+
   it('rejects an id that is not a UUID and reports one that does not exist', async () => {
     const app = await start();
     const bad = await runCli(scoped(app, 'dead', 'delete', '../../etc', '--yes'));

@@ -11,6 +11,7 @@ import { hold } from '../support/gates.js';
 import { byId, dedupKey, digestOf, queuedKey, runningKey } from '../support/locks.js';
 import { runCli, runCliJson } from './run-cli.js';
 import { bullOptions, bullPrefix, uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
 
 // Each test spawns the CLI several times (a Node process each): generous on a loaded machine.
 jest.setTimeout(120_000);
@@ -91,6 +92,8 @@ describe('unique-jobs locks', () => {
     });
     await plain.add('plain', {});
     const registry = `${app.prefix}:{queues}:known`;
+    // Recorded at bootstrap, not waited for.
+    await waitFor('the queue registry', async () => (await redis.exists(registry)) === 1);
     expect(await redis.smembers(registry)).toEqual([`${bullPrefix()}:${app.queue.name}`]);
 
     // Default: every BullMQ queue found by a scan (the registry may miss a queue the app never guarded).

@@ -1,14 +1,15 @@
 import { describe, expect, it } from '@jest/globals';
 import { useApps } from '../support/apps.js';
 import { asDuplicate, asEnqueued, dedupHolder } from '../support/locks.js';
-import { scanKeys } from '../support/redis.js';
+import { Queue } from 'bullmq';
+import { bullOptions, bullPrefix, scanKeys, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 import { clientSide } from './helpers.js';
 
 type Data = { id: string; n: number; tag?: string };
 
 describe('dead set (client-side reject, until_executed)', () => {
-  const { redis, start, keysOf } = useApps('dead', clientSide('reject'));
+  const { redis, start, keysOf, onCleanup } = useApps('dead', clientSide('reject'));
 
   it('list (newest first), get, delete and size', async () => {
     const app = await start();
@@ -80,6 +81,49 @@ describe('dead set (client-side reject, until_executed)', () => {
     await app.finished(retried.job);
     expect(app.runs.map((job) => (job.data as Data).n)).toEqual([0, 1]);
     expect(await keysOf(app)).toEqual([]);
+  });
+
+  it('retry goes to the queue the duplicate was rejected in, not to a queue of the same name under another BullMQ prefix', async () => {
+    const app = await start();
+    const holder = asEnqueued(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 0 }));
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
+    expect(await app.service.deadSet.get(dup.deadSetEntryId!)).toMatchObject({
+      queue: app.queue.name,
+      bullPrefix: bullPrefix(),
+    });
+    // Guarded after the app's own: the latest guarded queue of the name, which a retry by name alone picked.
+    const other = app.service.guardQueue(
+      new Queue(app.queue.name, { ...bullOptions(), prefix: `{${uniqueName('tenant')}}` }),
+    );
+    onCleanup(async () => {
+      await other.obliterate({ force: true });
+      await other.close();
+    });
+    await app.queue.remove(holder.job.id!);
+    await waitFor('the lock to go', async () => (await keysOf(app)).length === 0);
+
+    const retried = asEnqueued((await app.service.deadSet.retry(dup.deadSetEntryId!))!);
+    expect(retried.job.queueQualifiedName).toBe(app.queue.qualifiedName);
+    expect((await app.queue.getJob(retried.job.id!))?.data).toEqual({ id: 'a', n: 1 });
+    expect(await other.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 0, delayed: 0 });
+    await app.queue.remove(retried.job.id!);
+  });
+
+  it('an entry whose queue is not guarded under its prefix is not retried, and stays', async () => {
+    const app = await start();
+    await app.queue.add('job', { id: 'a', n: 0 });
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
+    const stored = (await app.service.deadSet.get(dup.deadSetEntryId!))!;
+    // As kept by the same application under another BullMQ prefix (another environment on the same library prefix).
+    await redis.hset(
+      `${app.prefix}:{dead}:entries`,
+      dup.deadSetEntryId!,
+      JSON.stringify({ ...stored, bullPrefix: 'staging' }),
+    );
+    await expect(app.service.deadSet.retry(dup.deadSetEntryId!)).rejects.toThrow(
+      `queue "${app.queue.name}" under BullMQ prefix "staging" is not registered in this application`,
+    );
+    expect(await app.service.deadSet.get(dup.deadSetEntryId!)).toMatchObject({ bullPrefix: 'staging' });
   });
 
   it('a retried entry takes the lock: a duplicate of it is rejected in turn', async () => {

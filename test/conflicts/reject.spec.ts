@@ -4,6 +4,7 @@ import { UnrecoverableError, type Job } from 'bullmq';
 import { useApps } from '../support/apps.js';
 import { captureLogger, EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
+import { bullPrefix } from '../support/redis.js';
 import { asDuplicate, asEnqueued, dedupHolder } from '../support/locks.js';
 import { clientSide, runData, serverSide, workerOf } from './helpers.js';
 
@@ -32,6 +33,7 @@ describe('onConflict: reject', () => {
       expect(entry).toEqual({
         id: dup.deadSetEntryId,
         queue: app.queue.name,
+        bullPrefix: bullPrefix(),
         jobName: 'refund',
         data: { id: 'a', n: 2 },
         opts: { priority: 3, attempts: 2 },
@@ -103,6 +105,7 @@ describe('onConflict: reject', () => {
         {
           id: expect.any(String),
           queue: app.queue.name,
+          bullPrefix: bullPrefix(),
           jobName: 'refund',
           data: { id: 'a', tag: 'second' },
           opts: expect.objectContaining({ attempts: 3, priority: 2 }),

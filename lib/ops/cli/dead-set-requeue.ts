@@ -67,6 +67,12 @@ export async function deadSetRequeue(context: CliContext, entry: DeadSetEntry): 
   if (!isLockDigest(entry.digest)) {
     throw new CliError(`Dead-set entry ${entry.id} has no valid digest; delete it instead`);
   }
+  if (entry.bullPrefix !== undefined && entry.bullPrefix !== context.bullPrefix) {
+    throw new CliError(
+      `Entry ${entry.id} was rejected in queue ${JSON.stringify(entry.queue)} under the BullMQ prefix ` +
+        `${JSON.stringify(entry.bullPrefix)}, not ${JSON.stringify(context.bullPrefix)} (use --bull-prefix)`,
+    );
+  }
   const queues = await context.queues();
   const found = queues.find((queue) => queue.name === entry.queue);
   if (!found) {
