@@ -30,8 +30,10 @@ export class RedisAvailability {
   /** Servers out of reach now: since when. */
   private readonly outages = new Map<string, number>();
   private readonly lastErrors = new Map<string, string>();
-  /** Every client of the watched queues and workers (their main and blocking connections) and the library's own. */
+  /** Every live client of the watched queues and workers (their main and blocking connections) and the library's own. */
   private readonly known = new Map<Client, string>();
+  /** Every client listened to (whether it has ended since or not). */
+  private readonly followed = new WeakSet<Client>();
   /** Per server, how many outages have ended; per client, that count at its last `ready`. */
   private readonly epochs = new Map<string, number>();
   private readonly readyIn = new WeakMap<Client, number>();
@@ -87,13 +89,17 @@ export class RedisAvailability {
    * `error` event).
    */
   private follow(client: Client, endpoint: string, logsOthers: boolean): number {
-    if (this.known.has(client)) return 1;
+    if (this.followed.has(client)) return 1;
+    this.followed.add(client);
     this.known.set(client, endpoint);
     client.on('error', (error: Error) => this.failed(endpoint, error, client, logsOthers));
     client.on('ready', () => {
+      this.known.set(client, endpoint); // again, if it ended and was connected anew
       this.reachable(endpoint);
       this.readyIn.set(client, this.epochs.get(endpoint) ?? 0);
     });
+    // A closed client (a temporary queue's, quit) is not held: the map follows the live ones only.
+    client.on('end', () => this.known.delete(client));
     return 1;
   }
 
