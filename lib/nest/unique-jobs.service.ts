@@ -3,7 +3,7 @@ import type { JobsOptions, Queue } from 'bullmq';
 import type { Observable } from 'rxjs';
 import type { DeadSetService } from '../dead-set/dead-set.service.js';
 import { UniqueJobsEvents, type UniqueJobEvent } from '../events/unique-jobs.events.js';
-import { bullKeys } from '../redis/keys.js';
+import { queuePrefixOf } from './queue-prefix.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { BulkJob } from '../producer/guarded-queues.js';
 import { JobInterceptor } from './job.interceptor.js';
@@ -58,12 +58,7 @@ export class UniqueJobsService {
    */
   digestOf(queue: Queue | string, name: string, data: unknown, opts?: JobsOptions): string | undefined {
     const queueName = typeof queue === 'string' ? queue : queue.name;
-    // As the dead set retries: the latest guarded queue of the name, else a worker's.
-    const named = (list: { name: string; prefix: string }[]) => list.findLast((known) => known.name === queue);
-    const prefix =
-      typeof queue === 'string'
-        ? (named(this.interceptor.guardedQueues()) ?? named(this.workerGuard.workerQueues()))?.prefix
-        : bullKeys.prefixOf(queue);
+    const prefix = queuePrefixOf(queue, this.interceptor.guardedQueues(), this.workerGuard.workerQueues());
     return this.definitions.find(queueName, name)?.digestOf({ name, queueName, data, opts, prefix });
   }
 

@@ -1,6 +1,6 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { DeduplicationEnqueueLock } from '../../locks/deduplication.enqueue-lock.js';
-import { bullKeys, DEFAULT_QUEUE_PREFIX } from '../../redis/keys.js';
+import { bullKeys } from '../../redis/keys.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** A queue given to the lock helpers: a BullMQ `Queue`, or a queue name of the application. */
@@ -35,16 +35,13 @@ export async function lockState(
   data: unknown,
   opts?: JobsOptions,
 ): Promise<LockState> {
-  const { client, keys, definitions, queues } = internalsOf(app);
+  const { client, keys, definitions, prefixOf } = internalsOf(app);
   const queueName = typeof queue === 'string' ? queue : queue.name;
   const definition = definitions.find(queueName, name);
   if (!definition) {
     throw new Error(`Job "${name}" on queue "${queueName}" is not a unique job of this application`);
   }
-  const queuePrefix =
-    (typeof queue === 'object' && 'qualifiedName' in queue ? bullKeys.prefixOf(queue as Queue) : undefined) ??
-    queues.findLast((known) => known.name === queueName)?.prefix ??
-    DEFAULT_QUEUE_PREFIX;
+  const queuePrefix = prefixOf(queue);
   const digest = definition.digestOf({ name, queueName, data, opts, prefix: queuePrefix });
   const state: LockState = { digest };
   const now = Date.now();

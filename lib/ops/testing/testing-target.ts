@@ -8,6 +8,7 @@ import { bullKeys, UniqueJobsKeys } from '../../redis/keys.js';
 import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../../nest/unique-jobs.constants.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from '../../nest/unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../../options/defaults.js';
+import { queuePrefixOf } from '../../nest/queue-prefix.js';
 
 /**
  * An application (or testing module) that imports `UniqueJobsModule`: `Test.createTestingModule(...).compile()`,
@@ -28,6 +29,8 @@ export interface UniqueJobsInternals {
   definitions: JobDefinitions;
   /** The queues this application guards (producers) or works (processors). */
   queues: TestedQueue[];
+  /** A queue's BullMQ prefix, as `UniqueJobsService.digestOf` takes it. */
+  prefixOf: (queue: { name: string; qualifiedName?: string } | string) => string;
 }
 
 /** Reads the library's parts from an application. */
@@ -36,7 +39,8 @@ export function internalsOf(app: UniqueJobsTestTarget): UniqueJobsInternals {
   const interceptor = app.get(JobInterceptor, { strict: false });
   const workerGuard = app.get(UniqueJobsWorkerGuard, { strict: false });
   const queues = new Map<string, TestedQueue>();
-  for (const queue of [...interceptor.guardedQueues(), ...workerGuard.workerQueues()]) {
+  const [guarded, workers] = [interceptor.guardedQueues(), workerGuard.workerQueues()];
+  for (const queue of [...guarded, ...workers]) {
     queues.set(bullKeys.qualifiedName(queue.prefix, queue.name), queue);
   }
   return {
@@ -44,5 +48,6 @@ export function internalsOf(app: UniqueJobsTestTarget): UniqueJobsInternals {
     keys: new UniqueJobsKeys(options.prefix ?? DEFAULT_PREFIX),
     definitions: app.get<JobDefinitions>(UNIQUE_JOBS_DEFINITIONS, { strict: false }),
     queues: [...queues.values()],
+    prefixOf: (queue) => queuePrefixOf(queue, guarded, workers),
   };
 }
