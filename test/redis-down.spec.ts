@@ -221,6 +221,36 @@ describe('Redis out of reach', () => {
     }
   });
 
+  it('an error other than "unreachable" is logged once, not once per queue sharing the client nor per reconnect', async () => {
+    const lines = new Lines();
+    const availability = new RedisAvailability(lines.logger, 300);
+    const shared = new Redis({ host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null });
+    // The library's own client, given to three queues too (one ioredis instance): each queue repeats its errors.
+    availability.watchClient(shared);
+    const queues = [1, 2, 3].map(() => new Queue(uniqueName('other'), { connection: shared }));
+    for (const queue of queues) availability.watch(queue);
+    try {
+      await Promise.all(queues.map((queue) => queue.waitUntilReady()));
+      // What a server that refuses the login answers at every reconnect attempt.
+      const refused = () => new Error('WRONGPASS invalid username-password pair or user is disabled.');
+      shared.emit('error', refused());
+      shared.emit('error', refused());
+      expect(lines.matching(/WRONGPASS/)).toHaveLength(1);
+      shared.emit('error', new Error('ERR another error'));
+      expect(lines.matching(/ERR another error/)).toHaveLength(1);
+      // Once a connection is ready again, the same error is news.
+      const ready = new Promise((resolve) => shared.once('ready', resolve));
+      shared.disconnect(true);
+      await ready;
+      shared.emit('error', refused());
+      expect(lines.matching(/WRONGPASS/)).toHaveLength(2);
+      expect(lines.matching(UNREACHABLE)).toEqual([]);
+    } finally {
+      for (const queue of queues) await queue.close().catch(() => undefined);
+      shared.disconnect();
+    }
+  });
+
   /** Closes the module, failing the test if that takes more than 30 s; resolves how long it took. */
   async function timedClose(moduleRef: TestingModule): Promise<number> {
     const started = Date.now();

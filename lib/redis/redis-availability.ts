@@ -30,6 +30,8 @@ export class RedisAvailability {
   /** Servers out of reach now: since when. */
   private readonly outages = new Map<string, number>();
   private readonly lastErrors = new Map<string, string>();
+  /** Per server, the last error other than "unreachable" that was logged (until a client of it is ready). */
+  private readonly lastOther = new Map<string, string>();
   /** Every live client of the watched queues and workers (their main and blocking connections) and the library's own. */
   private readonly known = new Map<Client, string>();
   /** Every client listened to (whether it has ended since or not). */
@@ -95,6 +97,7 @@ export class RedisAvailability {
     client.on('error', (error: Error) => this.failed(endpoint, error, client, logsOthers));
     client.on('ready', () => {
       this.known.set(client, endpoint); // again, if it ended and was connected anew
+      this.lastOther.delete(endpoint);
       this.reachable(endpoint);
       this.readyIn.set(client, this.epochs.get(endpoint) ?? 0);
     });
@@ -159,7 +162,10 @@ export class RedisAvailability {
   private failed(endpoint: string, error: Error, source?: Client | 'noted', logsOthers = true): void {
     const text = error?.message ?? String(error);
     if (!UNREACHABLE.test(`${(error as { code?: string })?.code ?? ''} ${text}`)) {
-      if (logsOthers) this.logger.error(`Redis ${endpoint}: ${text}`);
+      // One client shared by several queues reaches this once per queue, and a refused login once per reconnect.
+      if (!logsOthers || this.lastOther.get(endpoint) === text) return;
+      this.lastOther.set(endpoint, text);
+      this.logger.error(`Redis ${endpoint}: ${text} (not logged again until another error or a connection is ready)`);
       return;
     }
     this.lastErrors.set(endpoint, text);
