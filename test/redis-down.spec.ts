@@ -251,6 +251,38 @@ describe('Redis out of reach', () => {
     }
   });
 
+  it('a client that ended and was connected anew is still let go at shutdown when it never gets through', async () => {
+    const lines = new Lines();
+    const availability = new RedisAvailability(lines.logger, 300);
+    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null, retryStrategy: () => 100 };
+    const client = new Redis(options);
+    availability.watchClient(client);
+    try {
+      await client.ping();
+      // As BullMQ does after a stuck blocking read: the same client ended, then connected again, here to a server gone.
+      const ended = new Promise((resolve) => client.once('end', resolve));
+      client.disconnect();
+      await ended;
+      await server.kill();
+      const retrying = new Promise((resolve) => client.once('reconnecting', resolve));
+      void client.connect().catch(() => undefined);
+      await retrying;
+      const pending = client.ping().then(
+        () => 'answered',
+        (error: Error) => error.message,
+      );
+      availability.closeUnreachableAfter(300);
+      // Bounded, so that a failure still reaches `finally` and relaunches the server for the next tests.
+      let timer: NodeJS.Timeout | undefined;
+      const stuck = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still pending'), 20_000)));
+      expect(await Promise.race([pending, stuck])).toMatch(/Connection is closed/);
+      clearTimeout(timer);
+    } finally {
+      client.disconnect();
+      await server.relaunch();
+    }
+  });
+
   /** Closes the module, failing the test if that takes more than 30 s; resolves how long it took. */
   async function timedClose(moduleRef: TestingModule): Promise<number> {
     const started = Date.now();

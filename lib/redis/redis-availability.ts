@@ -96,13 +96,15 @@ export class RedisAvailability {
     this.known.set(client, endpoint);
     client.on('error', (error: Error) => this.failed(endpoint, error, client, logsOthers));
     client.on('ready', () => {
-      this.known.set(client, endpoint); // again, if it ended and was connected anew
       this.lastOther.delete(endpoint);
       this.reachable(endpoint);
       this.readyIn.set(client, this.epochs.get(endpoint) ?? 0);
     });
-    // A closed client (a temporary queue's, quit) is not held: the map follows the live ones only.
+    // A closed client (a temporary queue's, quit) is not held: the map follows the live ones only. One connected anew
+    // (BullMQ does, after a stuck blocking read or a lost cluster) is followed from its first attempt, so that the
+    // shutdown lets it go if it never gets through.
     client.on('end', () => this.known.delete(client));
+    client.on('connecting', () => this.known.set(client, endpoint));
     return 1;
   }
 
