@@ -170,11 +170,23 @@ describe('the orphan reaper', () => {
       expect(report.reaped.enqueueLocks).toBe(0);
     });
 
-    it('does not release a lock whose job appears in a queue another application created after the pass looked for queues', async () => {
+    /**
+     * Another application on the library prefix creates its queue after a reaper pass looked for queues, and adds the
+     * job of a general-path lock the pass suspects during the grace period. `registry`: what the library's queue
+     * registry is meanwhile (as written, full of other names, or a key of the wrong type that cannot be read).
+     */
+    async function queueCreatedMidPass(registry: 'kept' | 'full' | 'unreadable') {
       const a = await start({ unique, module: { reaper: { interval: false, grace: 3000 } } });
+      const registryKey = `${a.prefix}:{queues}:known`;
+      if (registry === 'full') {
+        await redis.sadd(registryKey, ...Array.from({ length: 1000 }, (_, i) => `bull:${uniqueName('gone')}-${i}`));
+      }
+      if (registry === 'unreadable') await redis.set(registryKey, 'not a set');
       const digest = 'v1:' + 'c'.repeat(64);
-      // Another application on the same library prefix, started below, takes this general-path lock, then adds its job.
+      const orphan = 'v1:' + 'd'.repeat(64);
+      // The other application's general-path lock (its job comes below), and an orphan whose job never comes.
       await redis.zadd(queuedKey(a.prefix, digest), Date.now() + 60_000, 'late-job');
+      await redis.zadd(queuedKey(a.prefix, orphan), Date.now() + 60_000, 'never-added');
       const nodes = (await connectedScanNodes(redis)).length;
       const discovered = deferred<void>();
       let walked = 0;
@@ -193,7 +205,7 @@ describe('the orphan reaper', () => {
         IORedis.prototype.scan = scan;
       }
       // The pass's discovery is done: the other application starts now (its queue is recorded in the library's
-      // registry at its bootstrap) and adds the lock's job, marked with the digest, during the grace period.
+      // registry at its bootstrap, when it can be) and adds the lock's job, marked with the digest, during the grace.
       const b = await startApp({
         queue: uniqueName('reap-later'),
         paused: true,
@@ -206,8 +218,19 @@ describe('the orphan reaper', () => {
       await plain.close();
       const report = await run;
       expect(await owners(redis, queuedKey(a.prefix, digest))).toEqual(['late-job']);
-      expect(report.reaped.enqueueLocks).toBe(0);
-      await redis.del(queuedKey(a.prefix, digest));
+      expect(await owners(redis, queuedKey(a.prefix, orphan))).toEqual([]);
+      expect(report.items.map((item) => item.jobId)).toEqual(['never-added']);
+      await redis.del(queuedKey(a.prefix, digest), registryKey);
+    }
+
+    it('does not release a lock whose job appears in a queue another application created after the pass looked for queues', async () => {
+      await queueCreatedMidPass('kept');
+    });
+
+    it('with a full or unreadable queue registry it looks for the queues again before releasing, and still releases orphans', async () => {
+      await queueCreatedMidPass('full');
+      await Promise.all(apps.splice(0).map((app) => app.close()));
+      await queueCreatedMidPass('unreadable');
     });
   });
 

@@ -33,7 +33,7 @@ export class ReaperPass {
    * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
    */
   private discovered: Promise<string[]> | undefined;
-  /** The library's queue registry as last read ({@link refreshQueues} has it read again). */
+  /** Queues the library's registry named at the last {@link refreshQueues} that the discovery had not found. */
   private registered: Promise<readonly string[]> | undefined;
   /** When a batch was last read. */
   private readAt = 0;
@@ -86,34 +86,41 @@ export class ReaperPass {
    * prefix on a cluster). An owner is "gone" only when no queue on the server holds its job.
    */
   async queueNames(): Promise<string[]> {
-    this.registered ??= this.readRegistry().then(
-      ({ names, full }) => {
-        // A full registry may miss a queue created since the discovery: look again.
-        if (full) this.discovered = undefined;
-        return names;
-      },
-      (error: unknown) => {
-        this.registered = undefined;
-        throw error;
-      },
-    );
-    const registered = await this.registered;
+    // First the registry's answer: when it was full or unreadable, it has dropped the discovery to do it again.
+    const registered = (await this.registered) ?? [];
     this.discovered ??= discoverQueueNames(this.client, this.batchSize).catch((error: unknown) => {
       this.discovered = undefined;
       throw error;
     });
-    const known = this.knownQueues().map((queue) => bullKeys.qualifiedName(queue.prefix, queue.name));
-    return [...new Set([...known, ...registered, ...(await this.discovered)])];
+    return [...new Set([...this.knownNames(), ...(await this.discovered), ...registered])];
   }
 
   /**
-   * Has the next {@link queueNames} read the queue registry again (and, when the registry is full, discover again):
-   * called before suspects are confirmed, since a pass's discovery may be minutes old. A queue another process created
-   * since then (on the same library prefix) is in the registry from its bootstrap or its first guarded enqueue, well
-   * before the grace period ends.
+   * Called before suspects are confirmed, since a pass's discovery may be minutes old: reads the library's queue
+   * registry (one SMEMBERS), where another process on the library prefix records a queue at its bootstrap or first
+   * enqueue, well before the grace period ends. Its names that neither this application knows nor the discovery found
+   * are searched too, when their queue exists (one EXISTS of its `meta` key each, so stale names cost nothing more).
+   * A registry that is full (it may miss queues) or that cannot be read: the queues are discovered again instead.
    */
   refreshQueues(): void {
-    this.registered = undefined;
+    this.registered = this.newlyRegistered().catch(() => {
+      this.discovered = undefined;
+      return [];
+    });
+  }
+
+  private async newlyRegistered(): Promise<string[]> {
+    if (!this.discovered) return []; // the discovery still to come finds every queue
+    const { names, full } = await this.readRegistry();
+    if (full) throw new Error('the queue registry is full');
+    const seen = new Set([...this.knownNames(), ...(await this.discovered)]);
+    const fresh = names.filter((name) => !seen.has(name));
+    const found = await Promise.all(fresh.map((name) => this.client.exists(bullKeys.meta(name))));
+    return fresh.filter((_, i) => found[i] === 1);
+  }
+
+  private knownNames(): string[] {
+    return this.knownQueues().map((queue) => bullKeys.qualifiedName(queue.prefix, queue.name));
   }
 
   private async start(): Promise<void> {
@@ -127,5 +134,6 @@ export class ReaperPass {
     }));
     this.streams = nodes.map((node) => ({ node, cursor: '0' }));
     this.discovered = undefined;
+    this.registered = undefined;
   }
 }
