@@ -9,8 +9,8 @@ export const QUEUE_REGISTRY_LIMIT = 1_000;
  * The queues the library's processes guard, recorded under the library's prefix ({@link UniqueJobsKeys.queueRegistry})
  * so that the CLI can inspect their locks without a SCAN of the whole key space for BullMQ's `meta` keys (seconds on a
  * Redis holding millions of keys), and the reaper can find the queue of a lock's job created since its last SCAN. Each
- * process records a queue once, when it guards it (or at an enqueue, if that failed); a registry can name a queue that
- * no longer exists (its keys are then simply not found).
+ * process records a queue once: when it guards it, or at its first enqueue through the library (and again at the next
+ * enqueue when that failed); a registry can name a queue that no longer exists (its keys are then simply not found).
  */
 export class QueueRegistry {
   private readonly recorded = new Set<string>();

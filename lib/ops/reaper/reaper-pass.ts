@@ -29,8 +29,9 @@ export class ReaperPass {
   /** The queues whose deduplication keys the current pass looks at. */
   private spaces: DeduplicationSpace[] = [];
   /**
-   * Every queue on the server (qualified names), found once per pass and only when a general-path lock needs it. The
-   * promise itself is kept, so the owners of one batch, checked at once, share one discovery.
+   * Every queue on the server (qualified names), found once per pass and only when a general-path lock needs it (and
+   * again before suspects are confirmed when the registry cannot help). The promise itself is kept, so the owners of
+   * one batch, checked at once, share one discovery.
    */
   private discovered: Promise<string[]> | undefined;
   /** Queues the library's registry named at the last {@link refreshQueues} that the discovery had not found. */
