@@ -118,7 +118,7 @@ export class JobInterceptor {
    * Records a queue in the library's registry (once per process: a Set lookup after that). Also on every enqueue, so a
    * queue whose record failed at bootstrap is recorded by its first lock: the reaper finds a lock's job through it.
    */
-  private noteQueue(queue: Queue): void {
+  private noteQueue(queue: Pick<Queue, 'qualifiedName'>): void {
     if (this.deps.enabled) this.registry.note(queue.qualifiedName);
   }
 
@@ -128,7 +128,7 @@ export class JobInterceptor {
     this.workers.add(worker);
     this.availability.watch(worker);
     this.moves.install(worker);
-    if (this.deps.enabled) this.registry.note(worker.qualifiedName);
+    this.noteQueue(worker);
     worker.on('failed', (job) => {
       // Only a job BullMQ failed for good has ended; a retried one comes back.
       if (job?.finishedOn) void this.runner.finished(job, 'failed');

@@ -1,3 +1,4 @@
+import { latestNamed } from '../producer/guarded-queues.js';
 import { bullKeys, DEFAULT_QUEUE_PREFIX } from '../redis/keys.js';
 
 /** A queue the application knows, by name and BullMQ key prefix. */
@@ -20,6 +21,5 @@ export function queuePrefixOf(
     return bullKeys.prefixOf({ name: queue.name, qualifiedName: queue.qualifiedName });
   }
   const name = typeof queue === 'string' ? queue : queue.name;
-  const named = (list: readonly NamedQueue[]) => list.findLast((known) => known.name === name);
-  return (named(guarded) ?? named(workers))?.prefix ?? DEFAULT_QUEUE_PREFIX;
+  return (latestNamed(guarded, name) ?? latestNamed(workers, name))?.prefix ?? DEFAULT_QUEUE_PREFIX;
 }

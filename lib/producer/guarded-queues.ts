@@ -36,7 +36,7 @@ export class GuardedQueues {
    */
   get(name: string, prefix?: string): Queue | undefined {
     if (prefix !== undefined) return this.byQualifiedName.get(bullKeys.qualifiedName(prefix, name));
-    return [...this.byQualifiedName.values()].findLast((queue) => queue.name === name);
+    return latestNamed([...this.byQualifiedName.values()], name);
   }
 
   /** A queue's own methods (the queue's methods themselves for a queue that is not guarded). */
@@ -56,4 +56,9 @@ export class GuardedQueues {
       prefix: bullKeys.prefixOf(queue),
     }));
   }
+}
+
+/** The last of `queues` with this name: of one name under several BullMQ prefixes, the latest guarded or started. */
+export function latestNamed<T extends { name: string }>(queues: readonly T[], name: string): T | undefined {
+  return queues.findLast((queue) => queue.name === name);
 }

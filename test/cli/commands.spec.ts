@@ -108,6 +108,15 @@ describe('unique-jobs dead', () => {
     expect(refused.stderr).toContain(`under the BullMQ prefix "staging"`);
     expect(refused.stderr).toContain('(use --bull-prefix)');
     expect(await app.service.deadSet.get(id)).toMatchObject({ bullPrefix: 'staging' });
+    // Listed, and shown by a delete without --yes, with its prefix: an operator sees which environment it is from.
+    expect((await runCli(scoped(app, 'dead', 'list'))).stdout).toContain(`staging:${app.queue.name}`);
+    expect((await runCli(scoped(app, 'dead', 'delete', id))).stdout).toContain(`queue     staging:${app.queue.name}`);
+    // An empty prefix, which --bull-prefix cannot name: the CLI says where to retry it instead.
+    await redis.hset(`${app.prefix}:{dead}:entries`, id, JSON.stringify({ ...stored, bullPrefix: '' }));
+    const empty = await runCli(scoped(app, 'dead', 'retry', id));
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toContain('under an empty BullMQ prefix');
+    expect(await app.service.deadSet.get(id)).toMatchObject({ bullPrefix: '' });
   });
 
   it('rejects an id that is not a UUID and reports one that does not exist', async () => {

@@ -192,7 +192,7 @@ export function describeOrmScenarios(
             all
           );
         });
-        // The duplicates met across processes.
+        // The deliveries were spread over processes (not all taken by one).
         expect(
           new Set(recorded.filter((e) => e.type === 'delivered').map((e) => e.worker)).size,
         ).toBeGreaterThanOrEqual(2);

@@ -67,6 +67,12 @@ export async function deadSetRequeue(context: CliContext, entry: DeadSetEntry): 
   if (!isLockDigest(entry.digest)) {
     throw new CliError(`Dead-set entry ${entry.id} has no valid digest; delete it instead`);
   }
+  if (entry.bullPrefix === '' && context.bullPrefix !== '') {
+    throw new CliError(
+      `Entry ${entry.id} was rejected in queue ${JSON.stringify(entry.queue)} under an empty BullMQ prefix, which ` +
+        `--bull-prefix cannot name: retry it from the application (uniqueJobs.deadSet.retry) or the admin page`,
+    );
+  }
   if (entry.bullPrefix !== undefined && entry.bullPrefix !== context.bullPrefix) {
     throw new CliError(
       `Entry ${entry.id} was rejected in queue ${JSON.stringify(entry.queue)} under the BullMQ prefix ` +

@@ -4,6 +4,7 @@ import { formatTime, jsonBlock, shortDigest } from './format.js';
 import { adminUrl, html, type SafeHtml } from './html.js';
 import { countsStrip, csrfField, layout, type Notice, type PageContext } from './layout.view.js';
 import type { LockCounts } from '../../inspection/lock-inspection.interface.js';
+import { entryQueueLabel } from '../../../dead-set/entry-queue.js';
 
 function actionForm(context: PageContext, entry: DeadSetEntry, action: 'retry' | 'delete'): SafeHtml {
   return html`<form class="inline" method="post" action="${adminUrl(context.base, ['dead', entry.id, action])}">
@@ -40,7 +41,7 @@ export function deadEntriesTable(context: PageContext, entries: readonly DeadSet
               >
             </td>
             <td class="wrap">
-              ${entry.queue}<br /><span class="job-name">${entry.jobName}</span
+              ${entryQueueLabel(entry)}<br /><span class="job-name">${entry.jobName}</span
               >${entry.jobId ? html`<br /><code>${entry.jobId}</code>` : ''}
             </td>
             <td class="lockref">

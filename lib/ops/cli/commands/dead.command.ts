@@ -9,6 +9,7 @@ import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
 import { clean, iso, table, toJson, truncate } from '../output.js';
 import { elsewhereText, lookElsewhere, quoted } from '../where.js';
+import { entryQueueLabel } from '../../../dead-set/entry-queue.js';
 
 /** Dead-set entry ids are UUIDs (`randomUUID`). */
 const ENTRY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -82,7 +83,7 @@ async function list(context: CliContext): Promise<number> {
     const rows = entries.map((entry) => [
       clean(entry.id),
       iso(entry.rejectedAt),
-      clean(entry.queue),
+      clean(entryQueueLabel(entry)),
       clean(truncate(entry.jobName, 30)),
       clean(entry.side),
       clean(entry.existingJobId === undefined ? undefined : truncate(entry.existingJobId, 30)),
@@ -170,7 +171,7 @@ async function noEntry(context: CliContext, id: string, why?: string): Promise<C
 function describeEntry(entry: DeadSetEntry): string {
   return [
     `Entry ${clean(entry.id)}`,
-    `  queue     ${clean(entry.queue)}`,
+    `  queue     ${clean(entryQueueLabel(entry))}`,
     `  job name  ${clean(entry.jobName)}`,
     `  digest    ${clean(entry.digest)}`,
     `  holder    ${clean(entry.existingJobId)}`,
