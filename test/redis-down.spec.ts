@@ -3,6 +3,7 @@
 // attempts fail, and once Redis is back the recovery is logged and enqueues work again. On a Redis server of the
 // suite's own, killed and started again on the same port.
 import 'reflect-metadata';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it, jest } from '@jest/globals';
 import { BullModule, getQueueToken, Processor, QueueEventsHost, QueueEventsListener, WorkerHost } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
@@ -245,6 +246,22 @@ describe('Redis out of reach', () => {
       shared.emit('error', refused());
       expect(lines.matching(/WRONGPASS/)).toHaveLength(2);
       expect(lines.matching(UNREACHABLE)).toEqual([]);
+      // An outage in between (the server restarted, still refusing the login): news again.
+      shared.emit('error', Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+      expect(lines.matching(UNREACHABLE)).toHaveLength(1);
+      shared.emit('error', refused());
+      expect(lines.matching(/WRONGPASS/)).toHaveLength(3);
+      // And a repeat on a connection that stays up (a worker's OOM, hours apart): logged once `repeatAfterMs` passed.
+      const brief = new Lines();
+      const repeating = new RedisAvailability(brief.logger, 300, 200);
+      repeating.watchClient(shared);
+      const oom = () => new Error("OOM command not allowed when used memory > 'maxmemory'.");
+      shared.emit('error', oom());
+      shared.emit('error', oom());
+      expect(brief.matching(/OOM/)).toHaveLength(1);
+      await sleep(250); // the repeat window itself is what is tested: no event marks its end
+      shared.emit('error', oom());
+      expect(brief.matching(/OOM/)).toHaveLength(2);
     } finally {
       for (const queue of queues) await queue.close().catch(() => undefined);
       shared.disconnect();

@@ -30,8 +30,11 @@ export class RedisAvailability {
   /** Servers out of reach now: since when. */
   private readonly outages = new Map<string, number>();
   private readonly lastErrors = new Map<string, string>();
-  /** Per server, the last error other than "unreachable" that was logged (until a client of it is ready). */
-  private readonly lastOther = new Map<string, string>();
+  /**
+   * Per server, the last error other than "unreachable" that was logged and when: the same text is not logged again
+   * for `repeatAfterMs`, unless a client of the server is ready or an outage starts or ends in between.
+   */
+  private readonly lastOther = new Map<string, { text: string; at: number }>();
   /** Every live client of the watched queues and workers (their main and blocking connections) and the library's own. */
   private readonly known = new Map<Client, string>();
   /** Every client listened to (whether it has ended since or not). */
@@ -45,6 +48,8 @@ export class RedisAvailability {
     private readonly logger: LoggerLike,
     /** How long an enqueue waits for a connection that is not ready (ms); `false`: as long as it takes. */
     readonly enqueueTimeout: number | false,
+    /** How long the same error (other than "unreachable") of one server is not logged again (ms). */
+    private readonly repeatAfterMs = 60_000,
   ) {}
 
   /** Follows the connections of a queue, worker, `QueueEvents` or `FlowProducer` (idempotent). */
@@ -165,15 +170,18 @@ export class RedisAvailability {
     const text = error?.message ?? String(error);
     if (!UNREACHABLE.test(`${(error as { code?: string })?.code ?? ''} ${text}`)) {
       // One client shared by several queues reaches this once per queue, and a refused login once per reconnect.
-      if (!logsOthers || this.lastOther.get(endpoint) === text) return;
-      this.lastOther.set(endpoint, text);
-      this.logger.error(`Redis ${endpoint}: ${text} (not logged again until another error or a connection is ready)`);
+      const last = this.lastOther.get(endpoint);
+      const now = Date.now();
+      if (!logsOthers || (last?.text === text && now - last.at < this.repeatAfterMs)) return;
+      this.lastOther.set(endpoint, { text, at: now });
+      this.logger.error(`Redis ${endpoint}: ${text} (repeats within ${this.repeatAfterMs} ms are not logged)`);
       return;
     }
     this.lastErrors.set(endpoint, text);
     if (this.outages.has(endpoint) || source === 'noted') return;
     if (source && (this.readyIn.get(source) ?? 0) < (this.epochs.get(endpoint) ?? 0) && this.anyReady(endpoint)) return;
     this.outages.set(endpoint, Date.now());
+    this.lastOther.delete(endpoint);
     const wait = this.enqueueTimeout === false ? 'wait for it' : `fail after ${this.enqueueTimeout} ms`;
     this.logger.error(
       `Redis ${endpoint} is unreachable (${text}): enqueues through the library ${wait}, workers wait for it; logged once until it is back`,
@@ -190,6 +198,7 @@ export class RedisAvailability {
     const since = this.outages.get(endpoint);
     if (since === undefined) return;
     this.outages.delete(endpoint);
+    this.lastOther.delete(endpoint);
     this.epochs.set(endpoint, (this.epochs.get(endpoint) ?? 0) + 1);
     this.logger.log(`Redis ${endpoint} is reachable again, after ${Date.now() - since} ms`);
   }

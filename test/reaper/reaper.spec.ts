@@ -220,7 +220,8 @@ describe('the orphan reaper', () => {
       expect(await owners(redis, queuedKey(a.prefix, digest))).toEqual(['late-job']);
       expect(await owners(redis, queuedKey(a.prefix, orphan))).toEqual([]);
       expect(report.items.map((item) => item.jobId)).toEqual(['never-added']);
-      await redis.del(queuedKey(a.prefix, digest), registryKey);
+      // One key a call: on a cluster they live in different slots.
+      for (const key of [queuedKey(a.prefix, digest), registryKey]) await redis.del(key);
     }
 
     it('does not release a lock whose job appears in a queue another application created after the pass looked for queues', async () => {
@@ -418,6 +419,39 @@ describe('the orphan reaper', () => {
       const report = await reaper.run({ dryRun: true });
       expect(report.reaped.enqueueLocks).toBe(20);
       expect(discoveries).toBe((await connectedScanNodes(client)).length);
+    } finally {
+      IORedis.prototype.scan = scan;
+      await reaper.resign();
+      await client.quit();
+      for (const key of await scanKeys(redis, `${prefix}:*`)) await redis.del(key);
+    }
+  });
+
+  it('a confirmation whose queues cannot be listed keeps its suspect and fails nothing else; the next run releases it', async () => {
+    const prefix = uniqueName('ujconfirm');
+    const client = redisClient();
+    const lock = queuedKey(prefix, 'v1:' + 'e'.repeat(64));
+    // An unreadable registry: the confirmation discovers the queues again, and that discovery fails (a node away).
+    await redis.set(`${prefix}:{queues}:known`, 'not a set');
+    await redis.zadd(lock, Date.now() + 60_000, 'missing-job');
+    let discoveries = 0;
+    const scan = IORedis.prototype.scan;
+    IORedis.prototype.scan = function (this: IORedis, ...args: unknown[]) {
+      if (args[0] === '0' && String(args[2]).endsWith(':meta') && ++discoveries > 1) {
+        return Promise.reject<Awaited<ReturnType<typeof scan>>>(new Error('CLUSTERDOWN simulated'));
+      }
+      return (scan as (...a: unknown[]) => ReturnType<typeof scan>).apply(this, args);
+    };
+    const reaper = new OrphanReaper({ client, prefix, options: { grace: 0 } });
+    try {
+      const failed = await reaper.run();
+      expect(failed.failedKeys).toBeGreaterThanOrEqual(1);
+      expect(failed.reaped.enqueueLocks).toBe(0);
+      expect(await owners(redis, lock)).toEqual(['missing-job']);
+      IORedis.prototype.scan = scan;
+      let report = await reaper.run();
+      while (!report.complete && report.reaped.enqueueLocks === 0) report = await reaper.run();
+      expect(await owners(redis, lock)).toEqual([]);
     } finally {
       IORedis.prototype.scan = scan;
       await reaper.resign();

@@ -143,10 +143,14 @@ export class OrphanReaper {
       for (let i = 0; i < suspects.length; i += this.batchSize) {
         await Promise.all(
           suspects.slice(i, i + this.batchSize).map(async (suspect) => {
-            const statuses = await Promise.all(
-              (await suspect.jobKeys()).map((key) => this.jobStatus(key, suspect.digest)),
-            );
-            if (!statuses.includes('live') && (await suspect.release())) record(suspect.item);
+            try {
+              const statuses = await Promise.all(
+                (await suspect.jobKeys()).map((key) => this.jobStatus(key, suspect.digest)),
+              );
+              if (!statuses.includes('live') && (await suspect.release())) record(suspect.item);
+            } catch {
+              report.failedKeys += 1; // kept (a failed discovery of queues, a node away): the next pass looks again
+            }
           }),
         );
       }
