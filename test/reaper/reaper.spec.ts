@@ -176,7 +176,8 @@ describe('the orphan reaper', () => {
      * registry is meanwhile (as written, full of other names, or a key of the wrong type that cannot be read).
      */
     async function queueCreatedMidPass(registry: 'kept' | 'full' | 'unreadable') {
-      const a = await start({ unique, module: { reaper: { interval: false, grace: 3000 } } });
+      // The grace covers the other application's start below (a Nest app: well under a second on a loaded machine).
+      const a = await start({ unique, module: { reaper: { interval: false, grace: 5000 } } });
       const registryKey = `${a.prefix}:{queues}:known`;
       if (registry === 'full') {
         await redis.sadd(registryKey, ...Array.from({ length: 1000 }, (_, i) => `bull:${uniqueName('gone')}-${i}`));
