@@ -103,7 +103,11 @@ export function resolveIdempotencyOptions(
   const transactional = options.transactional ?? false;
   // Named as registered; the default store by its own name.
   const name = storeName ?? store!.name;
-  if (transactional && typeof store!.runInTransaction !== 'function') {
+  if (
+    transactional &&
+    typeof store!.runInTransaction !== 'function' &&
+    typeof store!.claimInTransaction !== 'function'
+  ) {
     fail(
       'transactional',
       `needs a store with transactions (a SQL store: PostgreSQL or SQLite, directly or through TypeORM, Drizzle or @nestjs-cls/transactional); store "${name}" has none: set store to one that has`,

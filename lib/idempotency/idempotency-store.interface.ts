@@ -95,7 +95,40 @@ export interface IdempotencyStore<Transaction = unknown> {
     work: (transaction: Transaction) => Promise<T>,
     completion: (value: T) => IdempotencyCompletion,
   ): Promise<T>;
+
+  /**
+   * Transactional mode with the claim inside the handler's transaction (optional; the runner prefers it to
+   * {@link claim} followed by {@link runInTransaction}): opens a transaction, claims `request` in it, and when the claim
+   * wins runs `work` with the transaction-bound client and `{ takeover }`, stores `completion(value)` in the same
+   * transaction and commits. The record is written `completed` by the claim itself, so it is seen by others only once
+   * the handler's writes commit with it; until then a claimant of the same key answers an `in_progress` record whose
+   * holder it cannot name, with a `stillHeld` probe. A claim that loses answers the live record, as {@link claim}
+   * does, and runs nothing.
+   *
+   * When the transaction rolls back after the claim won (`work` or `completion` threw, the connection dropped), the
+   * claim rolls back with it: nothing of the attempt remains. The error is thrown; then {@link release} answers `true`
+   * for the owner, and {@link fail} writes the `failed` record if no other claim holds the key meanwhile.
+   */
+  claimInTransaction?<T>(
+    request: IdempotencyTransactionalClaim,
+    work: (transaction: Transaction, claim: TransactionClaim) => Promise<T>,
+    completion: (value: T) => IdempotencyCompletion,
+  ): Promise<IdempotencyTransactionResult<T>>;
 }
+
+/** What {@link IdempotencyStore.claimInTransaction} tells the work of the claim it won. */
+export interface TransactionClaim {
+  /** The claim replaced an `in_progress` record whose lease had ended (as {@link IdempotencyStore.claim} says). */
+  takeover: boolean;
+  /**
+   * The claim is not committed before the work runs (it commits with it): an earlier attempt whose worker died left no
+   * record, so `takeover` cannot tell of it.
+   */
+  uncommitted?: boolean;
+}
+
+/** The answer of {@link IdempotencyStore.claimInTransaction}: the committed `work`'s value, or the claim's loss. */
+export type IdempotencyTransactionResult<T> = { claimed: true; value: T } | IdempotencyClaimLost;
 
 /** The states of a record. */
 export type IdempotencyState = 'in_progress' | 'completed' | 'failed';
@@ -130,16 +163,31 @@ export interface IdempotencyClaim extends IdempotencyRecordRef {
   transactional?: boolean;
 }
 
+/** A claim inside the handler's transaction ({@link IdempotencyStore.claimInTransaction}). */
+export interface IdempotencyTransactionalClaim extends IdempotencyClaim {
+  /**
+   * Retention of the completed record (ms): the claim writes the record `completed`, kept this long, and the completion
+   * moves it only when the work took more than half of it.
+   */
+  ttlMs: number;
+}
+
 /** The answer to a claim. */
-export type IdempotencyClaimResult =
-  | { claimed: true; takeover: boolean }
-  | {
-      claimed: false;
-      /** The live record that stopped the claim. */
-      record: IdempotencyRecord;
-      /** How long until that record stops being live, by the store's clock (ms). */
-      expiresInMs: number;
-    };
+export type IdempotencyClaimResult = { claimed: true; takeover: boolean } | IdempotencyClaimLost;
+
+/** A claim that a live record stopped. */
+export interface IdempotencyClaimLost {
+  claimed: false;
+  /** The live record that stopped the claim. */
+  record: IdempotencyRecord;
+  /** How long until that record stops being live, by the store's clock (ms). */
+  expiresInMs: number;
+  /**
+   * Whether the holder still holds the key, for a record the store cannot read back yet (a claim inside a transaction
+   * that has not committed: `record.owner` is then `undefined`). Absent: {@link IdempotencyStore.get} tells.
+   */
+  stillHeld?: () => Promise<boolean>;
+}
 
 /** What `complete` stores. */
 export interface IdempotencyCompletion {

@@ -1,15 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { DelayedError, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { IdempotencyConnectionLostError } from '../errors/idempotency-connection-lost.error.js';
-import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
-import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
-import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.error.js';
 import { IdempotencyLeaseLostError } from '../errors/idempotency-lease-lost.error.js';
 import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { MissingIdempotencyKeyError } from '../errors/missing-idempotency-key.error.js';
 import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
-import type { DistributiveOmit, IdempotencyEvent, UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { attemptOutcome } from '../common/bullmq-lifecycle.js';
 import type { LoggerLike } from '../common/logger.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
@@ -17,23 +14,16 @@ import { AttemptContext } from './idempotency-context.js';
 import { completedBy, keyOf, serializeResult } from './attempt-values.js';
 import { recordIdOf, type WaitingDuplicates, type WorkerLike } from './waiting-duplicates.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
-import type { IdempotencyClaimResult, IdempotencyRecordRef } from './idempotency-store.interface.js';
+import { claimThenTransaction } from './claim-then-transaction.js';
+import { AttemptReport, type Attempt } from './attempt.js';
+import { answerHeldKey } from './held-key.js';
+import type {
+  IdempotencyTransactionalClaim,
+  IdempotencyTransactionResult,
+  TransactionClaim,
+} from './idempotency-store.interface.js';
 
 type Processor = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
-
-/** What every event and message of one attempt names. */
-interface Attempt {
-  job: Job;
-  token: string | undefined;
-  signal: AbortSignal | undefined;
-  definition: ResolvedIdempotency;
-  ref: IdempotencyRecordRef;
-  /** The record's hashed id (what waiting deliveries name it by). */
-  recordId: string;
-  /** The worker running the job (what promotes the deliveries waiting for its key). */
-  worker: WorkerLike | undefined;
-  ids: { queue: string; jobName: string; jobId: string; scope: string; key: string; store: string };
-}
 
 /**
  * Runs a handler under `@IdempotencyKey`: claim → handler → complete (or release), with the lease renewed while the
@@ -91,33 +81,37 @@ export class IdempotencyRunner {
       ref,
       recordId: recordIdOf(scope, keyed.key),
       worker,
-      ids: { ...base, scope, key: keyed.key, store: definition.storeName },
+      report: new AttemptReport(this.deps.events, this.deps.logger, {
+        ...base,
+        scope,
+        key: keyed.key,
+        store: definition.storeName,
+      }),
     };
     const fingerprint = definition.fingerprintOf(job);
     const jobKey = `${job.queueQualifiedName}:${job.id}`;
-    const claim = await store.claim({
-      ...ref,
-      leaseMs: options.lease,
-      fingerprint,
-      jobId: job.id,
-      jobKey,
-      transactional: options.transactional,
-    });
-    if (worker) this.deps.waiting?.answered(attempt.recordId, worker, job.id!);
+    const request = { ...ref, leaseMs: options.lease, fingerprint, jobId: job.id, jobKey };
+    if (options.transactional) return this.runInTransaction(attempt, { ...request, ttlMs: options.ttl }, next);
+    const claim = await store.claim(request);
+    this.answered(attempt);
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
     const own = !claim.claimed && claim.record.state === 'in_progress' && claim.record.owner === ref.owner;
-    if (!claim.claimed && !own) return this.onHeld(attempt, claim, fingerprint);
-    const takeover = claim.claimed ? claim.takeover : claim.record.attempts > 1;
-    this.emit(attempt, { type: 'idempotencyClaimed', takeover });
-    if (worker) this.deps.waiting?.holding(attempt.recordId, worker);
+    if (!claim.claimed && !own) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
+    const context = this.claimed(attempt, claim.claimed ? claim.takeover : claim.record.attempts > 1);
+    return context.run(job, () => this.runThenComplete(attempt, next, connection));
+  }
 
-    const context = new AttemptContext(scope, ref.key, takeover);
-    return context.run(job, () =>
-      options.transactional
-        ? this.runInTransaction(attempt, context, next).finally(() => this.settled(attempt))
-        : this.runThenComplete(attempt, next, connection),
-    );
+  /** The delivery got its claim's answer (it no longer waits for the key). */
+  private answered(attempt: Attempt): void {
+    if (attempt.worker) this.deps.waiting?.answered(attempt.recordId, attempt.worker, attempt.job.id!);
+  }
+
+  /** The claim won: say so, hold the key for the deliveries that wait for it, and build the handler's context. */
+  private claimed(attempt: Attempt, takeover: boolean): AttemptContext {
+    attempt.report.emit({ type: 'idempotencyClaimed', takeover });
+    if (attempt.worker) this.deps.waiting?.holding(attempt.recordId, attempt.worker);
+    return new AttemptContext(attempt.ref.scope, attempt.ref.key, takeover);
   }
 
   /** The record is settled (or lost): the deliveries waiting for it run now. */
@@ -136,8 +130,8 @@ export class IdempotencyRunner {
     const { store, options } = definition;
     const keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
       lost: () =>
-        this.leaseLost(attempt, 'its lease ended before it was renewed; another delivery may take the key over'),
-      error: (error) => this.reportError(attempt, error),
+        attempt.report.leaseLost('its lease ended before it was renewed; another delivery may take the key over'),
+      error: (error) => attempt.report.error(error),
     });
     let value: unknown;
     try {
@@ -162,7 +156,7 @@ export class IdempotencyRunner {
     const settled = (inOrder ?? definition.store.complete(ref, completion))
       .then((completed) => this.afterCompletion(attempt, completed))
       .finally(() => this.settled(attempt));
-    if (inOrder) settled.catch((error: unknown) => this.reportError(attempt, error));
+    if (inOrder) settled.catch((error: unknown) => attempt.report.error(error));
     else await settled;
     return value;
   }
@@ -174,87 +168,66 @@ export class IdempotencyRunner {
       // record already completed by this very claim: that is not a lost lease.
       (await completedBy(attempt.definition, attempt.ref))
     ) {
-      this.emit(attempt, { type: 'idempotencyCompleted' });
+      attempt.report.emit({ type: 'idempotencyCompleted' });
     } else {
-      this.leaseLost(attempt, 'the handler finished after its claim was taken over, so its effect may have run twice');
+      attempt.report.leaseLost('the handler finished after its claim was taken over, so its effect may have run twice');
     }
   }
 
-  /** Transactional mode: the handler's writes and the completed record commit in one transaction of the store. */
-  private async runInTransaction(attempt: Attempt, context: AttemptContext, next: Processor): Promise<unknown> {
+  /**
+   * Transactional mode: the claim, the handler's writes and the completed record in one transaction of the store
+   * (`claimInTransaction`), or, on a store without it, a claim followed by a transaction that locks the record. No
+   * lease renewal either way: the transaction holds the key.
+   */
+  private async runInTransaction(
+    attempt: Attempt,
+    request: IdempotencyTransactionalClaim,
+    next: Processor,
+  ): Promise<unknown> {
     const { job, token, signal, definition, ref } = attempt;
-    // No lease renewal: the store locks the record for its transaction (after checking it is still ours).
+    const { store } = definition;
+    let context: AttemptContext | undefined;
+    const won = (takeover: boolean) => {
+      this.answered(attempt);
+      context = this.claimed(attempt, takeover);
+    };
+    const work = (transaction: unknown, claim: TransactionClaim) => {
+      // A claim not committed before the work leaves nothing behind when its worker dies: that the job's delivery
+      // before this one stalled (BullMQ's own count) is what says an earlier attempt may have run part of the handler.
+      if (!context) won(claim.takeover || (claim.uncommitted === true && job.stalledCounter > 0));
+      context!.transaction = transaction;
+      return context!.run(job, () => next(job, token, signal));
+    };
+    const completion = (result: unknown) => ({ result: serializeResult(result, ref), ttlMs: definition.options.ttl });
+    let outcome: IdempotencyTransactionResult<unknown>;
     try {
-      const value = await definition.store.runInTransaction!(
-        ref,
-        (transaction) => {
-          context.transaction = transaction;
-          return next(job, token, signal);
-        },
-        (result) => ({ result: serializeResult(result, ref), ttlMs: definition.options.ttl }),
-      );
-      this.emit(attempt, { type: 'idempotencyCompleted' });
-      return value;
+      outcome = await (store.claimInTransaction
+        ? store.claimInTransaction(request, work, completion)
+        : claimThenTransaction(store, request, work, completion, won));
     } catch (error) {
+      if (!context) throw error; // the claim itself failed: nothing is held
       if (error instanceof IdempotencyLeaseLostError) {
-        this.leaseLost(
-          attempt,
+        attempt.report.leaseLost(
           'its claim was taken over before its transaction could lock the record; nothing was committed',
         );
       } else {
         // The store's connection dropped mid-transaction: say so (naming the store), then release as for any failure.
-        if (error instanceof IdempotencyConnectionLostError) this.reportError(attempt, error);
+        if (error instanceof IdempotencyConnectionLostError) attempt.report.error(error);
         await this.afterFailure(attempt, error);
       }
       throw error;
     } finally {
-      context.transaction = undefined;
+      if (context) {
+        context.transaction = undefined;
+        this.settled(attempt);
+      }
     }
-  }
-
-  /** The key is held by a live record: replay it, wait for it, or refuse a different payload. */
-  private async onHeld(
-    attempt: Attempt,
-    claim: Extract<IdempotencyClaimResult, { claimed: false }>,
-    fingerprint: string | undefined,
-  ): Promise<unknown> {
-    const { record, expiresInMs } = claim;
-    const { scope, key } = attempt.ref;
-    if (fingerprint !== undefined && record.fingerprint !== undefined && fingerprint !== record.fingerprint) {
-      this.emit(attempt, { type: 'idempotencyMismatch' });
-      throw new IdempotencyKeyMismatchError(scope, key, fingerprint, record.fingerprint);
+    if (!outcome.claimed) {
+      this.answered(attempt);
+      return answerHeldKey(attempt, outcome, request.fingerprint, this.deps.waiting);
     }
-    if (record.state === 'completed') {
-      this.emit(attempt, { type: 'idempotencyReplayed', state: 'completed' });
-      return record.result === undefined ? undefined : (JSON.parse(record.result) as unknown);
-    }
-    if (record.state === 'failed') {
-      this.emit(attempt, { type: 'idempotencyReplayed', state: 'failed' });
-      const stored = JSON.parse(record.error ?? '{}') as { name?: string; message?: string };
-      throw new IdempotencyKeyFailedError(scope, key, stored.name ?? 'Error', stored.message ?? '');
-    }
-    const { job, token, definition } = attempt;
-    const holderJobId = record.jobId;
-    if (definition.options.onInProgress === 'fail') {
-      this.emit(attempt, { type: 'idempotencyInProgress', action: 'failed', holderJobId, retryInMs: expiresInMs });
-      throw new IdempotencyInProgressError(scope, key, holderJobId, expiresInMs);
-    }
-    // Back to delayed until the holder settles the record (it promotes this job then), or at the latest until its lease
-    // could have ended (a holder that died); BullMQ does not count this as an attempt.
-    const retryInMs = expiresInMs + DELAY_MARGIN_MS;
-    const stillHeld = async () => {
-      const now = await definition.store.get(scope, key);
-      return now?.state === 'in_progress' && now.owner === record.owner;
-    };
-    if (this.deps.waiting && attempt.worker) {
-      await this.deps.waiting.delay(job, token, attempt.recordId, retryInMs, attempt.worker, stillHeld);
-    } else {
-      await job.moveToDelayed(Date.now() + retryInMs, token);
-    }
-    this.emit(attempt, { type: 'idempotencyInProgress', action: 'delayed', holderJobId, retryInMs });
-    throw new DelayedError(
-      `Idempotency key "${key}" (scope "${scope}") is in progress in job ${holderJobId ?? '(unknown)'}: delayed ${retryInMs} ms`,
-    );
+    attempt.report.emit({ type: 'idempotencyCompleted' });
+    return outcome.value;
   }
 
   /** The handler (or storing its result) failed: release the claim, or keep a final failure (`onFailure: 'keep'`). */
@@ -271,33 +244,13 @@ export class IdempotencyRunner {
       if (keep) {
         const { name, message } = error instanceof Error ? error : new Error(String(error));
         const failure = { error: JSON.stringify({ name, message }), ttlMs: definition.options.ttl };
-        if (await definition.store.fail(ref, failure)) this.emit(attempt, { type: 'idempotencyFailureKept' });
+        if (await definition.store.fail(ref, failure)) attempt.report.emit({ type: 'idempotencyFailureKept' });
       } else if (await definition.store.release(ref)) {
-        this.emit(attempt, { type: 'idempotencyReleased' });
+        attempt.report.emit({ type: 'idempotencyReleased' });
       }
     } catch (storeError) {
       // The claim stays until its lease ends; then the next delivery takes it over.
-      this.reportError(attempt, storeError);
+      attempt.report.error(storeError);
     }
   }
-
-  private leaseLost(attempt: Attempt, what: string): void {
-    const { scope, key, jobId } = attempt.ids;
-    this.deps.logger.error(`Job ${jobId} lost its claim on idempotency key "${key}" (scope "${scope}"): ${what}`);
-    this.emit(attempt, { type: 'idempotencyLeaseLost' });
-  }
-
-  private reportError(attempt: Attempt, error: unknown): void {
-    const err = error instanceof Error ? error : new Error(String(error));
-    const { queue, jobName, jobId, scope, key, store } = attempt.ids;
-    this.deps.logger.error(`Idempotency store "${store}" failed for job ${jobId} (key "${key}"): ${err.message}`);
-    this.deps.events.emit({ type: 'error', queue, jobName, jobId, scope, key, error: err });
-  }
-
-  private emit(attempt: Attempt, event: DistributiveOmit<IdempotencyEvent, 'at' | keyof Attempt['ids']>): void {
-    this.deps.events.emit({ ...attempt.ids, ...event });
-  }
 }
-
-/** Slack added to a holder's remaining lease before a waiting duplicate is tried again (clocks differ slightly). */
-const DELAY_MARGIN_MS = 50;

@@ -235,7 +235,7 @@ describe('@IdempotencyKey across worker processes (real Redis, real PostgreSQL)'
     60_000,
   );
 
-  it('a worker process SIGKILLed mid-handler: another process takes the key over after the lease and commits exactly one effect (transactional)', async () => {
+  it('a worker process SIGKILLed mid-handler: its claim rolls back with its transaction, another process claims the key and commits exactly one effect (transactional)', async () => {
     const queueName = uniqueName('idem-to');
     const prefix = uniqueName('ujto');
     const probe = uniqueName('probe-to');
@@ -267,9 +267,14 @@ describe('@IdempotencyKey across worker processes (real Redis, real PostgreSQL)'
     const job = await queue.add('effect', { key: 'K' });
     const held = (await a.waitFor((m) => 'held' in m)).held as HeldRun;
     expect(held).toEqual({ worker: 'A', jobId: job.id, key: 'K', takeover: false });
-    // The effect is written but not committed; the record is A's claim.
+    // The effect is written but not committed, and so is A's claim: no record is visible, yet the key is held (a
+    // claim of it is told the key is in progress, by a holder it cannot name, and that the holder still holds it).
     expect((await pool.query(`SELECT count(*)::int AS n FROM ${table}`)).rows).toEqual([{ n: 0 }]);
-    expect(await pgStore.get(scope, 'K')).toMatchObject({ state: 'in_progress', attempts: 1, jobId: job.id });
+    expect(await pgStore.get(scope, 'K')).toBeUndefined();
+    const probeClaim = { scope, key: 'K', owner: 'probe', leaseMs: 1000, fingerprint: undefined, jobId: 'probe' };
+    const lost = await pgStore.claim(probeClaim);
+    expect(lost).toMatchObject({ claimed: false, record: { state: 'in_progress', owner: undefined } });
+    expect(lost.claimed === false && (await lost.stillHeld?.())).toBe(true);
 
     // Worker B is up; A is SIGKILLed mid-handler.
     const b = spawnWorker({ ...workerEnv, LABEL: 'B', LOCK_DURATION: '10000' });
@@ -277,7 +282,8 @@ describe('@IdempotencyKey across worker processes (real Redis, real PostgreSQL)'
     a.child.kill('SIGKILL');
     expect(await a.exited).toMatchObject({ signal: 'SIGKILL' });
 
-    // BullMQ recovers the stalled job in B, which takes the key over once A's lease has ended, and completes.
+    // BullMQ recovers the stalled job in B. A's claim rolled back with its transaction when its connection died, so B
+    // claims the key afresh; BullMQ counted the stall, which B's handler is told as a takeover. B completes.
     const result = (await job.waitUntilFinished(events, 30_000)) as EffectResult;
     expect(result).toMatchObject({ key: 'K', jobId: job.id, worker: 'B', takeover: true });
 
@@ -285,11 +291,11 @@ describe('@IdempotencyKey across worker processes (real Redis, real PostgreSQL)'
     const { rows } = await pool.query<EffectRow>(`SELECT id::text, key, job_id, worker, takeover FROM ${table}`);
     expect(rows).toEqual([{ id: result.effectId, key: 'K', job_id: job.id, worker: 'B', takeover: true }]);
     const record = await pgStore.get(scope, 'K');
-    expect(record).toMatchObject({ state: 'completed', attempts: 2, jobId: job.id });
+    expect(record).toMatchObject({ state: 'completed', attempts: 1, jobId: job.id });
     expect(JSON.parse(record!.result!)).toEqual(result);
     expect((await queue.getJob(job.id!))?.stalledCounter).toBe(1);
 
-    // What the processes reported: A claimed; B took over (after waiting for the lease when it came back early).
+    // What the processes reported: A claimed; B took over (after waiting for A's transaction when it came back early).
     const recorded = await waitFor('B reported its completion', async () => {
       const all = await recordedEvents(probe);
       return all.some((e) => e.type === 'idempotencyCompleted') && all;
@@ -302,7 +308,7 @@ describe('@IdempotencyKey across worker processes (real Redis, real PostgreSQL)'
     expect(recorded.filter((event) => event.type === 'idempotencyCompleted').map((event) => event.worker)).toEqual([
       'B',
     ]);
-    // before its claim, B could only have waited for A's lease to end
+    // before its claim, B could only have waited for A's transaction to end
     const bEvents = recorded.filter((event) => event.worker === 'B').map((event) => event.type);
     const beforeClaim = bEvents.slice(0, bEvents.indexOf('idempotencyClaimed'));
     expect(beforeClaim.filter((type) => type !== 'idempotencyInProgress')).toEqual([]);

@@ -129,14 +129,16 @@ describe('PostgresIdempotencyStore, transactional mode, hostile settings', () =>
     let calls = 0;
     // A wrapper that forces pg's extended protocol (as some instrumentation and proxies do).
     const extended = (client: pg.PoolClient): PgClientLike => ({
-      query: (text: string, values?: unknown[]) => {
+      query: ((query: string | pg.QueryConfig, values?: unknown[]) => {
         calls++;
-        return client.query({ text, values: values ?? [], queryMode: 'extended' } as pg.QueryConfig);
-      },
+        const config = typeof query === 'string' ? { text: query, values: values ?? [] } : query;
+        return client.query({ ...config, queryMode: 'extended' } as pg.QueryConfig);
+      }) as PgClientLike['query'],
       release: (destroy?: boolean | Error) => client.release(destroy),
     });
     const wrapped: PgPoolLike = {
-      query: (text, values) => pool.query(text, values),
+      query: ((query: string | pg.QueryConfig, values?: unknown[]) =>
+        typeof query === 'string' ? pool.query(query, values) : pool.query(query)) as PgPoolLike['query'],
       connect: async () => extended(await pool.connect()),
     };
     const store = new PostgresIdempotencyStore({ pool: wrapped, table: uniqueTable('idem_extended') });

@@ -1,7 +1,8 @@
 // How many SQL statements a processed job costs on PostgreSQL, counted on the client side (every statement goes
 // through pg.Client.prototype.query, whatever the ORM), per store and mode. The handler itself runs no statement.
-// PostgreSQL pool store: plain mode 2 (claim, complete); transactional mode 5 (claim, BEGIN, the record lock, the
-// completion, COMMIT), as before the stores were rebuilt on the SQL adapter. The ORM stores cost the same five.
+// PostgreSQL pool store: plain mode 2 (claim, complete); transactional mode 4 (BEGIN, the claim inside the transaction,
+// the completion's check, COMMIT; it was 5 while the claim came before the transaction and the transaction locked the
+// record). The ORM stores cost the same four.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { TransactionalAdapterDrizzleOrm } from '@nestjs-cls/transactional-adapter-drizzle-orm';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
@@ -44,13 +45,13 @@ describe('SQL statements per processed job (PostgreSQL)', () => {
 
   const stores: [string, () => SqlIdempotencyStore, boolean, number][] = [
     ['PostgresIdempotencyStore, plain', () => new PostgresIdempotencyStore({ pool, table }), false, 2],
-    ['PostgresIdempotencyStore, transactional', () => new PostgresIdempotencyStore({ pool, table }), true, 5],
-    ['TypeOrmIdempotencyStore, transactional', () => new TypeOrmIdempotencyStore({ dataSource, table }), true, 5],
+    ['PostgresIdempotencyStore, transactional', () => new PostgresIdempotencyStore({ pool, table }), true, 4],
+    ['TypeOrmIdempotencyStore, transactional', () => new TypeOrmIdempotencyStore({ dataSource, table }), true, 4],
     [
       'DrizzleIdempotencyStore, transactional',
       () => new DrizzleIdempotencyStore({ db: drizzle(pool), table }),
       true,
-      5,
+      4,
     ],
     [
       'TransactionHostIdempotencyStore (TypeORM adapter), transactional',
@@ -62,7 +63,7 @@ describe('SQL statements per processed job (PostgreSQL)', () => {
           table,
         }),
       true,
-      5,
+      4,
     ],
     [
       'TransactionHostIdempotencyStore (Drizzle adapter), transactional',
@@ -76,7 +77,7 @@ describe('SQL statements per processed job (PostgreSQL)', () => {
           table,
         }),
       true,
-      5,
+      4,
     ],
   ];
 

@@ -56,6 +56,7 @@ import type {
   IdempotencyRecord,
   IdempotencyRecordRef,
   IdempotencyStore,
+  TransactionClaim,
 } from '../../lib/idempotency/idempotency-store.interface.js';
 
 /** Writes and counts rows of the caller's own table, to observe commit and rollback of a handler's writes. */
@@ -795,6 +796,108 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
         expect(await store.get(SCOPE, key)).toBeUndefined();
       });
     });
+
+    // Every transactional store of the package has it (SQLite: a claim, then runInTransaction).
+    if (setup.transactional) describeClaimInTransaction();
+    function describeClaimInTransaction(): void {
+      describe('claimInTransaction', () => {
+        const inTransaction = () => {
+          const { store, probe } = current();
+          if (!store.claimInTransaction || !probe) throw new Error(`${name}: no claimInTransaction, or no probe given`);
+          return { store, probe, claimIn: store.claimInTransaction.bind(store) };
+        };
+        const requestOf = (key: string, owner: string) => ({ ...claimOf(key, owner), ttlMs: RETENTION_MS });
+
+        it('claims, runs the work with { takeover: false }, and commits its writes with the completed record', async () => {
+          const t = inTransaction();
+          const key = newKey('cit-commit');
+          const owner = newOwner();
+          const marker = randomUUID();
+          const seen: TransactionClaim[] = [];
+          const answer = await t.claimIn(
+            requestOf(key, owner),
+            async (transaction, claim) => {
+              seen.push(claim);
+              await t.probe.write(transaction, marker);
+              return { charged: 4200 };
+            },
+            (value) => ({ result: JSON.stringify(value), ttlMs: RETENTION_MS }),
+          );
+          expect(answer).toEqual({ claimed: true, value: { charged: 4200 } });
+          expect(seen).toEqual([expect.objectContaining({ takeover: false })]);
+          expect(await t.probe.count(marker)).toBe(1);
+          const record = await liveRecord(t.store, SCOPE, key);
+          expect(record).toMatchObject({
+            state: 'completed',
+            owner,
+            jobId: jobOf(owner),
+            fingerprint: fingerprintOf(key),
+            result: '{"charged":4200}',
+            attempts: 1,
+          });
+          expectRetention(record, RETENTION_MS);
+
+          // Settled: a later claim, in a transaction or not, answers it and runs nothing.
+          let ran = false;
+          const again = await t.claimIn(
+            requestOf(key, newOwner()),
+            async () => {
+              ran = true;
+            },
+            () => ({ result: undefined, ttlMs: RETENTION_MS }),
+          );
+          expect(again).toMatchObject({ claimed: false, record: { state: 'completed', owner } });
+          expect(ran).toBe(false);
+          expect(refusedClaim(await t.store.claim(claimOf(key, newOwner()))).record).toMatchObject({ owner });
+        });
+
+        it('rolls everything back when the work throws; release answers true, then the key is claimed afresh', async () => {
+          const t = inTransaction();
+          const key = newKey('cit-throws');
+          const owner = newOwner();
+          const marker = randomUUID();
+          const failure = new Error('the handler failed');
+          await expect(
+            t.claimIn(
+              requestOf(key, owner),
+              async (transaction) => {
+                await t.probe.write(transaction, marker);
+                throw failure;
+              },
+              () => ({ result: undefined, ttlMs: RETENTION_MS }),
+            ),
+          ).rejects.toBe(failure);
+          expect(await t.probe.count(marker)).toBe(0);
+          expect(await t.store.release(refOf(key, owner))).toBe(true);
+          expect(await t.store.get(SCOPE, key)).toBeUndefined();
+          expect(await t.store.claim(claimOf(key, newOwner()))).toEqual({ claimed: true, takeover: false });
+        });
+
+        it('keeps a failure after the work threw: fail writes the failed record with the claim’s fingerprint', async () => {
+          const t = inTransaction();
+          const key = newKey('cit-fail');
+          const owner = newOwner();
+          const failure = new Error('final failure');
+          await expect(
+            t.claimIn(
+              requestOf(key, owner),
+              () => Promise.reject(failure),
+              () => ({ result: undefined, ttlMs: RETENTION_MS }),
+            ),
+          ).rejects.toBe(failure);
+          const error = JSON.stringify({ name: 'Error', message: 'final failure' });
+          expect(await t.store.fail(refOf(key, owner), { error, ttlMs: RETENTION_MS })).toBe(true);
+          expect(await liveRecord(t.store, SCOPE, key)).toMatchObject({
+            state: 'failed',
+            owner,
+            error,
+            fingerprint: fingerprintOf(key),
+          });
+          // Once only: a second fail of the same attempt changes nothing.
+          expect(await t.store.fail(refOf(key, owner), { error, ttlMs: RETENTION_MS })).toBe(false);
+        });
+      });
+    }
   });
 }
 

@@ -1,3 +1,4 @@
+import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { IdempotencyLeaseLostError } from '../../errors/idempotency-lease-lost.error.js';
 import {
   IdempotencyTransactionEndedError,
@@ -129,4 +130,12 @@ function noSuchSavepoint(error: unknown): boolean {
 /** SQLite's `'open'` with the connection out of its transaction: the marker the lock wrote was committed. */
 function outcomeOf(state: string | undefined): EndedTransactionOutcome {
   return state === 'open' || state === 'committed' ? 'committed' : state === 'aborted' ? 'rolled back' : 'unknown';
+}
+
+/** An adapter's {@link IdempotencyConnectionLostError} names no key: the same error, naming the attempt's. */
+export function namedConnectionLoss(error: unknown, ref: IdempotencyRecordRef): unknown {
+  if (error instanceof IdempotencyConnectionLostError && error.key === undefined) {
+    return new IdempotencyConnectionLostError(error.cause, ref.scope, ref.key);
+  }
+  return error;
 }

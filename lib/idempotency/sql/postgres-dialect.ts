@@ -54,6 +54,12 @@ export function postgresMigration(table: SqlTableName): string[] {
   ];
 }
 
+/** The index on `expires_at`, qualified with the table's schema (for a catalog lookup). */
+function indexOf(table: SqlTableName): string {
+  const index = quoteIdentifier(`${table.name}_expires_at_idx`);
+  return table.schema === undefined ? index : `${quoteIdentifier(table.schema)}.${index}`;
+}
+
 /**
  * The statements on PostgreSQL. Every time (lease ends, retention ends, creation) is the database's clock
  * (`clock_timestamp()`), so the clocks of the processes sharing the table never matter.
@@ -75,6 +81,11 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       `set_config('lock_timeout', '${CLAIM_LOCK_TIMEOUT_MS}ms', true) AS lt`,
       ...(asynchronous ? [`set_config('synchronous_commit', 'off', true) AS sc`] : []),
     ].join(', ');
+  // When a claim overwrites the record it met: no longer live, and not an ended claim of another payload.
+  const takeoverAllowed = `cur.expires_at <= excluded.updated_at
+      AND (cur.state <> 'in_progress' OR cur.fingerprint IS NULL OR excluded.fingerprint IS NULL
+        OR cur.fingerprint = excluded.fingerprint
+        OR cur.expires_at <= excluded.updated_at - ${ABANDONED_INTERVAL})`;
   const claimStatement = (asynchronous: boolean) => `WITH cfg AS MATERIALIZED (SELECT ${claimSettings(asynchronous)})
     INSERT INTO ${t} AS cur
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
@@ -91,14 +102,50 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       created_at = CASE WHEN cur.state = 'in_progress' THEN cur.created_at ELSE excluded.created_at END,
       expires_at = excluded.expires_at,
       updated_at = excluded.updated_at
-    WHERE cur.expires_at <= excluded.updated_at
-      AND (cur.state <> 'in_progress' OR cur.fingerprint IS NULL OR excluded.fingerprint IS NULL
-        OR cur.fingerprint = excluded.fingerprint
-        OR cur.expires_at <= excluded.updated_at - ${ABANDONED_INTERVAL})
+    WHERE ${takeoverAllowed}
     RETURNING cur.attempts > 1 AS takeover`;
   const claim = claimStatement(false);
   const claimBeforeTransaction = claimStatement(true);
   // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
+  // The claim inside the handler's transaction. The advisory lock (transaction-scoped, taken without waiting) tells
+  // claimants of this mode apart while the record is not committed; a live record is looked up before the upsert, so
+  // that a duplicate never waits on, nor writes, the row lock of the record that stops it.
+  const keyLock = `hashtextextended('${t.replace(/'/g, "''")}:' || length($1::text) || ':' || $1::text || $2::text, 0)`;
+  const inTransaction = `WITH lk AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(${keyLock}) AS got),
+    ins AS (INSERT INTO ${t} AS cur
+      (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
+    SELECT $1, $2, 'completed', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
+    FROM lk, (SELECT clock_timestamp() AS now) AS n
+    WHERE lk.got AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > n.now)
+    ON CONFLICT (scope, key) DO UPDATE SET
+      state = 'completed',
+      owner = excluded.owner,
+      job_id = excluded.job_id,
+      fingerprint = excluded.fingerprint,
+      result = NULL,
+      error = NULL,
+      attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,
+      created_at = CASE WHEN cur.state = 'in_progress' THEN cur.created_at ELSE excluded.created_at END,
+      expires_at = excluded.expires_at,
+      updated_at = excluded.updated_at
+    WHERE ${takeoverAllowed}
+    RETURNING cur.attempts > 1 AS takeover, txid_current()::text AS tx)
+    SELECT lk.got, ins.takeover, ins.tx FROM lk LEFT JOIN ins ON true`;
+  const finishClaimed = `WITH u AS (UPDATE ${t} SET result = $4, expires_at = clock_timestamp() + ${ms(5)},
+      updated_at = clock_timestamp()
+    WHERE scope = $1 AND key = $2 AND owner = $3 AND txid_current_if_assigned() = $6::bigint
+      AND ($4::text IS NOT NULL OR expires_at < clock_timestamp() + ${ms(5)} / 2)
+    RETURNING 1)
+    SELECT coalesce(txid_current_if_assigned() = $6::bigint, false) AS ours, (SELECT count(*) FROM u) AS updated`;
+  const failUnclaimed = `INSERT INTO ${t} AS cur
+      (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
+    SELECT $1, $2, 'failed', $3, $4, $5, NULL, $6, 1, n.now, n.now + ${ms(7)}, n.now
+    FROM (SELECT clock_timestamp() AS now) AS n WHERE pg_try_advisory_xact_lock(${keyLock})
+    ON CONFLICT (scope, key) DO UPDATE SET state = 'failed', owner = excluded.owner, job_id = excluded.job_id,
+      fingerprint = excluded.fingerprint, result = NULL, error = excluded.error, attempts = 1,
+      created_at = excluded.created_at, expires_at = excluded.expires_at, updated_at = excluded.updated_at
+    WHERE cur.expires_at <= excluded.updated_at OR ($8::boolean AND cur.owner = excluded.owner)`;
+  const keyHeld = `SELECT NOT pg_try_advisory_xact_lock(${keyLock}) AS held`;
   const blocking = `SELECT ${RECORD_COLUMNS},
       greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
     FROM ${t}, (SELECT clock_timestamp() AS now) AS n
@@ -137,6 +184,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const rowLocked = `SELECT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2)
     AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 FOR UPDATE SKIP LOCKED) AS locked`;
   const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
+  const regclass = (name: string) => `to_regclass('${name.replace(/'/g, "''")}') IS NOT NULL`;
+  const migrated = `SELECT ${regclass(t)} AND ${regclass(indexOf(table))} AS done`;
   const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
   return {
     name: 'postgres',
@@ -149,6 +198,21 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
         r.fingerprint ?? null,
         r.leaseMs,
       ]),
+    claimInTransaction: (r, ttlMs) =>
+      query(inTransaction, [r.scope, r.key, r.owner, r.jobId ?? null, r.fingerprint ?? null, ttlMs]),
+    finishClaimed: (ref, c, tx) => query(finishClaimed, [...ownedParams(ref), c.result ?? null, c.ttlMs, tx]),
+    failUnclaimed: (r, f, ownCommitted) =>
+      command(failUnclaimed, [
+        r.scope,
+        r.key,
+        r.owner,
+        r.jobId ?? null,
+        r.fingerprint ?? null,
+        f.error,
+        f.ttlMs,
+        ownCommitted,
+      ]),
+    keyHeld: (scope, key) => query(keyHeld, [scope, key]),
     blocking: (scope, key, fingerprint) => query(blocking, [scope, key, fingerprint ?? null]),
     live: (scope, key) => query(live, [scope, key]),
     current: (scope, key) => query(current, [scope, key]),
@@ -171,6 +235,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     prune: (limit) => command(prune, [limit]),
     probe: () => query(probe, []),
     migration: () => postgresMigration(table),
+    migrated: () => query(migrated, []),
     migrationLock: () =>
       query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`nestjs-unique-jobs:migrate:${table.quoted}`]),
   };

@@ -4,7 +4,7 @@ import type {
   IdempotencyFailure,
   IdempotencyRecordRef,
 } from '../idempotency-store.interface.js';
-import type { SqlDialectName, SqlStatement } from './sql-adapter.interface.js';
+import type { SqlDialectName, SqlResult, SqlStatement } from './sql-adapter.interface.js';
 
 /**
  * The statements of the SQL idempotency store in one dialect, for one table. Every state change is one statement;
@@ -63,6 +63,27 @@ export interface SqlDialect {
    * (or rolling back to it) fails, which tells. PostgreSQL needs none: {@link completeLocked} checks the transaction id.
    */
   workSavepoint?: { open: SqlStatement; release: SqlStatement; rollback: SqlStatement };
+  /**
+   * PostgreSQL: the claim of {@link SqlIdempotencyStore.claimInTransaction}, the first statement of the handler's
+   * transaction. Takes the key's transaction-scoped advisory lock without waiting, then writes the record `completed`
+   * (kept `ttlMs`) where {@link claim} would write it `in_progress`: others see it only once the transaction commits.
+   * Rows: `[{ got, takeover, tx }]`: `got` false, another transaction holds the key; `takeover` null, a live record
+   * stopped the claim; otherwise claimed, `tx` naming this transaction.
+   */
+  claimInTransaction?(request: IdempotencyClaim, ttlMs: number): SqlStatement;
+  /**
+   * The last statement of that transaction: stores the completion's result (and moves the retention when the work
+   * took more than half of it), only inside the transaction `tx`. Rows: `[{ ours }]`, whether it still runs in `tx`.
+   */
+  finishClaimed?(ref: IdempotencyRecordRef, completion: IdempotencyCompletion, tx: string): SqlStatement;
+  /**
+   * Writes the `failed` record of an owner whose claim inside a transaction rolled back, unless another claim holds
+   * the key (a live record, or its advisory lock). `ownCommitted`: the work committed the transaction itself, so the
+   * owner's own committed record is overwritten too.
+   */
+  failUnclaimed?(ref: IdempotencyClaim, failure: IdempotencyFailure, ownCommitted: boolean): SqlStatement;
+  /** Rows: `[{ held }]`, whether a transaction holds the key's advisory lock (a claim inside a transaction). */
+  keyHeld?(scope: string, key: string): SqlStatement;
   /** Deletes a key's record whatever its state. Rows: `[{ live }]`. */
   delete(scope: string, key: string): SqlStatement;
   /** Deletes up to `limit` records that no longer matter. */
@@ -71,6 +92,12 @@ export interface SqlDialect {
   probe(): SqlStatement;
   /** The DDL, one statement each (`IF NOT EXISTS`). */
   migration(): string[];
+  /**
+   * Rows: `[{ done }]`, whether the table and its index exist already (PostgreSQL: read from the catalog, taking no lock
+   * on the table, where `CREATE INDEX IF NOT EXISTS` would wait for every open transaction that wrote to it, and make
+   * every claim queue behind it). Absent: the DDL runs each time.
+   */
+  migrated?(): SqlStatement;
   /** Run in the migration's transaction before the DDL, to serialize concurrent migrations (PostgreSQL). */
   migrationLock(): SqlStatement | undefined;
 }
@@ -94,4 +121,9 @@ export function query(text: string, params: readonly unknown[]): SqlStatement {
 /** A statement that answers a count of changed rows. */
 export function command(text: string, params: readonly unknown[]): SqlStatement {
   return { text, params, returnsRows: false };
+}
+
+/** Whether a statement changed (or, returning rows, found) at least one row. */
+export function affected(statement: SqlStatement, result: SqlResult): boolean {
+  return statement.returnsRows ? result.rows.length > 0 : result.rowCount > 0;
 }

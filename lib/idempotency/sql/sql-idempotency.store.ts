@@ -1,6 +1,4 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
-import { IdempotencyLeaseLostError } from '../../errors/idempotency-lease-lost.error.js';
 import type {
   IdempotencyClaim,
   IdempotencyClaimResult,
@@ -9,7 +7,12 @@ import type {
   IdempotencyRecord,
   IdempotencyRecordRef,
   IdempotencyStore,
+  IdempotencyTransactionalClaim,
+  IdempotencyTransactionResult,
+  TransactionClaim,
 } from '../idempotency-store.interface.js';
+import { claimThenTransaction } from '../claim-then-transaction.js';
+import { claimInTransaction, claimsInTransaction, heldUncommitted, RolledBackClaims } from './claim-in-transaction.js';
 import {
   CLAIM_ATTEMPTS,
   DEFAULT_IDEMPOTENCY_TABLE,
@@ -18,9 +21,9 @@ import {
   toIdempotencyRecord,
   type SqlRecordRow,
 } from '../stores/sql-records.js';
-import { completionRefused, handlerFailure, workSavepointGone } from './ended-transaction.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
-import type { SqlDialect } from './sql-dialect.js';
+import { affected, type SqlDialect } from './sql-dialect.js';
+import { runLocked } from './locked-transaction.js';
 import { postgresDialect } from './postgres-dialect.js';
 import { connectionCut } from './network-error.js';
 import { verifyFailure } from './verify-failure.js';
@@ -67,6 +70,8 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
   private readonly sql: SqlDialect;
   /** The in-process queue every operation goes through (SQLite). */
   private readonly queue: SerialQueue | undefined;
+  /** Claims inside a transaction that rolled back, until the runner releases or fails them. */
+  private readonly rolledBack = new RolledBackClaims();
 
   constructor(options: SqlIdempotencyStoreOptions<Transaction>) {
     const label = new.target.name;
@@ -89,6 +94,8 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
    * once (PostgreSQL serializes them under an advisory lock on the table name; SQLite serializes writers).
    */
   async migrate(): Promise<void> {
+    const migrated = this.sql.migrated?.();
+    if (migrated && (await this.run(migrated)).rows[0]?.done === true) return;
     const ddl = this.sql.migration().map((text) => ({ text, params: [], returnsRows: false }));
     const lock = this.sql.migrationLock();
     await this.exclusive(async () => {
@@ -139,7 +146,8 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
             // A transaction holds the record (a transactional holder, whose lease is not renewed while its row lock
             // holds): in progress; the holder wakes the waiting delivery when it settles.
             const held = (await this.adapter.execute(this.sql.current(scope, key))).rows[0];
-            if (!held) continue;
+            // Nothing committed: a claim inside another transaction holds the key.
+            if (!held) return heldUncommitted((statement) => this.adapter.execute(statement), this.sql, request);
             const record = toIdempotencyRecord(held as unknown as SqlRecordRow);
             const expiresInMs = Number(held.expires_in_ms);
             if (record.state !== 'in_progress' && expiresInMs <= 0) continue;
@@ -180,11 +188,17 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
 
   /** @inheritDoc */
   async fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): Promise<boolean> {
+    const rolledBack = this.rolledBack.take(ref.owner);
+    if (rolledBack && this.sql.failUnclaimed) {
+      return this.changed(this.sql.failUnclaimed(rolledBack.request, failure, rolledBack.ownCommitted));
+    }
     return this.changed(this.sql.fail(ref, failure));
   }
 
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef): Promise<boolean> {
+    // A claim inside a transaction that rolled back: released by the rollback.
+    if (this.rolledBack.take(ref.owner)) return true;
     return this.changed(this.sql.release(ref));
   }
 
@@ -221,43 +235,24 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
     work: (transaction: Transaction) => Promise<T>,
     completion: (value: T) => IdempotencyCompletion,
   ): Promise<T> {
-    try {
-      return await this.exclusive(
-        () =>
-          this.adapter.transaction(async (tx) => {
-            // Lock the owner's record for the whole transaction: no claimant can take it over until COMMIT or ROLLBACK
-            // (a crash drops the connection, which rolls back and unlocks), so the lease needs no renewal meanwhile.
-            const locked = (await tx.execute(this.sql.lockOwned(ref))).rows[0];
-            if (!locked) throw new IdempotencyLeaseLostError(ref.scope, ref.key);
-            const txId = String(locked.tx);
-            if (this.sql.workSavepoint) await tx.execute(this.sql.workSavepoint.open);
-            let value: T;
-            try {
-              value = await work(tx.handle);
-            } catch (error) {
-              const elsewhere = this.queue ? undefined : (statement: SqlStatement) => this.adapter.execute(statement);
-              throw await handlerFailure(this.sql, tx, ref, txId, error, elsewhere);
-            }
-            const done = completion(value);
-            // Completed only in the transaction that locked the record: a handler that committed or rolled it back
-            // itself left the connection outside it, where a completion would record an effect that is not there.
-            if (tx.active?.() === false || (await workSavepointGone(this.sql, tx))) {
-              throw await completionRefused(this.sql, tx, ref, txId, false);
-            }
-            const complete = this.sql.completeLocked(ref, done, txId);
-            if (!affected(complete, await tx.execute(complete))) {
-              throw await completionRefused(this.sql, tx, ref, txId, tx.active?.());
-            }
-            return value;
-          }),
-        true,
-      );
-    } catch (error) {
-      if (error instanceof IdempotencyConnectionLostError && error.key === undefined) {
-        throw new IdempotencyConnectionLostError(error.cause, ref.scope, ref.key);
-      }
-      throw error;
+    const elsewhere = this.queue ? undefined : (statement: SqlStatement) => this.adapter.execute(statement);
+    return this.exclusive(() => runLocked(this.adapter, this.sql, ref, work, completion, elsewhere), true);
+  }
+
+  /**
+   * The claim inside the handler's transaction (see {@link IdempotencyStore.claimInTransaction}). PostgreSQL: one
+   * transaction of four statements and the work's, the record written `completed` by the claim and invisible to others
+   * until it commits. SQLite: {@link claim}, then {@link runInTransaction}.
+   */
+  async claimInTransaction<T>(
+    request: IdempotencyTransactionalClaim,
+    work: (transaction: Transaction, claim: TransactionClaim) => Promise<T>,
+    completion: (value: T) => IdempotencyCompletion,
+  ): Promise<IdempotencyTransactionResult<T>> {
+    if (claimsInTransaction(this.sql)) {
+      return claimInTransaction(this.adapter, this.sql, this.rolledBack, request, work, completion);
     }
+    return claimThenTransaction(this, request, work, completion);
   }
 
   /**
@@ -296,11 +291,6 @@ const VERIFY_RETRY_MS = 200;
 
 /** When a claim that met a locked record whose lease ended looks again, at the latest. */
 const LOCKED_RETRY_MS = 1_000;
-
-/** Whether a statement changed (or, returning rows, found) at least one row. */
-function affected(statement: SqlStatement, result: SqlResult): boolean {
-  return statement.returnsRows ? result.rows.length > 0 : result.rowCount > 0;
-}
 
 /** A boolean column: PostgreSQL answers `true`/`false`, SQLite `1`/`0` (or `1n`). */
 function truthy(value: unknown): boolean {

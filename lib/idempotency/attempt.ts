@@ -1,0 +1,59 @@
+import type { Job } from 'bullmq';
+import type { LoggerLike } from '../common/logger.js';
+import type { DistributiveOmit, IdempotencyEvent, UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { ResolvedIdempotency } from './idempotency-definitions.js';
+import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
+import type { WorkerLike } from './waiting-duplicates.js';
+
+/** What every event and message of one attempt names. */
+export interface AttemptIds {
+  queue: string;
+  jobName: string;
+  jobId: string;
+  scope: string;
+  key: string;
+  store: string;
+}
+
+/** One delivery of a job under `@IdempotencyKey`, from its claim to its settling. */
+export interface Attempt {
+  job: Job;
+  token: string | undefined;
+  signal: AbortSignal | undefined;
+  definition: ResolvedIdempotency;
+  ref: IdempotencyRecordRef;
+  /** The record's hashed id (what waiting deliveries name it by). */
+  recordId: string;
+  /** The worker running the job (what promotes the deliveries waiting for its key). */
+  worker: WorkerLike | undefined;
+  /** Says what happened to the attempt: events and log lines naming it. */
+  report: AttemptReport;
+}
+
+/** The events and log lines of one attempt. */
+export class AttemptReport {
+  constructor(
+    private readonly events: UniqueJobsEvents,
+    private readonly logger: LoggerLike,
+    private readonly ids: AttemptIds,
+  ) {}
+
+  emit(event: DistributiveOmit<IdempotencyEvent, 'at' | keyof AttemptIds>): void {
+    this.events.emit({ ...this.ids, ...event });
+  }
+
+  /** The attempt lost its claim: `what` says how, and what may follow. */
+  leaseLost(what: string): void {
+    const { scope, key, jobId } = this.ids;
+    this.logger.error(`Job ${jobId} lost its claim on idempotency key "${key}" (scope "${scope}"): ${what}`);
+    this.emit({ type: 'idempotencyLeaseLost' });
+  }
+
+  /** The store failed under the attempt. */
+  error(error: unknown): void {
+    const err = error instanceof Error ? error : new Error(String(error));
+    const { queue, jobName, jobId, scope, key, store } = this.ids;
+    this.logger.error(`Idempotency store "${store}" failed for job ${jobId} (key "${key}"): ${err.message}`);
+    this.events.emit({ type: 'error', queue, jobName, jobId, scope, key, error: err });
+  }
+}

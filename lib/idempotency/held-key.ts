@@ -1,0 +1,62 @@
+import { DelayedError } from 'bullmq';
+import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
+import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
+import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.error.js';
+import type { Attempt } from './attempt.js';
+import type { IdempotencyClaimLost } from './idempotency-store.interface.js';
+import type { WaitingDuplicates } from './waiting-duplicates.js';
+
+/** Slack added to a holder's remaining lease before a waiting duplicate is tried again (clocks differ slightly). */
+const DELAY_MARGIN_MS = 50;
+
+/**
+ * The key is held by a live record: replay it (completed, or failed and kept), refuse a different payload, or wait
+ * for the holder (back to delayed, woken when it settles) or fail at once (`onInProgress: 'fail'`).
+ */
+export async function answerHeldKey(
+  attempt: Attempt,
+  claim: IdempotencyClaimLost,
+  fingerprint: string | undefined,
+  waiting: WaitingDuplicates | undefined,
+): Promise<unknown> {
+  const { record, expiresInMs } = claim;
+  const { scope, key } = attempt.ref;
+  const { report } = attempt;
+  if (fingerprint !== undefined && record.fingerprint !== undefined && fingerprint !== record.fingerprint) {
+    report.emit({ type: 'idempotencyMismatch' });
+    throw new IdempotencyKeyMismatchError(scope, key, fingerprint, record.fingerprint);
+  }
+  if (record.state === 'completed') {
+    report.emit({ type: 'idempotencyReplayed', state: 'completed' });
+    return record.result === undefined ? undefined : (JSON.parse(record.result) as unknown);
+  }
+  if (record.state === 'failed') {
+    report.emit({ type: 'idempotencyReplayed', state: 'failed' });
+    const stored = JSON.parse(record.error ?? '{}') as { name?: string; message?: string };
+    throw new IdempotencyKeyFailedError(scope, key, stored.name ?? 'Error', stored.message ?? '');
+  }
+  const { job, token, definition } = attempt;
+  const holderJobId = record.jobId;
+  if (definition.options.onInProgress === 'fail') {
+    report.emit({ type: 'idempotencyInProgress', action: 'failed', holderJobId, retryInMs: expiresInMs });
+    throw new IdempotencyInProgressError(scope, key, holderJobId, expiresInMs);
+  }
+  // Back to delayed until the holder settles the record (it promotes this job then), or at the latest until its lease
+  // could have ended (a holder that died); BullMQ does not count this as an attempt.
+  const retryInMs = expiresInMs + DELAY_MARGIN_MS;
+  const stillHeld =
+    claim.stillHeld ??
+    (async () => {
+      const now = await definition.store.get(scope, key);
+      return now?.state === 'in_progress' && now.owner === record.owner;
+    });
+  if (waiting && attempt.worker) {
+    await waiting.delay(job, token, attempt.recordId, retryInMs, attempt.worker, stillHeld);
+  } else {
+    await job.moveToDelayed(Date.now() + retryInMs, token);
+  }
+  report.emit({ type: 'idempotencyInProgress', action: 'delayed', holderJobId, retryInMs });
+  throw new DelayedError(
+    `Idempotency key "${key}" (scope "${scope}") is in progress in job ${holderJobId ?? '(unknown)'}: delayed ${retryInMs} ms`,
+  );
+}

@@ -1,0 +1,139 @@
+import { IdempotencyTransactionEndedError } from '../../errors/idempotency-transaction-ended.error.js';
+import type {
+  IdempotencyClaim,
+  IdempotencyClaimLost,
+  IdempotencyCompletion,
+  IdempotencyRecord,
+  IdempotencyTransactionalClaim,
+  IdempotencyTransactionResult,
+  TransactionClaim,
+} from '../idempotency-store.interface.js';
+import { CLAIM_ATTEMPTS, claimRaceError, toIdempotencyRecord, type SqlRecordRow } from '../stores/sql-records.js';
+import { completionRefused, handlerFailure, namedConnectionLoss } from './ended-transaction.js';
+import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
+import type { SqlDialect } from './sql-dialect.js';
+
+/** The statements of the claim inside a transaction (PostgreSQL). */
+export type InTransactionDialect = SqlDialect & Required<Pick<SqlDialect, 'claimInTransaction' | 'finishClaimed'>>;
+
+/** Whether the dialect claims inside the handler's transaction. */
+export function claimsInTransaction(sql: SqlDialect): sql is InTransactionDialect {
+  return sql.claimInTransaction !== undefined && sql.finishClaimed !== undefined;
+}
+
+/**
+ * The claims inside a transaction that won and then rolled back (the work threw, the connection dropped): nothing of
+ * them is in the table, so `release` has nothing left to do and `fail` writes the record rather than updating it. Kept
+ * until the runner settles them; bounded, the oldest forgotten first.
+ */
+export class RolledBackClaims {
+  private readonly claims = new Map<string, { request: IdempotencyClaim; ownCommitted: boolean }>();
+
+  /** `ownCommitted`: the work committed the transaction itself, so the claim's record may be committed. */
+  add(request: IdempotencyClaim, ownCommitted: boolean): void {
+    this.claims.set(request.owner, { request, ownCommitted });
+    if (this.claims.size > MAX_ROLLED_BACK) this.claims.delete(this.claims.keys().next().value!);
+  }
+
+  /** The rolled-back claim of `owner`, forgotten once taken. */
+  take(owner: string): { request: IdempotencyClaim; ownCommitted: boolean } | undefined {
+    const claim = this.claims.get(owner);
+    this.claims.delete(owner);
+    return claim;
+  }
+}
+
+/** More rolled-back claims than any runner leaves unsettled at once. */
+const MAX_ROLLED_BACK = 10_000;
+
+/**
+ * The claim inside the handler's transaction, on PostgreSQL: `BEGIN`, the claim (which writes the record `completed`),
+ * the work, the completion's result (only when there is one, or when the work took more than half of the retention)
+ * together with the check that the transaction is still the claim's, `COMMIT`. Four statements and the work's, where a
+ * claim followed by a transaction takes six. A claim that loses reads what stopped it in the same transaction.
+ */
+export async function claimInTransaction<T, Transaction>(
+  adapter: SqlIdempotencyAdapter<Transaction>,
+  sql: InTransactionDialect,
+  rolledBack: RolledBackClaims,
+  request: IdempotencyTransactionalClaim,
+  work: (transaction: Transaction, claim: TransactionClaim) => Promise<T>,
+  completion: (value: T) => IdempotencyCompletion,
+): Promise<IdempotencyTransactionResult<T>> {
+  const elsewhere = (statement: SqlStatement): Promise<SqlResult> => adapter.execute(statement);
+  for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+    let claimed = false;
+    let answer: IdempotencyTransactionResult<T> | undefined;
+    try {
+      answer = await adapter.transaction(async (tx) => {
+        const row = (await tx.execute(sql.claimInTransaction(request, request.ttlMs))).rows[0];
+        if (row?.tx === null || row?.tx === undefined) {
+          // Lost: what stopped it, read in this transaction (its advisory lock, when taken, ends with it).
+          const current = (await tx.execute(sql.blocking(request.scope, request.key, request.fingerprint))).rows[0];
+          if (current) return lostTo(current);
+          return row?.got === false ? heldUncommitted(elsewhere, sql, request) : undefined;
+        }
+        claimed = true;
+        const txId = String(row.tx as string | number);
+        let value: T;
+        try {
+          value = await work(tx.handle, { takeover: row.takeover === true, uncommitted: true });
+        } catch (error) {
+          throw await handlerFailure(sql, tx, request, txId, error, elsewhere);
+        }
+        const done = completion(value);
+        if (tx.active?.() === false) throw await completionRefused(sql, tx, request, txId, false);
+        const finished = (await tx.execute(sql.finishClaimed(request, done, txId))).rows[0];
+        if (finished?.ours !== true) throw await completionRefused(sql, tx, request, txId, tx.active?.());
+        return { claimed: true, value };
+      });
+    } catch (error) {
+      if (claimed) {
+        const ownCommitted = error instanceof IdempotencyTransactionEndedError && error.outcome !== 'rolled back';
+        rolledBack.add(request, ownCommitted);
+      }
+      throw namedConnectionLoss(error, request);
+    }
+    if (answer) return answer;
+    // The record that stopped the claim expired or was deleted before it could be read: claim again.
+  }
+  throw claimRaceError('SqlIdempotencyStore', request.scope, request.key);
+}
+
+/** The answer of a claim stopped by `row`, a live record (or an ended claim of another payload). */
+export function lostTo(row: Record<string, unknown>): IdempotencyClaimLost {
+  return {
+    claimed: false,
+    record: toIdempotencyRecord(row as unknown as SqlRecordRow),
+    expiresInMs: Number(row.expires_in_ms),
+  };
+}
+
+/**
+ * The answer of a claim stopped by a claim inside another transaction, not committed yet: an `in_progress` record that
+ * names no holder, live for the claimant's own lease at most, and a probe of the key's advisory lock to tell when the
+ * holder's transaction ended.
+ */
+export function heldUncommitted(
+  execute: (statement: SqlStatement) => Promise<SqlResult>,
+  sql: SqlDialect,
+  request: IdempotencyClaim,
+): IdempotencyClaimLost {
+  const now = Date.now();
+  const record: IdempotencyRecord = {
+    scope: request.scope,
+    key: request.key,
+    state: 'in_progress',
+    owner: undefined,
+    jobId: undefined,
+    fingerprint: undefined,
+    result: undefined,
+    error: undefined,
+    attempts: 1,
+    createdAt: now,
+    expiresAt: now + request.leaseMs,
+  };
+  const keyHeld = sql.keyHeld?.(request.scope, request.key);
+  const stillHeld = keyHeld ? async () => (await execute(keyHeld)).rows[0]?.held === true : undefined;
+  return { claimed: false, record, expiresInMs: request.leaseMs, ...(stillHeld ? { stillHeld } : {}) };
+}
