@@ -40,6 +40,8 @@ interface Data {
   failStatement?: boolean;
   /** Then throw. */
   throwAfter?: boolean;
+  /** Run a statement the database refuses and catch its error, then return as if nothing happened. */
+  swallowFailure?: boolean;
 }
 
 /** One database and store: how the handler writes its effect and ends the transaction, how the test counts effects. */
@@ -194,7 +196,7 @@ describe.each([
     sqliteSetup('cls-typeorm-sqlite'),
     ['COMMIT', 'nested COMMIT', 'ROLLBACK', 'runner.commit'],
   ],
-] as const)('%s: a handler that ends the claim transaction itself', (_label, make, endings) => {
+] as const)('%s: a handler that ends the claim transaction itself', (label, make, endings) => {
   let setup: Setup;
   const { start } = useApps('tx-ended', {
     module: {},
@@ -222,6 +224,7 @@ describe.each([
         const { transaction } = idempotencyOf(job);
         await setup.write(transaction, data.key, data.end);
         if (data.failStatement) await setup.fail(transaction);
+        if (data.swallowFailure) await setup.fail(transaction).catch(() => undefined);
         if (data.throwAfter) throw new Error(`handler failed after ${data.end ?? 'writing'}`);
         return { wrote: data.key };
       },
@@ -341,6 +344,27 @@ describe.each([
     const again = await app.queue.add('effect', { key });
     await expect(app.finished(again)).resolves.toEqual({ wrote: key });
     expect(await setup.effects(key)).toBe(1);
+  });
+
+  // PostgreSQL aborts the transaction at the refused statement and answers the COMMIT with a ROLLBACK, no error: the
+  // attempt must not complete with its writes (and its claim) gone. SQLite keeps the transaction: the write commits.
+  it('a statement the database refuses, its error caught by the handler: never completed without its effect', async () => {
+    const { app, events } = await boot();
+    const key = 'swallowed-failure';
+    const scope = `${app.queue.name}:effect`;
+    const job = await app.queue.add('effect', { key, swallowFailure: true }, { attempts: 2 });
+    const postgres = label.includes('PostgreSQL') || label.includes('(pg)');
+    if (postgres) {
+      await expect(app.finished(job)).rejects.toThrow();
+      expect(app.runs).toHaveLength(2);
+      expect(await setup.effects(key)).toBe(0);
+      expect(await setup.store.get(scope, key)).toBeUndefined();
+      expect(events.of('idempotencyCompleted')).toEqual([]);
+    } else {
+      await expect(app.finished(job)).resolves.toEqual({ wrote: key });
+      expect(await setup.effects(key)).toBe(1);
+      expect(await setup.store.get(scope, key)).toMatchObject({ state: 'completed' });
+    }
   });
 });
 

@@ -76,4 +76,11 @@ export interface SqlTransactionScope<Transaction> {
    * `BEGIN`.
    */
   active?(): boolean;
+  /**
+   * Optional: `true` only when the adapter saw every statement the connection ran since it opened the transaction,
+   * and none ended it (`COMMIT`, `ROLLBACK`) or left it aborted (a failed statement). Then the store may skip its own
+   * check that the transaction is still the one it opened (PostgreSQL: one statement per job). `false` or `undefined`:
+   * the store checks.
+   */
+  intact?(): boolean | undefined;
 }

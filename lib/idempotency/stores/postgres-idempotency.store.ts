@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { watchConnection } from '../sql/connection-watch.js';
+import { trackTransaction, type TransactionTracker } from '../sql/pg-transaction-tracker.js';
 import { postgresMigrationSql } from '../sql/postgres-dialect.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
@@ -20,6 +21,8 @@ export interface PgQueryable {
 export interface PgQueryResult {
   rows: Record<string, unknown>[];
   rowCount: number | null;
+  /** The command tag (`'COMMIT'`, `'ROLLBACK'`, …). */
+  command?: string;
 }
 
 /** A connection checked out of a pool (`pg.PoolClient`): `release(true)` or `release(error)` destroys it. */
@@ -58,6 +61,8 @@ export interface PostgresIdempotencyStoreOptions {
 }
 
 const STORE = 'PostgresIdempotencyStore';
+const ROLLED_BACK_AT_COMMIT =
+  'PostgreSQL rolled the transaction back at COMMIT: a statement in it failed (an error the handler caught?), so nothing of it was committed';
 const ISOLATIONS = ['read committed', 'repeatable read', 'serializable'];
 
 /**
@@ -135,11 +140,19 @@ export function pgPoolAdapter(
     async transaction(body) {
       const client = await pool.connect();
       const watch = watchConnection(client);
+      let tracker: TransactionTracker | undefined;
       let broken: Error | undefined;
       try {
         await client.query(begin);
-        const value = await body({ handle: client, execute: (statement) => run(client, statement) });
-        await client.query('COMMIT');
+        const tracking = (tracker = trackTransaction(client));
+        const value = await body({
+          handle: client,
+          execute: (statement) => run(client, statement),
+          intact: () => tracking.intact(),
+        });
+        const committed = await client.query('COMMIT');
+        // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, and no error.
+        if (committed.command === 'ROLLBACK') throw new Error(ROLLED_BACK_AT_COMMIT);
         return value;
       } catch (error) {
         broken = await rollback(client);
@@ -147,6 +160,7 @@ export function pgPoolAdapter(
         if (lost) throw new IdempotencyConnectionLostError(lost);
         throw error;
       } finally {
+        tracker?.stop();
         watch.stop();
         const destroy = watch.lost() ?? broken;
         if (destroy) client.release(destroy);
