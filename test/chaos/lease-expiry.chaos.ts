@@ -8,9 +8,9 @@
 //   stalled one is still inside its handler: the two runs overlap;
 // - @IdempotencyKey, Redis store (plain mode): the second delivery takes the key over once the lease has ended and
 //   runs the effect again: two effects; the stalled holder's completion is refused (its result is not stored);
-// - @IdempotencyKey, PostgreSQL store (transactional mode): the stalled holder keeps the record locked in its
-//   transaction, so the second delivery's claim waits for that lock, finds the record completed and replays it: one
-//   effect, nothing lost.
+// - @IdempotencyKey, PostgreSQL store (transactional mode): the stalled holder's claim is part of its open
+//   transaction (its advisory lock taken), so the second delivery waits in delayed until the holder commits, finds the
+//   record completed and replays it: one effect, nothing lost.
 import { describe, expect, it } from '@jest/globals';
 import type { ChaosResult } from '../fixtures/chaos-worker.js';
 import { waitFor } from '../support/wait.js';
@@ -163,7 +163,7 @@ describe('chaos: a lease expiring under a running job (event-loop stall)', () =>
       const replayed = await run.events(['idempotencyReplayed']);
       const figures = await run.figures(['K'], LEASE_MS, {
         leaseLost: counts.idempotencyLeaseLost ?? 0,
-        expected: 'the claim of the duplicate waits on the record lock, then replays: one effect',
+        expected: 'the duplicate waits for the holder\'s transaction (in delayed), then replays: one effect',
       });
       report(figures);
 
@@ -174,7 +174,7 @@ describe('chaos: a lease expiring under a running job (event-loop stall)', () =>
       expect(replayed).toEqual([expect.objectContaining({ jobId: b.id, type: 'idempotencyReplayed' })]);
       expect(await run.runs()).toHaveLength(1);
       expect(figures).toMatchObject({ duplicates: 0, lost: 0, overlaps: 0, stuckLocks: 0, effects: 1 });
-      // No lease is renewed in transactional mode (the row lock holds the claim), so none is lost.
+      // No lease in transactional mode (the claim is part of the transaction), so none is lost.
       expect(counts.idempotencyLeaseLost ?? 0).toBe(0);
     } finally {
       await run.close();
