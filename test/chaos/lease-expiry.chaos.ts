@@ -163,7 +163,7 @@ describe('chaos: a lease expiring under a running job (event-loop stall)', () =>
       const replayed = await run.events(['idempotencyReplayed']);
       const figures = await run.figures(['K'], LEASE_MS, {
         leaseLost: counts.idempotencyLeaseLost ?? 0,
-        expected: 'the duplicate waits for the holder\'s transaction (in delayed), then replays: one effect',
+        expected: "the duplicate waits for the holder's transaction (in delayed), then replays: one effect",
       });
       report(figures);
 

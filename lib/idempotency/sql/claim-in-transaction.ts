@@ -89,12 +89,22 @@ export async function claimInTransaction<T, Transaction>(
         // end it. Otherwise one more statement stores, moves and checks.
         const settled = done.result === undefined && tx.intact?.() === true && Date.now() - claimedAt < done.ttlMs / 4;
         if (!settled) {
-          const finished = (await tx.execute(sql.finishClaimed(request, done, txId))).rows[0];
+          let finished: Record<string, unknown> | undefined;
+          try {
+            finished = (await tx.execute(sql.finishClaimed(request, done, txId))).rows[0];
+          } catch (error) {
+            // Refused (the transaction aborted, maybe one the work began after committing the claim's): what became
+            // of the claim's transaction decides, as for a work that threw.
+            throw await handlerFailure(sql, tx, request, txId, error, elsewhere);
+          }
           if (finished?.ours !== true) throw await completionRefused(sql, tx, request, txId, tx.active?.());
         }
         return { claimed: true, value };
       });
     } catch (error) {
+      // Before the claim won, a serialization failure (a stricter isolation than READ COMMITTED met a claim committed
+      // after its snapshot) or a prepared statement the connection lost: nothing is held, claim again.
+      if (!claimed && attempt < CLAIM_ATTEMPTS - 1 && sql.claimAgain?.(error)) continue;
       if (claimed) {
         const ownCommitted = error instanceof IdempotencyTransactionEndedError && error.outcome !== 'rolled back';
         rolledBack.add(request, ownCommitted);

@@ -13,6 +13,8 @@ export interface TransactionTracker {
    * does not show its protocol messages (then nothing can be told).
    */
   intact(): boolean | undefined;
+  /** How many statements that end a transaction the connection completed since `BEGIN` (`undefined`: not seen). */
+  endings(): number | undefined;
   stop(): void;
 }
 
@@ -27,10 +29,15 @@ const ENDING_TAG = /^(COMMIT|ROLLBACK|PREPARE TRANSACTION)\b/;
  */
 export function trackTransaction(client: unknown): TransactionTracker {
   const connection = (client as { connection?: unknown } | null)?.connection;
-  if (!isProtocolEmitter(connection)) return { intact: () => undefined, stop: () => undefined };
+  if (!isProtocolEmitter(connection)) {
+    return { intact: () => undefined, endings: () => undefined, stop: () => undefined };
+  }
   let intact = true;
+  let endings = 0;
   const onComplete = (message: { text?: unknown }): void => {
-    if (typeof message.text !== 'string' || ENDING_TAG.test(message.text)) intact = false;
+    if (typeof message.text === 'string' && !ENDING_TAG.test(message.text)) return;
+    intact = false;
+    endings++;
   };
   const onReady = (message: { status?: unknown }): void => {
     if (message.status !== 'T') intact = false;
@@ -39,6 +46,7 @@ export function trackTransaction(client: unknown): TransactionTracker {
   connection.on('readyForQuery', onReady);
   return {
     intact: () => intact,
+    endings: () => endings,
     stop: () => {
       connection.removeListener('commandComplete', onComplete);
       connection.removeListener('readyForQuery', onReady);

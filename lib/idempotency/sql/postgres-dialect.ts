@@ -86,13 +86,13 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       AND (cur.state <> 'in_progress' OR cur.fingerprint IS NULL OR excluded.fingerprint IS NULL
         OR cur.fingerprint = excluded.fingerprint
         OR cur.expires_at <= excluded.updated_at - ${ABANDONED_INTERVAL})`;
-  const claimStatement = (asynchronous: boolean) => `WITH cfg AS MATERIALIZED (SELECT ${claimSettings(asynchronous)})
-    INSERT INTO ${t} AS cur
+  // Inserts the record in `state`, or overwrites one the claim may take over; `from` and `where` choose the row.
+  const upsert = (state: 'in_progress' | 'completed', from: string, where = 'true') => `INSERT INTO ${t} AS cur
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
-    SELECT $1, $2, 'in_progress', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
-    FROM (SELECT clock_timestamp() AS now) AS n, cfg
+    SELECT $1, $2, '${state}', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
+    FROM ${from} WHERE ${where}
     ON CONFLICT (scope, key) DO UPDATE SET
-      state = 'in_progress',
+      state = '${state}',
       owner = excluded.owner,
       job_id = excluded.job_id,
       fingerprint = excluded.fingerprint,
@@ -104,32 +104,19 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       updated_at = excluded.updated_at
     WHERE ${takeoverAllowed}
     RETURNING cur.attempts > 1 AS takeover`;
+  const now = '(SELECT clock_timestamp() AS now) AS n';
+  const claimStatement = (asynchronous: boolean) => `WITH cfg AS MATERIALIZED (SELECT ${claimSettings(asynchronous)})
+    ${upsert('in_progress', `${now}, cfg`)}`;
   const claim = claimStatement(false);
   const claimBeforeTransaction = claimStatement(true);
-  // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
-  // The claim inside the handler's transaction. The advisory lock (transaction-scoped, taken without waiting) tells
-  // claimants of this mode apart while the record is not committed; a live record is looked up before the upsert, so
-  // that a duplicate never waits on, nor writes, the row lock of the record that stops it.
+  // The claim inside the handler's transaction, the record written completed. The advisory lock (transaction-scoped,
+  // taken without waiting) tells claimants of this mode apart while the record is not committed; a live record is
+  // looked up before the upsert, so that a duplicate never waits on, nor writes, the row lock of the record that stops
+  // it.
   const keyLock = `hashtextextended('${t.replace(/'/g, "''")}:' || length($1::text) || ':' || $1::text || $2::text, 0)`;
+  const liveRow = `SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > n.now`;
   const inTransaction = `WITH lk AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(${keyLock}) AS got),
-    ins AS (INSERT INTO ${t} AS cur
-      (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
-    SELECT $1, $2, 'completed', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
-    FROM lk, (SELECT clock_timestamp() AS now) AS n
-    WHERE lk.got AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > n.now)
-    ON CONFLICT (scope, key) DO UPDATE SET
-      state = 'completed',
-      owner = excluded.owner,
-      job_id = excluded.job_id,
-      fingerprint = excluded.fingerprint,
-      result = NULL,
-      error = NULL,
-      attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,
-      created_at = CASE WHEN cur.state = 'in_progress' THEN cur.created_at ELSE excluded.created_at END,
-      expires_at = excluded.expires_at,
-      updated_at = excluded.updated_at
-    WHERE ${takeoverAllowed}
-    RETURNING cur.attempts > 1 AS takeover, txid_current()::text AS tx)
+    ins AS (${upsert('completed', `lk, ${now}`, `lk.got AND NOT EXISTS (${liveRow})`)}, txid_current()::text AS tx)
     SELECT lk.got, ins.takeover, ins.tx FROM lk LEFT JOIN ins ON true`;
   const finishClaimed = `WITH u AS (UPDATE ${t} SET result = $4, expires_at = clock_timestamp() + ${ms(5)},
       updated_at = clock_timestamp()
@@ -146,6 +133,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       created_at = excluded.created_at, expires_at = excluded.expires_at, updated_at = excluded.updated_at
     WHERE cur.expires_at <= excluded.updated_at OR ($8::boolean AND cur.owner = excluded.owner)`;
   const keyHeld = `SELECT NOT pg_try_advisory_xact_lock(${keyLock}) AS held`;
+  // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
   const blocking = `SELECT ${RECORD_COLUMNS},
       greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
     FROM ${t}, (SELECT clock_timestamp() AS now) AS n
@@ -213,6 +201,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
         ownCommitted,
       ]),
     keyHeld: (scope, key) => query(keyHeld, [scope, key]),
+    // 40001: serialization_failure; 26000: invalid_sql_statement_name (a prepared statement gone: DISCARD ALL).
+    claimAgain: (error) => ['40001', '26000'].includes(sqlState(error) ?? ''),
     blocking: (scope, key, fingerprint) => query(blocking, [scope, key, fingerprint ?? null]),
     live: (scope, key) => query(live, [scope, key]),
     current: (scope, key) => query(current, [scope, key]),

@@ -82,6 +82,11 @@ export interface SqlDialect {
    * owner's own committed record is overwritten too.
    */
   failUnclaimed?(ref: IdempotencyClaim, failure: IdempotencyFailure, ownCommitted: boolean): SqlStatement;
+  /**
+   * Whether an error of {@link claimInTransaction}'s transaction before the claim won is worth a new transaction
+   * (PostgreSQL: a serialization failure, a prepared statement the connection lost).
+   */
+  claimAgain?(error: unknown): boolean;
   /** Rows: `[{ held }]`, whether a transaction holds the key's advisory lock (a claim inside a transaction). */
   keyHeld?(scope: string, key: string): SqlStatement;
   /** Deletes a key's record whatever its state. Rows: `[{ live }]`. */

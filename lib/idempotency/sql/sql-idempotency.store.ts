@@ -1,6 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type {
   IdempotencyClaim,
+  IdempotencyClaimLost,
   IdempotencyClaimResult,
   IdempotencyCompletion,
   IdempotencyFailure,
@@ -142,12 +143,15 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           try {
             claimed = await this.adapter.execute(this.sql.claim(request));
           } catch (error) {
+            // A claim inside another transaction holds the key (its row not committed, its advisory lock taken): in
+            // progress, whatever the committed row says; the holder wakes the waiting delivery when it settles.
+            const uncommitted = await this.uncommittedHolder(request, error);
+            if (uncommitted) return uncommitted;
             if (!(await this.lockedRecord(scope, key, error))) throw error;
-            // A transaction holds the record (a transactional holder, whose lease is not renewed while its row lock
-            // holds): in progress; the holder wakes the waiting delivery when it settles.
+            // A transaction holds the record (a holder of SQLite's transactional mode, whose lease is not renewed
+            // while its lock holds): in progress; the holder wakes the waiting delivery when it settles.
             const held = (await this.adapter.execute(this.sql.current(scope, key))).rows[0];
-            // Nothing committed: a claim inside another transaction holds the key.
-            if (!held) return heldUncommitted((statement) => this.adapter.execute(statement), this.sql, request);
+            if (!held) continue;
             const record = toIdempotencyRecord(held as unknown as SqlRecordRow);
             const expiresInMs = Number(held.expires_in_ms);
             if (record.state !== 'in_progress' && expiresInMs <= 0) continue;
@@ -253,6 +257,23 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
       return claimInTransaction(this.adapter, this.sql, this.rolledBack, request, work, completion);
     }
     return claimThenTransaction(this, request, work, completion);
+  }
+
+  /**
+   * When a claim's `error` says it met a lock (or was cancelled while it may have waited on one), and a claim inside
+   * another transaction holds the key's advisory lock: the answer for that holder. Otherwise `undefined`.
+   */
+  private async uncommittedHolder(
+    request: IdempotencyClaim,
+    error: unknown,
+  ): Promise<IdempotencyClaimLost | undefined> {
+    if (!this.sql.keyHeld || !this.sql.lockBusy?.(error)) return undefined;
+    const lost = heldUncommitted((statement) => this.adapter.execute(statement), this.sql, request);
+    try {
+      return (await lost.stillHeld?.()) ? lost : undefined;
+    } catch {
+      return undefined; // the claim's own error is the one to report
+    }
   }
 
   /**

@@ -52,15 +52,18 @@ export interface PostgresIdempotencyStoreOptions {
    */
   isolation?: 'read committed' | 'repeatable read' | 'serializable';
   /**
-   * Send the store's statements as named prepared statements, parsed and planned once per connection (default `true`:
-   * at 16 jobs in flight this saves the database a third of its CPU per transactional job). Set `false` behind a
-   * connection pooler that does not keep prepared statements across transactions (PgBouncer in transaction mode before
-   * 1.21, or without `max_prepared_statements`).
+   * Send the store's statements as named prepared statements, parsed and planned once per connection (default: `true`
+   * for a `pg.Pool`, `false` for another object, which may take `query(text, values)` only). Transactional mode runs
+   * ~1.25× as fast with them at 16 jobs in flight (docs/performance.md). Set `false` behind a connection pooler that
+   * does not keep prepared statements across transactions (PgBouncer in transaction mode before 1.21, or without
+   * `max_prepared_statements`). A connection that lost them (`DISCARD ALL`) is discarded, its statement sent again.
    */
   preparedStatements?: boolean;
 }
 
 const STORE = 'PostgresIdempotencyStore';
+const ENDED_BEFORE_COMMIT =
+  'the transaction was ended by a statement of the handler still in flight (a COMMIT or ROLLBACK not awaited) before the store could commit it';
 const ROLLED_BACK_AT_COMMIT =
   'PostgreSQL rolled the transaction back at COMMIT: a statement in it failed (an error the handler caught?), so nothing of it was committed';
 const ISOLATIONS = ['read committed', 'repeatable read', 'serializable'];
@@ -96,7 +99,8 @@ export class PostgresIdempotencyStore extends SqlIdempotencyStore<PgClientLike> 
     if (options.preparedStatements !== undefined && typeof options.preparedStatements !== 'boolean') {
       throw new Error(`${STORE}: options.preparedStatements must be true or false`);
     }
-    const adapter = pgPoolAdapter(options.pool, options.isolation, options.preparedStatements ?? true);
+    const prepared = options.preparedStatements ?? isPgPool(options.pool);
+    const adapter = pgPoolAdapter(options.pool, options.isolation, prepared);
     super({ adapter, table: options.table, name: 'postgres' });
   }
 
@@ -129,9 +133,17 @@ export function pgPoolAdapter(
       name = `uj_${createHash('sha256').update(statement.text).digest('hex').slice(0, 24)}`;
       names.set(statement.text, name);
     }
-    const result = await (name === undefined
-      ? queryable.query(statement.text, values)
-      : queryable.query({ name, text: statement.text, values }));
+    let result: PgQueryResult;
+    try {
+      result = await (name === undefined
+        ? queryable.query(statement.text, values)
+        : queryable.query({ name, text: statement.text, values }));
+    } catch (error) {
+      // Outside a transaction, a prepared statement the pooled connection lost is sent again unnamed (the pool
+      // discards that connection after the error).
+      if (name === undefined || queryable !== pool || pgCode(error) !== '26000') throw error;
+      result = await queryable.query(statement.text, values);
+    }
     return { rows: result.rows, rowCount: result.rowCount ?? 0 };
   };
   return {
@@ -150,12 +162,19 @@ export function pgPoolAdapter(
           execute: (statement) => run(client, statement),
           intact: () => tracking.intact(),
         });
+        const endings = tracking.endings();
         const committed = await client.query('COMMIT');
         // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, and no error.
         if (committed.command === 'ROLLBACK') throw new Error(ROLLED_BACK_AT_COMMIT);
+        // A COMMIT or ROLLBACK of the handler's still in flight when the store read the tracker (not awaited) ended
+        // the transaction before this COMMIT, which then committed nothing of it (or another transaction).
+        if (endings !== undefined && tracking.endings() !== endings + 1) throw new Error(ENDED_BEFORE_COMMIT);
         return value;
       } catch (error) {
         broken = await rollback(client);
+        // A prepared statement the connection lost (`DISCARD ALL`, `DEALLOCATE`) stays in pg's cache of the client:
+        // the connection is discarded rather than fail every transaction it serves.
+        if (pgCode(error) === '26000') broken ??= error instanceof Error ? error : new Error(String(error));
         const lost = watch.lost();
         if (lost) throw new IdempotencyConnectionLostError(lost);
         throw error;
@@ -178,4 +197,16 @@ async function rollback(client: PgQueryable): Promise<Error | undefined> {
   } catch (error) {
     return error instanceof Error ? error : new Error(String(error));
   }
+}
+
+/** The SQLSTATE of a `pg` error. */
+function pgCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** A `pg.Pool` (which takes named statements), not a wrapper of one that may take `query(text, values)` only. */
+function isPgPool(pool: PgPoolLike): boolean {
+  const { totalCount, options } = pool as { totalCount?: unknown; options?: unknown };
+  return typeof totalCount === 'number' && typeof options === 'object' && options !== null;
 }
