@@ -41,13 +41,18 @@ export function watchConnection(connection: unknown): ConnectionWatch {
   };
 }
 
-function isErrorEmitter(value: unknown): value is ErrorEmitterLike {
+/** Whether `value` has `on` and `removeListener` (an event emitter, as far as a listener needs). */
+export function isEmitter<Emitter extends { on: unknown; removeListener: unknown }>(value: unknown): value is Emitter {
   return (
     typeof value === 'object' &&
     value !== null &&
-    typeof (value as Partial<ErrorEmitterLike>).on === 'function' &&
-    typeof (value as Partial<ErrorEmitterLike>).removeListener === 'function'
+    typeof (value as Partial<Emitter>).on === 'function' &&
+    typeof (value as Partial<Emitter>).removeListener === 'function'
   );
+}
+
+function isErrorEmitter(value: unknown): value is ErrorEmitterLike {
+  return isEmitter<ErrorEmitterLike>(value);
 }
 
 /** A transaction being opened: the pool client it was handed, watched from its checkout. */

@@ -1,3 +1,5 @@
+import { isEmitter } from './connection-watch.js';
+
 /** What a `pg` client's connection emits of the protocol (`client.connection`, a `pg` Connection). */
 interface ProtocolEmitter {
   on(event: 'commandComplete', listener: (message: { text?: unknown }) => void): unknown;
@@ -29,7 +31,7 @@ const ENDING_TAG = /^(COMMIT|ROLLBACK|PREPARE TRANSACTION)\b/;
  */
 export function trackTransaction(client: unknown): TransactionTracker {
   const connection = (client as { connection?: unknown } | null)?.connection;
-  if (!isProtocolEmitter(connection)) {
+  if (!isEmitter<ProtocolEmitter>(connection)) {
     return { intact: () => undefined, endings: () => undefined, stop: () => undefined };
   }
   let intact = true;
@@ -52,13 +54,4 @@ export function trackTransaction(client: unknown): TransactionTracker {
       connection.removeListener('readyForQuery', onReady);
     },
   };
-}
-
-function isProtocolEmitter(value: unknown): value is ProtocolEmitter {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as Partial<ProtocolEmitter>).on === 'function' &&
-    typeof (value as Partial<ProtocolEmitter>).removeListener === 'function'
-  );
 }

@@ -13,7 +13,13 @@ import type {
   TransactionClaim,
 } from '../idempotency-store.interface.js';
 import { claimThenTransaction } from '../claim-then-transaction.js';
-import { claimInTransaction, claimsInTransaction, heldUncommitted, RolledBackClaims } from './claim-in-transaction.js';
+import {
+  claimInTransaction,
+  claimsInTransaction,
+  heldUncommitted,
+  lostTo,
+  RolledBackClaims,
+} from './claim-in-transaction.js';
 import {
   CLAIM_ATTEMPTS,
   DEFAULT_IDEMPOTENCY_TABLE,
@@ -164,13 +170,7 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           if (row) return { claimed: true, takeover: truthy(row.takeover) };
           const blocking = await this.adapter.execute(this.sql.blocking(scope, key, fingerprint));
           const current = blocking.rows[0];
-          if (current) {
-            return {
-              claimed: false,
-              record: toIdempotencyRecord(current as unknown as SqlRecordRow),
-              expiresInMs: Number(current.expires_in_ms),
-            };
-          }
+          if (current) return lostTo(current);
           // The record that stopped the claim expired or was deleted before it could be read: claim again.
         }
         throw claimRaceError(this.constructor.name, scope, key);
