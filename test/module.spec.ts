@@ -125,6 +125,16 @@ describe('UniqueJobsModule wiring', () => {
     }
   });
 
+  it('fails the bootstrap of a decorated processor without UniqueJobsModule, naming the module to import', async () => {
+    const queueName = newQueueName('nomodule');
+    const Processor = processorClass({ queue: queueName, unique: { lock: 'until_executed' }, paused: true }, []);
+    const compiled = Test.createTestingModule({
+      imports: [BullModule.forRoot({ connection: redisOptions() }), BullModule.registerQueue({ name: queueName })],
+      providers: [Processor],
+    }).compile();
+    await expect(compiled).rejects.toThrow(/UniqueJobsModule\.forRoot\(\) or forRootAsync\(\), imported once/);
+  });
+
   it('guards the processor before its worker fetches the first job (a job already waiting at boot)', async () => {
     const queueName = newQueueName('boot');
     const prefix = newPrefix('ujboot');

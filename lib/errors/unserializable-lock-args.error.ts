@@ -11,7 +11,15 @@ export class UnserializableLockArgsError extends UniqueJobsError {
     readonly path: string,
     /** Why it cannot be hashed. */
     readonly reason: string,
+    /** The job whose lock arguments they are, when known. */
+    readonly job?: { readonly queue: string; readonly name: string },
   ) {
-    super(`Lock arguments cannot be hashed canonically at ${path}: ${reason}`);
+    const whose = job ? ` of job "${job.name}" on queue "${job.queue}"` : '';
+    super(`Lock arguments${whose} cannot be hashed canonically at ${path}: ${reason}`);
+  }
+
+  /** The same error, naming the job whose lock arguments failed. */
+  of(job: { queue: string; name: string }): UnserializableLockArgsError {
+    return new UnserializableLockArgsError(this.path, this.reason, job);
   }
 }

@@ -124,7 +124,7 @@ export function describeEvent(event: UniqueJobEvent): string {
           return `Job ${event.jobId} (${job}) replayed the ${event.state} result of ${key} without running`;
         case 'idempotencyInProgress':
           return `Job ${event.jobId} (${job}): ${key} is in progress in ${holder(event.holderJobId)}; ${
-            event.action === 'delayed' ? `delayed ${event.retryInMs} ms` : 'failed'
+            event.action === 'delayed' ? `delayed until it settles (at most ${event.retryInMs} ms)` : 'failed'
           }`;
         case 'idempotencyReleased':
           return `Job ${event.jobId} (${job}) failed and released ${key}`;

@@ -57,6 +57,6 @@ export async function answerHeldKey(
   }
   report.emit({ type: 'idempotencyInProgress', action: 'delayed', holderJobId, retryInMs });
   throw new DelayedError(
-    `Idempotency key "${key}" (scope "${scope}") is in progress in job ${holderJobId ?? '(unknown)'}: delayed ${retryInMs} ms`,
+    `Idempotency key "${key}" (scope "${scope}") is in progress in job ${holderJobId ?? '(unknown)'}: delayed until it settles (at most ${retryInMs} ms)`,
   );
 }

@@ -15,6 +15,11 @@ export const UNIQUE_JOBS_STRATEGIES = Symbol('UNIQUE_JOBS_STRATEGIES');
 
 /** Property of a processor instance through which the worker guard is injected (and installs itself). */
 export const WORKER_GUARD_PROPERTY = '__uniqueJobsWorkerGuard';
+/**
+ * The token a decorated processor asks the worker guard by. Nest names it in the error it raises when no module
+ * provides it, so it says what is missing: `UniqueJobsModule.forRoot()` (or `forRootAsync()`) imported once.
+ */
+export const WORKER_GUARD_TOKEN = 'UniqueJobsModule.forRoot() or forRootAsync(), imported once in the application';
 
 /** Metadata key under which `@IdempotencyKey` records its options on a processor class. */
 export const IDEMPOTENCY_KEY_METADATA = 'nestjs-unique-jobs:idempotency-key';

@@ -35,6 +35,7 @@ import {
   UNIQUE_JOBS_LOCKS,
   UNIQUE_JOBS_REDIS,
   UNIQUE_JOBS_STRATEGIES,
+  WORKER_GUARD_TOKEN,
 } from './unique-jobs.constants.js';
 import { ConfigurableModuleClass, UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import { UniqueJobsService } from './unique-jobs.service.js';
@@ -191,12 +192,13 @@ interface LockStorage {
       ],
     },
     UniqueJobsWorkerGuard,
+    { provide: WORKER_GUARD_TOKEN, useExisting: UniqueJobsWorkerGuard },
     UniqueJobsQueueGuard,
     UniqueJobsService,
     UniqueJobsReaper,
     UniqueJobsTracing,
   ],
-  exports: [UniqueJobsService, UniqueJobsWorkerGuard, UniqueJobsEvents, JobInterceptor, UniqueJobsReaper],
+  exports: [UniqueJobsService, UniqueJobsWorkerGuard, WORKER_GUARD_TOKEN, UniqueJobsEvents, JobInterceptor, UniqueJobsReaper],
 })
 export class UniqueJobsModule
   extends ConfigurableModuleClass

@@ -13,6 +13,7 @@ import {
   UNIQUE_JOBS_DEFINITIONS,
   UNIQUE_JOBS_IDEMPOTENCY,
   WORKER_GUARD_PROPERTY,
+  WORKER_GUARD_TOKEN,
 } from './unique-jobs.constants.js';
 import { JobInterceptor } from './job.interceptor.js';
 import { bullKeys } from '../redis/keys.js';
@@ -178,5 +179,5 @@ export function requestWorkerGuard(target: abstract new (...args: never[]) => un
       guard.install(this);
     },
   });
-  Inject(UniqueJobsWorkerGuard)(prototype, WORKER_GUARD_PROPERTY);
+  Inject(WORKER_GUARD_TOKEN)(prototype, WORKER_GUARD_PROPERTY);
 }

@@ -2,6 +2,7 @@ import { JobNameRegistry } from '../common/job-name-registry.js';
 import type { ConflictStrategy } from '../conflicts/conflict-strategy.interface.js';
 import { digest, usesDeduplicationKey } from '../digest/digest.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
+import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 import type {
   LockArgsJob,
   ResolvedJobDefinition,
@@ -140,15 +141,20 @@ export class JobDefinitions {
       enqueueLock: lock.locksAtEnqueue ? this.enqueueLockFor(options, lock) : undefined,
       clientStrategy: client,
       serverStrategy: server ?? (client?.onServerConflict ? client : this.strategies.get('reject')),
-      digestOf: (job) =>
-        digest({
-          queue,
-          queuePrefix: job.prefix,
-          name: job.name,
-          lockArgs: pick(job.data, job),
-          uniqueAcross: options.uniqueAcross,
-          picked: lockArgs !== undefined,
-        }),
+      digestOf: (job) => {
+        try {
+          return digest({
+            queue,
+            queuePrefix: job.prefix,
+            name: job.name,
+            lockArgs: pick(job.data, job),
+            uniqueAcross: options.uniqueAcross,
+            picked: lockArgs !== undefined,
+          });
+        } catch (error) {
+          throw error instanceof UnserializableLockArgsError ? error.of({ queue: job.queueName, name: job.name }) : error;
+        }
+      },
     };
   }
 

@@ -201,8 +201,12 @@ function chooseStrategies(
     }
     const strategy = registry.get(name);
     const valid = [...registry.values()].filter((s) => s.sides.includes(side)).map((s) => s.name);
-    if (!strategy) fail(option, `must be one of ${valid.join(', ')} (got ${describeOptionValue(name)})`);
-    else if (!strategy.sides.includes(side)) {
+    if (!strategy) {
+      fail(
+        option,
+        `must be one of ${valid.join(', ')}, or a strategy registered in forRoot({ strategies }) (got ${describeOptionValue(name)})`,
+      );
+    } else if (!strategy.sides.includes(side)) {
       fail(
         option,
         `"${name}" cannot apply on the ${side} side (${side === 'client' ? 'at enqueue' : 'in the worker'}) for lock "${lockType}"; valid ${side}-side strategies: ${valid.join(', ')}`,

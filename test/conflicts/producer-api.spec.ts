@@ -230,7 +230,7 @@ describe('producer paths through a guarded queue', () => {
       expect(await keysOf(app)).toEqual([]);
     });
 
-    it('the error names where the bad value is', async () => {
+    it('the error names where the bad value is, and the job', async () => {
       const app = await start({
         unique: { lock: 'while_executing', lockArgs: (data: Data) => ({ id: data.id, when: data.n }) },
         paused: true,
@@ -241,6 +241,8 @@ describe('producer paths through a guarded queue', () => {
       );
       expect(error).toBeInstanceOf(UnserializableLockArgsError);
       expect((error as UnserializableLockArgsError).path).toBe('$.when');
+      expect((error as UnserializableLockArgsError).job).toEqual({ queue: app.queue.name, name: 'sync' });
+      expect((error as Error).message).toContain(`of job "sync" on queue "${app.queue.name}"`);
       expect(await countsOf(app)).toEqual(ZERO_COUNTS);
     });
   });
