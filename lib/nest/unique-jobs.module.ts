@@ -198,7 +198,14 @@ interface LockStorage {
     UniqueJobsReaper,
     UniqueJobsTracing,
   ],
-  exports: [UniqueJobsService, UniqueJobsWorkerGuard, WORKER_GUARD_TOKEN, UniqueJobsEvents, JobInterceptor, UniqueJobsReaper],
+  exports: [
+    UniqueJobsService,
+    UniqueJobsWorkerGuard,
+    WORKER_GUARD_TOKEN,
+    UniqueJobsEvents,
+    JobInterceptor,
+    UniqueJobsReaper,
+  ],
 })
 export class UniqueJobsModule
   extends ConfigurableModuleClass

@@ -152,7 +152,9 @@ export class JobDefinitions {
             picked: lockArgs !== undefined,
           });
         } catch (error) {
-          throw error instanceof UnserializableLockArgsError ? error.of({ queue: job.queueName, name: job.name }) : error;
+          throw error instanceof UnserializableLockArgsError
+            ? error.of({ queue: job.queueName, name: job.name })
+            : error;
         }
       },
     };
