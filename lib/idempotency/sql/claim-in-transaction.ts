@@ -14,11 +14,14 @@ import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapt
 import type { SqlDialect } from './sql-dialect.js';
 
 /** The statements of the claim inside a transaction (PostgreSQL). */
-export type InTransactionDialect = SqlDialect & Required<Pick<SqlDialect, 'claimInTransaction' | 'finishClaimed'>>;
+export type InTransactionDialect = SqlDialect &
+  Required<Pick<SqlDialect, 'claimInTransaction' | 'claimFreshInTransaction' | 'finishClaimed'>>;
 
 /** Whether the dialect claims inside the handler's transaction. */
 export function claimsInTransaction(sql: SqlDialect): sql is InTransactionDialect {
-  return sql.claimInTransaction !== undefined && sql.finishClaimed !== undefined;
+  return (
+    sql.claimInTransaction !== undefined && sql.claimFreshInTransaction !== undefined && sql.finishClaimed !== undefined
+  );
 }
 
 /**
@@ -66,7 +69,9 @@ export async function claimInTransaction<T, Transaction>(
     let answer: IdempotencyTransactionResult<T> | undefined;
     try {
       answer = await adapter.transaction(async (tx) => {
-        const row = (await tx.execute(sql.claimInTransaction(request, request.ttlMs))).rows[0];
+        const row =
+          (await tx.execute(sql.claimFreshInTransaction(request, request.ttlMs))).rows[0] ??
+          (await tx.execute(sql.claimInTransaction(request, request.ttlMs))).rows[0];
         if (row?.tx === null || row?.tx === undefined) {
           // Lost: what stopped it, read in this transaction (its advisory lock, when taken, ends with it).
           const current = (await tx.execute(sql.blocking(request.scope, request.key, request.fingerprint))).rows[0];

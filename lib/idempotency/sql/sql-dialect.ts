@@ -72,6 +72,12 @@ export interface SqlDialect {
    */
   claimInTransaction?(request: IdempotencyClaim, ttlMs: number): SqlStatement;
   /**
+   * PostgreSQL: {@link claimInTransaction} for a key with no record, tried first (a plain insert costs the database
+   * less). Rows: `[{ tx }]` when it claimed (never a takeover); none when a record or another transaction's advisory
+   * lock is in the way, and then {@link claimInTransaction} decides.
+   */
+  claimFreshInTransaction?(request: IdempotencyClaim, ttlMs: number): SqlStatement;
+  /**
    * The last statement of that transaction: stores the completion's result (and moves the retention when the work
    * took more than half of it), only inside the transaction `tx`. Rows: `[{ ours }]`, whether it still runs in `tx`.
    */
