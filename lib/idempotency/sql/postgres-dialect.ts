@@ -117,13 +117,14 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const liveRow = `SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > n.now`;
   // The same claim for a key with no record yet, the usual case: a plain insert under the advisory lock, which costs
   // PostgreSQL less than the conditional upsert below (measured with pgbench: ~1.2x the transactions per second). A
-  // record in the way (or the lock held elsewhere) inserts nothing and the full statement decides. A committed record
-  // in the way is not locked: only a statement of another transaction changing it at that moment (a plain-mode
-  // completion, a prune) is waited for, as it is by the full statement's upsert.
+  // record in the way (or the lock held elsewhere) inserts nothing and the full statement decides. The insert is not
+  // even tried over a record this transaction can see, live or not: it would wait for any other transaction changing
+  // that row, where the full statement answers a live record at once.
   const freshInTransaction = `INSERT INTO ${t} AS cur
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
     SELECT $1, $2, 'completed', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
     FROM ${now} WHERE pg_try_advisory_xact_lock(${keyLock})
+      AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2)
     ON CONFLICT (scope, key) DO NOTHING
     RETURNING txid_current()::text AS tx`;
   const inTransaction = `WITH lk AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(${keyLock}) AS got),
