@@ -23,6 +23,7 @@ import {
 import { ensurePostgres, ensureRedis } from '../scripts/services.mjs';
 import { cpuMeter, inRoundOrder, measure, percentile, sent, summarize } from './measure.mjs';
 import { measureWakeUp } from './wake-up.mjs';
+import { handWrittenEffectOnce } from './hand-written-sql.mjs';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 3 : 7;
@@ -139,12 +140,14 @@ const floorClient = new Redis(connection);
 const effectsTable = `${run}_effects`;
 const handmadeTable = `${run}_handmade_keys`;
 const effectSql = `INSERT INTO "${effectsTable}" (key) VALUES ($1)`;
+const handWrittenTables = { keysTable: handmadeTable, effectSql };
 function processorFor(queueName, { unique, idempotency, roundTrip, effect, handmade }) {
   class BenchProcessor extends WorkerHost {
     async process(job) {
       if (roundTrip) await floorClient.set(`${queueName}:floor:${job.id}`, '1', 'PX', 60000, 'NX');
       if (effect) await idempotencyOf(job).transaction.query(effectSql, [`${queueName}:${job.data.id}`]);
-      if (handmade) await handmadeEffectOnce(`${queueName}:${job.data.id}`, handmade === 'keepResult');
+      if (handmade)
+        await handWrittenEffectOnce(pool, handWrittenTables, `${queueName}:${job.data.id}`, handmade === 'keepResult');
       return undefined;
     }
   }
@@ -157,30 +160,6 @@ const sqlStore = new PostgresIdempotencyStore({ pool, table: `${run}_idempotency
 await sqlStore.migrate();
 await pool.query(`CREATE TABLE "${effectsTable}" (key text PRIMARY KEY)`);
 await pool.query(`CREATE TABLE "${handmadeTable}" (key text PRIMARY KEY, result jsonb)`);
-/**
- * The hand-written alternative: the key and the effect in one transaction (BEGIN, INSERT … ON CONFLICT, effect,
- * COMMIT). `keepResult`: it also stores the handler's result with the key (one UPDATE before COMMIT), as a store that
- * answers a later duplicate with the first result must: the floor for that design.
- */
-async function handmadeEffectOnce(key, keepResult) {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const claimed = await client.query(`INSERT INTO "${handmadeTable}" (key) VALUES ($1) ON CONFLICT DO NOTHING`, [
-      key,
-    ]);
-    if (claimed.rowCount === 1) await client.query(effectSql, [key]);
-    if (claimed.rowCount === 1 && keepResult) {
-      await client.query(`UPDATE "${handmadeTable}" SET result = $2 WHERE key = $1`, [key, '{"value":null}']);
-    }
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK');
-    throw error;
-  } finally {
-    client.release();
-  }
-}
 const key = (job) => job.data.id;
 const workerVariants = {
   'plain worker': {},

@@ -10,6 +10,7 @@ import { IdempotencyDefinitions } from '../dist/idempotency/idempotency-definiti
 import { IdempotencyRunner } from '../dist/idempotency/idempotency.runner.js';
 import { UniqueJobsEvents } from '../dist/events/unique-jobs.events.js';
 import { ensurePostgres } from '../scripts/services.mjs';
+import { handWrittenEffectOnce } from './hand-written-sql.mjs';
 import { inRoundOrder, median } from './measure.mjs';
 
 const inFlight = Number(process.env.C ?? 16);
@@ -46,23 +47,7 @@ const jobOf = () => {
 
 const variants = {
   /** BEGIN, INSERT … ON CONFLICT DO NOTHING on a unique key, the effect, COMMIT (the seed's alternative). */
-  'hand-written': async () => {
-    const key = `bench:${jobOf().id}`;
-    const client = await pool.connect();
-    try {
-      await client.query('BEGIN');
-      const claimed = await client.query(`INSERT INTO "${run}_handmade" (key) VALUES ($1) ON CONFLICT DO NOTHING`, [
-        key,
-      ]);
-      if (claimed.rowCount === 1) await client.query(effectSql, [key]);
-      await client.query('COMMIT');
-    } catch (error) {
-      await client.query('ROLLBACK');
-      throw error;
-    } finally {
-      client.release();
-    }
-  },
+  'hand-written': () => handWrittenEffectOnce(pool, { keysTable: `${run}_handmade`, effectSql }, `bench:${jobOf().id}`),
   /** The store's claim transaction alone (`claimInTransaction`), the same effect inside it. */
   'store only': async () => {
     const job = jobOf();
