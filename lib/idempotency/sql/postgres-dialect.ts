@@ -86,11 +86,17 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       AND (cur.state <> 'in_progress' OR cur.fingerprint IS NULL OR excluded.fingerprint IS NULL
         OR cur.fingerprint = excluded.fingerprint
         OR cur.expires_at <= excluded.updated_at - ${ABANDONED_INTERVAL})`;
-  // Inserts the record in `state`, or overwrites one the claim may take over; `from` and `where` choose the row.
-  const upsert = (state: 'in_progress' | 'completed', from: string, where = 'true') => `INSERT INTO ${t} AS cur
+  // Inserts the record of a claim in `state`; `from` (with the clock as `n`) and `where` choose whether.
+  const insertRecord = (state: 'in_progress' | 'completed', from: string, where: string) => `INSERT INTO ${t} AS cur
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
     SELECT $1, $2, '${state}', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
-    FROM ${from} WHERE ${where}
+    FROM ${from} WHERE ${where}`;
+  // Inserts the record in `state`, or overwrites one the claim may take over.
+  const upsert = (
+    state: 'in_progress' | 'completed',
+    from: string,
+    where = 'true',
+  ) => `${insertRecord(state, from, where)}
     ON CONFLICT (scope, key) DO UPDATE SET
       state = '${state}',
       owner = excluded.owner,
@@ -120,11 +126,11 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   // record in the way (or the lock held elsewhere) inserts nothing and the full statement decides. The insert is not
   // even tried over a record this transaction can see, live or not: it would wait for any other transaction changing
   // that row, where the full statement answers a live record at once.
-  const freshInTransaction = `INSERT INTO ${t} AS cur
-      (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
-    SELECT $1, $2, 'completed', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
-    FROM ${now} WHERE pg_try_advisory_xact_lock(${keyLock})
-      AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2)
+  const freshInTransaction = `${insertRecord(
+    'completed',
+    now,
+    `pg_try_advisory_xact_lock(${keyLock}) AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2)`,
+  )}
     ON CONFLICT (scope, key) DO NOTHING
     RETURNING txid_current()::text AS tx`;
   const inTransaction = `WITH lk AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(${keyLock}) AS got),
