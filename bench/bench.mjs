@@ -29,12 +29,18 @@ const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 3 : 7;
 const ENQUEUE_N = quick ? 1500 : 6000;
 const WORKER_N = quick ? 1000 : 4000;
-// PostgreSQL commits cost a WAL flush each (fsync on): fewer jobs keep those variants' rounds as long as the others.
-const SQL_WORKER_N = quick ? 200 : 600;
+// PostgreSQL commits cost a WAL flush each (fsync on): fewer jobs keep those variants' rounds as long as the others
+// one at a time; at 16 in flight a round of 600 lasted ~0.1 s, short enough for one checkpoint or autovacuum to move
+// its ratio, so more.
+const SQL_WORKER_N = { 1: quick ? 200 : 600, 16: quick ? 800 : 2400 };
 
 const redis = await ensureRedis();
 const postgres = await ensurePostgres();
-const pool = new pg.Pool({ connectionString: postgres.url, max: 20 });
+// Connections kept open (a worker under load keeps its own): with pg's default idle timeout (10 s) the Redis variants
+// between two SQL rounds let the pool close them, and the next SQL round paid for new backends and, for the store,
+// for preparing its statements again on each: a cost of the measurement, not of a job. Opened once, before any round.
+const pool = new pg.Pool({ connectionString: postgres.url, max: 20, idleTimeoutMillis: 0 });
+await Promise.all(Array.from({ length: 20 }, () => pool.connect())).then((clients) => clients.map((c) => c.release()));
 // Count the SQL statements the PostgreSQL store sends, per processed job: every query goes through a client.
 let statements = 0;
 const clientQuery = pg.Client.prototype.query;
@@ -100,11 +106,15 @@ const enqueueVariants = {
 };
 
 const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length);
-// `--variant=<text>`: only the variants whose name contains it (and the baseline), e.g. to profile one path.
-const pick = process.argv.find((arg) => arg.startsWith('--variant='))?.slice('--variant='.length);
+// `--variant=<text>[,<text>…]`: only the variants whose name contains one of them (and the baseline), e.g. to profile
+// one path against its floor (`--variant=while_executing,floor`).
+const picks = process.argv
+  .find((arg) => arg.startsWith('--variant='))
+  ?.slice('--variant='.length)
+  .split(',');
 const picked = (variants, baseline) => {
   for (const name of Object.keys(variants))
-    if (pick && name !== baseline && !name.includes(pick)) delete variants[name];
+    if (picks && name !== baseline && !picks.some((pick) => name.includes(pick))) delete variants[name];
   return variants;
 };
 picked(enqueueVariants, 'plain queue.add');
@@ -220,7 +230,7 @@ if (only === undefined || only === 'wake') {
 /** Enqueues the variant's jobs (through the library for unique variants), then times a worker draining them. */
 async function measureWorker(label, variant, concurrency) {
   const queueName = q(label);
-  const n = variant.idempotency?.store === 'sql' || variant.handmade ? SQL_WORKER_N : WORKER_N;
+  const n = variant.idempotency?.store === 'sql' || variant.handmade ? SQL_WORKER_N[concurrency] : WORKER_N;
   const Bench = processorFor(queueName, variant);
   class WorkerApp {}
   Module({

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { bullKeys } from '../redis/keys.js';
-import { runInOrder, type RedisScripts } from '../redis/redis-scripts.js';
+import type { RedisScripts } from '../redis/redis-scripts.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
 export type AcquireResult = { acquired: true } | { acquired: false; holder: string | undefined; retryAfter: number };
@@ -34,14 +34,12 @@ export class LockStore {
   }
 
   /**
-   * Releases the owner's slot; `false` when it held none. `inOrderOn`: send it on that connection (to the lock's server)
-   * so it takes effect before whatever is sent there next.
+   * Releases the owner's slot; `false` when it held none. One `ZREM` (Redis deletes the key with its last member), no
+   * script: the cheapest command there is for it. `inOrderOn`: send it on that connection (to the lock's server) so it
+   * takes effect before whatever is sent there next.
    */
   async release(key: string, owner: string, inOrderOn?: Redis): Promise<boolean> {
-    const released = inOrderOn
-      ? runInOrder(inOrderOn, 'releaseLock', [key], [owner])
-      : this.scripts.run('releaseLock', [key], [owner]);
-    return (await released) === 1;
+    return (await (inOrderOn ?? this.scripts.client).zrem(key, owner)) === 1;
   }
 
   /** The lease an owner holds `key` with (its score, as stored), or `undefined` when it holds none. */

@@ -5,7 +5,6 @@ import type { Cluster, Redis } from 'ioredis';
 export type ScriptName =
   | 'acquireLock'
   | 'renewLock'
-  | 'releaseLock'
   | 'relockDeduplication'
   | 'retimeDeduplication'
   | 'peekDeduplication'
