@@ -34,6 +34,15 @@ export function normalizeIdempotencyScope(scope: string): string {
   return normalizeIdempotencyText(scope);
 }
 
+/**
+ * A record's identity: the base64url sha256 of `[scope, key]` as JSON text (which keeps any two pairs apart: no
+ * separator ambiguity, lone surrogates escaped). The Redis store names its record by it and waiting deliveries name the
+ * key by it, so user data never reaches Redis.
+ */
+export function recordIdOf(scope: string, key: string): string {
+  return hash('sha256', JSON.stringify([scope, key]), 'base64url');
+}
+
 function sha256(text: string): string {
   return `${HASHED_IDEMPOTENCY_KEY_MARKER}${hash('sha256', text, 'hex')}`;
 }

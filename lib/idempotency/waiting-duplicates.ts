@@ -1,4 +1,3 @@
-import { hash } from 'node:crypto';
 import { Job, type MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
@@ -47,11 +46,6 @@ const PROMOTE_CONCURRENCY = 16;
 /** What the holder of a key publishes when it settles a key that deliveries of another queue wait for. */
 interface SettledMessage {
   settled: string;
-}
-
-/** A record's identity: the hash of [scope, key], as the Redis store names its record (user data never reaches Redis). */
-export function recordIdOf(scope: string, key: string): string {
-  return hash('sha256', JSON.stringify([scope, key]), 'base64url');
 }
 
 /**

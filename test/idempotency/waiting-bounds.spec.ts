@@ -4,7 +4,8 @@
 // whose claim was answered is forgotten. Real Redis, a real BullMQ queue.
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { Queue } from 'bullmq';
-import { recordIdOf, WaitingDuplicates } from '../../lib/idempotency/waiting-duplicates.js';
+import { WaitingDuplicates } from '../../lib/idempotency/waiting-duplicates.js';
+import { recordIdOf } from '../../lib/idempotency/stored-key.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { bullOptions, deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';

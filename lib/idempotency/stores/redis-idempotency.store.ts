@@ -1,9 +1,9 @@
-import { hash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { UniqueJobsKeys } from '../../redis/keys.js';
 import { RedisScripts, runInOrder } from '../../redis/redis-scripts.js';
 import { knownOnSameServer } from '../../redis/same-server.js';
 import { DEFAULT_PREFIX } from '../../redis/keys.js';
+import { recordIdOf } from '../stored-key.js';
 import type {
   IdempotencyClaim,
   IdempotencyClaimResult,
@@ -44,9 +44,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
 
   /** The Redis key of a record (hashed: no raw user data in key names). */
   recordKey(scope: string, key: string): string {
-    // JSON text keeps any two (scope, key) pairs apart: no separator ambiguity, lone surrogates escaped.
-    const id = hash('sha256', JSON.stringify([scope, key]), 'base64url');
-    return this.keys.idempotencyRecord(id);
+    return this.keys.idempotencyRecord(recordIdOf(scope, key));
   }
 
   async claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult> {
