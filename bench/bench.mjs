@@ -33,6 +33,7 @@ const WORKER_N = quick ? 1000 : 4000;
 // one at a time; at 16 in flight a round of 600 lasted ~0.1 s, short enough for one checkpoint or autovacuum to move
 // its ratio, so more.
 const SQL_WORKER_N = { 1: quick ? 200 : 600, 16: quick ? 800 : 2400 };
+const WORKER_CONCURRENCIES = [1, 16];
 
 const redis = await ensureRedis();
 const postgres = await ensurePostgres();
@@ -111,7 +112,8 @@ const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--onl
 const picks = process.argv
   .find((arg) => arg.startsWith('--variant='))
   ?.slice('--variant='.length)
-  .split(',');
+  .split(',')
+  .filter(Boolean);
 const picked = (variants, baseline) => {
   for (const name of Object.keys(variants))
     if (picks && name !== baseline && !picks.some((pick) => name.includes(pick))) delete variants[name];
@@ -189,7 +191,7 @@ const workerVariants = {
   'hand-written SQL keeping the result (… effect, UPDATE result, COMMIT)': { handmade: 'keepResult' },
 };
 picked(workerVariants, 'plain worker');
-for (const concurrency of only === undefined || only === 'worker' ? [1, 16] : []) {
+for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCURRENCIES : []) {
   const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\rworkers, concurrency ${concurrency}: round ${round + 1}/${ROUNDS}   `);

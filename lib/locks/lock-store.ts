@@ -6,8 +6,9 @@ import type { RedisScripts } from '../redis/redis-scripts.js';
 export type AcquireResult = { acquired: true } | { acquired: false; holder: string | undefined; retryAfter: number };
 
 /**
- * The lock operations on Redis, each one script call: counted slots with owner leases (run-time locks and the general
- * enqueue path), and re-taking BullMQ's deduplication key. Every release and renewal is compare-and-set on the owner.
+ * The lock operations on Redis, each one call (a script, or a plain command where one does): counted slots with owner
+ * leases (run-time locks and the general enqueue path), and re-taking BullMQ's deduplication key. Every release and
+ * renewal is compare-and-set on the owner.
  */
 export class LockStore {
   constructor(private readonly scripts: RedisScripts) {}
