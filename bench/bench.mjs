@@ -21,7 +21,7 @@ import {
   UniqueJobsService,
 } from '../dist/index.js';
 import { ensurePostgres, ensureRedis } from '../scripts/services.mjs';
-import { cpuMeter, inRoundOrder, measure, percentile, sent, summarize } from './measure.mjs';
+import { cpuMeter, inRoundOrder, measure, median, percentile, sent, summarize } from './measure.mjs';
 import { measureWakeUp } from './wake-up.mjs';
 import { handWrittenEffectOnce } from './hand-written-sql.mjs';
 
@@ -34,6 +34,7 @@ const WORKER_N = quick ? 1000 : 4000;
 // its ratio, so more.
 const SQL_WORKER_N = { 1: quick ? 200 : 600, 16: quick ? 800 : 2400 };
 const WORKER_CONCURRENCIES = [1, 16];
+const round3 = (value) => Number(value.toFixed(3));
 
 const redis = await ensureRedis();
 const postgres = await ensurePostgres();
@@ -211,6 +212,20 @@ for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCU
       handWritten.map((name) => [`transactional / ${name}`, summarize(rounds, name)[transactional].ratio]),
     );
   }
+  // The worker targets against their floors, round by round: how far a variant's ratio to plain sits below the
+  // one-round-trip floor's in the same round (target: within 0.05), and until_executed / its own floor.
+  const roundTrip = 'plain worker + 1 round trip (floor)';
+  const ownIdFloor = 'plain worker, jobs with own id + deduplication id (floor of until_executed)';
+  const ratioOf = (name, i) => rounds[name][i].rate / rounds['plain worker'][i].rate;
+  const below = (name) => median(rounds[name].map((_, i) => ratioOf(roundTrip, i) - ratioOf(name, i)));
+  const floors = {};
+  for (const name of ['while_executing', '@IdempotencyKey, Redis store']) {
+    if (name in rounds && roundTrip in rounds) floors[`${name}: below the round-trip floor by`] = round3(below(name));
+  }
+  if ('until_executed' in rounds && ownIdFloor in rounds) {
+    floors['until_executed / its floor'] = summarize(rounds, ownIdFloor).until_executed.ratio;
+  }
+  if (Object.keys(floors).length > 0) (results.floors ??= {})[concurrency] = floors;
 }
 
 // ── a duplicate delivery waiting for a key in progress: woken when the holder completes ──
@@ -325,6 +340,10 @@ console.table(rows);
 if (results.sql) {
   console.log('PostgreSQL transactional mode against the hand-written SQL (median of rounds):');
   console.table(results.sql);
+}
+if (results.floors) {
+  console.log('Worker variants against their floors (median of rounds):');
+  console.table(results.floors);
 }
 if (results.newDigests) {
   console.log(

@@ -11,6 +11,8 @@ export interface JobView {
   state: JobState | 'unknown';
   /** What the job returned (for a replayed idempotency key: the stored result of the run that did the work). */
   result: unknown;
+  /** When a worker last took the job (BullMQ's `processedOn`): set once it has started, even if it is delayed again. */
+  startedAt?: number;
   failedReason?: string;
 }
 
@@ -51,6 +53,7 @@ export class JobsController {
       name: job.name,
       state,
       result: job.returnvalue as unknown,
+      ...(job.processedOn ? { startedAt: job.processedOn } : {}),
       ...(job.failedReason ? { failedReason: job.failedReason } : {}),
     };
   }
