@@ -30,8 +30,8 @@ const ROUNDS = quick ? 3 : 7;
 const ENQUEUE_N = quick ? 1500 : 6000;
 const WORKER_N = quick ? 1000 : 4000;
 // PostgreSQL commits cost a WAL flush each (fsync on): fewer jobs keep those variants' rounds as long as the others
-// one at a time; at 16 in flight a round of 600 lasted ~0.1 s, short enough for one checkpoint or autovacuum to move
-// its ratio, so more.
+// one at a time. At 16 in flight a round of 600 lasted ~0.1 s, where a worker's fixed cost per round (its start, the
+// first fetch, the end) weighed enough to pull every ratio towards 1: 2,400 (docs/performance.md, session 15).
 const SQL_WORKER_N = { 1: quick ? 200 : 600, 16: quick ? 800 : 2400 };
 const WORKER_CONCURRENCIES = [1, 16];
 const round3 = (value) => Number(value.toFixed(3));
