@@ -1,11 +1,13 @@
 // A throwaway local Redis Cluster: three masters (`redis-server --cluster-enabled yes`) on free ports in a temp dir,
-// joined with `redis-cli --cluster create … --cluster-replicas 0`, ready once every node's `cluster info` says ok.
+// joined with `redis-cli --cluster create … --cluster-replicas <n>`, ready once every node's `cluster info` says ok
+// (and, with replicas, every replica's link to its master is up).
 //
 // `npm run test:cluster` (this file run directly): starts the cluster, runs `node scripts/test.mjs --config
 // jest.cluster.config.mjs` with REDIS_CLUSTER_NODES set (extra arguments go to jest), stops the cluster and exits
-// with the tests' status. The last line printed is test.mjs's "N passed, N failed".
+// with the tests' status. The last line printed is test.mjs's "N passed, N failed". `--replicas=<n>` gives each master
+// n replicas; `--jest-config=<file>` runs another jest config (the failover phase: both).
 //
-// Imported: `startCluster()` resolves { nodes: ['127.0.0.1:<port>', …], stop() }.
+// Imported: `startCluster({ replicas })` resolves { nodes: ['127.0.0.1:<port>', …], stop() }.
 import { execFile, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -72,18 +74,23 @@ async function startNode(dir) {
   }
 }
 
-/** Whether every node sees the whole cluster: state ok, all 16384 slots assigned, every master known. */
+/** Whether every node sees the whole cluster: state ok, all 16384 slots assigned, every node known, replicas linked. */
 async function clusterReady(ports) {
   for (const port of ports) {
     const info = await cli(port, 'cluster', 'info');
     if (!/cluster_state:ok/.test(info) || !/cluster_slots_ok:16384/.test(info)) return false;
     if (!new RegExp(`cluster_known_nodes:${ports.length}\\b`).test(info)) return false;
+    const replication = await cli(port, 'info', 'replication');
+    if (/role:slave/.test(replication) && !/master_link_status:up/.test(replication)) return false;
   }
   return true;
 }
 
-/** Starts a 3-master Redis Cluster; resolves { nodes, stop }. stop() kills the nodes and deletes the temp dir. */
-export async function startCluster() {
+/**
+ * Starts a 3-master Redis Cluster, each master with `replicas` replicas; resolves { nodes, stop }. stop() kills the
+ * nodes and deletes the temp dir.
+ */
+export async function startCluster({ replicas = 0 } = {}) {
   if (spawnSync('sh', ['-c', 'command -v redis-server && command -v redis-cli']).status !== 0) {
     throw new Error(
       'redis-server and redis-cli are needed for the cluster tests (e.g. `apt-get install redis-server`)',
@@ -105,12 +112,12 @@ export async function startCluster() {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    for (let i = 0; i < MASTERS; i++) nodes.push(await startNode(dir));
+    for (let i = 0; i < MASTERS * (1 + replicas); i++) nodes.push(await startNode(dir));
     const ports = nodes.map(({ port }) => port);
     const addresses = ports.map((port) => `${HOST}:${port}`);
     const create = spawnSync(
       'redis-cli',
-      ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'],
+      ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes'],
       { encoding: 'utf8', timeout: 60_000 },
     );
     if (create.status !== 0) {
@@ -129,23 +136,26 @@ export async function startCluster() {
 }
 
 async function main() {
+  const option = (name) => process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const replicas = Number(option('replicas') ?? 0);
+  const jestConfig = option('jest-config') ?? 'jest.cluster.config.mjs';
+  const jestArgs = process.argv.slice(2).filter((arg) => !/^--(replicas|jest-config)=/.test(arg));
   let cluster;
   try {
-    cluster = await startCluster();
+    cluster = await startCluster({ replicas });
   } catch (error) {
     console.error(error.message);
     console.log('0 passed, 1 failed');
     process.exit(1);
   }
-  console.log(`Started a ${MASTERS}-master Redis Cluster on ${cluster.nodes.join(', ')} for this run`);
+  const shape =
+    replicas > 0
+      ? `${MASTERS}-master Redis Cluster with ${replicas} replica(s) each`
+      : `${MASTERS}-master Redis Cluster`;
+  console.log(`Started a ${shape} on ${cluster.nodes.join(', ')} for this run`);
   const child = spawn(
     process.execPath,
-    [
-      fileURLToPath(new URL('./test.mjs', import.meta.url)),
-      '--config',
-      'jest.cluster.config.mjs',
-      ...process.argv.slice(2),
-    ],
+    [fileURLToPath(new URL('./test.mjs', import.meta.url)), '--config', jestConfig, ...jestArgs],
     { stdio: 'inherit', env: { ...process.env, REDIS_CLUSTER_NODES: cluster.nodes.join(',') } },
   );
   // Ctrl-C or a CI timeout: let test.mjs stop its services, then stop the cluster (the exit handler below).

@@ -4,9 +4,11 @@
 //      script builds dist/ in a copy), installs it into a fresh Nest app and boots it,
 //   2. the lock and idempotency suites on a local 3-master Redis Cluster (scripts/cluster.mjs), but the two long
 //      idempotency suites whose Redis side the store's suite covers there,
-//   3. the fault-injection suite, each scenario on a Redis server of its own (jest.chaos.config.mjs; the fleet scenario
+//   3. the failover suite, on a 3-master Redis Cluster of its own with a replica each (jest.cluster-failover.config.mjs:
+//      a failover disturbs every client of the master it moves, so not beside phase 2's suites),
+//   4. the fault-injection suite, each scenario on a Redis server of its own (jest.chaos.config.mjs; the fleet scenario
 //      at its CI figure: `npm run test:chaos -- --full` for the full one),
-// and ends with one line "N passed, N failed" over all four. Each jest phase counts one more test: the check that it
+// and ends with one line "N passed, N failed" over all five. Each jest phase counts one more test: the check that it
 // left no key in the shared Redis (scripts/leftover-keys.mjs). A failed phase does not stop the next ones (their
 // results still count); the exit status is 1 if any failed. With arguments (`npm test -- test/locks`), it runs only
 // phase 1 with those jest arguments (no lint).
@@ -72,6 +74,12 @@ const phases = [
     'Redis Cluster (3 masters, spare ports)',
     'cluster.mjs',
     ['--testPathIgnorePatterns', 'test/idempotency/(idempotency-key|effect-once)\\.spec\\.ts$'],
+    { UNIQUE_JOBS_FIXTURES_BUILT: '1' },
+  ),
+  await script(
+    'Redis Cluster failover (3 masters with a replica each, spare ports)',
+    'cluster.mjs',
+    ['--replicas=1', '--jest-config=jest.cluster-failover.config.mjs'],
     { UNIQUE_JOBS_FIXTURES_BUILT: '1' },
   ),
   await script('fault injection (a Redis server per scenario)', 'test.mjs', ['--config', 'jest.chaos.config.mjs'], {

@@ -110,6 +110,8 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
   await moduleRef.init();
   const queue = moduleRef.get<Queue>(getQueueToken(options.queue));
   const queueEvents = new QueueEvents(options.queue, { ...bullOptions(), lastEventId: await lastEventId(queue) });
+  // A failover unblocks its XREAD ("UNBLOCKED … master -> replica"); BullMQ reads on, and logs it when nobody listens.
+  queueEvents.on('error', () => undefined);
   await queueEvents.waitUntilReady();
   const processor = providers[0] ? moduleRef.get<WorkerHost>(providers[0]) : undefined;
   if (processor && !options.paused) await processor.worker.waitUntilReady();
