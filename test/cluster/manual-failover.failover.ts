@@ -26,7 +26,7 @@ describe('a manual failover on a Redis Cluster with replicas', () => {
     return { master: `${master[0]}:${master[1]}`, replica: replica && `${replica[0]}:${replica[1]}` };
   }
 
-  /** Fails the master of `key` over to its replica; resolves once the cluster client routes the slot to it. */
+  /** Fails the master of `key` over to its replica; resolves once the cluster says the replica serves the slot. */
   async function failOver(key: string): Promise<void> {
     const { master, replica } = await shardOf(key);
     if (replica === undefined) throw new Error(`the master ${master} of ${key} has no replica`);
@@ -77,12 +77,20 @@ describe('a manual failover on a Redis Cluster with replicas', () => {
     // What the library held was replicated before each replica took over: still held, by the same owner.
     expect(await redis.zscore(lock, held.id!)).not.toBeNull();
     await expect(store.get(`${a.queue.name}:sync`, 'held')).resolves.toMatchObject({ state: 'in_progress' });
-    // A duplicate delivered meanwhile neither runs beside the holder nor claims the key: it waits for the holder.
+    // A duplicate delivered now waits for the run-time lock (active, as long as its lockTimeout), held by the holder
+    // alone: the lock itself keeps it off, not only the claim behind it.
     const duplicate = await a.queue.add('sync', { id: 'held' });
-    // The worker carries on (its blocking connection followed `{bull}` to the new master): a new job runs.
+    await waitFor(
+      'the duplicate to wait for the lock',
+      async () => (await a.queue.getJobState(duplicate.id!)) === 'active',
+    );
+    expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
+    // The worker carries on: a new job runs (once its blocking read on the old master has ended: up to BullMQ's
+    // drainDelay, 5 s by default).
     const fresh = await a.queue.add('sync', { id: 'fresh' });
     await expect(a.finished(fresh)).resolves.toBe('done:fresh');
     expect(a.runs.map((job) => job.id)).toEqual([held.id, fresh.id]);
+    expect(await a.queue.getJobState(duplicate.id!)).toBe('active');
 
     gate.resolve();
     await expect(a.finished(held)).resolves.toBe('done:held');
