@@ -74,13 +74,19 @@ async function startNode(dir) {
   }
 }
 
-/** Whether every node sees the whole cluster: state ok, all 16384 slots assigned, every node known, replicas linked. */
-async function clusterReady(ports) {
+/**
+ * Whether every node sees the whole cluster: state ok, all 16384 slots assigned, every node known, and every replica
+ * known as one by every node and linked to its master.
+ */
+async function clusterReady(ports, replicas) {
   for (const port of ports) {
     const info = await cli(port, 'cluster', 'info');
     if (!/cluster_state:ok/.test(info) || !/cluster_slots_ok:16384/.test(info)) return false;
     if (!new RegExp(`cluster_known_nodes:${ports.length}\\b`).test(info)) return false;
+    const seenReplicas = (await cli(port, 'cluster', 'nodes')).split('\n').filter((line) => /\bslave\b/.test(line));
+    if (seenReplicas.length !== MASTERS * replicas) return false;
     const replication = await cli(port, 'info', 'replication');
+    if (!/role:/.test(replication)) return false; // the call failed
     if (/role:slave/.test(replication) && !/master_link_status:up/.test(replication)) return false;
   }
   return true;
@@ -125,7 +131,7 @@ export async function startCluster({ replicas = 0 } = {}) {
         `redis-cli --cluster create failed: ${`${create.stdout}${create.stderr}`.trim().split('\n').slice(-5).join(' | ')}`,
       );
     }
-    if (!(await until(() => clusterReady(ports), 30_000))) {
+    if (!(await until(() => clusterReady(ports, replicas), 30_000))) {
       throw new Error(`the cluster on ${addresses.join(', ')} did not reach cluster_state:ok within 30 s`);
     }
     return { nodes: addresses, stop };

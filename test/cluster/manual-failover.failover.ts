@@ -28,8 +28,9 @@ describe('a manual failover on a Redis Cluster with replicas', () => {
 
   /** Fails the master of `key` over to its replica; resolves once the cluster says the replica serves the slot. */
   async function failOver(key: string): Promise<void> {
-    const { master, replica } = await shardOf(key);
-    if (replica === undefined) throw new Error(`the master ${master} of ${key} has no replica`);
+    const { master } = await shardOf(key);
+    // The node the cluster client asks may list a replica a moment after the cluster says it is ok.
+    const replica = await waitFor(`a replica of ${master}`, async () => (await shardOf(key)).replica);
     const [host, port] = replica.split(':');
     const node = new Redis({ host, port: Number(port), lazyConnect: true });
     try {
