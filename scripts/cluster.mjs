@@ -154,11 +154,8 @@ async function main() {
     console.log('0 passed, 1 failed');
     process.exit(1);
   }
-  const shape =
-    replicas > 0
-      ? `${MASTERS}-master Redis Cluster with ${replicas} replica(s) each`
-      : `${MASTERS}-master Redis Cluster`;
-  console.log(`Started a ${shape} on ${cluster.nodes.join(', ')} for this run`);
+  const each = replicas > 0 ? ` (${replicas} replica(s) per master)` : '';
+  console.log(`Started a ${MASTERS}-master Redis Cluster${each} on ${cluster.nodes.join(', ')} for this run`);
   const child = spawn(
     process.execPath,
     [fileURLToPath(new URL('./test.mjs', import.meta.url)), '--config', jestConfig, ...jestArgs],
