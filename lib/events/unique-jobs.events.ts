@@ -133,6 +133,11 @@ export class UniqueJobsEvents implements OnModuleInit {
     }
   }
 
+  /** Whether anything listens to the events: when nothing does, an event need not even be built. */
+  get observed(): boolean {
+    return this.subject.observed;
+  }
+
   /** Publishes an event (used by the library and by custom strategies). */
   emit(event: DistributiveOmit<UniqueJobEvent, 'at'>): void {
     if (!this.subject.observed) return;

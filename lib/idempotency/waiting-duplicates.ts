@@ -122,7 +122,7 @@ export class WaitingDuplicates {
       if (waiter.queue === holding.queue.qualifiedName) here.push({ worker: holding.queue, jobId: waiter.jobId });
       else elsewhere = true;
     }
-    void promoteAll(here);
+    if (here.length > 0) void promoteAll(here);
     // A waiter of another queue (a scope shared across queues): its own process promotes it, through its worker.
     if (!elsewhere) return;
     const message: SettledMessage = { settled: recordId };
