@@ -21,7 +21,7 @@ import {
   UniqueJobsService,
 } from '../dist/index.js';
 import { ensurePostgres, ensureRedis } from '../scripts/services.mjs';
-import { cpuMeter, inRoundOrder, measure, median, percentile, sent, summarize } from './measure.mjs';
+import { cpuMeter, inRoundOrder, measure, median, percentile, postgresCpuReader, sent, summarize } from './measure.mjs';
 import { measureWakeUp } from './wake-up.mjs';
 import { handWrittenEffectOnce } from './hand-written-sql.mjs';
 
@@ -43,6 +43,8 @@ const postgres = await ensurePostgres();
 // for preparing its statements again on each: a cost of the measurement, not of a job. Opened once, before any round.
 const pool = new pg.Pool({ connectionString: postgres.url, max: 20, idleTimeoutMillis: 0 });
 await Promise.all(Array.from({ length: 20 }, () => pool.connect())).then((clients) => clients.map((c) => c.release()));
+// The PostgreSQL server's CPU per job of the SQL variants (its processes on this machine; none when it runs elsewhere).
+const postgresCpu = await postgresCpuReader(pool);
 // Count the SQL statements the PostgreSQL store sends, per processed job: every query goes through a client.
 let statements = 0;
 const clientQuery = pg.Client.prototype.query;
@@ -247,7 +249,8 @@ if (only === undefined || only === 'wake') {
 /** Enqueues the variant's jobs (through the library for unique variants), then times a worker draining them. */
 async function measureWorker(label, variant, concurrency) {
   const queueName = q(label);
-  const n = variant.idempotency?.store === 'sql' || variant.handmade ? SQL_WORKER_N[concurrency] : WORKER_N;
+  const usesSql = variant.idempotency?.store === 'sql' || variant.handmade;
+  const n = usesSql ? SQL_WORKER_N[concurrency] : WORKER_N;
   const Bench = processorFor(queueName, variant);
   class WorkerApp {}
   Module({
@@ -278,7 +281,7 @@ async function measureWorker(label, variant, concurrency) {
     worker.on('completed', () => ++done === n && resolve());
     worker.on('failed', (job, error) => reject(new Error(`${label}: job ${job?.id} failed: ${error.message}`)));
   });
-  const cpu = await cpuMeter(cpuClient);
+  const cpu = await cpuMeter(cpuClient, usesSql ? postgresCpu : undefined);
   const before = sent.total;
   const statementsBefore = statements;
   const t0 = performance.now();
@@ -325,6 +328,7 @@ for (const [concurrency, variants] of Object.entries(results.worker)) {
       'node µs/op': r.nodeUsPerOp,
       'redis µs/op': r.redisUsPerOp,
       ...(r.sqlPerOp ? { 'SQL/op': r.sqlPerOp } : {}),
+      ...(r.postgresUsPerOp !== undefined ? { 'postgres µs/op': r.postgresUsPerOp } : {}),
     });
   }
 }

@@ -1,5 +1,6 @@
-// What the benches share: counting the Redis commands this process sends, CPU per operation (this process and the
-// Redis server), timed runs of operations with a number in flight, and medians of interleaved rounds.
+// What the benches share: counting the Redis commands this process sends, CPU per operation (this process, the Redis
+// server and, when it runs on this machine, the PostgreSQL server), timed runs of operations with a number in flight, and medians of interleaved rounds.
+import { readdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 
 export const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -39,15 +40,55 @@ export async function redisCpuMicros(client) {
   return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
 }
 
-/** Starts a CPU meter: the returned function gives µs per operation of this process and of Redis for `n` operations. */
-export async function cpuMeter(client) {
+/**
+ * The CPU time so far of every process of the PostgreSQL server `pool` reaches (its postmaster's children: backends,
+ * WAL writer, checkpointer…), in µs, read from /proc; `undefined` when the server is not a process of this machine
+ * (or not Linux). Backends that exit take their time with them: keep the pool's connections open while measuring.
+ */
+export async function postgresCpuReader(pool) {
+  const readStat = (pid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return {
+        command: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+        parent: Number(fields[1]),
+        ticks: Number(fields[11]) + Number(fields[12]),
+      };
+    } catch {
+      return undefined;
+    }
+  };
+  const { rows } = await pool.query('SELECT pg_backend_pid() AS pid');
+  const backend = readStat(rows[0].pid);
+  if (backend?.command !== 'postgres') return undefined;
+  const postmaster = backend.parent;
+  const microsPerTick = 1e6 / 100; // USER_HZ: 100 on Linux
+  return () => {
+    let ticks = 0;
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const stat = readStat(entry);
+      if (stat && (stat.parent === postmaster || Number(entry) === postmaster)) ticks += stat.ticks;
+    }
+    return ticks * microsPerTick;
+  };
+}
+
+/**
+ * Starts a CPU meter: the returned function gives µs per operation of this process and of Redis for `n` operations,
+ * and of PostgreSQL when given its reader ({@link postgresCpuReader}).
+ */
+export async function cpuMeter(client, postgresCpu) {
   const node = process.cpuUsage();
   const redisBefore = await redisCpuMicros(client);
+  const postgresBefore = postgresCpu?.();
   return async (n) => {
     const used = process.cpuUsage(node);
     return {
       nodeUsPerOp: (used.user + used.system) / n,
       redisUsPerOp: ((await redisCpuMicros(client)) - redisBefore) / n,
+      ...(postgresCpu ? { postgresUsPerOp: (postgresCpu() - postgresBefore) / n } : {}),
     };
   };
 }
@@ -91,6 +132,9 @@ export function summarize(rounds, baseline) {
       nodeUsPerOp: Number(med(samples, 'nodeUsPerOp').toFixed(1)),
       redisUsPerOp: Number(med(samples, 'redisUsPerOp').toFixed(1)),
       ...(samples[0].sqlPerOp ? { sqlPerOp: Number(med(samples, 'sqlPerOp').toFixed(2)) } : {}),
+      ...(samples[0].postgresUsPerOp !== undefined
+        ? { postgresUsPerOp: Number(med(samples, 'postgresUsPerOp').toFixed(1)) }
+        : {}),
       extraCommandsPerOp: Number((med(samples, 'commandsPerOp') - med(rounds[baseline], 'commandsPerOp')).toFixed(2)),
       ...(latencies.length
         ? { p50ms: Number(percentile(latencies, 50).toFixed(3)), p99ms: Number(percentile(latencies, 99).toFixed(3)) }
