@@ -42,8 +42,9 @@ export async function redisCpuMicros(client) {
 
 /**
  * The CPU time so far of every process of the PostgreSQL server `pool` reaches (its postmaster's children: backends,
- * WAL writer, checkpointer…), in µs, read from /proc; `undefined` when the server is not a process of this machine
- * (or not Linux). Backends that exit take their time with them: keep the pool's connections open while measuring.
+ * WAL writer, checkpointer…, and those that exited), in µs, read from /proc; `undefined` when the server is not a
+ * process of this machine (or not Linux). In steps of a 10 ms tick of all the processes together: over a few hundred
+ * operations, coarse.
  */
 export async function postgresCpuReader(pool) {
   const readStat = (pid) => {
@@ -54,6 +55,7 @@ export async function postgresCpuReader(pool) {
         command: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
         parent: Number(fields[1]),
         ticks: Number(fields[11]) + Number(fields[12]),
+        exitedChildren: Number(fields[13]) + Number(fields[14]), // cutime + cstime: children waited for
       };
     } catch {
       return undefined;
@@ -69,7 +71,9 @@ export async function postgresCpuReader(pool) {
     for (const entry of readdirSync('/proc')) {
       if (!/^\d+$/.test(entry)) continue;
       const stat = readStat(entry);
-      if (stat && (stat.parent === postmaster || Number(entry) === postmaster)) ticks += stat.ticks;
+      if (stat?.parent === postmaster) ticks += stat.ticks;
+      // The postmaster's own time and that of its children which exited (a backend, an autovacuum worker).
+      if (Number(entry) === postmaster && stat) ticks += stat.ticks + stat.exitedChildren;
     }
     return ticks * microsPerTick;
   };
@@ -80,9 +84,10 @@ export async function postgresCpuReader(pool) {
  * and of PostgreSQL when given its reader ({@link postgresCpuReader}).
  */
 export async function cpuMeter(client, postgresCpu) {
-  const node = process.cpuUsage();
+  // The servers first: reading them costs this process CPU (INFO, a scan of /proc) that is not the operations'.
   const redisBefore = await redisCpuMicros(client);
   const postgresBefore = postgresCpu?.();
+  const node = process.cpuUsage();
   return async (n) => {
     const used = process.cpuUsage(node);
     return {
