@@ -5,6 +5,9 @@
 // 2. A forced failover: the master holding a running job's run-time lock is killed (SIGKILL) once its replica has
 //    everything it wrote; the cluster promotes the replica after its node timeout, and the same holds. Writes a master
 //    had not replicated when it died are lost (Redis replicates asynchronously): documented, not what this checks.
+// 3. Slots moving: the slots of a running job's run-time lock and of its idempotency claim are moved to another master
+//    the way `redis-cli --cluster reshard` does, each held half-moved (its key on the target, the slot still the
+//    source's, which answers ASK) while the leases are renewed, a duplicate is delivered and a new job runs.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { Redis, type Cluster } from 'ioredis';
@@ -16,7 +19,7 @@ import { byId, digestOf, runningKey } from '../support/locks.js';
 import { bullPrefix, onCluster } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
-describe('failovers on a Redis Cluster with replicas', () => {
+describe('failovers and moving slots on a Redis Cluster with replicas', () => {
   const { redis, start, keysOf } = useApps('fo');
   const cluster = redis as unknown as Cluster;
 
@@ -88,6 +91,58 @@ describe('failovers on a Redis Cluster with replicas', () => {
     } finally {
       masterNode.disconnect();
       replicaNode.disconnect();
+    }
+  }
+
+  /** The cluster's masters, as `host:port`. */
+  async function masters(): Promise<string[]> {
+    const ranges = await cluster.cluster('SLOTS');
+    return [...new Set(ranges.map(([, , master]) => `${master[0]}:${master[1]}`))];
+  }
+
+  /**
+   * Moves `key`'s slot to another master as `redis-cli --cluster reshard` does (importing on the target, migrating on
+   * the source, `MIGRATE` of its keys, then the slot assigned to the target on every master), and runs `halfMoved`
+   * between the last two steps: the keys are on the target, the source still owns the slot and answers ASK.
+   */
+  async function moveSlotOf(key: string, halfMoved: () => Promise<void>): Promise<void> {
+    const slot = Number(await cluster.cluster('KEYSLOT', key));
+    const from = (await shardOf(key)).master;
+    const to = (await masters()).find((address) => address !== from)!;
+    const [source, target] = [await nodeAt(from), await nodeAt(to)];
+    try {
+      const [sourceId, targetId] = [
+        String(await source.call('CLUSTER', 'MYID')),
+        String(await target.call('CLUSTER', 'MYID')),
+      ];
+      await target.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId);
+      await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
+      const [host, port] = to.split(':');
+      for (;;) {
+        const keys = (await source.call('CLUSTER', 'GETKEYSINSLOT', slot, 100)) as string[];
+        if (keys.length === 0) break;
+        await source.call('MIGRATE', host, port, '', 0, 5_000, 'KEYS', ...keys);
+      }
+      // Half moved: the source answers ASK for the key, the target holds it.
+      await expect(source.exists(key)).rejects.toThrow(/^ASK /);
+      await target.call('ASKING');
+      expect(await target.exists(key)).toBe(1);
+      await halfMoved();
+      for (const address of [to, from, ...(await masters()).filter((m) => m !== to && m !== from)]) {
+        const node = await nodeAt(address);
+        try {
+          await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+        } finally {
+          node.disconnect();
+        }
+      }
+      await waitFor(`the cluster to route ${key} to ${to}`, async () => {
+        await new Promise((resolve) => cluster.refreshSlotsCache(resolve));
+        return (await shardOf(key)).master === to;
+      });
+    } finally {
+      source.disconnect();
+      target.disconnect();
     }
   }
 
@@ -187,6 +242,60 @@ describe('failovers on a Redis Cluster with replicas', () => {
     await expect(a.finished(held)).resolves.toBe('done:held');
     await expect(a.finished(duplicate)).resolves.toBe('done:held');
     expect(a.runs.map((job) => job.id)).toEqual([held.id, fresh.id]);
+    expect(await redis.exists(lock)).toBe(0);
+    expect((await keysOf(a)).every((key) => key.endsWith(':idempotency'))).toBe(true);
+  }, 90_000);
+
+  it("keeps a running job's run-time lock and claim while their slots move to another master", async () => {
+    const gate = hold();
+    const started = deferred<Job>();
+    const a = await start({
+      // Short leases, so that both are renewed while their slots are half moved.
+      unique: { lock: 'while_executing', lockArgs: byId, lockTimeout: 60_000, runtimeLockLease: 1_000 },
+      idempotency: { key: (job) => (job.data as { id: string }).id, lease: 1_000 },
+      worker: { concurrency: 4 },
+      handler: async (job: Job) => {
+        if ((job.data as { id: string }).id === 'held') {
+          started.resolve(job);
+          await gate.promise;
+        }
+        return `done:${(job.data as { id: string }).id}`;
+      },
+    });
+    const held = await a.queue.add('sync', { id: 'held' });
+    await started.promise;
+    const lock = runningKey(a.prefix, digestOf(a, 'sync', held.data));
+    const store = new RedisIdempotencyStore({ client: cluster, prefix: a.prefix });
+    const record = store.recordKey(`${a.queue.name}:sync`, 'held');
+    const renewed = async <T>(what: string, read: () => Promise<T>) => {
+      const before = await read();
+      await waitFor(`${what} to be renewed`, async () => (await read()) !== before);
+    };
+    let duplicate: Job | undefined;
+
+    await moveSlotOf(lock, async () => {
+      await renewed('the run-time lock', () => redis.zscore(lock, held.id!));
+      // A duplicate delivered now meets the lock through the ASK redirection, and waits for it.
+      duplicate = await a.queue.add('sync', { id: 'held' });
+      await waitFor(
+        'the duplicate to wait for the lock',
+        async () => (await a.queue.getJobState(duplicate!.id!)) === 'active',
+      );
+      expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
+    });
+    await moveSlotOf(record, async () => {
+      await renewed('the idempotency claim', async () => (await store.get(`${a.queue.name}:sync`, 'held'))?.expiresAt);
+      const fresh = await a.queue.add('sync', { id: 'fresh' });
+      await expect(a.finished(fresh)).resolves.toBe('done:fresh');
+    });
+
+    // Moved, and still held by the same owner.
+    expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
+    await expect(store.get(`${a.queue.name}:sync`, 'held')).resolves.toMatchObject({ state: 'in_progress' });
+    gate.resolve();
+    await expect(a.finished(held)).resolves.toBe('done:held');
+    await expect(a.finished(duplicate!)).resolves.toBe('done:held');
+    expect(a.runs.map((job) => job.id)).toEqual([held.id, expect.any(String)]);
     expect(await redis.exists(lock)).toBe(0);
     expect((await keysOf(a)).every((key) => key.endsWith(':idempotency'))).toBe(true);
   }, 90_000);
