@@ -7,7 +7,8 @@
 // with the tests' status. The last line printed is test.mjs's "N passed, N failed". `--replicas=<n>` gives each master
 // n replicas; `--jest-config=<file>` runs another jest config (the failover phase: both).
 //
-// Imported: `startCluster({ replicas })` resolves { nodes: ['127.0.0.1:<port>', …], stop() }.
+// Imported: `startCluster({ replicas })` resolves { nodes: ['127.0.0.1:<port>', …], stop() }; a SIGINT or SIGTERM
+// while it starts stops the nodes started so far and ends the process.
 import { execFile, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -50,8 +51,11 @@ async function until(check, ms) {
   return false;
 }
 
-/** Starts one cluster-enabled node (client port and cluster bus port both free); resolves { port, child }. */
-async function startNode(dir) {
+/**
+ * Starts one cluster-enabled node (client port and cluster bus port both free); resolves { port, child }. `spawned`
+ * hears of every process it starts, at once (to stop them whatever happens next).
+ */
+async function startNode(dir, spawned) {
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
     const bus = await freePort();
@@ -62,6 +66,7 @@ async function startNode(dir) {
       '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000', '--save', '', '--appendonly', 'no',
       '--dir', dir, '--logfile', `redis-${port}.log`,
     ], { stdio: 'ignore' });
+    spawned(child);
     let exited = false;
     child.once('exit', () => (exited = true));
     if (await until(async () => exited || (await cli(port, 'ping')).trim() === 'PONG', 10_000)) {
@@ -104,10 +109,11 @@ export async function startCluster({ replicas = 0 } = {}) {
   }
   const dir = mkdtempSync(join(tmpdir(), 'unique-jobs-cluster-'));
   const nodes = [];
+  const children = [];
   const stop = async () => {
     await Promise.all(
-      nodes.map(
-        ({ child }) =>
+      children.map(
+        (child) =>
           new Promise((resolve) => {
             if (child.exitCode !== null || child.signalCode !== null) return resolve();
             child.once('exit', resolve);
@@ -117,8 +123,13 @@ export async function startCluster({ replicas = 0 } = {}) {
     );
     rmSync(dir, { recursive: true, force: true });
   };
+  // A signal while the nodes start (Ctrl-C, a CI timeout) stops those already started before the process ends: the
+  // caller's own handlers come only once this resolves.
+  const onSignal = (signal) => void stop().then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, onSignal);
   try {
-    for (let i = 0; i < MASTERS * (1 + replicas); i++) nodes.push(await startNode(dir));
+    for (let i = 0; i < MASTERS * (1 + replicas); i++)
+      nodes.push(await startNode(dir, (child) => children.push(child)));
     const ports = nodes.map(({ port }) => port);
     const addresses = ports.map((port) => `${HOST}:${port}`);
     const create = spawnSync(
@@ -138,6 +149,8 @@ export async function startCluster({ replicas = 0 } = {}) {
   } catch (error) {
     await stop();
     throw error;
+  } finally {
+    for (const signal of ['SIGINT', 'SIGTERM']) process.off(signal, onSignal);
   }
 }
 
