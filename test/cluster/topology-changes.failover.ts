@@ -7,7 +7,8 @@
 //    had not replicated when it died are lost (Redis replicates asynchronously): documented, not what this checks.
 // 3. Slots moving: the slots of a running job's run-time lock and of its idempotency claim are moved to another master
 //    the way `redis-cli --cluster reshard` does, each held half-moved (its key on the target, the slot still the
-//    source's, which answers ASK) while the leases are renewed, a duplicate is delivered and a new job runs.
+//    source's, which answers ASK) while its lease is renewed; a duplicate delivered meanwhile reaches the lock on the
+//    target through ASK and is refused, and a new job runs.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { Redis, type Cluster } from 'ioredis';
@@ -103,9 +104,10 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
   /**
    * Moves `key`'s slot to another master as `redis-cli --cluster reshard` does (importing on the target, migrating on
    * the source, `MIGRATE` of its keys, then the slot assigned to the target on every master), and runs `halfMoved`
-   * between the last two steps: the keys are on the target, the source still owns the slot and answers ASK.
+   * (given the target's address) between the last two steps: the keys are on the target, the source still owns the
+   * slot and answers ASK.
    */
-  async function moveSlotOf(key: string, halfMoved: () => Promise<void>): Promise<void> {
+  async function moveSlotOf(key: string, halfMoved: (target: string) => Promise<void>): Promise<void> {
     const slot = Number(await cluster.cluster('KEYSLOT', key));
     const from = (await shardOf(key)).master;
     const to = (await masters()).find((address) => address !== from)!;
@@ -127,7 +129,7 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
       await expect(source.exists(key)).rejects.toThrow(/^ASK /);
       await target.call('ASKING');
       expect(await target.exists(key)).toBe(1);
-      await halfMoved();
+      await halfMoved(to);
       for (const address of [to, from, ...(await masters()).filter((m) => m !== to && m !== from)]) {
         const node = await nodeAt(address);
         try {
@@ -267,20 +269,50 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     const lock = runningKey(a.prefix, digestOf(a, 'sync', held.data));
     const store = new RedisIdempotencyStore({ client: cluster, prefix: a.prefix });
     const record = store.recordKey(`${a.queue.name}:sync`, 'held');
-    const renewed = async <T>(what: string, read: () => Promise<T>) => {
-      const before = await read();
-      await waitFor(`${what} to be renewed`, async () => (await read()) !== before);
+    /** Resolves once the lease `read` gives (its end, in ms) moved later: renewed, not expired (which reads empty). */
+    const renewed = async (what: string, read: () => Promise<unknown>) => {
+      const before = Number(await read());
+      expect(before).toBeGreaterThan(0);
+      await waitFor(`${what} to be renewed`, async () => Number(await read()) > before);
+    };
+    /** Watches (MONITOR) the commands `address` receives that name `key`: `naming(text)` resolves at the first naming it. */
+    const watch = async (address: string, key: string) => {
+      const [host, port] = address.split(':');
+      const node = new Redis({ host, port: Number(port) });
+      const monitor = await node.monitor();
+      const seen: string[][] = [];
+      const waiting: { text: string; resolve: () => void }[] = [];
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (!args.includes(key)) return;
+        seen.push(args);
+        for (const w of waiting) if (args.includes(w.text)) w.resolve();
+      });
+      return {
+        naming: (text: string) =>
+          new Promise<void>((resolve, reject) => {
+            if (seen.some((args) => args.includes(text))) return resolve();
+            const timer = setTimeout(() => reject(new Error(`${address} got no command naming ${text}`)), 15_000);
+            waiting.push({ text, resolve: () => (clearTimeout(timer), resolve()) });
+          }),
+        stop: () => {
+          monitor.disconnect();
+          node.disconnect();
+        },
+      };
     };
     let duplicate: Job | undefined;
 
-    await moveSlotOf(lock, async () => {
+    await moveSlotOf(lock, async (target) => {
       await renewed('the run-time lock', () => redis.zscore(lock, held.id!));
-      // A duplicate delivered now meets the lock through the ASK redirection, and waits for it.
-      duplicate = await a.queue.add('sync', { id: 'held' });
-      await waitFor(
-        'the duplicate to wait for the lock',
-        async () => (await a.queue.getJobState(duplicate!.id!)) === 'active',
-      );
+      // A duplicate delivered now tries the lock on the source, which sends it to the target (ASK): refused there.
+      const onTarget = await watch(target, lock);
+      try {
+        duplicate = await a.queue.add('sync', { id: 'held' });
+        await onTarget.naming(duplicate.id!);
+      } finally {
+        onTarget.stop();
+      }
+      expect(await a.queue.getJobState(duplicate.id!)).toBe('active');
       expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
     });
     await moveSlotOf(record, async () => {
