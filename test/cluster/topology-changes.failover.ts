@@ -148,14 +148,17 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     }
   }
 
-  it("keeps a running job's run-time lock and claim through the failover of their masters and of BullMQ's", async () => {
-    expect(onCluster).toBe(true);
+  /**
+   * Starts a worker whose handler holds the job `held` until `release()`, under a `while_executing` run-time lock and a
+   * Redis idempotency claim (both with `leaseMs` when given); resolves once the handler runs.
+   */
+  async function runHeld(leaseMs?: number) {
     const gate = hold();
     const started = deferred<Job>();
     const a = await start({
       // A duplicate waits for the run-time lock as long as the test may take, rather than meet its conflict strategy.
-      unique: { lock: 'while_executing', lockArgs: byId, lockTimeout: 60_000 },
-      idempotency: { key: (job) => (job.data as { id: string }).id },
+      unique: { lock: 'while_executing', lockArgs: byId, lockTimeout: 60_000, runtimeLockLease: leaseMs },
+      idempotency: { key: (job) => (job.data as { id: string }).id, lease: leaseMs },
       worker: { concurrency: 4 },
       handler: async (job: Job) => {
         if ((job.data as { id: string }).id === 'held') {
@@ -167,168 +170,145 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     });
     const held = await a.queue.add('sync', { id: 'held' });
     await started.promise;
-    const lock = runningKey(a.prefix, digestOf(a, 'sync', held.data));
     const store = new RedisIdempotencyStore({ client: cluster, prefix: a.prefix });
-    const record = store.recordKey(`${a.queue.name}:sync`, 'held');
-    expect(await redis.zscore(lock, held.id!)).not.toBeNull();
+    const lock = runningKey(a.prefix, digestOf(a, 'sync', held.data));
+    const claim = () => store.get(`${a.queue.name}:sync`, 'held');
+    /** The run-time lock held by `held` alone, its claim in progress. */
+    const stillHeld = async () => {
+      expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
+      await expect(claim()).resolves.toMatchObject({ state: 'in_progress' });
+    };
+    await stillHeld();
+    return {
+      a,
+      held,
+      lock,
+      record: store.recordKey(`${a.queue.name}:sync`, 'held'),
+      claim,
+      stillHeld,
+      /** A new job runs to its end. */
+      async freshRuns(): Promise<void> {
+        const fresh = await a.queue.add('sync', { id: 'fresh' });
+        await expect(a.finished(fresh)).resolves.toBe('done:fresh');
+      },
+      /**
+       * Lets `held` finish: the duplicate replays its completed record (the effect ran once, and only `held` and the
+       * fresh job ran), the lock is gone and only the completed records remain.
+       */
+      async release(duplicate: Job): Promise<void> {
+        gate.resolve();
+        await expect(a.finished(held)).resolves.toBe('done:held');
+        await expect(a.finished(duplicate)).resolves.toBe('done:held');
+        expect(a.runs.map((job) => (job.data as { id: string }).id)).toEqual(['held', 'fresh']);
+        expect(await redis.exists(lock)).toBe(0);
+        expect((await keysOf(a)).every((key) => key.endsWith(':idempotency'))).toBe(true);
+      },
+    };
+  }
+
+  /**
+   * Delivers a duplicate of `held` and resolves once it waits for the run-time lock (active, as long as its
+   * lockTimeout), held by `held` alone: the lock itself keeps it off, not only the claim behind it.
+   */
+  async function duplicateWaiting(run: Awaited<ReturnType<typeof runHeld>>): Promise<Job> {
+    const duplicate = await run.a.queue.add('sync', { id: 'held' });
+    await waitFor(
+      'the duplicate to wait for the lock',
+      async () => (await run.a.queue.getJobState(duplicate.id!)) === 'active',
+    );
+    await run.stillHeld();
+    return duplicate;
+  }
+
+  /** Resolves once the lease `read` gives (its end, in ms) moved later: renewed, not expired (which reads empty). */
+  async function renewed(what: string, read: () => Promise<unknown>): Promise<void> {
+    const before = Number(await read());
+    expect(before).toBeGreaterThan(0);
+    await waitFor(`${what} to be renewed`, async () => Number(await read()) > before);
+  }
+
+  /** Watches (MONITOR) the commands `address` receives that name `key`: `naming(text)` resolves at the first naming it. */
+  async function watch(address: string, key: string) {
+    const [host, port] = address.split(':');
+    const node = new Redis({ host, port: Number(port) });
+    const monitor = await node.monitor();
+    const seen: string[][] = [];
+    const waiting: { text: string; resolve: () => void }[] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (!args.includes(key)) return;
+      seen.push(args);
+      for (const w of waiting) if (args.includes(w.text)) w.resolve();
+    });
+    return {
+      naming: (text: string) =>
+        new Promise<void>((resolve, reject) => {
+          if (seen.some((args) => args.includes(text))) return resolve();
+          const timer = setTimeout(() => reject(new Error(`${address} got no command naming ${text}`)), 15_000);
+          waiting.push({ text, resolve: () => (clearTimeout(timer), resolve()) });
+        }),
+      stop: () => {
+        monitor.disconnect();
+        node.disconnect();
+      },
+    };
+  }
+
+  it("keeps a running job's run-time lock and claim through the failover of their masters and of BullMQ's", async () => {
+    expect(onCluster).toBe(true);
+    const run = await runHeld();
 
     // Fail over every master the running job depends on (each once: some keys may share one), one after the other.
     const byMaster = new Map<string, string>();
-    for (const key of [lock, record, bullPrefix()]) byMaster.set((await shardOf(key)).master, key);
+    for (const key of [run.lock, run.record, bullPrefix()]) byMaster.set((await shardOf(key)).master, key);
     for (const key of byMaster.values()) await failOver(key);
 
     // What the library held was replicated before each replica took over: still held, by the same owner.
-    expect(await redis.zscore(lock, held.id!)).not.toBeNull();
-    await expect(store.get(`${a.queue.name}:sync`, 'held')).resolves.toMatchObject({ state: 'in_progress' });
-    // A duplicate delivered now waits for the run-time lock (active, as long as its lockTimeout), held by the holder
-    // alone: the lock itself keeps it off, not only the claim behind it.
-    const duplicate = await a.queue.add('sync', { id: 'held' });
-    await waitFor(
-      'the duplicate to wait for the lock',
-      async () => (await a.queue.getJobState(duplicate.id!)) === 'active',
-    );
-    expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
+    await run.stillHeld();
+    const duplicate = await duplicateWaiting(run);
     // The worker carries on: a new job runs (once its blocking read on the old master has ended: up to BullMQ's
-    // drainDelay, 5 s by default).
-    const fresh = await a.queue.add('sync', { id: 'fresh' });
-    await expect(a.finished(fresh)).resolves.toBe('done:fresh');
-    expect(a.runs.map((job) => job.id)).toEqual([held.id, fresh.id]);
-    expect(await a.queue.getJobState(duplicate.id!)).toBe('active');
-
-    gate.resolve();
-    await expect(a.finished(held)).resolves.toBe('done:held');
-    // The duplicate replays the holder's completed record: the effect ran once.
-    await expect(a.finished(duplicate)).resolves.toBe('done:held');
-    expect(a.runs.map((job) => job.id)).toEqual([held.id, fresh.id]);
-    expect(await redis.exists(lock)).toBe(0);
-    // Only the completed records remain.
-    expect((await keysOf(a)).every((key) => key.endsWith(':idempotency'))).toBe(true);
+    // drainDelay, 5 s by default), the duplicate still waiting.
+    await run.freshRuns();
+    expect(await run.a.queue.getJobState(duplicate.id!)).toBe('active');
+    await run.release(duplicate);
   }, 60_000);
 
   it("keeps a running job's run-time lock and claim when the master holding the lock dies", async () => {
-    const gate = hold();
-    const started = deferred<Job>();
-    const a = await start({
-      unique: { lock: 'while_executing', lockArgs: byId, lockTimeout: 60_000 },
-      idempotency: { key: (job) => (job.data as { id: string }).id },
-      worker: { concurrency: 4 },
-      handler: async (job: Job) => {
-        if ((job.data as { id: string }).id === 'held') {
-          started.resolve(job);
-          await gate.promise;
-        }
-        return `done:${(job.data as { id: string }).id}`;
-      },
-    });
-    const held = await a.queue.add('sync', { id: 'held' });
-    await started.promise;
-    const lock = runningKey(a.prefix, digestOf(a, 'sync', held.data));
-    const store = new RedisIdempotencyStore({ client: cluster, prefix: a.prefix });
-    expect(await redis.zscore(lock, held.id!)).not.toBeNull();
+    const run = await runHeld();
 
-    await killMasterOf(lock);
+    await killMasterOf(run.lock);
 
     // The promoted replica had every write of the dead master: the lock and the claim are still held.
-    expect(await redis.zscore(lock, held.id!)).not.toBeNull();
-    await expect(store.get(`${a.queue.name}:sync`, 'held')).resolves.toMatchObject({ state: 'in_progress' });
-    const duplicate = await a.queue.add('sync', { id: 'held' });
-    await waitFor(
-      'the duplicate to wait for the lock',
-      async () => (await a.queue.getJobState(duplicate.id!)) === 'active',
-    );
-    expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
-    const fresh = await a.queue.add('sync', { id: 'fresh' });
-    await expect(a.finished(fresh)).resolves.toBe('done:fresh');
-
-    gate.resolve();
-    await expect(a.finished(held)).resolves.toBe('done:held');
-    await expect(a.finished(duplicate)).resolves.toBe('done:held');
-    expect(a.runs.map((job) => job.id)).toEqual([held.id, fresh.id]);
-    expect(await redis.exists(lock)).toBe(0);
-    expect((await keysOf(a)).every((key) => key.endsWith(':idempotency'))).toBe(true);
+    await run.stillHeld();
+    const duplicate = await duplicateWaiting(run);
+    await run.freshRuns();
+    await run.release(duplicate);
   }, 90_000);
 
   it("keeps a running job's run-time lock and claim while their slots move to another master", async () => {
-    const gate = hold();
-    const started = deferred<Job>();
-    const a = await start({
-      // Short leases, so that both are renewed while their slots are half moved.
-      unique: { lock: 'while_executing', lockArgs: byId, lockTimeout: 60_000, runtimeLockLease: 1_000 },
-      idempotency: { key: (job) => (job.data as { id: string }).id, lease: 1_000 },
-      worker: { concurrency: 4 },
-      handler: async (job: Job) => {
-        if ((job.data as { id: string }).id === 'held') {
-          started.resolve(job);
-          await gate.promise;
-        }
-        return `done:${(job.data as { id: string }).id}`;
-      },
-    });
-    const held = await a.queue.add('sync', { id: 'held' });
-    await started.promise;
-    const lock = runningKey(a.prefix, digestOf(a, 'sync', held.data));
-    const store = new RedisIdempotencyStore({ client: cluster, prefix: a.prefix });
-    const record = store.recordKey(`${a.queue.name}:sync`, 'held');
-    /** Resolves once the lease `read` gives (its end, in ms) moved later: renewed, not expired (which reads empty). */
-    const renewed = async (what: string, read: () => Promise<unknown>) => {
-      const before = Number(await read());
-      expect(before).toBeGreaterThan(0);
-      await waitFor(`${what} to be renewed`, async () => Number(await read()) > before);
-    };
-    /** Watches (MONITOR) the commands `address` receives that name `key`: `naming(text)` resolves at the first naming it. */
-    const watch = async (address: string, key: string) => {
-      const [host, port] = address.split(':');
-      const node = new Redis({ host, port: Number(port) });
-      const monitor = await node.monitor();
-      const seen: string[][] = [];
-      const waiting: { text: string; resolve: () => void }[] = [];
-      monitor.on('monitor', (_time: string, args: string[]) => {
-        if (!args.includes(key)) return;
-        seen.push(args);
-        for (const w of waiting) if (args.includes(w.text)) w.resolve();
-      });
-      return {
-        naming: (text: string) =>
-          new Promise<void>((resolve, reject) => {
-            if (seen.some((args) => args.includes(text))) return resolve();
-            const timer = setTimeout(() => reject(new Error(`${address} got no command naming ${text}`)), 15_000);
-            waiting.push({ text, resolve: () => (clearTimeout(timer), resolve()) });
-          }),
-        stop: () => {
-          monitor.disconnect();
-          node.disconnect();
-        },
-      };
-    };
+    // Short leases, so that both are renewed while their slots are half moved.
+    const run = await runHeld(1_000);
     let duplicate: Job | undefined;
 
-    await moveSlotOf(lock, async (target) => {
-      await renewed('the run-time lock', () => redis.zscore(lock, held.id!));
+    await moveSlotOf(run.lock, async (target) => {
+      await renewed('the run-time lock', () => redis.zscore(run.lock, run.held.id!));
       // A duplicate delivered now tries the lock on the source, which sends it to the target (ASK): refused there.
-      const onTarget = await watch(target, lock);
+      const onTarget = await watch(target, run.lock);
       try {
-        duplicate = await a.queue.add('sync', { id: 'held' });
+        duplicate = await run.a.queue.add('sync', { id: 'held' });
         await onTarget.naming(duplicate.id!);
       } finally {
         onTarget.stop();
       }
-      expect(await a.queue.getJobState(duplicate.id!)).toBe('active');
-      expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
+      expect(await run.a.queue.getJobState(duplicate.id!)).toBe('active');
+      await run.stillHeld();
     });
-    await moveSlotOf(record, async () => {
-      await renewed('the idempotency claim', async () => (await store.get(`${a.queue.name}:sync`, 'held'))?.expiresAt);
-      const fresh = await a.queue.add('sync', { id: 'fresh' });
-      await expect(a.finished(fresh)).resolves.toBe('done:fresh');
+    await moveSlotOf(run.record, async () => {
+      await renewed('the idempotency claim', async () => (await run.claim())?.expiresAt);
+      await run.freshRuns();
     });
 
     // Moved, and still held by the same owner.
-    expect(await redis.zrange(lock, '0', '-1')).toEqual([held.id]);
-    await expect(store.get(`${a.queue.name}:sync`, 'held')).resolves.toMatchObject({ state: 'in_progress' });
-    gate.resolve();
-    await expect(a.finished(held)).resolves.toBe('done:held');
-    await expect(a.finished(duplicate!)).resolves.toBe('done:held');
-    expect(a.runs.map((job) => job.id)).toEqual([held.id, expect.any(String)]);
-    expect(await redis.exists(lock)).toBe(0);
-    expect((await keysOf(a)).every((key) => key.endsWith(':idempotency'))).toBe(true);
+    await run.stillHeld();
+    await run.release(duplicate!);
   }, 90_000);
 });
