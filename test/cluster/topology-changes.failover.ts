@@ -32,6 +32,14 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     return { master: `${master[0]}:${master[1]}`, replica: replica && `${replica[0]}:${replica[1]}` };
   }
 
+  /** Resolves once the cluster client routes `key` to the master at `address` (its slot map refreshed). */
+  async function routedTo(key: string, address: string): Promise<void> {
+    await waitFor(`the cluster to route ${key} to ${address}`, async () => {
+      await new Promise((resolve) => cluster.refreshSlotsCache(resolve));
+      return (await shardOf(key)).master === address;
+    });
+  }
+
   /** Fails the master of `key` over to its replica; resolves once the cluster says the replica serves the slot. */
   async function failOver(key: string): Promise<void> {
     const { master } = await shardOf(key);
@@ -43,10 +51,7 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
       await node.connect();
       expect(await node.cluster('FAILOVER')).toBe('OK');
       await waitFor(`${replica} to take over from ${master}`, async () => (await node.role())[0] === 'master');
-      await waitFor(`the cluster to route ${key} to ${replica}`, async () => {
-        await new Promise((resolve) => cluster.refreshSlotsCache(resolve));
-        return (await shardOf(key)).master === replica;
-      });
+      await routedTo(key, replica);
     } finally {
       node.disconnect();
     }
@@ -85,10 +90,7 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
       const pid = Number(/^process_id:(\d+)/m.exec(await masterNode.info('server'))![1]);
       process.kill(pid, 'SIGKILL');
       await waitFor(`${replica} to be promoted`, async () => (await replicaNode.role())[0] === 'master', 30_000);
-      await waitFor(`the cluster to route ${key} to ${replica}`, async () => {
-        await new Promise((resolve) => cluster.refreshSlotsCache(resolve));
-        return (await shardOf(key)).master === replica;
-      });
+      await routedTo(key, replica);
     } finally {
       masterNode.disconnect();
       replicaNode.disconnect();
@@ -138,10 +140,7 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
           node.disconnect();
         }
       }
-      await waitFor(`the cluster to route ${key} to ${to}`, async () => {
-        await new Promise((resolve) => cluster.refreshSlotsCache(resolve));
-        return (await shardOf(key)).master === to;
-      });
+      await routedTo(key, to);
     } finally {
       source.disconnect();
       target.disconnect();
