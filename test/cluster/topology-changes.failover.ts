@@ -9,6 +9,8 @@
 //    the way `redis-cli --cluster reshard` does, each held half-moved (its key on the target, the slot still the
 //    source's, which answers ASK) while its lease is renewed; a duplicate delivered meanwhile reaches the lock on the
 //    target through ASK and is refused, and a new job runs.
+// 4. BullMQ's `{bull}` slot moved while unique jobs are added and run: commands that meet its keys split get TRYAGAIN
+//    and are tried again by ioredis; every job created runs once, one at a time per id, and no lock is left.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { Redis, type Cluster } from 'ioredis';
@@ -107,9 +109,14 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
    * Moves `key`'s slot to another master as `redis-cli --cluster reshard` does (importing on the target, migrating on
    * the source, `MIGRATE` of its keys, then the slot assigned to the target on every master), and runs `halfMoved`
    * (given the target's address) between the last two steps: the keys are on the target, the source still owns the
-   * slot and answers ASK.
+   * slot and answers ASK. `keysPerMigrate` keys move at a time, `betweenMigrates` runs after each batch (its keys
+   * split between the two nodes meanwhile: multi-key commands get TRYAGAIN).
    */
-  async function moveSlotOf(key: string, halfMoved: (target: string) => Promise<void>): Promise<void> {
+  async function moveSlotOf(
+    key: string,
+    halfMoved: (target: string) => Promise<void>,
+    { keysPerMigrate = 100, betweenMigrates = async () => undefined } = {},
+  ): Promise<void> {
     const slot = Number(await cluster.cluster('KEYSLOT', key));
     const from = (await shardOf(key)).master;
     const to = (await masters()).find((address) => address !== from)!;
@@ -123,9 +130,10 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
       await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
       const [host, port] = to.split(':');
       for (;;) {
-        const keys = (await source.call('CLUSTER', 'GETKEYSINSLOT', slot, 100)) as string[];
+        const keys = (await source.call('CLUSTER', 'GETKEYSINSLOT', slot, keysPerMigrate)) as string[];
         if (keys.length === 0) break;
         await source.call('MIGRATE', host, port, '', 0, 5_000, 'KEYS', ...keys);
+        await betweenMigrates();
       }
       // Half moved: the source answers ASK for the key, the target holds it.
       await expect(source.exists(key)).rejects.toThrow(/^ASK /);
@@ -309,5 +317,60 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     // Moved, and still held by the same owner.
     await run.stillHeld();
     await run.release(duplicate!);
+  }, 90_000);
+
+  it("enqueues and runs unique jobs once while BullMQ's {bull} slot moves to another master under load", async () => {
+    const a = await start({ unique: { lock: 'until_executed', lockArgs: byId }, worker: { concurrency: 8 } });
+    const ids = Array.from({ length: 40 }, (_, i) => `j${i}`);
+    const added: Job[] = [];
+    let moved = false;
+    // Producers add every id twice, again and again, until the slot has moved (and at least twice).
+    const producing = (async () => {
+      for (let wave = 0; !moved || wave < 2; wave++) {
+        for (const id of ids) added.push(await a.queue.add('sync', { id }), await a.queue.add('sync', { id }));
+      }
+    })();
+    // A few keys at a time, the first batch held until a command of BullMQ's met its keys split between the two nodes
+    // (Redis refuses it with TRYAGAIN; ioredis tries again, up to 16 times 100 ms): jobs are added, taken and finished
+    // around the move, and at least one command lands in it.
+    const tryAgains = async () => {
+      let count = 0;
+      for (const address of await masters()) {
+        const node = await nodeAt(address);
+        try {
+          count += Number(/^errorstat_TRYAGAIN:count=(\d+)/m.exec(await node.info('errorstats'))?.[1] ?? 0);
+        } finally {
+          node.disconnect();
+        }
+      }
+      return count;
+    };
+    const before = await tryAgains();
+    let batches = 0;
+    await moveSlotOf(`${bullPrefix()}:${a.queue.name}:meta`, async () => undefined, {
+      keysPerMigrate: 3,
+      betweenMigrates: async () => {
+        if (batches++ === 0)
+          await waitFor('a command to meet the split keys', async () => (await tryAgains()) > before);
+      },
+    });
+    moved = true;
+    expect(batches).toBeGreaterThan(3);
+    await producing;
+    const created = [...new Map(added.map((job) => [job.id!, job])).values()];
+    for (const job of created) await a.finished(job);
+    // Each job created ran once, and the jobs of one id one after the other: a duplicate added while its holder was
+    // waiting or running got the holder, a new job came only once the holder had finished.
+    expect(a.runs.map((job) => job.id).sort()).toEqual(created.map((job) => job.id).sort());
+    for (const id of ids) {
+      const spans = [];
+      for (const job of created.filter((j) => (j.data as { id: string }).id === id)) {
+        const { processedOn, finishedOn } = (await a.queue.getJob(job.id!))!;
+        spans.push([processedOn!, finishedOn!]);
+      }
+      spans.sort(([x], [y]) => x - y);
+      for (let i = 1; i < spans.length; i++) expect(spans[i][0]).toBeGreaterThanOrEqual(spans[i - 1][1]);
+    }
+    expect((await keysOf(a)).length).toBe(0);
   }, 90_000);
 });
