@@ -1,5 +1,6 @@
 // What the benches share: counting the Redis commands this process sends, CPU per operation (this process, the Redis
-// server and, when it runs on this machine, the PostgreSQL server), timed runs of operations with a number in flight, and medians of interleaved rounds.
+// server and, when it runs on this machine, the PostgreSQL server), timed runs of operations with a number in
+// flight, and medians of interleaved rounds.
 import { readdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 
