@@ -14,147 +14,20 @@
 //    once, one at a time per id, and no lock is left.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
-import { Redis, type Cluster } from 'ioredis';
+import type { Cluster } from 'ioredis';
 import { RedisIdempotencyStore } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
 import { byId, digestOf, runningKey } from '../support/locks.js';
+import { clusterTopology } from '../support/cluster-topology.js';
 import { bullPrefix, onCluster } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 describe('failovers and moving slots on a Redis Cluster with replicas', () => {
   const { redis, start, keysOf } = useApps('fo');
   const cluster = redis as unknown as Cluster;
-
-  /** The master serving `key`'s slot and its replica (none while a failover re-pairs them), as `host:port`. */
-  async function shardOf(key: string): Promise<{ master: string; replica: string | undefined }> {
-    const slot = Number(await cluster.cluster('KEYSLOT', key));
-    const ranges = await cluster.cluster('SLOTS');
-    const [, , master, replica] = ranges.find(([first, last]) => slot >= first && slot <= last)!;
-    return { master: `${master[0]}:${master[1]}`, replica: replica && `${replica[0]}:${replica[1]}` };
-  }
-
-  /** Resolves once the cluster client routes `key` to the master at `address` (its slot map refreshed). */
-  async function routedTo(key: string, address: string): Promise<void> {
-    await waitFor(`the cluster to route ${key} to ${address}`, async () => {
-      await new Promise((resolve) => cluster.refreshSlotsCache(resolve));
-      return (await shardOf(key)).master === address;
-    });
-  }
-
-  /** Fails the master of `key` over to its replica; resolves once the cluster says the replica serves the slot. */
-  async function failOver(key: string): Promise<void> {
-    const { master } = await shardOf(key);
-    // The node the cluster client asks may list a replica a moment after the cluster says it is ok.
-    const replica = await waitFor(`a replica of ${master}`, async () => (await shardOf(key)).replica);
-    const [host, port] = replica.split(':');
-    const node = new Redis({ host, port: Number(port), lazyConnect: true });
-    try {
-      await node.connect();
-      expect(await node.cluster('FAILOVER')).toBe('OK');
-      await waitFor(`${replica} to take over from ${master}`, async () => (await node.role())[0] === 'master');
-      await routedTo(key, replica);
-    } finally {
-      node.disconnect();
-    }
-  }
-
-  /** A connection to one node, `host:port`. */
-  async function nodeAt(address: string): Promise<Redis> {
-    const [host, port] = address.split(':');
-    const node = new Redis({ host, port: Number(port), lazyConnect: true, maxRetriesPerRequest: 0 });
-    node.on('error', () => undefined); // the killed node's connection ends
-    await node.connect();
-    return node;
-  }
-
-  /** A field of a node's `INFO replication`. */
-  async function replicationField(node: Redis, field: string): Promise<string | undefined> {
-    return new RegExp(`^${field}:(.*)\\r?$`, 'm').exec(await node.info('replication'))?.[1]?.trim();
-  }
-
-  /**
-   * Kills the master serving `key` (SIGKILL: it gets no chance to hand anything over) once its replica acknowledged
-   * every write it had made, then resolves when the cluster, after its node timeout, routes `key` to the promoted
-   * replica.
-   */
-  async function killMasterOf(key: string): Promise<void> {
-    const { master } = await shardOf(key);
-    const replica = await waitFor(`a replica of ${master}`, async () => (await shardOf(key)).replica);
-    const [masterNode, replicaNode] = [await nodeAt(master), await nodeAt(replica)];
-    try {
-      // Everything the master wrote so far reached its replica: what the test then expects to survive is there.
-      const written = Number(await replicationField(masterNode, 'master_repl_offset'));
-      await waitFor(`${replica} to catch up with ${master}`, async () => {
-        const acknowledged = /offset=(\d+)/.exec((await replicationField(masterNode, 'slave0')) ?? '')?.[1];
-        return Number(acknowledged) >= written;
-      });
-      const pid = Number(/^process_id:(\d+)/m.exec(await masterNode.info('server'))![1]);
-      process.kill(pid, 'SIGKILL');
-      await waitFor(`${replica} to be promoted`, async () => (await replicaNode.role())[0] === 'master', 30_000);
-      await routedTo(key, replica);
-    } finally {
-      masterNode.disconnect();
-      replicaNode.disconnect();
-    }
-  }
-
-  /** The cluster's masters, as `host:port`. */
-  async function masters(): Promise<string[]> {
-    const ranges = await cluster.cluster('SLOTS');
-    return [...new Set(ranges.map(([, , master]) => `${master[0]}:${master[1]}`))];
-  }
-
-  /**
-   * Moves `key`'s slot to another master as `redis-cli --cluster reshard` does (importing on the target, migrating on
-   * the source, `MIGRATE` of its keys, then the slot assigned to the target on every master), and runs `halfMoved`
-   * (given the target's address) between the last two steps: the keys are on the target, the source still owns the
-   * slot and answers ASK. `keysPerMigrate` keys move at a time, `betweenMigrates` runs after each batch (its keys
-   * split between the two nodes meanwhile: multi-key commands get TRYAGAIN).
-   */
-  async function moveSlotOf(
-    key: string,
-    halfMoved: (target: string) => Promise<void>,
-    { keysPerMigrate = 100, betweenMigrates = async () => undefined } = {},
-  ): Promise<void> {
-    const slot = Number(await cluster.cluster('KEYSLOT', key));
-    const from = (await shardOf(key)).master;
-    const to = (await masters()).find((address) => address !== from)!;
-    const [source, target] = [await nodeAt(from), await nodeAt(to)];
-    try {
-      const [sourceId, targetId] = [
-        String(await source.call('CLUSTER', 'MYID')),
-        String(await target.call('CLUSTER', 'MYID')),
-      ];
-      await target.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId);
-      await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
-      const [host, port] = to.split(':');
-      for (;;) {
-        const keys = (await source.call('CLUSTER', 'GETKEYSINSLOT', slot, keysPerMigrate)) as string[];
-        if (keys.length === 0) break;
-        await source.call('MIGRATE', host, port, '', 0, 5_000, 'KEYS', ...keys);
-        await betweenMigrates();
-      }
-      // Half moved: the source answers ASK for the key, the target holds it.
-      await expect(source.exists(key)).rejects.toThrow(/^ASK /);
-      await target.call('ASKING');
-      expect(await target.exists(key)).toBe(1);
-      await halfMoved(to);
-      for (const address of [to, from, ...(await masters()).filter((m) => m !== to && m !== from)]) {
-        const node = await nodeAt(address);
-        try {
-          await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
-        } finally {
-          node.disconnect();
-        }
-      }
-      await routedTo(key, to);
-    } finally {
-      source.disconnect();
-      target.disconnect();
-    }
-  }
+  const { shardOf, failOver, killMasterOf, moveSlotOf, watch, tryAgains } = clusterTopology(cluster);
 
   /**
    * Starts a worker whose handler holds the job `held` until `release()`, under a `while_executing` run-time lock and a
@@ -233,32 +106,6 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     const before = Number(await read());
     expect(before).toBeGreaterThan(0);
     await waitFor(`${what} to be renewed`, async () => Number(await read()) > before);
-  }
-
-  /** Watches (MONITOR) the commands `address` receives that name `key`: `naming(text)` resolves at the first naming it. */
-  async function watch(address: string, key: string) {
-    const [host, port] = address.split(':');
-    const node = new Redis({ host, port: Number(port) });
-    const monitor = await node.monitor();
-    const seen: string[][] = [];
-    const waiting: { text: string; resolve: () => void }[] = [];
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      if (!args.includes(key)) return;
-      seen.push(args);
-      for (const w of waiting) if (args.includes(w.text)) w.resolve();
-    });
-    return {
-      naming: (text: string) =>
-        new Promise<void>((resolve, reject) => {
-          if (seen.some((args) => args.includes(text))) return resolve();
-          const timer = setTimeout(() => reject(new Error(`${address} got no command naming ${text}`)), 15_000);
-          waiting.push({ text, resolve: () => (clearTimeout(timer), resolve()) });
-        }),
-      stop: () => {
-        monitor.disconnect();
-        node.disconnect();
-      },
-    };
   }
 
   it("keeps a running job's run-time lock and claim through the failover of their masters and of BullMQ's", async () => {
@@ -364,18 +211,6 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     // A few keys at a time, the first batch held (its keys on the target, the others on the source) until a command of
     // BullMQ's met the keys split: Redis refuses it with TRYAGAIN, ioredis tries it again. Jobs are added, taken and
     // finished around the move, and at least one command meets it with the keys split.
-    const tryAgains = async () => {
-      let count = 0;
-      for (const address of await masters()) {
-        const node = await nodeAt(address);
-        try {
-          count += Number(/^errorstat_TRYAGAIN:count=(\d+)/m.exec(await node.info('errorstats'))?.[1] ?? 0);
-        } finally {
-          node.disconnect();
-        }
-      }
-      return count;
-    };
     let batches = 0;
     await moveSlotOf(`${bullPrefix()}:${a.queue.name}:meta`, async () => undefined, {
       keysPerMigrate: 3,
