@@ -22,15 +22,17 @@ export function clusterTopology(cluster: Cluster) {
     });
   }
 
+  /** The master serving `key` and its replica, once listed: a node may list it a moment after the cluster is ok. */
+  async function pairOf(key: string): Promise<{ master: string; replica: string }> {
+    const { master } = await shardOf(key);
+    return { master, replica: await waitFor(`a replica of ${master}`, async () => (await shardOf(key)).replica) };
+  }
+
   /** Fails the master of `key` over to its replica; resolves once the cluster says the replica serves the slot. */
   async function failOver(key: string): Promise<void> {
-    const { master } = await shardOf(key);
-    // The node the cluster client asks may list a replica a moment after the cluster says it is ok.
-    const replica = await waitFor(`a replica of ${master}`, async () => (await shardOf(key)).replica);
-    const [host, port] = replica.split(':');
-    const node = new Redis({ host, port: Number(port), lazyConnect: true });
+    const { master, replica } = await pairOf(key);
+    const node = await nodeAt(replica);
     try {
-      await node.connect();
       expect(await node.cluster('FAILOVER')).toBe('OK');
       await waitFor(`${replica} to take over from ${master}`, async () => (await node.role())[0] === 'master');
       await routedTo(key, replica);
@@ -59,8 +61,7 @@ export function clusterTopology(cluster: Cluster) {
    * replica.
    */
   async function killMasterOf(key: string): Promise<void> {
-    const { master } = await shardOf(key);
-    const replica = await waitFor(`a replica of ${master}`, async () => (await shardOf(key)).replica);
+    const { master, replica } = await pairOf(key);
     const [masterNode, replicaNode] = [await nodeAt(master), await nodeAt(replica)];
     try {
       // Everything the master wrote so far reached its replica: what the test then expects to survive is there.
@@ -120,7 +121,9 @@ export function clusterTopology(cluster: Cluster) {
       await target.call('ASKING');
       expect(await target.exists(key)).toBe(1);
       await halfMoved(to);
-      for (const address of [to, from, ...(await masters()).filter((m) => m !== to && m !== from)]) {
+      await target.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+      await source.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+      for (const address of (await masters()).filter((m) => m !== to && m !== from)) {
         const node = await nodeAt(address);
         try {
           await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
@@ -137,8 +140,7 @@ export function clusterTopology(cluster: Cluster) {
 
   /** Watches (MONITOR) the commands `address` receives that name `key`: `naming(text)` resolves at the first naming it. */
   async function watch(address: string, key: string) {
-    const [host, port] = address.split(':');
-    const node = new Redis({ host, port: Number(port) });
+    const node = await nodeAt(address);
     const monitor = await node.monitor();
     const seen: string[][] = [];
     const waiting: { text: string; resolve: () => void }[] = [];
