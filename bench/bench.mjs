@@ -34,6 +34,10 @@ const WORKER_N = quick ? 1000 : 4000;
 // first fetch, the end) weighed enough to pull every ratio towards 1: 2,400 (docs/performance.md, session 15).
 const SQL_WORKER_N = { 1: quick ? 200 : 600, 16: quick ? 800 : 2400 };
 const WORKER_CONCURRENCIES = [1, 16];
+// The SQL target's ratio is the median over the rounds of a pair of variants whose rounds are short and noisy (one
+// round's ratio ranged 0.75-0.97 at 16 in flight in one run): more rounds of that pair alone, after the main ones,
+// narrow its median for a small part of the bench's time (docs/performance.md, session 17).
+const SQL_EXTRA_ROUNDS = quick ? 0 : 10;
 const round3 = (value) => Number(value.toFixed(3));
 
 const redis = await ensureRedis();
@@ -151,15 +155,24 @@ await enqueueApp.close();
 // The floor of any design that answers a claim before the handler starts: a plain worker whose handler first waits
 // for one small Redis call (a SET NX on another connection), as a lock or idempotency claim must.
 const floorClient = new Redis(connection);
+// The least a lock that checks its holder can send: one script call, awaited (here a SET NX unless the holder's key is
+// gone, written as a script because a bare SET cannot look at another key).
+floorClient.defineCommand('floorTake', {
+  numberOfKeys: 2,
+  lua: "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') and 1 or 0",
+});
 // The effect of the SQL variants: one row per job, in a table with a unique key.
 const effectsTable = `${run}_effects`;
 const handmadeTable = `${run}_handmade_keys`;
 const effectSql = `INSERT INTO "${effectsTable}" (key) VALUES ($1)`;
 const handWrittenTables = { keysTable: handmadeTable, effectSql };
-function processorFor(queueName, { unique, idempotency, roundTrip, effect, handmade }) {
+function processorFor(queueName, { unique, idempotency, roundTrip, giveBack, script, effect, handmade }) {
   class BenchProcessor extends WorkerHost {
     async process(job) {
-      if (roundTrip) await floorClient.set(`${queueName}:floor:${job.id}`, '1', 'PX', 60000, 'NX');
+      const floorKey = `${queueName}:floor:${job.id}`;
+      if (roundTrip) await floorClient.set(floorKey, '1', 'PX', 60000, 'NX');
+      if (script) await floorClient.floorTake(floorKey, `${floorKey}:holder`, '1', 60000);
+      if (giveBack) void floorClient.del(floorKey);
       if (effect) await idempotencyOf(job).transaction.query(effectSql, [`${queueName}:${job.data.id}`]);
       if (handmade)
         await handWrittenEffectOnce(pool, handWrittenTables, `${queueName}:${job.data.id}`, handmade === 'keepResult');
@@ -179,6 +192,10 @@ const key = (job) => job.data.id;
 const workerVariants = {
   'plain worker': {},
   'plain worker + 1 round trip (floor)': { roundTrip: true },
+  // What a lock or claim must send at least: taken before the handler (awaited) and given back, or settled, after it
+  // (not awaited), two commands; or one script call, for a lock that looks at its holder instead of being given back.
+  'plain worker + 2 commands (floor of take and give back)': { roundTrip: true, giveBack: true },
+  'plain worker + 1 script call (floor of a lock checking its holder)': { script: true },
   // What BullMQ 6 costs for the jobs a unique job must be (its own id, a deduplication id), with no library code.
   'plain worker, jobs with own id + deduplication id (floor of until_executed)': { floorJobs: true },
   until_executed: { unique: { lock: 'until_executed', lockArgs: (d) => d.id } },
@@ -196,6 +213,13 @@ const workerVariants = {
 picked(workerVariants, 'plain worker');
 for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCURRENCIES : []) {
   const rounds = Object.fromEntries(Object.keys(workerVariants).map((k) => [k, []]));
+  // A warm-up round, not counted: the first round of a variant paid for compiling its code and, for the SQL variants,
+  // for preparing the store's statements on each pool connection it met first (the transactional / hand-written ratio
+  // of that round was ~0.66 where the others were ~0.8 one at a time): a cost of the process's start, not of a job.
+  process.stdout.write(`\rworkers, concurrency ${concurrency}: warm-up   `);
+  for (const [name, variant] of inRoundOrder(workerVariants, 0)) {
+    await measureWorker(`${name}-${concurrency}-warm`.replace(/\W/g, ''), variant, concurrency);
+  }
   for (let round = 0; round < ROUNDS; round++) {
     process.stdout.write(`\rworkers, concurrency ${concurrency}: round ${round + 1}/${ROUNDS}   `);
     for (const [name, variant] of inRoundOrder(workerVariants, round)) {
@@ -209,19 +233,39 @@ for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCU
   const transactional = '@IdempotencyKey, PostgreSQL transactional';
   const handWritten = Object.keys(rounds).filter((name) => name.startsWith('hand-written'));
   if (transactional in rounds && handWritten.length > 0) {
+    const pair = Object.fromEntries([transactional, ...handWritten].map((name) => [name, [...rounds[name]]]));
+    const pairVariants = Object.fromEntries(Object.keys(pair).map((name) => [name, workerVariants[name]]));
+    for (let round = ROUNDS; round < ROUNDS + SQL_EXTRA_ROUNDS; round++) {
+      process.stdout.write(
+        `\rworkers, concurrency ${concurrency}: SQL round ${round + 1}/${ROUNDS + SQL_EXTRA_ROUNDS}   `,
+      );
+      for (const [name, variant] of inRoundOrder(pairVariants, round)) {
+        pair[name].push(
+          await measureWorker(`${name}-${concurrency}-${round}`.replace(/\W/g, ''), variant, concurrency),
+        );
+      }
+    }
     results.sql ??= {};
     results.sql[concurrency] = Object.fromEntries(
-      handWritten.map((name) => [`transactional / ${name}`, summarize(rounds, name)[transactional].ratio]),
+      handWritten.map((name) => [`transactional / ${name}`, summarize(pair, name)[transactional].ratio]),
     );
+    results.sql[concurrency].rounds = pair[transactional].length;
   }
   // The worker targets against their floors, round by round: how far a variant's ratio to plain sits below the
   // one-round-trip floor's in the same round (target: within 0.05), and until_executed / its own floor.
   const roundTrip = 'plain worker + 1 round trip (floor)';
+  const twoCommands = 'plain worker + 2 commands (floor of take and give back)';
+  const oneScript = 'plain worker + 1 script call (floor of a lock checking its holder)';
   const ownIdFloor = 'plain worker, jobs with own id + deduplication id (floor of until_executed)';
   const ratioOf = (name, i) => rounds[name][i].rate / rounds['plain worker'][i].rate;
-  const below = (name) => median(rounds[name].map((_, i) => ratioOf(roundTrip, i) - ratioOf(name, i)));
+  const below = (name, floor = roundTrip) => median(rounds[name].map((_, i) => ratioOf(floor, i) - ratioOf(name, i)));
   const floors = {};
   for (const name of ['while_executing', '@IdempotencyKey, Redis store']) {
+    if (name in rounds && roundTrip in rounds) floors[`${name}: below the round-trip floor by`] = round3(below(name));
+    if (name in rounds && twoCommands in rounds)
+      floors[`${name}: below the two-command floor by`] = round3(below(name, twoCommands));
+  }
+  for (const name of [twoCommands, oneScript]) {
     if (name in rounds && roundTrip in rounds) floors[`${name}: below the round-trip floor by`] = round3(below(name));
   }
   if ('until_executed' in rounds && ownIdFloor in rounds) {
@@ -346,8 +390,11 @@ if (results.sql) {
   console.table(results.sql);
 }
 if (results.floors) {
-  console.log('Worker variants against their floors (median of rounds):');
-  console.table(results.floors);
+  console.log('Worker variants against their floors (median of rounds), by concurrency:');
+  const byMeasure = {};
+  for (const [concurrency, floors] of Object.entries(results.floors))
+    for (const [measure, value] of Object.entries(floors)) (byMeasure[measure] ??= {})[concurrency] = value;
+  console.table(byMeasure);
 }
 if (results.newDigests) {
   console.log(
