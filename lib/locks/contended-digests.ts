@@ -1,8 +1,8 @@
 /**
  * Deduplication keys this process recently found held: the digests that see duplicates. A duplicate enqueue of one of
  * them is answered by a small read (`peekDeduplication`) instead of BullMQ's whole add script; a new digest still
- * costs exactly one call, and a contended one that was released costs one read more, once. Bounded: the least recently
- * contended keys are forgotten first.
+ * costs exactly one call, and a contended one that was released costs one read more, once. Bounded: the keys found
+ * contended longest ago are forgotten first.
  */
 export class ContendedDigests {
   private readonly keys = new Map<string, true>();
@@ -10,10 +10,9 @@ export class ContendedDigests {
   constructor(private readonly max = 10_000) {}
 
   has(key: string): boolean {
-    if (!this.keys.has(key)) return false;
-    this.keys.delete(key); // most recently used last
-    this.keys.set(key, true);
-    return true;
+    // Not moved to the end on a hit: that cost a duplicate enqueue more than the read it saves on a key forgotten early
+    // (measured, docs/performance.md session 17). A key forgotten while contended is found contended again at once.
+    return this.keys.has(key);
   }
 
   add(key: string): void {
