@@ -250,6 +250,8 @@ for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCU
       handWritten.map((name) => [`transactional / ${name}`, summarize(pair, name)[transactional].ratio]),
     );
     results.sql[concurrency].rounds = pair[transactional].length;
+    // The main rounds alone (every variant in each), so that the pair's own rounds can be told apart from them.
+    results.sql[concurrency]['main rounds only'] = summarize(rounds, handWritten[0])[transactional].ratio;
   }
   // The worker targets against their floors, round by round: how far a variant's ratio to plain sits below the
   // one-round-trip floor's in the same round (target: within 0.05), and until_executed / its own floor.
