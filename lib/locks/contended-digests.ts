@@ -10,8 +10,8 @@ export class ContendedDigests {
   constructor(private readonly max = 10_000) {}
 
   has(key: string): boolean {
-    // Not moved to the end on a hit: that cost a duplicate enqueue more than the read it saves on a key forgotten early
-    // (measured, docs/performance.md session 17). A key forgotten while contended is found contended again at once.
+    // Not moved to the end on a hit (a delete and a set of the key on every duplicate): a key forgotten while still
+    // contended costs one whole add script, whose answer makes it contended again. See docs/performance.md, session 17.
     return this.keys.has(key);
   }
 

@@ -10,6 +10,7 @@ import { hold } from '../support/gates.js';
 import { enqueuedJob } from '../support/locks.js';
 import { scanKeys } from '../support/redis.js';
 import type { TestApp } from '../support/app.js';
+import { ContendedDigests } from '../../lib/locks/contended-digests.js';
 
 /** BullMQ's `deduplicated` events of a queue: one per duplicate its add script answered. */
 async function deduplicatedEvents(redis: Redis, app: TestApp): Promise<number> {
@@ -71,5 +72,20 @@ describe('duplicates of a contended digest', () => {
     expect(third).toMatchObject({ status: 'enqueued', replacedJobId: enqueuedJob(second).id });
     const waiting = await app.queue.getWaiting();
     expect(waiting.map((job) => job.data as unknown)).toEqual([{ id: 'o4', v: 3 }]);
+  });
+});
+
+describe('the set of contended digests', () => {
+  it('stays within its bound, forgetting the key found contended longest ago, however often it is read', () => {
+    const contended = new ContendedDigests(3);
+    for (const key of ['a', 'b', 'c']) contended.add(key);
+    for (let i = 0; i < 5; i++) expect(contended.has('a')).toBe(true); // read, not found again by an add
+    contended.add('d');
+    expect(['a', 'b', 'c', 'd'].map((key) => contended.has(key))).toEqual([false, true, true, true]);
+    contended.add('b'); // found contended again: kept longest now
+    contended.add('e');
+    expect(['b', 'c', 'd', 'e'].map((key) => contended.has(key))).toEqual([true, false, true, true]);
+    contended.delete('d');
+    expect(contended.has('d')).toBe(false);
   });
 });

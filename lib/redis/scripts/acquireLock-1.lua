@@ -21,7 +21,7 @@ local limit = tonumber(ARGV[3])
 local now = nowMs()
 
 -- No lock yet, the usual case: taken with the fewest calls (each call inside a script costs the server about as much
--- as a small command).
+-- as a small command). The same as the path below for the leases (> 0) and limits (>= 1) the callers validate.
 if limit > 0 and redis.call('EXISTS', key) == 0 then
   redis.call('ZADD', key, now + lease, owner)
   redis.call('PEXPIRE', key, lease)
