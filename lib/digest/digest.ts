@@ -39,13 +39,12 @@ export interface DigestInput {
  */
 export function digest(input: DigestInput): string {
   const across = input.uniqueAcross;
-  const acrossQueues = across === 'queues' || (Array.isArray(across) && across.includes('queues'));
-  const acrossNames = across === 'names' || (Array.isArray(across) && across.includes('names'));
+  const leftOut = (part: UniqueAcross) => across === part || (Array.isArray(across) && across.includes(part));
   // Serialized apart so an error's path starts at the lock arguments ($.amount), not at this wrapper array.
   const lockArgs = canonicalJson(input.lockArgs, { undefinedProperties: input.picked ? 'reject' : 'skip' });
   const queuePrefix = input.queuePrefix === undefined ? DEFAULT_QUEUE_PREFIX : normalizedPrefix(input.queuePrefix);
   const prefix = queuePrefix === DEFAULT_QUEUE_PREFIX ? '' : `,${JSON.stringify(queuePrefix)}`;
-  const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(acrossQueues ? null : input.queue)},${JSON.stringify(acrossNames ? null : input.name)},${lockArgs}${prefix}]`;
+  const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(leftOut('queues') ? null : input.queue)},${JSON.stringify(leftOut('names') ? null : input.name)},${lockArgs}${prefix}]`;
   return `${DIGEST_VERSION}:${hash('sha256', material, 'hex')}`;
 }
 

@@ -31,14 +31,11 @@ export function clusterTopology(cluster: Cluster) {
   /** Fails the master of `key` over to its replica; resolves once the cluster says the replica serves the slot. */
   async function failOver(key: string): Promise<void> {
     const { master, replica } = await pairOf(key);
-    const node = await nodeAt(replica);
-    try {
+    await withNodes([replica], async ([node]) => {
       expect(await node.cluster('FAILOVER')).toBe('OK');
       await waitFor(`${replica} to take over from ${master}`, async () => (await node.role())[0] === 'master');
       await routedTo(key, replica);
-    } finally {
-      node.disconnect();
-    }
+    });
   }
 
   /** A connection to one node, `host:port`. */
@@ -48,6 +45,17 @@ export function clusterTopology(cluster: Cluster) {
     node.on('error', () => undefined); // the killed node's connection ends
     await node.connect();
     return node;
+  }
+
+  /** Runs `work` with a connection to each node of `addresses`, closed afterwards whatever happens. */
+  async function withNodes<T>(addresses: string[], work: (nodes: Redis[]) => Promise<T>): Promise<T> {
+    const nodes: Redis[] = [];
+    try {
+      for (const address of addresses) nodes.push(await nodeAt(address));
+      return await work(nodes);
+    } finally {
+      for (const node of nodes) node.disconnect();
+    }
   }
 
   /** A field of a node's `INFO replication`. */
@@ -62,8 +70,7 @@ export function clusterTopology(cluster: Cluster) {
    */
   async function killMasterOf(key: string): Promise<void> {
     const { master, replica } = await pairOf(key);
-    const [masterNode, replicaNode] = [await nodeAt(master), await nodeAt(replica)];
-    try {
+    await withNodes([master, replica], async ([masterNode, replicaNode]) => {
       // Everything the master wrote so far reached its replica: what the test then expects to survive is there.
       const written = Number(await replicationField(masterNode, 'master_repl_offset'));
       await waitFor(`${replica} to catch up with ${master}`, async () => {
@@ -74,10 +81,7 @@ export function clusterTopology(cluster: Cluster) {
       process.kill(pid, 'SIGKILL');
       await waitFor(`${replica} to be promoted`, async () => (await replicaNode.role())[0] === 'master', 30_000);
       await routedTo(key, replica);
-    } finally {
-      masterNode.disconnect();
-      replicaNode.disconnect();
-    }
+    });
   }
 
   /** The cluster's masters, as `host:port`. */
@@ -101,8 +105,7 @@ export function clusterTopology(cluster: Cluster) {
     const slot = Number(await cluster.cluster('KEYSLOT', key));
     const from = (await shardOf(key)).master;
     const to = (await masters()).find((address) => address !== from)!;
-    const [source, target] = [await nodeAt(from), await nodeAt(to)];
-    try {
+    await withNodes([from, to], async ([source, target]) => {
       const [sourceId, targetId] = [
         String(await source.call('CLUSTER', 'MYID')),
         String(await target.call('CLUSTER', 'MYID')),
@@ -123,19 +126,12 @@ export function clusterTopology(cluster: Cluster) {
       await halfMoved(to);
       await target.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
       await source.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
-      for (const address of (await masters()).filter((m) => m !== to && m !== from)) {
-        const node = await nodeAt(address);
-        try {
-          await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
-        } finally {
-          node.disconnect();
-        }
-      }
+      const others = (await masters()).filter((m) => m !== to && m !== from);
+      await withNodes(others, async (nodes) => {
+        for (const node of nodes) await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+      });
       await routedTo(key, to);
-    } finally {
-      source.disconnect();
-      target.disconnect();
-    }
+    });
   }
 
   /** Watches (MONITOR) the commands `address` receives that name `key`: `naming(text)` resolves at the first naming it. */
@@ -165,16 +161,13 @@ export function clusterTopology(cluster: Cluster) {
 
   /** How many commands the masters refused with TRYAGAIN so far (INFO errorstats), all together. */
   async function tryAgains(): Promise<number> {
-    let count = 0;
-    for (const address of await masters()) {
-      const node = await nodeAt(address);
-      try {
+    return withNodes(await masters(), async (nodes) => {
+      let count = 0;
+      for (const node of nodes) {
         count += Number(/^errorstat_TRYAGAIN:count=(\d+)/m.exec(await node.info('errorstats'))?.[1] ?? 0);
-      } finally {
-        node.disconnect();
       }
-    }
-    return count;
+      return count;
+    });
   }
 
   return { shardOf, failOver, killMasterOf, masters, moveSlotOf, watch, tryAgains };
