@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { bullKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
+import { DeduplicationPeeks } from './deduplication-peeks.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
 export type AcquireResult = { acquired: true } | { acquired: false; holder: string | undefined; retryAfter: number };
@@ -11,7 +12,11 @@ export type AcquireResult = { acquired: true } | { acquired: false; holder: stri
  * renewal is compare-and-set on the owner.
  */
 export class LockStore {
-  constructor(private readonly scripts: RedisScripts) {}
+  private readonly peeks: DeduplicationPeeks;
+
+  constructor(private readonly scripts: RedisScripts) {
+    this.peeks = new DeduplicationPeeks(scripts);
+  }
 
   /**
    * Takes one of `limit` slots of `key` for `owner` with a lease of `leaseMs`. `reentrant` (default): an owner that
@@ -96,10 +101,12 @@ export class LockStore {
     return (await this.scripts.run('retimeDeduplication', [key], [owner, ttlMs])) === 1;
   }
 
-  /** The job holding a BullMQ deduplication key, or `undefined` when it is free or stale (its job is gone). */
-  async peekDeduplication(key: string, jobKeyPrefix: string): Promise<string | undefined> {
-    const holder = (await this.scripts.run('peekDeduplication', [key], [jobKeyPrefix])) as string | null;
-    return holder ?? undefined;
+  /**
+   * The job holding a BullMQ deduplication key, or `undefined` when it is free or stale (its job is gone). Reads asked
+   * in one tick share one call ({@link DeduplicationPeeks}).
+   */
+  peekDeduplication(key: string, jobKeyPrefix: string): Promise<string | undefined> {
+    return this.peeks.peek(key, jobKeyPrefix);
   }
 
   /**

@@ -1,7 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 
-/** Names of the library's Redis scripts (`lib/redis/scripts/<name>-<number of keys>.lua`). */
+/**
+ * Names of the library's Redis scripts (`lib/redis/scripts/<name>-<number of keys>.lua`, or `<name>-n.lua` for a script
+ * taking any number of keys).
+ */
 export type ScriptName =
   | 'acquireLock'
   | 'renewLock'
@@ -30,7 +33,8 @@ const COMMENTS = /^\s*--\[\[[\s\S]*?\]\]\s*$|^\s*--.*$/gm;
 
 interface ScriptSource {
   readonly name: ScriptName;
-  readonly numberOfKeys: number;
+  /** `undefined`: any number (sent before the keys). */
+  readonly numberOfKeys: number | undefined;
   readonly lua: string;
 }
 
@@ -49,13 +53,14 @@ function loadSources(): readonly ScriptSource[] {
   const loaded = readdirSync(SCRIPTS_DIR)
     .filter((file) => file.endsWith('.lua'))
     .map((file) => {
-      const match = /^(\w+)-(\d+)\.lua$/.exec(file);
+      const match = /^(\w+)-(\d+|n)\.lua$/.exec(file);
       if (!match) throw new Error(`Unexpected script file name ${file}`);
       const lua = expand(read(file), new Set())
         .replace(COMMENTS, '')
         .replace(/\n{2,}/g, '\n')
         .trim();
-      return { name: match[1] as ScriptName, numberOfKeys: Number(match[2]), lua };
+      const numberOfKeys = match[2] === 'n' ? undefined : Number(match[2]);
+      return { name: match[1] as ScriptName, numberOfKeys, lua };
     });
   // A script whose number of keys changed has a new file name: a stale copy of the old one must not shadow it.
   const seen = new Set<string>();
@@ -99,6 +104,7 @@ export class RedisScripts {
   /** Runs a script: every key it touches is passed in `keys`. */
   run(name: ScriptName, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     const command = (this.client as unknown as Record<string, ScriptCommand>)[commandName(name)];
+    if (sourceOf(name).numberOfKeys === undefined) return command.call(this.client, keys.length, ...keys, ...args);
     return command.call(this.client, ...keys, ...args);
   }
 }
@@ -114,8 +120,8 @@ export function runInOrder(
   keys: readonly string[],
   args: readonly (string | number)[],
 ): Promise<unknown> {
-  const { lua, numberOfKeys } = sourceOf(name);
-  return client.eval(lua, numberOfKeys, ...keys, ...args);
+  const { lua } = sourceOf(name);
+  return client.eval(lua, keys.length, ...keys, ...args);
 }
 
 function commandName(name: ScriptName): string {

@@ -37,6 +37,17 @@ describe('duplicates of a contended digest', () => {
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
   });
 
+  it('answer a burst of concurrent duplicates through queue.add with the holder, and add nothing', async () => {
+    const app = await start({ paused: true });
+    const holder = enqueuedJob(await app.service.enqueue(app.queue, 'charge', { id: 'o5' }));
+    await app.service.enqueue(app.queue, 'charge', { id: 'o5' }); // the digest is now known to be contended
+    const burst = await Promise.all(Array.from({ length: 50 }, (_, n) => app.queue.add('charge', { id: 'o5', n })));
+    expect(new Set(burst.map((job) => job.id))).toEqual(new Set([holder.id]));
+    expect(burst.map((job) => (job.data as { n: number }).n)).toEqual(Array.from({ length: 50 }, (_, n) => n));
+    expect(await deduplicatedEvents(redis, app)).toBe(1);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+  });
+
   it('enqueue a new job once the holder finished and released the lock', async () => {
     const gate = hold();
     const app = await start({ handler: () => gate.promise });
