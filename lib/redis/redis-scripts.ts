@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 
@@ -36,6 +37,11 @@ interface ScriptSource {
   /** `undefined`: any number (sent before the keys). */
   readonly numberOfKeys: number | undefined;
   readonly lua: string;
+  /**
+   * The name of its ioredis command: the script's name and the start of its source's SHA-1, so that two versions of
+   * the library sharing one client (a script whose keys or answer changed) never run each other's script.
+   */
+  readonly command: string;
 }
 
 let sources: readonly ScriptSource[] | undefined;
@@ -60,7 +66,8 @@ function loadSources(): readonly ScriptSource[] {
         .replace(/\n{2,}/g, '\n')
         .trim();
       const numberOfKeys = match[2] === 'n' ? undefined : Number(match[2]);
-      return { name: match[1] as ScriptName, numberOfKeys, lua };
+      const command = `uniqueJobs_${match[1]}_${createHash('sha1').update(lua).digest('hex').slice(0, 12)}`;
+      return { name: match[1] as ScriptName, numberOfKeys, lua, command };
     });
   // A script whose number of keys changed has a new file name: a stale copy of the old one must not shadow it.
   const seen = new Set<string>();
@@ -96,15 +103,16 @@ export class RedisScripts {
     /** The client the scripts run on. */
     readonly client: Redis | Cluster,
   ) {
-    for (const { name, numberOfKeys, lua } of loadSources()) {
-      if (!(commandName(name) in client)) client.defineCommand(commandName(name), { numberOfKeys, lua });
+    for (const { command, numberOfKeys, lua } of loadSources()) {
+      if (!(command in client)) client.defineCommand(command, { numberOfKeys, lua });
     }
   }
 
   /** Runs a script: every key it touches is passed in `keys`. */
   run(name: ScriptName, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    const command = (this.client as unknown as Record<string, ScriptCommand>)[commandName(name)];
-    if (sourceOf(name).numberOfKeys === undefined) return command.call(this.client, keys.length, ...keys, ...args);
+    const source = sourceOf(name);
+    const command = (this.client as unknown as Record<string, ScriptCommand>)[source.command];
+    if (source.numberOfKeys === undefined) return command.call(this.client, keys.length, ...keys, ...args);
     return command.call(this.client, ...keys, ...args);
   }
 }
@@ -122,8 +130,4 @@ export function runInOrder(
 ): Promise<unknown> {
   const { lua } = sourceOf(name);
   return client.eval(lua, keys.length, ...keys, ...args);
-}
-
-function commandName(name: ScriptName): string {
-  return `uniqueJobs_${name}`;
 }
