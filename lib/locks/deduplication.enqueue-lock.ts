@@ -22,6 +22,9 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
   /** Keys recently found held: their duplicates are answered by a read, not a whole add. */
   private readonly contended = new ContendedDigests();
 
+  /** A new job's lock is taken inside BullMQ's add: readying it at most reads who holds the key. */
+  readonly preparesByReading = true;
+
   constructor(
     private readonly store: LockStore,
     private readonly lockTtl: number | undefined,

@@ -42,6 +42,12 @@ export interface EnqueueLock {
    * `addBulk` — and {@link settle} says what the add did; if the add fails, {@link abandon} gives back what was taken.
    */
   prepare(request: EnqueueRequest): Promise<Prepared>;
+  /**
+   * Whether {@link prepare} only reads (it takes nothing): the entries of a bulk with such a lock are readied together,
+   * so that their reads share calls. Entries of a lock that takes something are readied one by one, in order: a slot
+   * one entry takes decides the next one's answer.
+   */
+  readonly preparesByReading: boolean;
   /** What the add of a prepared job did: added it, or (BullMQ's own answer) met the job holding the lock. */
   settle(job: Job, request: EnqueueRequest): Promise<Taken>;
   /** Gives back what {@link prepare} took, for a job whose add failed. */

@@ -68,6 +68,9 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   /** Requests whose `prepare` took a slot (a request answered by an existing job took none, and gives none back). */
   private readonly took = new WeakSet<EnqueueRequest>();
 
+  /** Readying a new job takes its slot. */
+  readonly preparesByReading = false;
+
   constructor(
     private readonly store: LockStore,
     private readonly keys: UniqueJobsKeys,

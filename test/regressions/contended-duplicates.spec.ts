@@ -4,6 +4,7 @@
  * it holds the lock, a new job once it released it, and a new job when the holder's key is stale (its job deleted).
  */
 import { describe, expect, it } from '@jest/globals';
+import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { useApps } from '../support/apps.js';
 import { hold } from '../support/gates.js';
@@ -11,6 +12,7 @@ import { enqueuedJob } from '../support/locks.js';
 import { scanKeys } from '../support/redis.js';
 import type { TestApp } from '../support/app.js';
 import { ContendedDigests } from '../../lib/locks/contended-digests.js';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
 
 /** BullMQ's `deduplicated` events of a queue: one per duplicate its add script answered. */
 async function deduplicatedEvents(redis: Redis, app: TestApp): Promise<number> {
@@ -46,6 +48,30 @@ describe('duplicates of a contended digest', () => {
     expect(burst.map((job) => (job.data as { n: number }).n)).toEqual(Array.from({ length: 50 }, (_, n) => n));
     expect(await deduplicatedEvents(redis, app)).toBe(1);
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+  });
+
+  it('answer the contended duplicates of one addBulk from one read, each with its holder, and add the new ones', async () => {
+    const app = await start({ paused: true });
+    const ids = ['b1', 'b2', 'b3', 'b4'];
+    const holders = await app.queue.addBulk(ids.map((id) => ({ name: 'charge', data: { id } })));
+    await app.queue.addBulk(ids.map((id) => ({ name: 'charge', data: { id } }))); // now known to be contended
+    const reads: number[] = [];
+    const run = RedisScripts.prototype.run;
+    RedisScripts.prototype.run = function (this: RedisScripts, name, keys, args) {
+      if (name === 'peekDeduplication') reads.push(keys.length);
+      return run.call(this, name, keys, args);
+    };
+    let again: Job[];
+    try {
+      again = await app.queue.addBulk([...ids, 'b5', ...ids].map((id, n) => ({ name: 'charge', data: { id, n } })));
+    } finally {
+      RedisScripts.prototype.run = run;
+    }
+    expect(reads).toEqual([4]);
+    const holderIds = holders.map((job) => job.id);
+    expect(again.map((job) => job.id)).toEqual([...holderIds, again[4].id, ...holderIds]);
+    expect(holderIds).not.toContain(again[4].id);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 5 });
   });
 
   it('enqueue a new job once the holder finished and released the lock', async () => {
