@@ -127,13 +127,15 @@ export class Enqueuer {
     };
     // Entries whose lock only reads to get ready start at once, so that their reads share calls; the others are readied
     // one by one, in order.
-    const together = requests.map(({ entry, definition, digest }) =>
-      definition?.enqueueLock?.preparesByReading ? outcomeOf(this.ready(queue, entry, definition, digest)) : undefined,
-    );
+    const together = requests.map(({ entry, definition, digest }) => {
+      if (!definition?.enqueueLock?.preparesByReading) return undefined;
+      const readied = this.ready(queue, entry, definition, digest);
+      readied.catch(() => undefined); // looked at in turn below: not an unhandled rejection meanwhile
+      return readied;
+    });
     try {
       for (const [i, { entry, definition, digest }] of requests.entries()) {
-        const early = together[i];
-        entries.push(early ? unwrap(await early) : await this.ready(queue, entry, definition, digest));
+        entries.push(await (together[i] ?? this.ready(queue, entry, definition, digest)));
       }
     } catch (error) {
       await abandon();
@@ -217,21 +219,6 @@ export class Enqueuer {
   private definitionOf(queue: Queue, name: string): JobDefinition | undefined {
     return this.deps.enabled ? this.deps.definitions.find(queue.name, name) : undefined;
   }
-}
-
-/** A promise's outcome, held without an unhandled rejection until it is looked at. */
-type Outcome<T> = { value: T } | { error: unknown };
-
-function outcomeOf<T>(promise: Promise<T>): Promise<Outcome<T>> {
-  return promise.then(
-    (value) => ({ value }),
-    (error: unknown) => ({ error }),
-  );
-}
-
-function unwrap<T>(outcome: Outcome<T>): T {
-  if ('error' in outcome) throw outcome.error;
-  return outcome.value;
 }
 
 function digestAtEnqueue(
