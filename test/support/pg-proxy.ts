@@ -4,13 +4,17 @@ import { databaseUrl } from './postgres.js';
 /**
  * A TCP proxy in front of the test PostgreSQL server that can cut a connection the moment a client sends a given
  * statement (before the server sees it): `cutOn(/begin/i)` drops the next connection whose client sends text matching
- * it, as a failover or a network cut would during that statement. Connect through `url`; `close()` when done.
+ * it, as a failover or a network cut would during that statement. `terminateAfterReply(pattern)` lets that statement
+ * run and delivers its reply and a backend termination (`pg_terminate_backend`'s FATAL 57P01) in one read, as a
+ * termination arriving right after a reply does. Connect through `url`; `close()` when done.
  */
 export class PgProxy {
   private readonly server: Server;
   private readonly sockets = new Set<Socket>();
   private pattern: RegExp | undefined;
   private cut: (() => void) | undefined;
+  private terminatePattern: RegExp | undefined;
+  private terminated: (() => void) | undefined;
 
   private constructor() {
     const target = new URL(databaseUrl());
@@ -21,17 +25,34 @@ export class PgProxy {
         socket.on('error', () => undefined);
         socket.on('close', () => this.sockets.delete(socket));
       }
+      let armed = false;
+      const replies = new MessageFrames();
       client.on('data', (chunk: Buffer) => {
-        if (this.pattern?.test(chunk.toString('latin1'))) {
+        const text = chunk.toString('latin1');
+        if (this.pattern?.test(text)) {
           this.pattern = undefined;
           client.destroy();
           upstream.destroy();
           this.cut?.();
           return;
         }
+        if (this.terminatePattern?.test(text)) {
+          this.terminatePattern = undefined;
+          armed = true;
+        }
         upstream.write(chunk);
       });
-      upstream.pipe(client);
+      upstream.on('data', (chunk: Buffer) => {
+        const readyAt = armed ? replies.endOfReadyForQuery(chunk) : (replies.track(chunk), undefined);
+        if (readyAt === undefined) {
+          client.write(chunk);
+          return;
+        }
+        armed = false;
+        upstream.destroy();
+        client.end(Buffer.concat([chunk.subarray(0, readyAt), TERMINATION]));
+        this.terminated?.();
+      });
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
@@ -57,8 +78,72 @@ export class PgProxy {
     return new Promise((resolve) => (this.cut = resolve));
   }
 
+  /**
+   * Lets the next statement matching `pattern` run; its reply's ReadyForQuery reaches the client in one chunk with a
+   * FATAL 57P01 ErrorResponse, and the connection closes. Resolves once it was sent.
+   */
+  terminateAfterReply(pattern: RegExp): Promise<void> {
+    this.terminatePattern = pattern;
+    return new Promise((resolve) => (this.terminated = resolve));
+  }
+
   async close(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** The ErrorResponse `pg_terminate_backend` makes a backend send before it closes its connection. */
+const TERMINATION = errorResponse({
+  S: 'FATAL',
+  V: 'FATAL',
+  C: '57P01',
+  M: 'terminating connection due to administrator command',
+});
+
+function errorResponse(fields: Record<string, string>): Buffer {
+  const body = Buffer.concat([
+    ...Object.entries(fields).map(([code, value]) => Buffer.from(`${code}${value}\0`, 'utf8')),
+    Buffer.from([0]),
+  ]);
+  const header = Buffer.alloc(5);
+  header.write('E', 0, 'latin1');
+  header.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([header, body]);
+}
+
+/** Follows the message boundaries of a server's stream (type byte, int32 length including itself, body). */
+class MessageFrames {
+  private header = Buffer.alloc(0);
+  private remaining = 0;
+  private type = '';
+
+  /** Follows `chunk`. */
+  track(chunk: Buffer): void {
+    this.endOfReadyForQuery(chunk);
+  }
+
+  /** Follows `chunk`; answers the offset just past the first ReadyForQuery ('Z') that ends in it, if any. */
+  endOfReadyForQuery(chunk: Buffer): number | undefined {
+    let at = 0;
+    let found: number | undefined;
+    while (at < chunk.length) {
+      if (this.remaining > 0) {
+        const taken = Math.min(this.remaining, chunk.length - at);
+        this.remaining -= taken;
+        at += taken;
+        if (this.remaining === 0 && this.type === 'Z' && found === undefined) found = at;
+        continue;
+      }
+      const needed = 5 - this.header.length;
+      this.header = Buffer.concat([this.header, chunk.subarray(at, at + needed)]);
+      at += Math.min(needed, chunk.length - at);
+      if (this.header.length < 5) break;
+      this.type = this.header.toString('latin1', 0, 1);
+      this.remaining = this.header.readInt32BE(1) - 4;
+      this.header = Buffer.alloc(0);
+      if (this.remaining === 0 && this.type === 'Z' && found === undefined) found = at;
+    }
+    return found;
   }
 }

@@ -41,6 +41,33 @@ export function watchConnection(connection: unknown): ConnectionWatch {
   };
 }
 
+/**
+ * Checks a client out of `pool` with its `'error'` watched from the moment the pool hands it over. A `pg` pool that is
+ * full hands a client another caller returns straight to the next waiting `connect()`, inside that caller's reply (the
+ * pool's idle listener removed); a backend termination parsed from the same read then emits `'error'` before any
+ * continuation of `await pool.connect()` could listen, and with no listener Node ends the process. Given a callback,
+ * `pg.Pool#connect` calls it synchronously at the hand-over, so the watch begins there. A pool whose `connect` takes no
+ * callback is awaited and watched when it resolves.
+ */
+export function checkOutWatched<Client>(pool: {
+  connect(): Promise<Client>;
+}): Promise<{ client: Client; watch: ConnectionWatch }> {
+  const connect = (pool as { connect: (callback: (error: unknown, client?: Client) => void) => unknown }).connect;
+  if (connect.length < 1) return pool.connect().then((client) => ({ client, watch: watchConnection(client) }));
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const handedOver = (error: unknown, client?: Client): void => {
+      if (settled) return;
+      settled = true;
+      if (error) reject(error instanceof Error ? error : new Error(`pool.connect failed: ${JSON.stringify(error)}`));
+      else resolve({ client: client as Client, watch: watchConnection(client) });
+    };
+    // A pool that answers with a promise even when given a callback is followed either way (whichever comes first).
+    const returned = connect.call(pool, handedOver) as PromiseLike<Client> | undefined;
+    if (typeof returned?.then === 'function') returned.then((client) => handedOver(undefined, client), handedOver);
+  });
+}
+
 /** Whether `value` has `on` and `removeListener` (an event emitter, as far as a listener needs). */
 export function isEmitter<Emitter extends { on: unknown; removeListener: unknown }>(value: unknown): value is Emitter {
   return (

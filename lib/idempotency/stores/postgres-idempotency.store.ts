@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
-import { watchConnection } from '../sql/connection-watch.js';
+import { checkOutWatched } from '../sql/connection-watch.js';
 import { trackTransaction, type TransactionTracker } from '../sql/pg-transaction-tracker.js';
 import { postgresMigrationSql } from '../sql/postgres-dialect.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
@@ -150,8 +150,7 @@ export function pgPoolAdapter(
     dialect: 'postgres',
     execute: (statement) => run(pool, statement),
     async transaction(body) {
-      const client = await pool.connect();
-      const watch = watchConnection(client);
+      const { client, watch } = await checkOutWatched(pool);
       let tracker: TransactionTracker | undefined;
       let broken: Error | undefined;
       try {
