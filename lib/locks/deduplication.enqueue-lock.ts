@@ -22,9 +22,6 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
   /** Keys recently found held: their duplicates are answered by a read, not a whole add. */
   private readonly contended = new ContendedDigests();
 
-  /** A new job's lock is taken inside BullMQ's add: readying it at most reads who holds the key. */
-  readonly preparesByReading = true;
-
   constructor(
     private readonly store: LockStore,
     private readonly lockTtl: number | undefined,
@@ -54,6 +51,16 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
         },
       },
     };
+  }
+
+  /**
+   * A new job's lock is taken inside BullMQ's add: readying it at most reads who holds the key, so it starts at once,
+   * and the reads of a bulk's contended entries share one call.
+   */
+  begin(request: EnqueueRequest): () => Promise<Prepared> {
+    const prepared = this.prepare(request);
+    prepared.catch(() => undefined); // awaited in turn by the bulk: not an unhandled rejection meanwhile
+    return () => prepared;
   }
 
   /** BullMQ answers a deduplicated add with the existing job's id instead of the one chosen. */

@@ -43,11 +43,13 @@ export interface EnqueueLock {
    */
   prepare(request: EnqueueRequest): Promise<Prepared>;
   /**
-   * Whether {@link prepare} only reads (it takes nothing): the entries of a bulk with such a lock are readied together,
-   * so that their reads share calls. Entries of a lock that takes something are readied one by one, in order: a slot
-   * one entry takes decides the next one's answer.
+   * Starts readying an entry of a bulk now, as {@link prepare} would: what it sends first goes out before anything
+   * the next entry's `begin` sends, so the entries of one bulk meet the lock in their order while their first calls
+   * share a round trip. Answers the rest of the readying, which the bulk awaits in entry order (each once the one before
+   * it finished); `undefined` when the entry cannot start before the ones before it finished (the bulk then calls
+   * {@link prepare} for it in turn).
    */
-  readonly preparesByReading: boolean;
+  begin(request: EnqueueRequest): (() => Promise<Prepared>) | undefined;
   /** What the add of a prepared job did: added it, or (BullMQ's own answer) met the job holding the lock. */
   settle(job: Job, request: EnqueueRequest): Promise<Taken>;
   /** Gives back what {@link prepare} took, for a job whose add failed. */

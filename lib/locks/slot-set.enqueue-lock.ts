@@ -68,9 +68,6 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   /** Requests whose `prepare` took a slot (a request answered by an existing job took none, and gives none back). */
   private readonly took = new WeakSet<EnqueueRequest>();
 
-  /** Readying a new job takes its slot. */
-  readonly preparesByReading = false;
-
   constructor(
     private readonly store: LockStore,
     private readonly keys: UniqueJobsKeys,
@@ -78,14 +75,37 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   ) {}
 
   async prepare(request: EnqueueRequest): Promise<Prepared> {
-    const { queue, opts, digest, jobId } = request;
-    const marked = { ...opts, jobId, [MARKER_FIELD]: { digest } satisfies UniqueJobMarker } as typeof opts;
+    const { queue, opts, jobId } = request;
     // A producer's jobId that a job already has: BullMQ returns that job and adds nothing, so no lock is taken for it.
     if (opts.jobId !== undefined && (await this.store.jobExists(bullKeys.job(queue.qualifiedName, jobId)))) {
-      return { opts: marked };
+      return { opts: this.marked(request) };
     }
-    const lease = (this.settings.lockTtl ?? this.settings.defaultLease) + delayOf(queue, opts);
-    let held = await this.acquire(queue, digest, jobId, lease, false);
+    return this.take(request);
+  }
+
+  /**
+   * An entry of a bulk with a job id of the library's sends its slot's acquire now (a producer's jobId is first
+   * checked against the queue: it waits for its turn); whatever the answer asks next (a stale holder to drop) waits
+   * for the entries before it.
+   */
+  begin(request: EnqueueRequest): (() => Promise<Prepared>) | undefined {
+    if (request.opts.jobId !== undefined) return undefined;
+    const first = this.store.acquire(
+      this.key(request.digest),
+      request.jobId,
+      this.leaseOf(request),
+      this.settings.lockLimit,
+      false,
+    );
+    first.catch(() => undefined); // awaited in turn by the bulk: not an unhandled rejection meanwhile
+    return () => this.take(request, first);
+  }
+
+  /** Takes the request's slot (`first`: the answer of an acquire already sent for it), or names the holder. */
+  private async take(request: EnqueueRequest, first?: Promise<AcquireResult>): Promise<Prepared> {
+    const { queue, opts, digest, jobId } = request;
+    const lease = this.leaseOf(request);
+    let held = await this.acquire(queue, digest, jobId, lease, false, first);
     if (!held.acquired && opts.jobId !== undefined && held.holder === jobId && !this.settings.outlivesJob) {
       // The producer's jobId holds a slot, but no job has that id (checked above): its job is gone (removed behind the
       // library's back), or another producer is adding the same jobId right now, which BullMQ makes one job. Either
@@ -94,7 +114,17 @@ export class SlotSetEnqueueLock implements EnqueueLock {
       held = await this.acquire(queue, digest, jobId, lease, true);
     }
     if (held.acquired) this.took.add(request);
-    return held.acquired ? { opts: marked } : { existingJobId: held.holder };
+    return held.acquired ? { opts: this.marked(request) } : { existingJobId: held.holder };
+  }
+
+  /** The options a new job is added with: its id, and the marker naming its digest. */
+  private marked({ opts, jobId, digest }: EnqueueRequest): EnqueueRequest['opts'] {
+    return { ...opts, jobId, [MARKER_FIELD]: { digest } satisfies UniqueJobMarker } as typeof opts;
+  }
+
+  /** A new job's lease: the lock's lifetime from its run time. */
+  private leaseOf({ queue, opts }: EnqueueRequest): number {
+    return (this.settings.lockTtl ?? this.settings.defaultLease) + delayOf(queue, opts);
   }
 
   async settle(job: Job, request: EnqueueRequest): Promise<Taken> {
@@ -174,18 +204,23 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return live;
   }
 
-  /** Takes a slot, dropping holders met whose job is gone from the queue (at most `lockLimit` of them). */
+  /**
+   * Takes a slot, dropping holders met whose job is gone from the queue (at most `lockLimit` of them). `first`: the
+   * answer of the first acquire, sent already.
+   */
   private async acquire(
     queue: Queue | string,
     digest: string,
     owner: string,
     lease: number,
     reentrant: boolean,
+    first?: Promise<AcquireResult>,
   ): Promise<AcquireResult> {
     const qualifiedName = typeof queue === 'string' ? queue : queue.qualifiedName;
     const { lockLimit } = this.settings;
     for (let round = 0; ; round++) {
-      const held = await this.store.acquire(this.key(digest), owner, lease, lockLimit, reentrant);
+      const held = await ((round === 0 ? first : undefined) ??
+        this.store.acquire(this.key(digest), owner, lease, lockLimit, reentrant));
       if (held.acquired || held.holder === undefined || round >= lockLimit) return held;
       if (!(await this.dropIfStale(qualifiedName, digest, held.holder, held.retryAfter))) return held;
     }

@@ -3,7 +3,7 @@ import type { OperationTracer } from '../common/operation-tracer.js';
 import type { ClientConflict, ClientResolution, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
-import type { EnqueueRequest, Taken } from '../locks/enqueue-lock.js';
+import type { EnqueueRequest, Prepared, Taken } from '../locks/enqueue-lock.js';
 import { bullKeys } from '../redis/keys.js';
 import type { RedisAvailability } from '../redis/redis-availability.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
@@ -30,6 +30,13 @@ type BulkEntry =
   | { kind: 'plain'; entry: BulkJob; bulk: BulkJob; digest?: string }
   | { kind: 'locked'; entry: BulkJob; bulk: BulkJob; definition: JobDefinition; request: EnqueueRequest }
   | { kind: 'held'; entry: BulkJob; definition: JobDefinition; digest: string; existingJobId: string | undefined };
+
+/** A bulk entry with its definition and digest (none: a plain job). */
+interface BulkRequest {
+  entry: BulkJob;
+  definition: JobDefinition | undefined;
+  digest: string | undefined;
+}
 
 /**
  * The producer side: `queue.add` / `addBulk` and the explicit `enqueue`: definition → digest → enqueue lock (one call
@@ -112,7 +119,7 @@ export class Enqueuer {
    * readied for it are given back.
    */
   private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
-    const requests = jobs.map((entry) => {
+    const requests = jobs.map((entry): BulkRequest => {
       const definition = this.definitionOf(queue, entry.name);
       const opts = entry.opts ?? {};
       return {
@@ -125,21 +132,30 @@ export class Enqueuer {
     const abandon = async () => {
       for (const e of entries) if (e.kind === 'locked') await e.definition.enqueueLock!.abandon(e.request);
     };
-    // Entries whose lock only reads to get ready start at once, so that their reads share calls; the others are readied
-    // one by one, in order.
-    const together = requests.map(({ entry, definition, digest }) => {
-      if (!definition?.enqueueLock?.preparesByReading) return undefined;
-      const readied = this.ready(queue, entry, definition, digest);
-      readied.catch(() => undefined); // looked at in turn below: not an unhandled rejection meanwhile
-      return readied;
-    });
-    try {
-      for (const [i, { entry, definition, digest }] of requests.entries()) {
-        entries.push(await (together[i] ?? this.ready(queue, entry, definition, digest)));
+    // Entries start together, their first calls sent in entry order (they share a round trip), and are finished in
+    // entry order; an entry that cannot start before the ones before it finished waits for them.
+    let failure: { error: unknown } | undefined;
+    for (let next = 0; next < requests.length && !failure;) {
+      const started: (() => Promise<BulkEntry>)[] = [];
+      for (let begun; next < requests.length && (begun = this.begin(queue, requests[next])); next++) {
+        started.push(begun);
       }
-    } catch (error) {
+      if (started.length === 0) {
+        const request = requests[next++];
+        started.push(() => this.ready(queue, request));
+      }
+      // Every entry started is finished, even after one failed: what each took is then known, and given back.
+      for (const finish of started) {
+        try {
+          entries.push(await finish());
+        } catch (error) {
+          failure ??= { error };
+        }
+      }
+    }
+    if (failure) {
       await abandon();
-      throw error;
+      throw failure.error;
     }
     const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
     let added: Job[];
@@ -170,22 +186,28 @@ export class Enqueuer {
   }
 
   /** A bulk entry readied: plain, or with its enqueue lock prepared (taken, or met held). */
-  private async ready(
-    queue: Queue,
-    entry: BulkJob,
-    definition: JobDefinition | undefined,
-    digest: string | undefined,
-  ): Promise<BulkEntry> {
+  private async ready(queue: Queue, request: BulkRequest): Promise<BulkEntry> {
+    const started = this.start(queue, request);
+    if ('kind' in started) return started;
+    return readied(request, started, await request.definition!.enqueueLock!.prepare(started));
+  }
+
+  /** A bulk entry begun ({@link EnqueueLock.begin}): its finish, or `undefined` when it must wait for its turn. */
+  private begin(queue: Queue, request: BulkRequest): (() => Promise<BulkEntry>) | undefined {
+    const started = this.start(queue, request);
+    if ('kind' in started) return () => Promise.resolve(started);
+    const finish = request.definition!.enqueueLock!.begin(started);
+    return finish && (async () => readied(request, started, await finish()));
+  }
+
+  /** A plain entry, or the enqueue request of one with an enqueue lock. */
+  private start(queue: Queue, { entry, definition, digest }: BulkRequest): BulkEntry | EnqueueRequest {
     const opts = entry.opts ?? {};
     if (!definition || digest === undefined) return { kind: 'plain', entry, bulk: entry };
     if (!definition.enqueueLock) {
       return { kind: 'plain', entry, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) }, digest };
     }
-    const request = { queue, name: entry.name, data: entry.data, opts, digest, jobId: opts.jobId ?? newJobId() };
-    const prepared = await definition.enqueueLock.prepare(request);
-    return 'opts' in prepared
-      ? { kind: 'locked', entry, bulk: { ...entry, opts: prepared.opts }, definition, request }
-      : { kind: 'held', entry, definition, digest, existingJobId: prepared.existingJobId };
+    return { queue, name: entry.name, data: entry.data, opts, digest, jobId: opts.jobId ?? newJobId() };
   }
 
   /** The result of a lock taken (the job) or met (the client strategy decides). */
@@ -219,6 +241,13 @@ export class Enqueuer {
   private definitionOf(queue: Queue, name: string): JobDefinition | undefined {
     return this.deps.enabled ? this.deps.definitions.find(queue.name, name) : undefined;
   }
+}
+
+/** A bulk entry with an enqueue lock, readied: to add with the options that carry its lock, or held already. */
+function readied({ entry, definition }: BulkRequest, request: EnqueueRequest, prepared: Prepared): BulkEntry {
+  return 'opts' in prepared
+    ? { kind: 'locked', entry, bulk: { ...entry, opts: prepared.opts }, definition: definition!, request }
+    : { kind: 'held', entry, definition: definition!, digest: request.digest, existingJobId: prepared.existingJobId };
 }
 
 function digestAtEnqueue(

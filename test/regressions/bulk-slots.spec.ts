@@ -1,0 +1,129 @@
+// addBulk on the general path (slot-set locks: lockLimit > 1 here): the entries' slots are asked for together, their
+// acquires sent in entry order before any answer is in (one round trip for the bulk instead of one each, in turn), and
+// whatever an answer asks next (a stale holder to drop, a slot to take again) is done in entry order, so each entry is
+// answered as if the entries before it had been enqueued one by one.
+import { describe, expect, it } from '@jest/globals';
+import type { Job } from 'bullmq';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
+import { useApps } from '../support/apps.js';
+import { byId, digestOf, owners, queuedKey, removeUnguarded } from '../support/locks.js';
+
+/** Runs `body` recording, in order, each `acquireLock` call sent and each answer received. */
+async function recordingAcquires<T>(body: () => Promise<T>): Promise<{ value: T; events: string[] }> {
+  const events: string[] = [];
+  const run = RedisScripts.prototype.run;
+  RedisScripts.prototype.run = function (this: RedisScripts, name, keys, args) {
+    const answer = run.call(this, name, keys, args);
+    if (name !== 'acquireLock') return answer;
+    events.push('sent');
+    return answer.finally(() => events.push('answered'));
+  };
+  try {
+    return { value: await body(), events };
+  } finally {
+    RedisScripts.prototype.run = run;
+  }
+}
+
+describe('addBulk on the general path', () => {
+  const { redis, start } = useApps('bulkslots', {
+    unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+    paused: true,
+  });
+
+  it('sends every entry’s acquire before the first answer, and answers each entry as enqueued in turn', async () => {
+    const app = await start();
+    const ids = ['a', 'a', 'a', 'b', 'c', 'b'];
+    const { value: jobs, events } = await recordingAcquires(() =>
+      app.queue.addBulk(ids.map((id, n) => ({ name: 'sync', data: { id, n } }))),
+    );
+    expect(events).toEqual([...Array<string>(6).fill('sent'), ...Array<string>(6).fill('answered')]);
+    // The third 'a' met the two before it (lockLimit 2): a duplicate of the holder whose lease ends first (the two were
+    // taken in the same millisecond or so: a tie Redis breaks by id).
+    const [a1, a2, a3, b1, c1, b2] = jobs;
+    expect([a1.id, a2.id]).toContain(a3.id);
+    expect(new Set([a1.id, a2.id, b1.id, c1.id, b2.id]).size).toBe(5);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 5 });
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'a' })))).toEqual(
+      [a1.id, a2.id].sort(),
+    );
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'b' })))).toEqual(
+      [b1.id, b2.id].sort(),
+    );
+  });
+
+  it('drops stale holders in entry order: two entries take their places, the third is a duplicate of one of them', async () => {
+    const app = await start();
+    const digest = digestOf(app, 'sync', { id: 's' });
+    const key = queuedKey(app.prefix, digest);
+    const stale = await app.queue.addBulk([
+      { name: 'sync', data: { id: 's', n: 0 } },
+      { name: 'sync', data: { id: 's', n: 1 } },
+    ]);
+    // Both holders' jobs removed behind the library's back, their slots taken long enough ago to be past the grace.
+    for (const [i, job] of stale.entries()) {
+      await removeUnguarded(app.queue.name, job.id!);
+      const score = Number(await redis.zscore(key, job.id!));
+      await redis.zadd(key, 'XX', score - 60_000 + i, job.id!);
+    }
+    const { value: jobs, events } = await recordingAcquires(() =>
+      app.queue.addBulk([0, 1, 2].map((n) => ({ name: 'sync', data: { id: 's', n: 10 + n } }))),
+    );
+    expect(events.slice(0, 3)).toEqual(['sent', 'sent', 'sent']);
+    const [first, second, third] = jobs;
+    expect(second.id).not.toBe(first.id);
+    expect([first.id, second.id]).toContain(third.id);
+    for (const job of stale) expect(jobs.map((j) => j.id)).not.toContain(job.id);
+    expect(await owners(redis, key)).toEqual([first.id, second.id].sort());
+    const waiting = await app.queue.getJobs(['waiting']);
+    expect(waiting.map((job: Job) => (job.data as { n: number }).n).sort()).toEqual([10, 11]);
+  });
+
+  it('an entry with a producer jobId waits for the entries before it; those after it still meet it in order', async () => {
+    const app = await start();
+    const jobs = await app.queue.addBulk([
+      { name: 'sync', data: { id: 'p', n: 0 } },
+      { name: 'sync', data: { id: 'p', n: 1 }, opts: { jobId: 'bulk-p-1' } },
+      { name: 'sync', data: { id: 'p', n: 2 } },
+      { name: 'sync', data: { id: 'q', n: 3 }, opts: { jobId: 'bulk-q-1' } },
+    ]);
+    expect(jobs[1].id).toBe('bulk-p-1');
+    // A duplicate of one of the two before it (the one whose lease ends first; leases taken in the same millisecond
+    // tie, and Redis orders them by id).
+    expect([jobs[0].id, 'bulk-p-1']).toContain(jobs[2].id);
+    expect(jobs[3].id).toBe('bulk-q-1');
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 3 });
+    expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'p' })))).toEqual(
+      [jobs[0].id, 'bulk-p-1'].sort(),
+    );
+  });
+
+  it('an entry that fails gives back every slot the bulk took, those of entries begun after it too', async () => {
+    const app = await start({
+      unique: [
+        { jobName: 'sync', lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+        { jobName: 'fast', lock: 'until_executed', lockArgs: byId },
+      ],
+    });
+    const parent = { id: 'p1', queue: `bull:${app.queue.name}` };
+    // The 'fast' entry's lock is BullMQ's deduplication key, which BullMQ refuses on a child: readying it fails after
+    // the entries around it sent their acquires.
+    const { value: failure, events } = await recordingAcquires(() =>
+      app.queue
+        .addBulk([
+          { name: 'sync', data: { id: 'f1' } },
+          { name: 'fast', data: { id: 'f2' }, opts: { parent } },
+          { name: 'sync', data: { id: 'f3' } },
+        ])
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        ),
+    );
+    expect(String(failure)).toMatch(/"parent"/);
+    expect(events.slice(0, 2)).toEqual(['sent', 'sent']);
+    for (const id of ['f1', 'f3'])
+      expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id })))).toEqual([]);
+    expect(await app.queue.getJobCounts('waiting', 'waiting-children')).toEqual({ waiting: 0, 'waiting-children': 0 });
+  });
+});
