@@ -6,10 +6,13 @@
 // client's 'error' event, with no listener, ends the process (seen once in the fleet chaos scenario, stack only
 // inside pg). A TCP proxy in front of PostgreSQL delivers the reply and the FATAL in one chunk, every time.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { TransactionalAdapterDrizzleOrm } from '@nestjs-cls/transactional-adapter-drizzle-orm';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { DataSource, type EntityManager } from 'typeorm';
 import {
+  DrizzleIdempotencyStore,
   IdempotencyConnectionLostError,
   PostgresIdempotencyStore,
   TransactionHostIdempotencyStore,
@@ -54,11 +57,31 @@ describe('a connection terminated as the pool hands it to the claim transaction'
    * is handed the terminated connection (another caller's `pool.query` gives it back inside the reply) and reports it
    * lost. TypeORM gives a runner's connection back only once its release resolves, after pg parsed the FATAL: the pool
    * has dropped that connection by then, and the claim's transaction runs on a new one.
-   * Drizzle is not here: it checks the transaction's client out itself, and when a full pool hands it over in another
-   * caller's reply, nothing identifies it as the store's before Drizzle's BEGIN (docs/idempotency.md, Connection loss).
+   * Drizzle checks the transaction's client out itself: handed over in the other caller's context, the client is
+   * guarded from the hand-over and becomes the store's when Drizzle sends BEGIN on it from the store's context.
    */
   const stores: [string, () => IdempotencyStore<unknown>, (sql: string) => Promise<unknown>, 'lost' | 'completed'][] = [
     ['PostgresIdempotencyStore', () => new PostgresIdempotencyStore({ pool, table }), (sql) => pool.query(sql), 'lost'],
+    [
+      'DrizzleIdempotencyStore',
+      () => new DrizzleIdempotencyStore({ db: drizzle(pool), table }),
+      (sql) => pool.query(sql),
+      'lost',
+    ],
+    [
+      'TransactionHostIdempotencyStore (Drizzle adapter)',
+      () => {
+        const adapter = new TransactionalAdapterDrizzleOrm({ drizzleInstanceToken: 'DRIZZLE' });
+        const txHost = new FakeTransactionHost<NodePgDatabase>(
+          adapter.optionsFactory(drizzle(pool)) as unknown as ConstructorParameters<
+            typeof FakeTransactionHost<NodePgDatabase>
+          >[0],
+        );
+        return new TransactionHostIdempotencyStore({ txHost, table });
+      },
+      (sql) => pool.query(sql),
+      'lost',
+    ],
     [
       'TypeOrmIdempotencyStore',
       () => new TypeOrmIdempotencyStore({ dataSource, table }),

@@ -88,10 +88,77 @@ interface Opening {
   watch?: ConnectionWatch;
   /** Whether the transaction's callback ran (with this client). */
   adopted?: boolean;
+  /** The openings of its pool still waiting for their client, while this one is among them. */
+  waiting?: Set<Opening>;
 }
 
 const opening = new AsyncLocalStorage<Opening>();
-const hookedPools = new WeakSet<object>();
+/** The openings of each hooked pool still waiting for their client. */
+const waitingOn = new WeakMap<object, Set<Opening>>();
+/** Ends the guard of a client handed over while openings waited ({@link guardHandover}). */
+const guards = new WeakMap<object, () => void>();
+
+/** The client an opening was handed, with the watch begun when it was handed over. */
+function take(slot: Opening, client: unknown, watch: ConnectionWatch): void {
+  slot.client = client;
+  slot.watch = watch;
+  slot.waiting?.delete(slot);
+  slot.waiting = undefined;
+}
+
+/**
+ * The openings of `pool` waiting for a client; the first call hooks the pool. A client checked out in the context of a
+ * waiting opening (a free connection, or a new one) is that opening's, watched from there. A client handed over in
+ * another context, while openings wait (a full pool gives a client back inside the reply of the caller that freed it,
+ * and hands it to the next waiting `connect()`), is guarded: see {@link guardHandover}.
+ */
+function waitingOf(pool: PoolLike): Set<Opening> {
+  const known = waitingOn.get(pool);
+  if (known) return known;
+  const waiting = new Set<Opening>();
+  waitingOn.set(pool, waiting);
+  pool.on('acquire', (client: unknown) => {
+    const current = opening.getStore();
+    if (current?.waiting === waiting && current.client === undefined) take(current, client, watchConnection(client));
+    else if (waiting.size > 0) guardHandover(client);
+  });
+  pool.on('release', (_error: unknown, client: unknown) => {
+    if (typeof client === 'object' && client !== null) guards.get(client)?.();
+  });
+  return waiting;
+}
+
+/**
+ * Watches a client handed over in another caller's context while openings wait for theirs: a backend termination
+ * read in the same reply that freed it is emitted before its new owner runs, and with no listener would end the
+ * process. Its first statement tells whose it is: sent in the context of a waiting opening (the driver's `BEGIN`), the
+ * client and this watch become that opening's; sent by anyone else, or the client released first, the guard ends (it
+ * keeps ignoring the errors of a connection that emitted one, as {@link ConnectionWatch.stop} does). The client's
+ * `query` is wrapped only until then.
+ */
+function guardHandover(client: unknown): void {
+  const target = client as { query?: unknown };
+  const query = target.query;
+  if (typeof query !== 'function' || guards.has(target)) return;
+  const hadOwn = Object.prototype.hasOwnProperty.call(target, 'query');
+  const watch = watchConnection(client);
+  const end = (): void => {
+    guards.delete(target);
+    if (hadOwn) target.query = query;
+    else delete target.query;
+  };
+  guards.set(target, () => {
+    end();
+    watch.stop();
+  });
+  target.query = function (this: unknown, ...args: unknown[]): unknown {
+    end();
+    const current = opening.getStore();
+    if (current?.waiting && current.client === undefined) take(current, client, watch);
+    else watch.stop();
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  };
+}
 
 /** The watch of a transaction whose connection is checked out by a driver (Drizzle: `db.transaction()`). */
 export interface CheckoutWatch {
@@ -114,22 +181,16 @@ export interface CheckoutWatch {
 /**
  * Runs `open`, which checks a client out of `source` (a `pg` pool, or a client) and sends `BEGIN` on it, with that
  * client's `'error'` watched from the moment it is checked out, so that a connection dropped during `BEGIN` never
- * reaches Node as an unhandled `'error'` event. A pool gets one `'acquire'` listener (once per pool) that watches a
- * client checked out in the asynchronous context of `open`, before any statement is sent on it; a single client is
- * watched at once.
+ * reaches Node as an unhandled `'error'` event. A pool is hooked once ({@link waitingOf}): a client checked out in the
+ * asynchronous context of `open` is watched from its checkout, and one a full pool hands over in another caller's
+ * context is guarded from the hand-over until `open`'s first statement on it claims it ({@link guardHandover}). A single
+ * client is watched at once.
  */
 export async function openWatched<R>(source: unknown, open: (watch: CheckoutWatch) => Promise<R>): Promise<R> {
   const slot: Opening = {};
   if (isPool(source)) {
-    if (!hookedPools.has(source)) {
-      hookedPools.add(source);
-      source.on('acquire', (client: unknown) => {
-        const current = opening.getStore();
-        if (!current || current.client !== undefined) return;
-        current.client = client;
-        current.watch = watchConnection(client);
-      });
-    }
+    slot.waiting = waitingOf(source);
+    slot.waiting.add(slot);
   } else if (isErrorEmitter(source)) {
     slot.client = source;
     slot.watch = watchConnection(source);
@@ -157,11 +218,21 @@ export async function openWatched<R>(source: unknown, open: (watch: CheckoutWatc
     },
     stop: () => slot.watch?.stop(),
   };
-  return opening.run(slot, () => open(watch));
+  try {
+    return await opening.run(slot, () => open(watch));
+  } finally {
+    slot.waiting?.delete(slot);
+  }
+}
+
+/** A `pg` pool: it emits `'acquire'` with each client it checks out and `'release'` with each it gets back. */
+interface PoolLike {
+  on(event: 'acquire', listener: (client: unknown) => void): unknown;
+  on(event: 'release', listener: (error: unknown, client: unknown) => void): unknown;
 }
 
 /** A `pg` pool (or any pool emitting `'acquire'` with the client it checks out). */
-function isPool(value: unknown): value is { on(event: 'acquire', listener: (client: unknown) => void): unknown } {
+function isPool(value: unknown): value is PoolLike {
   return (
     isErrorEmitter(value) &&
     typeof (value as { connect?: unknown }).connect === 'function' &&
