@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only=enqueue|worker|wake]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
+// `npm run bench [-- --quick] [-- --only=enqueue|bulk|worker|wake]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
 // interleaved rounds so machine drift cancels; each figure is a ratio to plain BullMQ in the same round (the median
 // over rounds), plus Redis commands per operation counted on the client side (stable across machines) and enqueue
 // latency percentiles. Writes bench/results.json.
@@ -73,11 +73,25 @@ const uniqueDefinition = defineUniqueJob({
   lock: 'until_executed',
   lockArgs: (d) => d.id,
 });
+// The general path (the library's slot set), for addBulk.
+const limitedDefinition = defineUniqueJob({
+  queue: q('limited'),
+  jobName: 'u',
+  lock: 'until_executed',
+  lockArgs: (d) => d.id,
+  lockLimit: 2,
+});
 Module({
   imports: [
     BullModule.forRoot({ connection }),
-    BullModule.registerQueue({ name: q('plain') }, { name: q('native') }, { name: q('floor') }, { name: q('unique') }),
-    UniqueJobsModule.forRoot({ logger: false, prefix: run, jobs: [uniqueDefinition] }),
+    BullModule.registerQueue(
+      { name: q('plain') },
+      { name: q('native') },
+      { name: q('floor') },
+      { name: q('unique') },
+      { name: q('limited') },
+    ),
+    UniqueJobsModule.forRoot({ logger: false, prefix: run, jobs: [uniqueDefinition, limitedDefinition] }),
   ],
 })(EnqueueApp);
 const enqueueApp = await NestFactory.createApplicationContext(EnqueueApp, { logger: false });
@@ -85,6 +99,7 @@ const plainQueue = enqueueApp.get(getQueueToken(q('plain')));
 const nativeQueue = enqueueApp.get(getQueueToken(q('native')));
 const floorQueue = enqueueApp.get(getQueueToken(q('floor')));
 const uniqueQueue = enqueueApp.get(getQueueToken(q('unique')));
+const limitedQueue = enqueueApp.get(getQueueToken(q('limited')));
 const uniqueJobs = enqueueApp.get(UniqueJobsService);
 await uniqueJobs.enqueue(uniqueQueue, 'u', { id: 'dup' }); // the holder every duplicate meets
 
@@ -148,6 +163,30 @@ for (const inFlight of only === undefined || only === 'enqueue' ? [1, 32] : []) 
     'unique / floor': against(floorName, newDigests),
     'floor / native': against('BullMQ native deduplication', floorName),
   };
+}
+
+// ── addBulk: 100 jobs a call, one call at a time, new digests ──
+const BULK = 100;
+const BULK_N = quick ? 20 : 60;
+const bulkOf = (queue, name, tag) =>
+  queue.addBulk(Array.from({ length: BULK }, () => ({ name, data: { id: `${tag}${++serial}` } })));
+const bulkVariants = picked(
+  {
+    'plain addBulk': () => bulkOf(plainQueue, 'p', 'b'),
+    'unique addBulk, fast path': () => bulkOf(uniqueQueue, 'u', 'b'),
+    'unique addBulk, general path (lockLimit 2)': () => bulkOf(limitedQueue, 'u', 'b'),
+  },
+  'plain addBulk',
+);
+if (only === undefined || only === 'bulk') {
+  const rounds = Object.fromEntries(Object.keys(bulkVariants).map((k) => [k, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    process.stdout.write(`\raddBulk of ${BULK}: round ${round + 1}/${ROUNDS}   `);
+    for (const [name, op] of inRoundOrder(bulkVariants, round)) {
+      rounds[name].push(await measure(BULK_N, 1, op, cpuClient));
+    }
+  }
+  results.bulk = summarize(rounds, 'plain addBulk');
 }
 await enqueueApp.close();
 
@@ -362,6 +401,20 @@ for (const [inFlight, variants] of Object.entries(results.enqueue)) {
     });
   }
 }
+for (const [name, r] of Object.entries(results.bulk ?? {})) {
+  rows.push({
+    measure: `addBulk of ${BULK} jobs, 1 in flight`,
+    variant: name,
+    'ops/s': r.rate,
+    'ratio to plain': r.ratio,
+    'cmds/op': r.commandsPerOp,
+    'cmds/op − plain': r.extraCommandsPerOp,
+    'node µs/op': r.nodeUsPerOp,
+    'redis µs/op': r.redisUsPerOp,
+    'p50 ms': r.p50ms,
+    'p99 ms': r.p99ms,
+  });
+}
 for (const [concurrency, variants] of Object.entries(results.worker)) {
   for (const [name, r] of Object.entries(variants)) {
     rows.push({
@@ -408,7 +461,7 @@ writeFileSync(new URL('./results.json', import.meta.url), `${JSON.stringify(resu
 console.log('Wrote bench/results.json');
 
 const cleanup = new Redis(connection);
-for (const name of ['plain', 'native', 'floor', 'unique'])
+for (const name of ['plain', 'native', 'floor', 'unique', 'limited'])
   await new Queue(q(name), { connection }).obliterate({ force: true }).catch(() => undefined);
 let cursor = '0';
 do {
