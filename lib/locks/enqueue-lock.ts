@@ -15,6 +15,11 @@ export interface EnqueueRequest {
   readonly digest: string;
   /** The id the job gets: the producer's `jobId`, or one of the library's. */
   readonly jobId: string;
+  /**
+   * An earlier entry of the same bulk adds a job with this producer `jobId`: BullMQ adds one job, which this entry is
+   * (as a second `queue.add` with an id that exists is), so no lock is taken for it.
+   */
+  readonly addedBefore?: boolean;
 }
 
 /** What taking the lock for a new job did: added the job, or met the job holding the lock. */

@@ -76,8 +76,12 @@ export class SlotSetEnqueueLock implements EnqueueLock {
 
   async prepare(request: EnqueueRequest): Promise<Prepared> {
     const { queue, opts, jobId } = request;
-    // A producer's jobId that a job already has: BullMQ returns that job and adds nothing, so no lock is taken for it.
-    if (opts.jobId !== undefined && (await this.store.jobExists(bullKeys.job(queue.qualifiedName, jobId)))) {
+    // A producer's jobId that a job already has (or that an earlier entry of the bulk adds): BullMQ returns that job
+    // and adds nothing, so no lock is taken for it.
+    if (
+      opts.jobId !== undefined &&
+      (request.addedBefore || (await this.store.jobExists(bullKeys.job(queue.qualifiedName, jobId))))
+    ) {
       return { opts: this.marked(request) };
     }
     return this.take(request);
@@ -139,8 +143,14 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return { job };
   }
 
-  async abandon({ digest, jobId }: EnqueueRequest): Promise<void> {
-    await this.store.release(this.key(digest), jobId).catch(() => undefined);
+  /**
+   * Gives back the slot `prepare` took. A request with a job id of the library's (unique) is released even if its
+   * acquire's answer was lost; a producer's `jobId` only when this request took the slot (else the slot is another
+   * job's with that id, e.g. an `until_expired` period).
+   */
+  async abandon(request: EnqueueRequest): Promise<void> {
+    if (request.opts.jobId !== undefined && !this.took.has(request)) return;
+    await this.store.release(this.key(request.digest), request.jobId).catch(() => undefined);
   }
 
   async retake({ job, digest }: LockedJob, whileLive = false): Promise<AcquireResult> {

@@ -3,12 +3,13 @@ import type { OperationTracer } from '../common/operation-tracer.js';
 import type { ClientConflict, ClientResolution, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
-import type { EnqueueRequest, Prepared, Taken } from '../locks/enqueue-lock.js';
+import type { Taken } from '../locks/enqueue-lock.js';
 import { bullKeys } from '../redis/keys.js';
 import type { RedisAvailability } from '../redis/redis-availability.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import type { BulkJob, GuardedQueues } from './guarded-queues.js';
-import { newJobId } from './job-ids.js';
+import { readyBulk, type BulkRequest } from './bulk-readying.js';
+import { newJobId, runtimeOnlyOpts } from './job-ids.js';
 import { reportLocked, takeEnqueueLock } from './take-enqueue-lock.js';
 
 /** What the producer side works with, built by the module. */
@@ -23,19 +24,6 @@ export interface EnqueuerDeps {
   readonly enabled: boolean;
   /** Bounds the wait for a queue connection that is not ready. */
   readonly availability: RedisAvailability;
-}
-
-/** A bulk entry: with no enqueue lock (plain), readied with its lock, or answered already (the lock is held). */
-type BulkEntry =
-  | { kind: 'plain'; entry: BulkJob; bulk: BulkJob; digest?: string }
-  | { kind: 'locked'; entry: BulkJob; bulk: BulkJob; definition: JobDefinition; request: EnqueueRequest }
-  | { kind: 'held'; entry: BulkJob; definition: JobDefinition; digest: string; existingJobId: string | undefined };
-
-/** A bulk entry with its definition and digest (none: a plain job). */
-interface BulkRequest {
-  entry: BulkJob;
-  definition: JobDefinition | undefined;
-  digest: string | undefined;
 }
 
 /**
@@ -128,35 +116,7 @@ export class Enqueuer {
         digest: definition && digestAtEnqueue(definition, queue, entry.name, entry.data, opts),
       };
     });
-    const entries: BulkEntry[] = [];
-    const abandon = async () => {
-      for (const e of entries) if (e.kind === 'locked') await e.definition.enqueueLock!.abandon(e.request);
-    };
-    // Entries start together, their first calls sent in entry order (they share a round trip), and are finished in
-    // entry order; an entry that cannot start before the ones before it finished waits for them.
-    let failure: { error: unknown } | undefined;
-    for (let next = 0; next < requests.length && !failure;) {
-      const started: (() => Promise<BulkEntry>)[] = [];
-      for (let begun; next < requests.length && (begun = this.begin(queue, requests[next])); next++) {
-        started.push(begun);
-      }
-      if (started.length === 0) {
-        const request = requests[next++];
-        started.push(() => this.ready(queue, request));
-      }
-      // Every entry started is finished, even after one failed: what each took is then known, and given back.
-      for (const finish of started) {
-        try {
-          entries.push(await finish());
-        } catch (error) {
-          failure ??= { error };
-        }
-      }
-    }
-    if (failure) {
-      await abandon();
-      throw failure.error;
-    }
+    const { entries, abandon } = await readyBulk(queue, requests);
     const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
     let added: Job[];
     try {
@@ -183,31 +143,6 @@ export class Enqueuer {
       results.push(await this.settle(queue, e.definition, e.entry, digest, taken));
     }
     return results;
-  }
-
-  /** A bulk entry readied: plain, or with its enqueue lock prepared (taken, or met held). */
-  private async ready(queue: Queue, request: BulkRequest): Promise<BulkEntry> {
-    const started = this.start(queue, request);
-    if ('kind' in started) return started;
-    return readied(request, started, await request.definition!.enqueueLock!.prepare(started));
-  }
-
-  /** A bulk entry begun ({@link EnqueueLock.begin}): its finish, or `undefined` when it must wait for its turn. */
-  private begin(queue: Queue, request: BulkRequest): (() => Promise<BulkEntry>) | undefined {
-    const started = this.start(queue, request);
-    if ('kind' in started) return () => Promise.resolve(started);
-    const finish = request.definition!.enqueueLock!.begin(started);
-    return finish && (async () => readied(request, started, await finish()));
-  }
-
-  /** A plain entry, or the enqueue request of one with an enqueue lock. */
-  private start(queue: Queue, { entry, definition, digest }: BulkRequest): BulkEntry | EnqueueRequest {
-    const opts = entry.opts ?? {};
-    if (!definition || digest === undefined) return { kind: 'plain', entry, bulk: entry };
-    if (!definition.enqueueLock) {
-      return { kind: 'plain', entry, bulk: { ...entry, opts: runtimeOnlyOpts(definition, opts) }, digest };
-    }
-    return { queue, name: entry.name, data: entry.data, opts, digest, jobId: opts.jobId ?? newJobId() };
   }
 
   /** The result of a lock taken (the job) or met (the client strategy decides). */
@@ -243,13 +178,6 @@ export class Enqueuer {
   }
 }
 
-/** A bulk entry with an enqueue lock, readied: to add with the options that carry its lock, or held already. */
-function readied({ entry, definition }: BulkRequest, request: EnqueueRequest, prepared: Prepared): BulkEntry {
-  return 'opts' in prepared
-    ? { kind: 'locked', entry, bulk: { ...entry, opts: prepared.opts }, definition: definition!, request }
-    : { kind: 'held', entry, definition: definition!, digest: request.digest, existingJobId: prepared.existingJobId };
-}
-
 function digestAtEnqueue(
   definition: JobDefinition,
   queue: Queue,
@@ -269,14 +197,4 @@ function digestAtEnqueue(
     opts,
     prefix: bullKeys.prefixOf(queue),
   });
-}
-
-/**
- * Options of a job with a run-time lock only (its digest is computed again in the worker, from the same data). The
- * lock's owner is the job id: unique across queues, the id must not repeat on another queue, as BullMQ's counter ids
- * ("1", "2", …) do, so such a job gets an id of the library's unless the caller chose one.
- */
-function runtimeOnlyOpts(definition: JobDefinition, opts: JobsOptions): JobsOptions {
-  const acrossQueues = definition.options.uniqueAcross.includes('queues') && opts.jobId === undefined;
-  return acrossQueues ? { ...opts, jobId: newJobId() } : opts;
 }

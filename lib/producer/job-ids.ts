@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import type { JobsOptions } from 'bullmq';
+import type { JobDefinition } from '../options/job-definitions.js';
 
 /**
  * Job ids the library chooses for unique jobs (which need an id of their own: a duplicate is recognised when BullMQ
@@ -14,4 +16,14 @@ let counter = 0;
 export function newJobId(): string {
   counter += 1;
   return `${TAG}${counter.toString(36)}`;
+}
+
+/**
+ * Options of a job with a run-time lock only (its digest is computed again in the worker, from the same data). The
+ * lock's owner is the job id: unique across queues, the id must not repeat on another queue, as BullMQ's counter ids
+ * ("1", "2", …) do, so such a job gets an id of the library's unless the caller chose one.
+ */
+export function runtimeOnlyOpts(definition: JobDefinition, opts: JobsOptions): JobsOptions {
+  const acrossQueues = definition.options.uniqueAcross.includes('queues') && opts.jobId === undefined;
+  return acrossQueues ? { ...opts, jobId: newJobId() } : opts;
 }

@@ -56,12 +56,27 @@ describe('a connection terminated as the pool hands it to the claim transaction'
    * A store, a statement of another caller on the store's own pool, and what the attempt comes to. PostgresIdempotencyStore
    * is handed the terminated connection (another caller's `pool.query` gives it back inside the reply) and reports it
    * lost. TypeORM gives a runner's connection back only once its release resolves, after pg parsed the FATAL: the pool
-   * has dropped that connection by then, and the claim's transaction runs on a new one.
+   * has dropped that connection by then, and the claim's transaction runs on a new one; a caller of TypeORM's pg pool
+   * itself hands it over at once, and the store watches its checkout from the hand-over.
    * Drizzle checks the transaction's client out itself: handed over in the other caller's context, the client is
    * guarded from the hand-over and becomes the store's when Drizzle sends BEGIN on it from the store's context.
    */
   const stores: [string, () => IdempotencyStore<unknown>, (sql: string) => Promise<unknown>, 'lost' | 'completed'][] = [
     ['PostgresIdempotencyStore', () => new PostgresIdempotencyStore({ pool, table }), (sql) => pool.query(sql), 'lost'],
+    [
+      // An instrumentation wrapper that forwards every argument of connect (a callback included): `connect.length` is 0.
+      'PostgresIdempotencyStore over a forwarding pool wrapper',
+      () => {
+        const forward =
+          (method: 'query' | 'connect') =>
+          (...args: unknown[]) =>
+            (pool[method] as (...a: unknown[]) => unknown).apply(pool, args);
+        const wrapper = { query: forward('query'), connect: forward('connect') } as unknown as pg.Pool;
+        return new PostgresIdempotencyStore({ pool: wrapper, table });
+      },
+      (sql) => pool.query(sql),
+      'lost',
+    ],
     [
       'DrizzleIdempotencyStore',
       () => new DrizzleIdempotencyStore({ db: drizzle(pool), table }),
@@ -87,6 +102,13 @@ describe('a connection terminated as the pool hands it to the claim transaction'
       () => new TypeOrmIdempotencyStore({ dataSource, table }),
       (sql) => dataSource.query(sql),
       'completed',
+    ],
+    [
+      // Another caller on TypeORM's own pg pool (`pool.query` gives its client back inside the reply).
+      'TypeOrmIdempotencyStore, another caller on its pg pool',
+      () => new TypeOrmIdempotencyStore({ dataSource, table }),
+      (sql) => (dataSource.driver as unknown as { master: pg.Pool }).master.query(sql),
+      'lost',
     ],
     [
       'TransactionHostIdempotencyStore (TypeORM adapter)',

@@ -6,7 +6,25 @@ import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
 import { useApps } from '../support/apps.js';
-import { byId, digestOf, owners, queuedKey, removeUnguarded } from '../support/locks.js';
+import { byId, digestOf, expiringKey, owners, queuedKey, removeUnguarded } from '../support/locks.js';
+
+/** Makes the `nth` acquireLock call (1-based) fail: before it reaches Redis, or after it ran there (reply lost). */
+async function failingAcquire<T>(nth: number, ran: boolean, body: () => Promise<T>): Promise<T> {
+  const run = RedisScripts.prototype.run;
+  let count = 0;
+  RedisScripts.prototype.run = function (this: RedisScripts, name, keys, args) {
+    if (name !== 'acquireLock' || ++count !== nth) return run.call(this, name, keys, args);
+    if (!ran) return Promise.reject(new Error('injected: connection lost before the acquire'));
+    return run.call(this, name, keys, args).then(() => {
+      throw new Error('injected: reply lost after the acquire ran');
+    });
+  };
+  try {
+    return await body();
+  } finally {
+    RedisScripts.prototype.run = run;
+  }
+}
 
 /** Runs `body` recording, in order, each `acquireLock` call sent and each answer received. */
 async function recordingAcquires<T>(body: () => Promise<T>): Promise<{ value: T; events: string[] }> {
@@ -125,5 +143,87 @@ describe('addBulk on the general path', () => {
     for (const id of ['f1', 'f3'])
       expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id })))).toEqual([]);
     expect(await app.queue.getJobCounts('waiting', 'waiting-children')).toEqual({ waiting: 0, 'waiting-children': 0 });
+  });
+  const slotsOf = async (app: Awaited<ReturnType<typeof start>>, ids: string[]) =>
+    Object.fromEntries(
+      await Promise.all(
+        ids.map(async (id) => [id, await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id })))] as const),
+      ),
+    );
+
+  it('an entry whose options throw synchronously in begin (delay: 1n) leaves no slot of the entries before it', async () => {
+    const app = await start();
+    const failure = await app.queue
+      .addBulk([
+        { name: 'sync', data: { id: 'y1' } },
+        { name: 'sync', data: { id: 'y2' } },
+        { name: 'sync', data: { id: 'y3' }, opts: { delay: 1n as unknown as number } },
+      ])
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(failure).toBeInstanceOf(Error);
+    // queue.add of the same entry alone takes nothing: the bulk gives back what the entries before it took.
+    expect(await slotsOf(app, ['y1', 'y2', 'y3'])).toEqual({ y1: [], y2: [], y3: [] });
+  });
+
+  it('a Redis error on one acquire mid-bulk: every other slot is given back', async () => {
+    const app = await start();
+    const ids = ['r1', 'r2', 'r3', 'r4', 'r5'];
+    const failure = await failingAcquire(3, false, () =>
+      app.queue.addBulk(ids.map((id) => ({ name: 'sync', data: { id } }))),
+    ).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(String(failure)).toMatch(/injected/);
+    expect(await slotsOf(app, ids)).toEqual(Object.fromEntries(ids.map((id) => [id, []])));
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 0 });
+  });
+
+  it('an acquire that ran but whose reply was lost: its slot is given back too (ids are the library’s)', async () => {
+    const app = await start();
+    const ids = ['l1', 'l2', 'l3'];
+    const failure = await failingAcquire(2, true, () =>
+      app.queue.addBulk(ids.map((id) => ({ name: 'sync', data: { id } }))),
+    ).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(String(failure)).toMatch(/injected/);
+    // The slot of a request with a job id of the library's is released whatever its answer was (compare-and-delete
+    // on a unique id): left, it would block one of its digest's two slots until its lease ended.
+    expect(await slotsOf(app, ids)).toEqual(Object.fromEntries(ids.map((id) => [id, []])));
+  });
+
+  it('until_expired: two entries with the same producer jobId answer as sequential queue.add does', async () => {
+    const unique = [
+      {
+        jobName: 'sync',
+        lock: 'until_expired' as const,
+        lockArgs: byId,
+        lockTtl: 60_000,
+        onConflict: 'raise' as const,
+      },
+    ];
+    const seq = await start({ unique });
+    const first = await seq.queue.add('sync', { id: 'e1' }, { jobId: 'same-id' });
+    const second = await seq.queue.add('sync', { id: 'e1' }, { jobId: 'same-id' }); // BullMQ returns the job: no error
+    expect(second.id).toBe(first.id);
+    const bulkApp = await start({ unique });
+    const answer = await bulkApp.queue
+      .addBulk([
+        { name: 'sync', data: { id: 'e1' }, opts: { jobId: 'same-id' } },
+        { name: 'sync', data: { id: 'e1' }, opts: { jobId: 'same-id' } },
+      ])
+      .then(
+        (jobs: Job[]) => jobs.map((j) => j.id),
+        (error: unknown) => `threw ${String(error)}`,
+      );
+    expect(answer).toEqual(['same-id', 'same-id']);
+    expect(await owners(redis, expiringKey(bulkApp.prefix, digestOf(bulkApp, 'sync', { id: 'e1' })))).toEqual([
+      'same-id',
+    ]);
   });
 });

@@ -41,30 +41,52 @@ export function watchConnection(connection: unknown): ConnectionWatch {
   };
 }
 
+/** `connect` of a `pg` pool, either form: given a callback it calls it at the hand-over, else it answers a promise. */
+type ConnectFn = (this: unknown, ...args: unknown[]) => unknown;
+
 /**
  * Checks a client out of `pool` with its `'error'` watched from the moment the pool hands it over. A `pg` pool that is
  * full hands a client another caller returns straight to the next waiting `connect()`, inside that caller's reply (the
  * pool's idle listener removed); a backend termination parsed from the same read then emits `'error'` before any
  * continuation of `await pool.connect()` could listen, and with no listener Node ends the process. Given a callback,
- * `pg.Pool#connect` calls it synchronously at the hand-over, so the watch begins there. A pool whose `connect` takes no
- * callback is awaited and watched when it resolves.
+ * `pg.Pool#connect` calls it synchronously at the hand-over, so the watch begins there. A pool (or wrapper) that
+ * ignores the callback and answers a promise is watched when the promise resolves.
  */
 export function checkOutWatched<Client>(pool: {
   connect(): Promise<Client>;
 }): Promise<{ client: Client; watch: ConnectionWatch }> {
-  const connect = (pool as { connect: (callback: (error: unknown, client?: Client) => void) => unknown }).connect;
-  if (connect.length < 1) return pool.connect().then((client) => ({ client, watch: watchConnection(client) }));
+  let watch: ConnectionWatch | undefined;
+  return connectHandedOver((pool as unknown as { connect: ConnectFn }).connect, pool, (client) => {
+    watch = watchConnection(client);
+  }).then((client) => ({ client: client as Client, watch: watch! }));
+}
+
+/**
+ * Calls `connect` with a callback, which runs `handedOver(client)` as soon as the pool hands the client over (before
+ * anything else can run); a promise answered instead is followed too, whichever comes first. Resolves the client.
+ */
+function connectHandedOver(
+  connect: ConnectFn,
+  pool: unknown,
+  handedOver: (client: unknown) => void,
+  callback?: (...answer: unknown[]) => unknown,
+): Promise<unknown> {
   return new Promise((resolve, reject) => {
     let settled = false;
-    const handedOver = (error: unknown, client?: Client): void => {
+    const answered = (...answer: unknown[]): void => {
       if (settled) return;
       settled = true;
-      if (error) reject(error instanceof Error ? error : new Error(`pool.connect failed: ${JSON.stringify(error)}`));
-      else resolve({ client: client as Client, watch: watchConnection(client) });
+      const [error, client] = answer;
+      if (error) {
+        reject(error instanceof Error ? error : new Error(`pool.connect failed: ${JSON.stringify(error)}`));
+      } else {
+        handedOver(client);
+        resolve(client);
+      }
+      callback?.(...answer);
     };
-    // A pool that answers with a promise even when given a callback is followed either way (whichever comes first).
-    const returned = connect.call(pool, handedOver) as PromiseLike<Client> | undefined;
-    if (typeof returned?.then === 'function') returned.then((client) => handedOver(undefined, client), handedOver);
+    const returned = connect.call(pool, answered) as PromiseLike<unknown> | undefined;
+    if (typeof returned?.then === 'function') returned.then((client) => answered(undefined, client), answered);
   });
 }
 
@@ -84,80 +106,49 @@ function isErrorEmitter(value: unknown): value is ErrorEmitterLike {
 
 /** A transaction being opened: the pool client it was handed, watched from its checkout. */
 interface Opening {
+  /** The pool its driver checks the client out of. */
+  pool?: object;
   client?: unknown;
   watch?: ConnectionWatch;
   /** Whether the transaction's callback ran (with this client). */
   adopted?: boolean;
-  /** The openings of its pool still waiting for their client, while this one is among them. */
-  waiting?: Set<Opening>;
+  /** Its first checkout was asked for, or it ended: later `connect` calls in its context are not its transaction's. */
+  asked?: boolean;
 }
 
 const opening = new AsyncLocalStorage<Opening>();
-/** The openings of each hooked pool still waiting for their client. */
-const waitingOn = new WeakMap<object, Set<Opening>>();
-/** Ends the guard of a client handed over while openings waited ({@link guardHandover}). */
-const guards = new WeakMap<object, () => void>();
-
-/** The client an opening was handed, with the watch begun when it was handed over. */
-function take(slot: Opening, client: unknown, watch: ConnectionWatch): void {
-  slot.client = client;
-  slot.watch = watch;
-  slot.waiting?.delete(slot);
-  slot.waiting = undefined;
-}
+const hookedPools = new WeakSet<object>();
 
 /**
- * The openings of `pool` waiting for a client; the first call hooks the pool. A client checked out in the context of a
- * waiting opening (a free connection, or a new one) is that opening's, watched from there. A client handed over in
- * another context, while openings wait (a full pool gives a client back inside the reply of the caller that freed it,
- * and hands it to the next waiting `connect()`), is guarded: see {@link guardHandover}.
+ * Gives `pool` a `connect` of its own (once per pool) that, called in the context of an opening of this pool that has
+ * not asked for its client yet (the driver's checkout for the transaction: Drizzle's `db.transaction()`, TypeORM's
+ * runner), checks out with a callback and watches the client from the hand-over ({@link checkOutWatched} tells why);
+ * every other call goes to the pool's own `connect` unchanged. A pool that cannot be given a property is watched from
+ * {@link CheckoutWatch.adopt}.
  */
-function waitingOf(pool: PoolLike): Set<Opening> {
-  const known = waitingOn.get(pool);
-  if (known) return known;
-  const waiting = new Set<Opening>();
-  waitingOn.set(pool, waiting);
-  pool.on('acquire', (client: unknown) => {
-    const current = opening.getStore();
-    if (current?.waiting === waiting && current.client === undefined) take(current, client, watchConnection(client));
-    else if (waiting.size > 0) guardHandover(client);
-  });
-  pool.on('release', (_error: unknown, client: unknown) => {
-    if (typeof client === 'object' && client !== null) guards.get(client)?.();
-  });
-  return waiting;
-}
-
-/**
- * Watches a client handed over in another caller's context while openings wait for theirs: a backend termination
- * read in the same reply that freed it is emitted before its new owner runs, and with no listener would end the
- * process. Its first statement tells whose it is: sent in the context of a waiting opening (the driver's `BEGIN`), the
- * client and this watch become that opening's; sent by anyone else, or the client released first, the guard ends (it
- * keeps ignoring the errors of a connection that emitted one, as {@link ConnectionWatch.stop} does). The client's
- * `query` is wrapped only until then.
- */
-function guardHandover(client: unknown): void {
-  const target = client as { query?: unknown };
-  const query = target.query;
-  if (typeof query !== 'function' || guards.has(target)) return;
-  const hadOwn = Object.prototype.hasOwnProperty.call(target, 'query');
-  const watch = watchConnection(client);
-  const end = (): void => {
-    guards.delete(target);
-    if (hadOwn) target.query = query;
-    else delete target.query;
+function hookConnect(pool: PoolLike): void {
+  if (hookedPools.has(pool)) return;
+  hookedPools.add(pool);
+  const own = pool.connect as ConnectFn;
+  const connect = function (this: unknown, ...args: unknown[]): unknown {
+    const slot = opening.getStore();
+    if (slot?.pool !== pool || slot.asked) return own.apply(this, args);
+    slot.asked = true;
+    const handedOver = (client: unknown): void => {
+      slot.client = client;
+      slot.watch = watchConnection(client);
+    };
+    const callback = typeof args[0] === 'function' ? (args[0] as (...answer: unknown[]) => unknown) : undefined;
+    const checkedOut = connectHandedOver(own, this, handedOver, callback);
+    if (!callback) return checkedOut;
+    checkedOut.catch(() => undefined); // answered through the callback
+    return undefined;
   };
-  guards.set(target, () => {
-    end();
-    watch.stop();
-  });
-  target.query = function (this: unknown, ...args: unknown[]): unknown {
-    end();
-    const current = opening.getStore();
-    if (current?.waiting && current.client === undefined) take(current, client, watch);
-    else watch.stop();
-    return (query as (...a: unknown[]) => unknown).apply(this, args);
-  };
+  try {
+    Object.defineProperty(pool, 'connect', { value: connect, configurable: true, writable: true });
+  } catch {
+    // A frozen pool: its transactions' clients are watched once the driver hands them over (adopt).
+  }
 }
 
 /** The watch of a transaction whose connection is checked out by a driver (Drizzle: `db.transaction()`). */
@@ -180,17 +171,15 @@ export interface CheckoutWatch {
 
 /**
  * Runs `open`, which checks a client out of `source` (a `pg` pool, or a client) and sends `BEGIN` on it, with that
- * client's `'error'` watched from the moment it is checked out, so that a connection dropped during `BEGIN` never
- * reaches Node as an unhandled `'error'` event. A pool is hooked once ({@link waitingOf}): a client checked out in the
- * asynchronous context of `open` is watched from its checkout, and one a full pool hands over in another caller's
- * context is guarded from the hand-over until `open`'s first statement on it claims it ({@link guardHandover}). A single
- * client is watched at once.
+ * client's `'error'` watched from the moment it is handed over, so that a connection dropped during `BEGIN`, or
+ * terminated in the very reply that freed it for this transaction, never reaches Node as an unhandled `'error'` event.
+ * A pool gets a `connect` of its own once ({@link hookConnect}); a single client is watched at once.
  */
 export async function openWatched<R>(source: unknown, open: (watch: CheckoutWatch) => Promise<R>): Promise<R> {
   const slot: Opening = {};
   if (isPool(source)) {
-    slot.waiting = waitingOf(source);
-    slot.waiting.add(slot);
+    hookConnect(source);
+    slot.pool = source;
   } else if (isErrorEmitter(source)) {
     slot.client = source;
     slot.watch = watchConnection(source);
@@ -221,17 +210,16 @@ export async function openWatched<R>(source: unknown, open: (watch: CheckoutWatc
   try {
     return await opening.run(slot, () => open(watch));
   } finally {
-    slot.waiting?.delete(slot);
+    slot.asked = true; // code its transaction left running in its context checks out nothing of its
   }
 }
 
-/** A `pg` pool: it emits `'acquire'` with each client it checks out and `'release'` with each it gets back. */
+/** A `pg` pool, as far as its transactions' checkouts go. */
 interface PoolLike {
-  on(event: 'acquire', listener: (client: unknown) => void): unknown;
-  on(event: 'release', listener: (error: unknown, client: unknown) => void): unknown;
+  connect: unknown;
 }
 
-/** A `pg` pool (or any pool emitting `'acquire'` with the client it checks out). */
+/** A `pg` pool: an event emitter with `connect` and a client count. */
 function isPool(value: unknown): value is PoolLike {
   return (
     isErrorEmitter(value) &&

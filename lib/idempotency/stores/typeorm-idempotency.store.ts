@@ -1,5 +1,5 @@
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
-import { watchConnection } from '../sql/connection-watch.js';
+import { openWatched } from '../sql/connection-watch.js';
 import type { SqlDialectName, SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
 
@@ -110,25 +110,29 @@ export async function typeOrmTransaction<Manager, R>(
   body: (runner: TypeOrmQueryRunnerLike<Manager>) => Promise<R>,
 ): Promise<R> {
   const runner = dataSource.createQueryRunner();
-  await runner.connect();
-  // TypeORM listens on a PostgreSQL connection's 'error' (and releases the runner); this listener keeps the error.
-  const watch = watchConnection((runner as { databaseConnection?: unknown }).databaseConnection);
-  try {
-    await runner.startTransaction(isolation);
-    const value = await body(runner);
-    await runner.commitTransaction();
-    return value;
-  } catch (error) {
-    if (!forgetEndedTypeOrmTransaction(runner) && runner.isTransactionActive && !runner.isReleased) {
-      await runner.rollbackTransaction().catch(() => undefined);
+  // Watched from the moment TypeORM's pg pool hands the runner its connection (TypeORM listens on it only once its
+  // connect promise resolves); TypeORM also listens on it, and releases the runner; this watch keeps the error.
+  const master = (dataSource as { driver?: { master?: unknown } }).driver?.master;
+  return openWatched(master, async (watch) => {
+    try {
+      await runner.connect();
+      watch.adopt((runner as { databaseConnection?: unknown }).databaseConnection);
+      await runner.startTransaction(isolation);
+      const value = await body(runner);
+      await runner.commitTransaction();
+      return value;
+    } catch (error) {
+      if (!forgetEndedTypeOrmTransaction(runner) && runner.isTransactionActive && !runner.isReleased) {
+        await runner.rollbackTransaction().catch(() => undefined);
+      }
+      const lost = watch.lost() ?? (runner.isReleased ? error : undefined);
+      if (lost) throw new IdempotencyConnectionLostError(lost);
+      throw error;
+    } finally {
+      watch.stop();
+      if (!runner.isReleased) await runner.release();
     }
-    const lost = watch.lost() ?? (runner.isReleased ? error : undefined);
-    if (lost) throw new IdempotencyConnectionLostError(lost);
-    throw error;
-  } finally {
-    watch.stop();
-    if (!runner.isReleased) await runner.release();
-  }
+  });
 }
 
 /**
