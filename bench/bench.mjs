@@ -385,35 +385,24 @@ async function measureWorker(label, variant, concurrency) {
 // ── report ──
 process.stdout.write('\r'.padEnd(60) + '\r');
 const rows = [];
+/** A report row of an enqueue-side measure: rate, ratio, commands, CPU and latency. */
+const enqueueRow = (measure, name, r) => ({
+  measure,
+  variant: name,
+  'ops/s': r.rate,
+  'ratio to plain': r.ratio,
+  'cmds/op': r.commandsPerOp,
+  'cmds/op − plain': r.extraCommandsPerOp,
+  'node µs/op': r.nodeUsPerOp,
+  'redis µs/op': r.redisUsPerOp,
+  'p50 ms': r.p50ms,
+  'p99 ms': r.p99ms,
+});
 for (const [inFlight, variants] of Object.entries(results.enqueue)) {
-  for (const [name, r] of Object.entries(variants)) {
-    rows.push({
-      measure: `enqueue @${inFlight} in flight`,
-      variant: name,
-      'ops/s': r.rate,
-      'ratio to plain': r.ratio,
-      'cmds/op': r.commandsPerOp,
-      'cmds/op − plain': r.extraCommandsPerOp,
-      'node µs/op': r.nodeUsPerOp,
-      'redis µs/op': r.redisUsPerOp,
-      'p50 ms': r.p50ms,
-      'p99 ms': r.p99ms,
-    });
-  }
+  for (const [name, r] of Object.entries(variants)) rows.push(enqueueRow(`enqueue @${inFlight} in flight`, name, r));
 }
 for (const [name, r] of Object.entries(results.bulk ?? {})) {
-  rows.push({
-    measure: `addBulk of ${BULK} jobs, 1 in flight`,
-    variant: name,
-    'ops/s': r.rate,
-    'ratio to plain': r.ratio,
-    'cmds/op': r.commandsPerOp,
-    'cmds/op − plain': r.extraCommandsPerOp,
-    'node µs/op': r.nodeUsPerOp,
-    'redis µs/op': r.redisUsPerOp,
-    'p50 ms': r.p50ms,
-    'p99 ms': r.p99ms,
-  });
+  rows.push(enqueueRow(`addBulk of ${BULK} jobs, 1 in flight`, name, r));
 }
 for (const [concurrency, variants] of Object.entries(results.worker)) {
   for (const [name, r] of Object.entries(variants)) {
