@@ -4,6 +4,7 @@ import { bullKeys, deduplicationId } from '../redis/keys.js';
 import { ContendedDigests } from './contended-digests.js';
 import {
   delayOf,
+  isAddErrorCode,
   type EnqueueLock,
   type EnqueueRequest,
   type LockedJob,
@@ -65,7 +66,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
 
   /** BullMQ answers a deduplicated add with the existing job's id instead of the one chosen. */
   async settle(job: Job, { queue, digest, jobId }: EnqueueRequest): Promise<Taken> {
-    if (job.id === jobId) return { job };
+    if (job.id === jobId || isAddErrorCode(job.id)) return { job };
     this.contended.add(bullKeys.deduplication(queue.qualifiedName, digest));
     return { existingJobId: job.id };
   }

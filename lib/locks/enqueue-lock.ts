@@ -107,3 +107,12 @@ export interface RemovableHold {
 export function delayOf(queue: Queue, opts: JobsOptions): number {
   return Math.max(opts.delay ?? queue.defaultJobOptions?.delay ?? 0, 0);
 }
+
+/**
+ * Whether a job id BullMQ answered is the error code of an add that did not happen (a negative integer: a missing
+ * parent, …). A single add throws on such a code; `addBulk` answers it as the entry's id. No job has such an id: BullMQ
+ * refuses integer custom ids.
+ */
+export function isAddErrorCode(id: unknown): boolean {
+  return typeof id === 'number' || (typeof id === 'string' && /^-\d+$/.test(id));
+}

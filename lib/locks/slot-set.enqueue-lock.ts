@@ -139,18 +139,31 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     if (opts.jobId !== undefined && this.took.has(request)) {
       const stored = await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId));
       if (markedDigest(stored) !== digest) await this.store.release(this.key(digest), jobId);
+    } else if (opts.jobId === undefined && job.id !== jobId) {
+      // BullMQ answered an id of the library's with something else: an error code of its add (in an addBulk, e.g. a
+      // missing parent), the job not added. Its slot is given back.
+      await this.store.release(this.key(digest), jobId);
     }
     return { job };
   }
 
   /**
-   * Gives back the slot `prepare` took. A request with a job id of the library's (unique) is released even if its
+   * Gives back the slot `prepare` took, for a job whose add failed, or may have failed in part (BullMQ's `addBulk` is a
+   * pipeline: entries before and after a failing one are added). A slot whose job is in the queue, marked with this
+   * digest, is kept: that add went through. A request with a job id of the library's (unique) is released even if its
    * acquire's answer was lost; a producer's `jobId` only when this request took the slot (else the slot is another
    * job's with that id, e.g. an `until_expired` period).
    */
   async abandon(request: EnqueueRequest): Promise<void> {
-    if (request.opts.jobId !== undefined && !this.took.has(request)) return;
-    await this.store.release(this.key(request.digest), request.jobId).catch(() => undefined);
+    const { queue, opts, digest, jobId } = request;
+    if (opts.jobId !== undefined && !this.took.has(request)) return;
+    try {
+      const stored = await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId));
+      if (markedDigest(stored) === digest) return;
+      await this.store.release(this.key(digest), jobId);
+    } catch {
+      // Redis unreachable: the slot's lease ends it, or the holder is found stale when met.
+    }
   }
 
   async retake({ job, digest }: LockedJob, whileLive = false): Promise<AcquireResult> {

@@ -62,7 +62,7 @@ export async function readyBulk(queue: Queue, requests: readonly BulkRequest[]):
       try {
         const entry = await finish();
         entries.push(entry);
-        if (entry.kind === 'locked' && entry.entry.opts?.jobId !== undefined) adding.add(entry.entry.opts.jobId);
+        if (addsItsJobId(entry)) adding.add(entry.entry.opts!.jobId!);
       } catch (error) {
         failure ??= { error };
         if (definition && request) failed.push({ definition, request });
@@ -130,4 +130,13 @@ function readied({ entry, definition }: BulkRequest, request: EnqueueRequest, pr
   return 'opts' in prepared
     ? { kind: 'locked', entry, bulk: { ...entry, opts: prepared.opts }, definition: definition!, request }
     : { kind: 'held', entry, definition: definition!, digest: request.digest, existingJobId: prepared.existingJobId };
+}
+
+/**
+ * Whether the bulk's add will leave a job with this entry's producer `jobId` (added, or there already): a plain entry or
+ * one locked on the slot set. Not one whose add BullMQ may deduplicate (a fast-path entry, or a plain entry with
+ * BullMQ's own deduplication option): BullMQ then adds no job with that id.
+ */
+function addsItsJobId(entry: BulkEntry): boolean {
+  return entry.kind !== 'held' && entry.entry.opts?.jobId !== undefined && entry.bulk.opts?.deduplication === undefined;
 }

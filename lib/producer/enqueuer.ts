@@ -103,8 +103,8 @@ export class Enqueuer {
 
   /**
    * Every entry is readied first (digests computed, so a bad one enqueues nothing; locks taken where they are not
-   * taken inside BullMQ's add), then the whole bulk is one `addBulk`, atomic as BullMQ makes it; if it fails, the locks
-   * readied for it are given back.
+   * taken inside BullMQ's add), then the whole bulk is one `addBulk`. BullMQ sends it as a pipeline, not a transaction:
+   * if it fails, the entries it added keep their locks and the others' are given back.
    */
   private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
     const requests = jobs.map((entry): BulkRequest => {

@@ -5,7 +5,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { useApps } from '../support/apps.js';
 import type { TestApp } from '../support/app.js';
-import { byId } from '../support/locks.js';
+import { byId, digestOf, owners, queuedKey } from '../support/locks.js';
 
 const unique = [
   { jobName: 'fast', lock: 'until_executed' as const, lockArgs: byId },
@@ -39,8 +39,10 @@ async function outcome(app: TestApp, jobs: Job[]): Promise<(string | number)[]> 
   );
 }
 
+type Entry = { name: string; data: { id: string; n: number }; opts?: { jobId: string } };
+
 describe('mixed and huge bulks', () => {
-  const { start } = useApps('bulkmixed', { unique, paused: true });
+  const { redis, start } = useApps('bulkmixed', { unique, paused: true });
 
   it.each([1, 2, 3, 4, 5])('seed %i: addBulk answers every entry as sequential queue.add does', async (seed) => {
     const seq = await start();
@@ -68,4 +70,61 @@ describe('mixed and huge bulks', () => {
     expect(await app.queue.count()).toBe(4000);
     expect(new Set(jobs.map((j) => j.id)).size).toBe(4000);
   }, 120_000);
+
+  // Entries repeating a producer jobId of an earlier entry.
+  async function both(list: Entry[]) {
+    const seq = await start();
+    const bulk = await start();
+    const one: Job[] = [];
+    for (const e of list) one.push(await seq.queue.add(e.name, e.data, e.opts));
+    const all = await bulk.queue.addBulk(list);
+    return { seq, bulk, one, all };
+  }
+
+  it('fast-path entry deduplicated by BullMQ, then a slot-set entry with the same jobId: the slot is still taken', async () => {
+    const list: Entry[] = [
+      { name: 'fast', data: { id: 'a', n: 0 } },
+      { name: 'fast', data: { id: 'a', n: 1 }, opts: { jobId: 'X' } }, // a duplicate of entry 0: BullMQ adds no job X
+      { name: 'slot', data: { id: 'b', n: 2 }, opts: { jobId: 'X' } }, // so this entry IS job X
+    ];
+    const { seq, bulk, one, all } = await both(list);
+    expect(await outcome(bulk, all)).toEqual(await outcome(seq, one));
+    const key = (app: TestApp) => queuedKey(app.prefix, digestOf(app, 'slot', { id: 'b' }));
+    // Job X (the slot-set entry: BullMQ deduplicated the fast-path one) holds a slot of slot(b), as sequentially.
+    expect(await owners(redis, key(bulk))).toEqual(await owners(redis, key(seq)));
+    // lockLimit 2 holds: two more adds of b leave as many jobs as sequentially.
+    for (const app of [seq, bulk]) {
+      await app.queue.add('slot', { id: 'b', n: 10 });
+      await app.queue.add('slot', { id: 'b', n: 11 });
+    }
+    expect(await bulk.queue.count()).toBe(await seq.queue.count());
+  });
+
+  it('plain entry with jobId Y, then slot-set entries: the one repeating Y is that job, the next two are new', async () => {
+    const list: Entry[] = [
+      { name: 'plain', data: { id: 'p', n: 0 }, opts: { jobId: 'Y' } },
+      { name: 'slot', data: { id: 'c', n: 1 }, opts: { jobId: 'Y' } },
+      { name: 'slot', data: { id: 'c', n: 2 } },
+      { name: 'slot', data: { id: 'c', n: 3 } },
+    ];
+    const { seq, bulk, one, all } = await both(list);
+    expect(await outcome(bulk, all)).toEqual(await outcome(seq, one));
+    expect(await bulk.queue.count()).toBe(await seq.queue.count());
+  });
+
+  it('a repeated jobId whose first entry was held: the second is its own new job (as sequential)', async () => {
+    const list: Entry[] = [
+      { name: 'slot', data: { id: 'h', n: 0 } },
+      { name: 'slot', data: { id: 'h', n: 1 } },
+      { name: 'slot', data: { id: 'h', n: 2 }, opts: { jobId: 'Z' } }, // held
+      { name: 'slot', data: { id: 'k', n: 3 }, opts: { jobId: 'Z' } }, // new job Z
+      { name: 'slot', data: { id: 'k', n: 4 }, opts: { jobId: 'Z' } }, // that job
+    ];
+    const { seq, bulk, one, all } = await both(list);
+    const shape = (o: (string | number)[]) => o.map((v) => (typeof v === 'number' ? `dup of ${list[v].data.id}` : v));
+    expect(shape(await outcome(bulk, all))).toEqual(shape(await outcome(seq, one)));
+    const key = (app: TestApp) => queuedKey(app.prefix, digestOf(app, 'slot', { id: 'k' }));
+    expect(await owners(redis, key(bulk))).toEqual(await owners(redis, key(seq)));
+    expect(await bulk.queue.count()).toBe(await seq.queue.count());
+  });
 });

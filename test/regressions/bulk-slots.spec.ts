@@ -217,4 +217,34 @@ describe('addBulk on the general path', () => {
       'same-id',
     ]);
   });
+
+  // BullMQ's addBulk is a pipeline, not a transaction: an entry it refuses leaves the others added.
+  it('an entry BullMQ refuses inside its pipeline: the entries it added keep their slots, nothing else is held', async () => {
+    const app = await start();
+    const wrong = `${app.queue.qualifiedName}:WRONG`;
+    await redis.set(wrong, 'not a hash'); // BullMQ's existing-id check reads it as a job hash: WRONGTYPE, that entry only
+    try {
+      await expect(
+        app.queue.addBulk([
+          { name: 'sync', data: { id: 'pa', n: 0 } },
+          { name: 'sync', data: { id: 'pb', n: 1 }, opts: { jobId: 'WRONG' } },
+        ]),
+      ).rejects.toThrow();
+    } finally {
+      await redis.del(wrong);
+    }
+    const [added] = await app.queue.getJobs(['waiting']);
+    expect(added.data).toEqual({ id: 'pa', n: 0 });
+    expect(await slotsOf(app, ['pa', 'pb'])).toEqual({ pa: [added.id], pb: [] });
+  });
+
+  it('an entry whose parent is missing (BullMQ answers an error code as its id): its slot is given back', async () => {
+    const app = await start();
+    const parent = { id: 'no-such-parent', queue: app.queue.qualifiedName };
+    await expect(app.queue.add('sync', { id: 'mp', n: 0 }, { parent })).rejects.toThrow();
+    const [job] = await app.queue.addBulk([{ name: 'sync', data: { id: 'mq', n: 0 }, opts: { parent } }]);
+    expect(String(job.id)).toMatch(/^-\d+$/);
+    expect(await slotsOf(app, ['mp', 'mq'])).toEqual({ mp: [], mq: [] });
+    expect(await app.queue.getJobCounts('waiting', 'waiting-children')).toEqual({ waiting: 0, 'waiting-children': 0 });
+  });
 });

@@ -117,35 +117,41 @@ interface Opening {
 }
 
 const opening = new AsyncLocalStorage<Opening>();
-const hookedPools = new WeakSet<object>();
+/** The `connect` the library gave each pool it hooked. */
+const hooks = new WeakMap<object, ConnectFn>();
 
 /**
- * Gives `pool` a `connect` of its own (once per pool) that, called in the context of an opening of this pool that has
- * not asked for its client yet (the driver's checkout for the transaction: Drizzle's `db.transaction()`, TypeORM's
- * runner), checks out with a callback and watches the client from the hand-over ({@link checkOutWatched} tells why);
- * every other call goes to the pool's own `connect` unchanged. A pool that cannot be given a property is watched from
- * {@link CheckoutWatch.adopt}.
+ * Gives `pool` a `connect` of its own that, called in the context of an opening of this pool that has not asked for its
+ * client yet (the driver's checkout for the transaction: Drizzle's `db.transaction()`, TypeORM's runner), checks out
+ * with a callback and watches the client from the hand-over ({@link checkOutWatched} tells why); every other call goes
+ * to the `connect` the pool had (its own property then, else its prototype's, looked up at each call) unchanged. Done
+ * again when the pool's `connect` is no longer the one given (replaced or deleted since). A pool that cannot be given
+ * a property is watched from {@link CheckoutWatch.adopt}.
  */
 function hookConnect(pool: PoolLike): void {
-  if (hookedPools.has(pool)) return;
-  hookedPools.add(pool);
-  const own = pool.connect as ConnectFn;
-  const connect = function (this: unknown, ...args: unknown[]): unknown {
+  const current = pool.connect as ConnectFn;
+  if (hooks.get(pool) === current) return;
+  const own = Object.prototype.hasOwnProperty.call(pool, 'connect') ? current : undefined;
+  const original = (): ConnectFn => own ?? (Object.getPrototypeOf(pool) as { connect: ConnectFn }).connect;
+  // One declared parameter, as pg.Pool#connect has (`connect.length`).
+  const connect = function (this: unknown, callback?: unknown, ...rest: unknown[]): unknown {
+    const args = callback === undefined && rest.length === 0 ? [] : [callback, ...rest];
     const slot = opening.getStore();
-    if (slot?.pool !== pool || slot.asked) return own.apply(this, args);
+    if (slot?.pool !== pool || slot.asked) return original().apply(this, args);
     slot.asked = true;
     const handedOver = (client: unknown): void => {
       slot.client = client;
       slot.watch = watchConnection(client);
     };
-    const callback = typeof args[0] === 'function' ? (args[0] as (...answer: unknown[]) => unknown) : undefined;
-    const checkedOut = connectHandedOver(own, this, handedOver, callback);
-    if (!callback) return checkedOut;
+    const answer = typeof callback === 'function' ? (callback as (...a: unknown[]) => unknown) : undefined;
+    const checkedOut = connectHandedOver(original(), this, handedOver, answer);
+    if (!answer) return checkedOut;
     checkedOut.catch(() => undefined); // answered through the callback
     return undefined;
   };
   try {
     Object.defineProperty(pool, 'connect', { value: connect, configurable: true, writable: true });
+    hooks.set(pool, connect);
   } catch {
     // A frozen pool: its transactions' clients are watched once the driver hands them over (adopt).
   }
