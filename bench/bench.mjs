@@ -385,8 +385,8 @@ async function measureWorker(label, variant, concurrency) {
 // ── report ──
 process.stdout.write('\r'.padEnd(60) + '\r');
 const rows = [];
-/** A report row of an enqueue-side measure: rate, ratio, commands, CPU and latency. */
-const enqueueRow = (measure, name, r) => ({
+/** A report row: rate, ratio, commands and CPU per operation. */
+const row = (measure, name, r) => ({
   measure,
   variant: name,
   'ops/s': r.rate,
@@ -395,9 +395,9 @@ const enqueueRow = (measure, name, r) => ({
   'cmds/op − plain': r.extraCommandsPerOp,
   'node µs/op': r.nodeUsPerOp,
   'redis µs/op': r.redisUsPerOp,
-  'p50 ms': r.p50ms,
-  'p99 ms': r.p99ms,
 });
+/** A row of an enqueue-side measure, with its latency. */
+const enqueueRow = (measure, name, r) => ({ ...row(measure, name, r), 'p50 ms': r.p50ms, 'p99 ms': r.p99ms });
 for (const [inFlight, variants] of Object.entries(results.enqueue)) {
   for (const [name, r] of Object.entries(variants)) rows.push(enqueueRow(`enqueue @${inFlight} in flight`, name, r));
 }
@@ -407,14 +407,7 @@ for (const [name, r] of Object.entries(results.bulk ?? {})) {
 for (const [concurrency, variants] of Object.entries(results.worker)) {
   for (const [name, r] of Object.entries(variants)) {
     rows.push({
-      measure: `worker @concurrency ${concurrency}`,
-      variant: name,
-      'ops/s': r.rate,
-      'ratio to plain': r.ratio,
-      'cmds/op': r.commandsPerOp,
-      'cmds/op − plain': r.extraCommandsPerOp,
-      'node µs/op': r.nodeUsPerOp,
-      'redis µs/op': r.redisUsPerOp,
+      ...row(`worker @concurrency ${concurrency}`, name, r),
       ...(r.sqlPerOp ? { 'SQL/op': r.sqlPerOp } : {}),
       ...(r.postgresUsPerOp !== undefined ? { 'postgres µs/op': r.postgresUsPerOp } : {}),
     });

@@ -1,27 +1,15 @@
 // PostgresIdempotencyStore checks its transactions' clients out with pg.Pool's callback form (checkOutWatched): every
 // way a checkout can fail (a timeout on a full pool, `verify` or `onConnect` refusing, an ended pool) rejects the
 // attempt once, and the pool is whole afterwards.
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { PostgresIdempotencyStore } from '../../lib/index.js';
-import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
+import { useIdempotencyTable } from './postgres-store-kinds.js';
+import { databaseUrl } from '../support/postgres.js';
 
 describe('the claim transaction’s checkout, failing', () => {
-  const table = uniqueTable('checkout_failures');
-  const admin = pgPool(1);
-  const uncaught: unknown[] = [];
-  const onUncaught = (error: unknown) => void uncaught.push(error);
+  const { table, admin, uncaught } = useIdempotencyTable('checkout_failures');
   let n = 0;
-
-  beforeAll(async () => {
-    await new PostgresIdempotencyStore({ pool: admin, table }).migrate();
-    process.on('uncaughtException', onUncaught);
-  });
-  afterAll(async () => {
-    process.off('uncaughtException', onUncaught);
-    await admin.query(`DROP TABLE IF EXISTS ${table}`);
-    await admin.end();
-  });
 
   /** Claims a fresh key on `store` and runs a transaction on it; what it came to. */
   async function attempt(store: PostgresIdempotencyStore): Promise<string> {

@@ -6,27 +6,20 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
-import { DrizzleIdempotencyStore, IdempotencyConnectionLostError, PostgresIdempotencyStore } from '../../lib/index.js';
+import { DrizzleIdempotencyStore, IdempotencyConnectionLostError } from '../../lib/index.js';
 import { PgProxy } from '../support/pg-proxy.js';
-import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
+import { useIdempotencyTable } from './postgres-store-kinds.js';
+import { databaseUrl } from '../support/postgres.js';
 
 describe('the connect the library gives a pg pool', () => {
-  const table = uniqueTable('connect_hook');
-  const admin = pgPool(1);
+  const { table, uncaught } = useIdempotencyTable('connect_hook');
   let proxy: PgProxy;
-  const uncaught: unknown[] = [];
-  const onUncaught = (error: unknown) => void uncaught.push(error);
   let n = 0;
 
   beforeAll(async () => {
     proxy = await PgProxy.start();
-    await new PostgresIdempotencyStore({ pool: admin, table }).migrate();
-    process.on('uncaughtException', onUncaught);
   });
   afterAll(async () => {
-    process.off('uncaughtException', onUncaught);
-    await admin.query(`DROP TABLE IF EXISTS ${table}`);
-    await admin.end();
     await proxy.close();
   });
 

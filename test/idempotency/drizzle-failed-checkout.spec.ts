@@ -6,32 +6,24 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
-import { DrizzleIdempotencyStore, IdempotencyConnectionLostError, PostgresIdempotencyStore } from '../../lib/index.js';
+import { DrizzleIdempotencyStore, IdempotencyConnectionLostError } from '../../lib/index.js';
 import { PgProxy } from '../support/pg-proxy.js';
-import { pgPool, uniqueTable } from '../support/postgres.js';
+import { useIdempotencyTable } from './postgres-store-kinds.js';
 
 describe('a Drizzle transaction waiting behind one whose checkout failed', () => {
-  const table = uniqueTable('drizzle_failed_checkout');
+  const { table, uncaught } = useIdempotencyTable('drizzle_failed_checkout');
   let proxy: PgProxy;
   let pool: pg.Pool;
-  const admin = pgPool(1);
-  const uncaught: unknown[] = [];
-  const onUncaught = (error: unknown) => void uncaught.push(error);
 
   beforeAll(async () => {
     proxy = await PgProxy.start();
     pool = new pg.Pool({ connectionString: proxy.url, max: 1, idleTimeoutMillis: 1 });
     pool.on('error', () => undefined);
-    await new PostgresIdempotencyStore({ pool: admin, table }).migrate();
-    process.on('uncaughtException', onUncaught);
   });
 
   afterAll(async () => {
-    process.off('uncaughtException', onUncaught);
-    await admin.query(`DROP TABLE IF EXISTS ${table}`);
     await proxy.close();
     await pool.end();
-    await admin.end();
   });
 
   it('the second transaction’s dropped BEGIN is reported lost and its client given back', async () => {

@@ -46,12 +46,34 @@ export function postgresStoreKinds(sources: () => PostgresSources, table: string
   } satisfies Record<string, () => IdempotencyStore<unknown>>;
 }
 
-/** A suite's PostgreSQL behind a {@link PgProxy}: its pool and DataSource through the proxy, a table, the uncaught errors. */
-export interface ProxiedPostgres extends PostgresSources {
-  proxy: PgProxy;
+/** A suite's records table on the test database, with an admin pool, and the uncaught errors of the suite. */
+export interface IdempotencyTable {
   table: string;
+  /** A pool of one connection straight to the database (not through any proxy). */
+  admin: pg.Pool;
   /** Errors that reached `process.on('uncaughtException')` during the suite. */
   uncaught: unknown[];
+}
+
+/** Creates, for the suite, the records table (`label`), records uncaught errors, and drops the table after. */
+export function useIdempotencyTable(label: string): IdempotencyTable {
+  const state: IdempotencyTable = { table: uniqueTable(label), admin: pgPool(1), uncaught: [] };
+  const onUncaught = (error: unknown) => void state.uncaught.push(error);
+  beforeAll(async () => {
+    await new PostgresIdempotencyStore({ pool: state.admin, table: state.table }).migrate();
+    process.on('uncaughtException', onUncaught);
+  });
+  afterAll(async () => {
+    process.off('uncaughtException', onUncaught);
+    await state.admin.query(`DROP TABLE IF EXISTS ${state.table}`);
+    await state.admin.end();
+  });
+  return state;
+}
+
+/** A suite's PostgreSQL behind a {@link PgProxy}: its pool and DataSource through the proxy, a table, the uncaught errors. */
+export interface ProxiedPostgres extends PostgresSources, IdempotencyTable {
+  proxy: PgProxy;
 }
 
 /**
@@ -60,23 +82,17 @@ export interface ProxiedPostgres extends PostgresSources {
  * the pool an 'error' listener (idle connections only: a checked-out one has none but the store's).
  */
 export function useProxiedPostgres(label: string, max: number, poolErrors: boolean): ProxiedPostgres {
-  const admin = pgPool(1);
-  const onUncaught = (error: unknown) => void state.uncaught.push(error);
-  const state = { table: uniqueTable(label), uncaught: [] as unknown[] } as ProxiedPostgres;
+  const state = useIdempotencyTable(label) as ProxiedPostgres;
   beforeAll(async () => {
     state.proxy = await PgProxy.start();
     state.pool = new pg.Pool({ connectionString: state.proxy.url, max });
     if (poolErrors) state.pool.on('error', () => undefined);
     state.dataSource = new DataSource({ type: 'postgres', url: state.proxy.url, poolSize: max, logging: false });
     await state.dataSource.initialize();
-    await new PostgresIdempotencyStore({ pool: admin, table: state.table }).migrate();
-    process.on('uncaughtException', onUncaught);
   });
   afterAll(async () => {
-    process.off('uncaughtException', onUncaught);
-    await admin.query(`DROP TABLE IF EXISTS ${state.table}`);
     await state.dataSource.destroy();
-    await Promise.all([state.pool.end(), admin.end()]);
+    await state.pool.end();
     await state.proxy.close();
   });
   return state;
