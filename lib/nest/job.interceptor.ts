@@ -91,7 +91,16 @@ export class JobInterceptor {
     this.availability = new RedisAvailability(logger, deps.enqueueTimeout ?? DEFAULT_ENQUEUE_TIMEOUT);
     this.availability.watchClient(client);
     const availability = this.availability;
-    this.enqueuer = new Enqueuer({ definitions, queues: this.queues, tools, events, tracer, enabled, availability });
+    this.enqueuer = new Enqueuer({
+      definitions,
+      queues: this.queues,
+      tools,
+      events,
+      tracer,
+      enabled,
+      availability,
+      client,
+    });
     this.runner = new JobRunner({
       ...deps,
       tools,

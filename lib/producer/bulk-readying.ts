@@ -32,11 +32,17 @@ export interface ReadiedBulk {
 
 /**
  * Readies the entries of a bulk (their locks taken, where they are not taken inside BullMQ's add, or met held). Entries
- * start together, their first calls sent in entry order (they share a round trip), and are finished in entry order;
+ * start together, their first calls sent in entry order (they share a round trip and, through `writeTogether`, one socket
+ * write), and are finished in entry order;
  * an entry that cannot start before the ones before it finished ({@link EnqueueLock.begin}) waits for them. If any
  * fails, every entry started is still finished, what they took is given back, and the first error is thrown.
  */
-export async function readyBulk(queue: Queue, requests: readonly BulkRequest[]): Promise<ReadiedBulk> {
+export async function readyBulk(
+  queue: Queue,
+  requests: readonly BulkRequest[],
+  /** Runs a function that sends commands without awaiting them, the commands leaving in one socket write. */
+  writeTogether: <T>(send: () => T) => T = (send) => send(),
+): Promise<ReadiedBulk> {
   const entries: BulkEntry[] = [];
   /** Requests whose readying failed: one with a job id of the library's may have taken its slot before failing. */
   const failed: { definition: JobDefinition; request: EnqueueRequest }[] = [];
@@ -50,10 +56,12 @@ export async function readyBulk(queue: Queue, requests: readonly BulkRequest[]):
   for (let next = 0; next < requests.length && !failure;) {
     const started: Started[] = [];
     try {
-      for (let begun; next < requests.length && (begun = begin(queue, requests[next], adding)); next++) {
-        started.push(begun);
-      }
-      if (started.length === 0) started.push(readyInTurn(queue, requests[next++], adding));
+      next = writeTogether(() => {
+        let at = next;
+        for (let begun; at < requests.length && (begun = begin(queue, requests[at], adding)); at++) started.push(begun);
+        if (started.length === 0) started.push(readyInTurn(queue, requests[at++], adding));
+        return at;
+      });
     } catch (error) {
       failure = { error }; // a request that could not even be made (its options): the ones started are finished
     }

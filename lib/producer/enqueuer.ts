@@ -1,4 +1,5 @@
 import { Job, type JobsOptions, type Queue } from 'bullmq';
+import type { Cluster, Redis } from 'ioredis';
 import type { OperationTracer } from '../common/operation-tracer.js';
 import type { ClientConflict, ClientResolution, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
@@ -6,6 +7,7 @@ import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { Taken } from '../locks/enqueue-lock.js';
 import { bullKeys } from '../redis/keys.js';
 import type { RedisAvailability } from '../redis/redis-availability.js';
+import { writingTogether } from '../redis/write-together.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import type { BulkJob, GuardedQueues } from './guarded-queues.js';
 import { readyBulk, type BulkRequest } from './bulk-readying.js';
@@ -24,6 +26,8 @@ export interface EnqueuerDeps {
   readonly enabled: boolean;
   /** Bounds the wait for a queue connection that is not ready. */
   readonly availability: RedisAvailability;
+  /** The client the library's scripts run on (a bulk's lock calls leave in one socket write on it). */
+  readonly client: Redis | Cluster;
 }
 
 /**
@@ -116,7 +120,7 @@ export class Enqueuer {
         digest: definition && digestAtEnqueue(definition, queue, entry.name, entry.data, opts),
       };
     });
-    const { entries, abandon } = await readyBulk(queue, requests);
+    const { entries, abandon } = await readyBulk(queue, requests, (send) => writingTogether(this.deps.client, send));
     const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
     let added: Job[];
     try {
