@@ -1,6 +1,6 @@
 // `npm run bench [-- --quick] [-- --only=enqueue|bulk|worker|wake]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
 // interleaved rounds so machine drift cancels; each figure is a ratio to plain BullMQ in the same round (the median
-// over rounds), plus Redis commands per operation counted on the client side (stable across machines) and enqueue
+// over rounds), plus Redis commands and socket writes per operation counted on the client side (stable across machines) and enqueue
 // latency percentiles. Writes bench/results.json.
 import 'reflect-metadata';
 import { createHash, randomBytes } from 'node:crypto';
@@ -368,18 +368,20 @@ async function measureWorker(label, variant, concurrency) {
   });
   const cpu = await cpuMeter(cpuClient, usesSql ? postgresCpu : undefined);
   const before = sent.total;
+  const writesBefore = sent.writes;
   const statementsBefore = statements;
   const t0 = performance.now();
   void worker.run();
   await finished;
   const seconds = (performance.now() - t0) / 1000;
   const commandsPerOp = (sent.total - before) / n;
+  const writesPerOp = (sent.writes - writesBefore) / n;
   const sqlPerOp = (statements - statementsBefore) / n;
   const cpuPerOp = await cpu(n);
   await worker.close();
   await queue.obliterate({ force: true });
   await app.close();
-  return { rate: n / seconds, commandsPerOp, sqlPerOp, ...cpuPerOp, latencies: [] };
+  return { rate: n / seconds, commandsPerOp, writesPerOp, sqlPerOp, ...cpuPerOp, latencies: [] };
 }
 
 // ── report ──
@@ -393,6 +395,7 @@ const row = (measure, name, r) => ({
   'ratio to plain': r.ratio,
   'cmds/op': r.commandsPerOp,
   'cmds/op − plain': r.extraCommandsPerOp,
+  'writes/op': r.writesPerOp,
   'node µs/op': r.nodeUsPerOp,
   'redis µs/op': r.redisUsPerOp,
 });

@@ -2,6 +2,7 @@
 // server and, when it runs on this machine, the PostgreSQL server), timed runs of operations with a number in
 // flight, and medians of interleaved rounds.
 import { readdirSync, readFileSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { Redis } from 'ioredis';
 
 export const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -14,7 +15,7 @@ export const percentile = (values, p) => {
  * Every command this process sends (ioredis `sendCommand`): `total`, and per connection name (clients created with
  * `connectionName`) a count per command. Counted on the client side: the figure does not drift with machine load.
  */
-export const sent = { total: 0, byConnection: new Map() };
+export const sent = { total: 0, writes: 0, byConnection: new Map() };
 const originalSendCommand = Redis.prototype.sendCommand;
 Redis.prototype.sendCommand = function (command, ...rest) {
   sent.total++;
@@ -25,6 +26,20 @@ Redis.prototype.sendCommand = function (command, ...rest) {
     counts.set(command.name, (counts.get(command.name) ?? 0) + 1);
   }
   return originalSendCommand.call(this, command, ...rest);
+};
+
+/**
+ * Every socket write this process makes (`writes`: one per `_write` or `_writev` of a socket, to Redis or PostgreSQL),
+ * a system call each: several commands corked together go out in one. Stable like the command count.
+ */
+const { _write: socketWrite, _writev: socketWritev } = Socket.prototype;
+Socket.prototype._write = function (...args) {
+  sent.writes++;
+  return socketWrite.apply(this, args);
+};
+Socket.prototype._writev = function (...args) {
+  sent.writes++;
+  return socketWritev.apply(this, args);
 };
 
 /** The commands one named connection sent since the last call (by command name), and resets its counts. */
@@ -103,12 +118,16 @@ export async function cpuMeter(client, postgresCpu) {
 export const inRoundOrder = (variants, round) =>
   round % 2 ? Object.entries(variants).reverse() : Object.entries(variants);
 
-/** Runs `n` operations with `inFlight` at a time; returns ops/s, commands/op, CPU/op and per-op latencies (ms). */
+/**
+ * Runs `n` operations with `inFlight` at a time; returns ops/s, commands and socket writes per op, CPU/op and per-op
+ * latencies (ms).
+ */
 export async function measure(n, inFlight, op, cpuClient) {
   let next = 0;
   const latencies = [];
   const cpu = await cpuMeter(cpuClient);
   const before = sent.total;
+  const writesBefore = sent.writes;
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
@@ -121,7 +140,8 @@ export async function measure(n, inFlight, op, cpuClient) {
     }),
   );
   const seconds = (performance.now() - t0) / 1000;
-  return { rate: n / seconds, commandsPerOp: (sent.total - before) / n, ...(await cpu(n)), latencies };
+  const writesPerOp = (sent.writes - writesBefore) / n;
+  return { rate: n / seconds, commandsPerOp: (sent.total - before) / n, writesPerOp, ...(await cpu(n)), latencies };
 }
 
 /** Per variant: median rate, median ratio to `baseline` in the same round, commands, CPU and latency percentiles. */
@@ -135,6 +155,7 @@ export function summarize(rounds, baseline) {
       rate: Math.round(med(samples, 'rate')),
       ratio: Number(median(ratios).toFixed(3)),
       commandsPerOp: Number(med(samples, 'commandsPerOp').toFixed(2)),
+      writesPerOp: Number(med(samples, 'writesPerOp').toFixed(2)),
       nodeUsPerOp: Number(med(samples, 'nodeUsPerOp').toFixed(1)),
       redisUsPerOp: Number(med(samples, 'redisUsPerOp').toFixed(1)),
       ...(samples[0].sqlPerOp ? { sqlPerOp: Number(med(samples, 'sqlPerOp').toFixed(2)) } : {}),
