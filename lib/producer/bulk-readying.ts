@@ -32,10 +32,10 @@ export interface ReadiedBulk {
 
 /**
  * Readies the entries of a bulk (their locks taken, where they are not taken inside BullMQ's add, or met held). Entries
- * start together, their first calls sent in entry order (they share a round trip and, through `writeTogether`, one socket
- * write), and are finished in entry order;
- * an entry that cannot start before the ones before it finished ({@link EnqueueLock.begin}) waits for them. If any
- * fails, every entry started is still finished, what they took is given back, and the first error is thrown.
+ * start together, their first calls sent in entry order (they share a round trip and, through `writeTogether`, one
+ * socket write), and are finished in entry order; an entry that cannot start before the ones before it finished
+ * ({@link EnqueueLock.begin}) waits for them. If any fails, every entry started is still finished, what they took is
+ * given back, and the first error is thrown.
  */
 export async function readyBulk(
   queue: Queue,
