@@ -29,7 +29,8 @@ function socketsOf(client: Redis | Cluster): CorkableStream[] {
  * the commands leave in one socket write per server instead of one each (a system call each on both sides: for a bulk
  * of 100 slot acquires, 0.3–1 ms less CPU per bulk in the producer and in Redis each; docs/performance.md). They are
  * written in the order they were sent, when `send` returns or throws, in the same tick: nothing waits longer for it.
- * A client not connected yet (its commands wait in ioredis' offline queue) sends as it would have.
+ * A client not connected yet (its commands wait in ioredis' offline queue) sends as it would have, and so does one
+ * with ioredis' `enableAutoPipelining` (its commands leave on the next tick, batched by ioredis itself).
  */
 export function writingTogether<T>(client: Redis | Cluster, send: () => T): T {
   const sockets = socketsOf(client);

@@ -2,13 +2,13 @@
 // acquires sent in entry order before any answer is in (one round trip for the bulk instead of one each, in turn), and
 // whatever an answer asks next (a stale holder to drop, a slot to take again) is done in entry order, so each entry is
 // answered as if the entries before it had been enqueued one by one.
-import { createHash } from 'node:crypto';
-import { Socket } from 'node:net';
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
-import { RedisScripts, scriptSources } from '../../lib/redis/redis-scripts.js';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
 import { useApps } from '../support/apps.js';
 import { byId, digestOf, expiringKey, owners, queuedKey, removeUnguarded } from '../support/locks.js';
+import { redisClient } from '../support/redis.js';
+import { socketsOf } from '../support/socket-writes.js';
 
 /** Makes the `nth` acquireLock call (1-based) fail: before it reaches Redis, or after it ran there (reply lost). */
 async function failingAcquire<T>(nth: number, ran: boolean, body: () => Promise<T>): Promise<T> {
@@ -45,38 +45,8 @@ async function recordingAcquires<T>(body: () => Promise<T>): Promise<{ value: T;
   }
 }
 
-/** Runs `body` counting the socket writes that carry acquireLock calls, and the calls each carries. */
-async function countingAcquireWrites<T>(body: () => Promise<T>): Promise<number[]> {
-  const lua = scriptSources().find((source) => source.name === 'acquireLock')!.lua;
-  const sha = createHash('sha1').update(lua).digest('hex');
-  const acquiresIn = (chunks: readonly unknown[]) =>
-    chunks.reduce<number>((n, chunk) => n + String(chunk).split(sha).length - 1, 0);
-  const writes: number[] = [];
-  const proto = Socket.prototype as unknown as {
-    _write(chunk: unknown, encoding: string, callback: () => void): void;
-    _writev(chunks: { chunk: unknown }[], callback: () => void): void;
-  };
-  const { _write, _writev } = proto;
-  proto._write = function (this: Socket, chunk, encoding, callback) {
-    const n = acquiresIn([chunk]);
-    if (n > 0) writes.push(n);
-    return _write.call(this, chunk, encoding, callback);
-  };
-  proto._writev = function (this: Socket, chunks, callback) {
-    const n = acquiresIn(chunks.map((c) => c.chunk));
-    if (n > 0) writes.push(n);
-    return _writev.call(this, chunks, callback);
-  };
-  try {
-    await body();
-    return writes;
-  } finally {
-    Object.assign(proto, { _write, _writev });
-  }
-}
-
 describe('addBulk on the general path', () => {
-  const { redis, start } = useApps('bulkslots', {
+  const { redis, start, onCleanup } = useApps('bulkslots', {
     unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
     paused: true,
   });
@@ -100,16 +70,6 @@ describe('addBulk on the general path', () => {
     expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id: 'b' })))).toEqual(
       [b1.id, b2.id].sort(),
     );
-  });
-
-  it('sends the acquires of a bulk in one socket write', async () => {
-    const app = await start();
-    await app.queue.add('sync', { id: 'warm' }); // the client connected and the script known to the server
-    const writes = await countingAcquireWrites(() =>
-      app.queue.addBulk(Array.from({ length: 20 }, (_, n) => ({ name: 'sync', data: { id: `w${n}` } }))),
-    );
-    expect(writes).toEqual([20]);
-    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 21 });
   });
 
   it('drops stale holders in entry order: two entries take their places, the third is a duplicate of one of them', async () => {
@@ -192,6 +152,21 @@ describe('addBulk on the general path', () => {
         ids.map(async (id) => [id, await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id })))] as const),
       ),
     );
+
+  // Single Redis only: on a Cluster, ioredis leaves a command sent while a destroyed node socket still counts as ready
+  // unanswered now and then (seen with and without the corked write; test/locks/write-together.spec.ts has the rest).
+  it('a socket destroyed while ioredis still says ready: the acquires go after the reconnect, nothing corked', async () => {
+    const lib = redisClient();
+    onCleanup(async () => void lib.disconnect());
+    const app = await start({ module: { connection: lib } });
+    await app.queue.add('sync', { id: 'warm' });
+    const before = socketsOf(lib);
+    for (const socket of before) socket.destroy();
+    const ids = ['d0', 'd1', 'd2', 'd3', 'd4'];
+    const jobs = await app.queue.addBulk(ids.map((id) => ({ name: 'sync', data: { id } })));
+    for (const socket of [...before, ...socketsOf(lib)]) expect(socket.writableCorked).toBe(0);
+    expect(await slotsOf(app, ids)).toEqual(Object.fromEntries(ids.map((id, i) => [id, [jobs[i].id]])));
+  });
 
   it('an entry whose options throw synchronously in begin (delay: 1n) leaves no slot of the entries before it', async () => {
     const app = await start();
