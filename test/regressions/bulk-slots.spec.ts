@@ -168,6 +168,15 @@ describe('addBulk on the general path', () => {
     expect(await slotsOf(app, ids)).toEqual(Object.fromEntries(ids.map((id, i) => [id, [jobs[i].id]])));
   });
 
+  it('a client with ioredis auto-pipelining: the same answers', async () => {
+    const lib = redisClient({ enableAutoPipelining: true });
+    onCleanup(async () => void lib.disconnect());
+    const app = await start({ module: { connection: lib } });
+    const ids = Array.from({ length: 20 }, (_, n) => `ap${n}`);
+    const jobs = await app.queue.addBulk(ids.map((id) => ({ name: 'sync', data: { id } })));
+    expect(await slotsOf(app, ids)).toEqual(Object.fromEntries(ids.map((id, i) => [id, [jobs[i].id]])));
+  });
+
   it('an entry whose options throw synchronously in begin (delay: 1n) leaves no slot of the entries before it', async () => {
     const app = await start();
     const failure = await app.queue
