@@ -1,7 +1,7 @@
 // `npm run bench [-- --quick] [-- --only=enqueue|bulk|worker|wake]`: unique jobs against plain BullMQ, measured side by side in one run. Variants run in
 // interleaved rounds so machine drift cancels; each figure is a ratio to plain BullMQ in the same round (the median
-// over rounds), plus Redis commands and socket writes per operation counted on the client side (stable across machines) and enqueue
-// latency percentiles. Writes bench/results.json.
+// over rounds), plus Redis commands and socket writes per operation counted on the client side (stable across
+// machines) and enqueue latency percentiles. Writes bench/results.json.
 import 'reflect-metadata';
 import { createHash, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';

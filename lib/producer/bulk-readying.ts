@@ -41,7 +41,7 @@ export async function readyBulk(
   queue: Queue,
   requests: readonly BulkRequest[],
   /** Runs a function that sends commands without awaiting them, the commands leaving in one socket write. */
-  writeTogether: <T>(send: () => T) => T = (send) => send(),
+  writeTogether: <T>(send: () => T) => T,
 ): Promise<ReadiedBulk> {
   const entries: BulkEntry[] = [];
   /** Requests whose readying failed: one with a job id of the library's may have taken its slot before failing. */

@@ -6,7 +6,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Cluster, Redis } from 'ioredis';
 import { useApps } from '../support/apps.js';
-import { byId, digestOf, owners, queuedKey } from '../support/locks.js';
+import { byId, slotOwners } from '../support/locks.js';
 import { UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
 import { countingAcquireWrites, socketsOf } from '../support/socket-writes.js';
 
@@ -23,12 +23,7 @@ describe('a bulk’s acquires in one socket write', () => {
     await app.queue.addBulk(Array.from({ length: 30 }, (_, n) => ({ name: 'sync', data: { id: `warm${n}` } })));
     return { app, lib };
   }
-  const slotsOf = async (app: Awaited<ReturnType<typeof start>>, ids: string[]) =>
-    Object.fromEntries(
-      await Promise.all(
-        ids.map(async (id) => [id, await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id })))] as const),
-      ),
-    );
+  const slotsOf = (app: Awaited<ReturnType<typeof start>>, ids: readonly string[]) => slotOwners(redis, app, ids);
   const masters = (lib: Redis | Cluster) => (lib.isCluster ? (lib as Cluster).nodes('master').length : 1);
   const corked = (lib: Redis | Cluster) => socketsOf(lib).map((socket) => socket.writableCorked);
 

@@ -4,9 +4,10 @@
 // answered as if the entries before it had been enqueued one by one.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
 import { useApps } from '../support/apps.js';
-import { byId, digestOf, expiringKey, owners, queuedKey, removeUnguarded } from '../support/locks.js';
+import { byId, digestOf, expiringKey, owners, queuedKey, removeUnguarded, slotOwners } from '../support/locks.js';
 import { redisClient } from '../support/redis.js';
 import { socketsOf } from '../support/socket-writes.js';
 
@@ -146,20 +147,20 @@ describe('addBulk on the general path', () => {
       expect(await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id })))).toEqual([]);
     expect(await app.queue.getJobCounts('waiting', 'waiting-children')).toEqual({ waiting: 0, 'waiting-children': 0 });
   });
-  const slotsOf = async (app: Awaited<ReturnType<typeof start>>, ids: string[]) =>
-    Object.fromEntries(
-      await Promise.all(
-        ids.map(async (id) => [id, await owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id })))] as const),
-      ),
-    );
+  const slotsOf = (app: Awaited<ReturnType<typeof start>>, ids: readonly string[]) => slotOwners(redis, app, ids);
+  /** An app whose library client is `lib`, one of the test's own (disconnected after it). */
+  const appOn = async (lib: Redis) => {
+    onCleanup(async () => void lib.disconnect());
+    const app = await start({ module: { connection: lib } });
+    await app.queue.add('sync', { id: 'warm' });
+    return app;
+  };
 
   // Single Redis only: on a Cluster, ioredis leaves a command sent while a destroyed node socket still counts as ready
   // unanswered now and then (seen with and without the corked write; test/locks/write-together.spec.ts has the rest).
   it('a socket destroyed while ioredis still says ready: the acquires go after the reconnect, nothing corked', async () => {
     const lib = redisClient();
-    onCleanup(async () => void lib.disconnect());
-    const app = await start({ module: { connection: lib } });
-    await app.queue.add('sync', { id: 'warm' });
+    const app = await appOn(lib);
     const before = socketsOf(lib);
     for (const socket of before) socket.destroy();
     const ids = ['d0', 'd1', 'd2', 'd3', 'd4'];
@@ -169,9 +170,7 @@ describe('addBulk on the general path', () => {
   });
 
   it('a client with ioredis auto-pipelining: the same answers', async () => {
-    const lib = redisClient({ enableAutoPipelining: true });
-    onCleanup(async () => void lib.disconnect());
-    const app = await start({ module: { connection: lib } });
+    const app = await appOn(redisClient({ enableAutoPipelining: true }));
     const ids = Array.from({ length: 20 }, (_, n) => `ap${n}`);
     const jobs = await app.queue.addBulk(ids.map((id) => ({ name: 'sync', data: { id } })));
     expect(await slotsOf(app, ids)).toEqual(Object.fromEntries(ids.map((id, i) => [id, [jobs[i].id]])));

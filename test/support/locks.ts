@@ -45,6 +45,16 @@ export async function owners(redis: Redis, key: string): Promise<string[]> {
   return (await redis.zrange(key, '0', '-1')).sort();
 }
 
+/** The owners of each `sync` job's slot-set enqueue lock, by the `id` of its data. */
+export async function slotOwners(
+  redis: Redis,
+  app: TestApp,
+  ids: readonly string[],
+): Promise<Record<string, string[]>> {
+  const key = (id: string) => queuedKey(app.prefix, digestOf(app, 'sync', { id }));
+  return Object.fromEntries(await Promise.all(ids.map(async (id) => [id, await owners(redis, key(id))] as const)));
+}
+
 /** Narrowing helpers for the explicit API's result union. */
 export function asEnqueued<R extends { status: string }>(result: R): Extract<R, { status: 'enqueued' }> {
   if (result.status !== 'enqueued') throw new Error(`expected enqueued, got ${JSON.stringify(result)}`);
