@@ -271,7 +271,11 @@ export class PaymentsStory {
     };
     await Promise.all(Array.from({ length: senders }, sender));
     const enqueued = receipts.filter((r) => r.status === 'enqueued').length;
-    this.progress(`${enqueued} jobs enqueued, ${receipts.length - enqueued} duplicates rejected; waiting for them…`);
+    // Most repeats arrive after their event's job completed (the lock is gone): they are new jobs, and
+    // @IdempotencyKey replays the settled result instead of settling again.
+    this.progress(
+      `${enqueued} jobs enqueued, ${receipts.length - enqueued} duplicates rejected (a repeat that arrives after its event's job completed is enqueued, and replayed by @IdempotencyKey); waiting for them…`,
+    );
     let lastReport = 0;
     const { settled, counts } = await this.client.poll('the jobs to finish', 60_000, async () => {
       const [overview, all] = await Promise.all([this.client.payments(0), this.client.jobCounts()]);
