@@ -5,6 +5,7 @@ import { TruncatedDeadSetEntryError } from '../errors/truncated-dead-set-entry.e
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
+import { DEFAULT_DEAD_SET } from './dead-set-defaults.js';
 import type { DeadSetEntry, NewDeadSetEntry, RetryableDeadSetEntry } from './dead-set-entry.interface.js';
 
 /** Re-enqueues a dead entry through the guarded producer path (set by the module). */
@@ -14,8 +15,12 @@ export type DeadSetRequeue = (entry: RetryableDeadSetEntry) => Promise<EnqueueRe
 export interface DeadSetBounds {
   /** Most entries kept. */
   maxSize: number;
-  /** Age (ms) after which an entry is dropped. */
-  maxAge: number;
+  /**
+   * Age (ms) after which an entry is dropped. `undefined` in a process that does not know the application's option
+   * (the CLI): no entry is left out or dropped by age there, and putting an entry back never shortens the dead set's
+   * expiry.
+   */
+  maxAge: number | undefined;
   /** Most bytes of entry JSON kept in total. Default: no bound (`Number.MAX_SAFE_INTEGER`). */
   maxBytes?: number;
   /** Largest entry JSON kept with its payload (capped at `maxBytes`). Default: no bound. */
@@ -132,7 +137,7 @@ export class DeadSetService {
     await this.scripts.run(
       'deadSetAdd',
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
-      [id, json, this.bounds.maxSize, this.bounds.maxAge, this.maxBytes],
+      [id, json, this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge],
     );
   }
 
@@ -140,7 +145,7 @@ export class DeadSetService {
     return (await this.scripts.run(
       'deadSetList',
       [this.keys.deadSetIndex, this.keys.deadSetEntries],
-      [offset, limit, this.bounds.maxAge],
+      [offset, limit, this.bounds.maxAge ?? 0],
     )) as (number | string)[];
   }
 

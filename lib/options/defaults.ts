@@ -22,10 +22,4 @@ export const DEFAULT_SHUTDOWN_TIMEOUT = 5_000;
 /** Lease of a general-path enqueue lock without `lockTtl` (a queued job does not renew it): 24 hours. */
 export const DEFAULT_ENQUEUE_LEASE = 24 * 60 * 60 * 1000;
 
-/** Default bounds of the dead set: 10,000 entries, 7 days, 64 MiB in total, 1 MiB per entry (larger: truncated). */
-export const DEFAULT_DEAD_SET = {
-  maxSize: 10_000,
-  maxAge: 7 * 24 * 60 * 60 * 1000,
-  maxBytes: 64 * 1024 * 1024,
-  maxEntryBytes: 1024 * 1024,
-};
+export { DEFAULT_DEAD_SET } from '../dead-set/dead-set-defaults.js';

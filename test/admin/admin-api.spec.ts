@@ -1,4 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import type { Job } from 'bullmq';
 import {
@@ -23,6 +24,15 @@ import {
   TestAdminGuard,
   type AdminTestApp,
 } from './admin-app.js';
+
+/** A guard that lets everyone in and refreshes a sliding session cookie on each answer, as login middleware does. */
+@Injectable()
+class SessionRefreshingGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    context.switchToHttp().getResponse<{ cookie(name: string, value: string): void }>().cookie('session', 'refreshed');
+    return true;
+  }
+}
 
 interface Order {
   id: string;
@@ -169,6 +179,45 @@ describe('admin JSON API', () => {
     const badCursor = await http(api('locks?cursor=nope'), { headers: { authorization: OPS } });
     expect(badCursor.status).toBe(400);
     expect((badCursor.json as { message: string }).message).toMatch(/Invalid cursor/);
+    // Of the cursor's shape, but past SCAN's 64-bit range (Redis would refuse it: "ERR invalid cursor").
+    const pastScan = await http(api('locks?cursor=n0.99999999999999999999.0'), { headers: { authorization: OPS } });
+    expect([pastScan.status, (pastScan.json as { message: string }).message]).toEqual([
+      400,
+      expect.stringMatching(/Invalid cursor/),
+    ]);
+  });
+
+  // JSON.stringify with an indent made the entry below (~100 KB) hundreds of megabytes of text, and stalled the
+  // application for seconds, on every view of it.
+  it('deeply nested job data: the pages show it cut, the API answers it whole at about its own size', async () => {
+    const { queue } = await lockedApp({ id: 'order-1', amount: 5 });
+    let payload: unknown = Array.from({ length: 20_000 }, (_, n) => n);
+    for (let level = 0; level < 2_000; level++) payload = [payload];
+    const size = JSON.stringify(payload).length;
+    const holder = await app!.service.enqueue(queue, 'charge', { id: 'order-2', amount: 1, payload });
+    await app!.service.enqueue(queue, 'charge', { id: 'order-2', amount: 2, payload });
+    if (holder.status !== 'enqueued') throw new Error('the holder was not enqueued');
+    const auth = { authorization: OPS };
+    // The dead set's page carries the rejected duplicate's payload; the lock's, the holder's and the duplicate's.
+    for (const [path, copies] of [
+      ['dead', 1],
+      [`locks/${holder.digest}`, 2],
+    ] as const) {
+      const page = await http(`${app!.adminUrl}/${path}`, { headers: auth });
+      expect([path, page.status, page.text]).toEqual([path, 200, expect.stringContaining('Cut at 20000 characters')]);
+      expect(page.text.length).toBeLessThan(size);
+      const answer = await http(api(path), { headers: auth });
+      expect([path, answer.status]).toEqual([path, 200]);
+      expect(answer.text.length).toBeLessThan(copies * size + 20_000);
+      expect(JSON.stringify(answer.json)).toContain(JSON.stringify(payload));
+    }
+  });
+
+  it("keeps the cookies the application's guard set on the response beside its CSRF cookie", async () => {
+    app = await startAdminApp({ queues: [lockedQueue(uniqueName('adm'))], admin: { guard: SessionRefreshingGuard } });
+    const page = await http(`${app.adminUrl}/dead`);
+    expect(page.status).toBe(200);
+    expect(page.headers.getSetCookie().map((cookie) => cookie.split('=')[0])).toEqual(['session', 'ujadmin_csrf']);
   });
 
   it('opens a lock: its key, its owner job with data, logs and history, and the duplicates rejected under its digest', async () => {

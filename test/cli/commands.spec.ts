@@ -6,6 +6,7 @@ import type { DeadSetEntry, ReapReport } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { asDuplicate, byId, dedupKey, digestOf, queuedKey, removeUnguarded } from '../support/locks.js';
+import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { runCli, runCliJson } from './run-cli.js';
 
 // Each test spawns the CLI several times (a Node process each): generous on a loaded machine.
@@ -117,6 +118,40 @@ describe('unique-jobs dead', () => {
     expect(empty.code).toBe(1);
     expect(empty.stderr).toContain('under an empty BullMQ prefix');
     expect(await app.service.deadSet.get(id)).toMatchObject({ bullPrefix: '' });
+  });
+
+  // JSON.stringify with an indent made this entry (~100 KB) more text than a string can hold: both commands failed.
+  it('a deeply nested entry: listed whole as JSON, described in one line of at most 200 characters', async () => {
+    const app = await start();
+    let payload: unknown = Array.from({ length: 20_000 }, (_, n) => n);
+    for (let level = 0; level < 2_000; level++) payload = [payload];
+    await app.queue.add('job', { id: 'deep', n: 0 });
+    const id = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'deep', payload })).deadSetEntryId!;
+    const listed = await runCliJson<DeadList>(scoped(app, 'dead', 'list'));
+    expect(listed.code).toBe(0);
+    expect(listed.json.entries).toEqual([expect.objectContaining({ id, data: { id: 'deep', payload } })]);
+    const plan = await runCli(scoped(app, 'dead', 'delete', id));
+    expect(plan.code).toBe(0);
+    const data = plan.stdout.split('\n').find((line) => line.startsWith('  data'));
+    expect(data).toBe(`  data      ${JSON.stringify({ id: 'deep', payload }).slice(0, 199)}…`);
+  });
+
+  // The CLI does not know the application's deadSet option (here 30 days, where the default is 7).
+  it('a retry that fails puts its entry back without dropping what the application keeps or shortening its expiry', async () => {
+    const day = 24 * 60 * 60 * 1000;
+    const app = await start({ module: { deadSet: { maxAge: 30 * day } } });
+    await app.queue.add('job', { id: 'kept', n: 0 });
+    const a = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'kept', n: 1 })).deadSetEntryId!;
+    const b = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'kept', n: 2 })).deadSetEntryId!;
+    const keys = new UniqueJobsKeys(app.prefix);
+    await redis.zadd(keys.deadSetIndex, 'XX', Date.now() - 10 * day, b); // rejected 10 days ago
+    const listed = await runCliJson<DeadList>(scoped(app, 'dead', 'list'));
+    expect(listed.json.entries.map((entry) => entry.id)).toEqual([a, b]);
+    expect((await runCliJson(scoped(app, 'dead', 'retry', a))).code).toBe(1); // its lock is held: put back
+    expect((await app.service.deadSet.list()).map((entry) => entry.id).sort()).toEqual([a, b].sort());
+    for (const key of [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes]) {
+      expect([key, (await redis.pttl(key)) > 29 * day]).toEqual([key, true]);
+    }
   });
 
   it('rejects an id that is not a UUID and reports one that does not exist', async () => {
@@ -284,6 +319,20 @@ describe('unique-jobs errors', () => {
     expect(help.stdout).toContain(
       'Exit codes: 0 done (a lookup that finds nothing is done: it exits 0 and says where it looked)',
     );
+  });
+
+  it('never prints the password of a Redis URL it refuses; a cursor past SCAN’s range is an invalid cursor', async () => {
+    for (const url of [
+      'redis://ops:s3cret/pw@127.0.0.1:1',
+      'redis://ops:s3c@ret@127.0.0.1:x',
+      'redis://h:abc/?db=0&password=s3cret',
+    ]) {
+      const run = await runCli(['locks', 'list', '--redis', url], { connect: false });
+      expect([url, run.code, run.stderr]).toEqual([url, 1, expect.stringContaining('Invalid Redis URL')]);
+      expect(run.stderr).not.toContain('s3c');
+    }
+    const cursor = await runCli(['locks', 'list', '--cursor', 'n0.99999999999999999999.0']);
+    expect([cursor.code, cursor.stderr]).toEqual([1, expect.stringContaining('Invalid cursor')]);
   });
 
   it('rejects a prefix that is not a plain key part', async () => {

@@ -48,10 +48,12 @@ export class UniqueJobsAdminCsrf {
     if (nonce === undefined || !NONCE.test(nonce)) {
       nonce = randomBytes(32).toString('base64url');
       const secure = this.secureCookie ?? req.secure === true;
-      res.setHeader(
-        'Set-Cookie',
+      // Added to the cookies already set on this response (a guard refreshing its session), never in their place.
+      const earlier = res.getHeader('Set-Cookie');
+      res.setHeader('Set-Cookie', [
+        ...(earlier === undefined ? [] : Array.isArray(earlier) ? earlier : [String(earlier)]),
         `${CSRF_COOKIE}=${nonce}; Path=${cookiePath}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`,
-      );
+      ]);
     }
     return this.sign(nonce, req);
   }

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
+import { jsonText } from '../../common/json-text.js';
 
 /**
  * The request as the admin reads it: Node's `IncomingMessage` plus what `@nestjs/platform-express` adds (a parsed
@@ -60,9 +61,12 @@ export function send(
   res.end(body);
 }
 
-/** JSON with `<`, `>` and `&` escaped, so even a mis-sniffed response cannot be read as markup. */
+/**
+ * JSON with `<`, `>` and `&` escaped, so even a mis-sniffed response cannot be read as markup. Indented, but only the
+ * first levels ({@link jsonText}): deeply nested job data would otherwise make an answer hundreds of times its size.
+ */
 export function safeJson(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026');
+  return jsonText(value, { indent: 2 }).text.replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026');
 }
 
 /** Writes a JSON response. */

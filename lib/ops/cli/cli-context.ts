@@ -218,11 +218,22 @@ export class CliContext {
     try {
       url = new URL(text);
     } catch {
-      throw new CliError(`Invalid Redis URL ${JSON.stringify(text.replace(/\/\/[^@/]*@/, '//***@'))}`);
+      throw new CliError(`Invalid Redis URL ${JSON.stringify(withoutCredentials(text))}`);
     }
     if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
       throw new CliError(`Invalid Redis URL: it must start with redis:// or rediss:// (got ${url.protocol}//…)`);
     }
     return url;
   }
+}
+
+/**
+ * A URL that did not parse, as it may be shown: whatever stands between `//` and the last `@` (user and password, which
+ * may hold `/` or `@`) and the value of a `password` parameter (ioredis reads one) masked.
+ */
+function withoutCredentials(text: string): string {
+  const start = text.indexOf('//');
+  const at = text.lastIndexOf('@');
+  const masked = start >= 0 && at > start ? `${text.slice(0, start + 2)}***${text.slice(at)}` : text;
+  return masked.replace(/([?&]password=)[^&#]*/gi, '$1***');
 }

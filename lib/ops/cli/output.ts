@@ -1,3 +1,4 @@
+import { jsonText } from '../../common/json-text.js';
 /** Where the CLI writes, and its environment (a parameter, so tests and embedders can run it in process). */
 export interface CliIo {
   /** Writes to standard output (a whole line or block, without the final newline). */
@@ -16,11 +17,12 @@ export const processIo: CliIo = {
 };
 
 /**
- * JSON for the terminal: as `JSON.stringify`, with the C1 control characters (U+007F–U+009F, which JSON leaves raw and
- * some terminals obey) escaped too. Data read from Redis (job names, job data) may hold anything.
+ * JSON for the terminal: as `JSON.stringify` indented (the first levels only, see {@link jsonText}: deeply nested job
+ * data would otherwise make the text hundreds of times its size), with the C1 control characters (U+007F–U+009F, which
+ * JSON leaves raw and some terminals obey) escaped too. Data read from Redis (job names, job data) may hold anything.
  */
 export function toJson(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(
+  return jsonText(value, { indent: 2 }).text.replace(
     /[\u007f-\u009f\u2028\u2029]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );

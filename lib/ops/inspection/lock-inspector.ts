@@ -23,6 +23,7 @@ const MAX_SCANS_PER_PAGE = 200;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
 const CURSOR = /^n(\d{1,6})\.(\d{1,20})\.(\d{1,9})$/;
+const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
 
 /** The key space a listing walks: one MATCH pattern and how to read the keys it finds. */
 interface ScanPlan {
@@ -269,7 +270,8 @@ function kindOf(storage: HeldLockStorage): HeldLockKind {
 function decodeCursor(cursor: string): Position {
   if (cursor === '0') return { node: 0, scan: '0', skip: 0 };
   const match = CURSOR.exec(cursor);
-  if (!match) throw new InvalidCursorError(cursor);
+  // SCAN's cursor is an unsigned 64-bit number: a larger one is refused by Redis ("ERR invalid cursor").
+  if (!match || BigInt(match[2]) > MAX_SCAN_CURSOR) throw new InvalidCursorError(cursor);
   return { node: Number(match[1]), scan: match[2], skip: Number(match[3]) };
 }
 

@@ -13,8 +13,11 @@
   ARGV[1] entry id
   ARGV[2] entry JSON
   ARGV[3] maxSize
-  ARGV[4] maxAge, ms
+  ARGV[4] maxAge, ms; 0 when the caller does not know it (the CLI putting back an entry whose retry failed): then no
+          entry is dropped by age and no key's expiry is shortened (they keep the longest expiry among them, or
+          ARGV[6] when none has one)
   ARGV[5] maxBytes
+  ARGV[6] expiry when maxAge is 0 and no key has one, ms
 
   Returns the number of entries dropped.
 ]]
@@ -57,8 +60,14 @@ local function drop(old)
   dropped = dropped + 1
 end
 
-for _, old in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now - maxAge, 'LIMIT', 0, 100)) do
-  drop(old)
+local ttl = maxAge
+if maxAge > 0 then
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now - maxAge, 'LIMIT', 0, 100)) do
+    drop(old)
+  end
+else
+  ttl = math.max(redis.call('PTTL', index), redis.call('PTTL', entries), redis.call('PTTL', counter))
+  if ttl <= 0 then ttl = tonumber(ARGV[6]) end
 end
 local excess = redis.call('ZCARD', index) - maxSize
 if excess > 0 then
@@ -79,8 +88,8 @@ end
 if redis.call('HLEN', entries) == 0 then
   redis.call('DEL', counter)
 else
-  redis.call('SET', counter, total, 'PX', maxAge)
+  redis.call('SET', counter, total, 'PX', ttl)
 end
-redis.call('PEXPIRE', index, maxAge)
-redis.call('PEXPIRE', entries, maxAge)
+redis.call('PEXPIRE', index, ttl)
+redis.call('PEXPIRE', entries, ttl)
 return dropped

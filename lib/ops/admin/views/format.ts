@@ -1,3 +1,4 @@
+import { jsonText } from '../../../common/json-text.js';
 import { html, type SafeHtml } from './html.js';
 
 /** A time as `2025-01-31 12:00:00Z` plus how long ago (or ahead) it is. */
@@ -28,15 +29,19 @@ export function formatDuration(ms: number | undefined): string {
 /** Longest JSON rendered in a `<pre>` before it is cut (the API has it whole). */
 const MAX_JSON = 20_000;
 
-/** A value as indented JSON in a `<pre>` (escaped; cut after 20 000 characters). */
+/**
+ * A value as indented JSON in a `<pre>` (escaped; cut after 20 000 characters, written no further: a value of any size
+ * or nesting costs bounded time, see {@link jsonText}).
+ */
 export function jsonBlock(value: unknown): SafeHtml {
   let text: string;
+  let cut: boolean;
   try {
-    text = JSON.stringify(value, null, 2) ?? 'undefined';
+    ({ text, cut } = jsonText(value, { indent: 2, maxChars: MAX_JSON }));
   } catch {
     text = String(value);
+    cut = text.length > MAX_JSON;
   }
-  const cut = text.length > MAX_JSON;
   return html`<pre class="json">${cut ? text.slice(0, MAX_JSON) : text}</pre>
     ${cut ? html`<p class="muted">Cut at ${MAX_JSON} characters; the JSON API returns it whole.</p>` : ''}`;
 }

@@ -3,11 +3,11 @@ import type { DeadSetEntry } from '../../../dead-set/dead-set-entry.interface.js
 import { TruncatedDeadSetEntryError } from '../../../errors/truncated-dead-set-entry.error.js';
 import { UniqueJobsKeys } from '../../../redis/keys.js';
 import { RedisScripts } from '../../../redis/redis-scripts.js';
-import { DEFAULT_DEAD_SET } from '../../../options/defaults.js';
 import { integerOption, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
-import { clean, iso, table, toJson, truncate } from '../output.js';
+import { jsonText } from '../../../common/json-text.js';
+import { clean, iso, table, truncate } from '../output.js';
 import { elsewhereText, lookElsewhere, quoted } from '../where.js';
 import { entryQueueLabel } from '../../../dead-set/entry-queue.js';
 
@@ -34,9 +34,9 @@ export async function deadCommand(context: CliContext, args: readonly string[]):
 }
 
 /**
- * The dead set on the CLI's connection. The CLI does not know the application's `deadSet` option: it uses the default
- * age (listing hides older entries) and no size bound, so that putting back an entry whose retry failed never drops
- * other entries for size.
+ * The dead set on the CLI's connection. The CLI does not know the application's `deadSet` option: no bound of size or
+ * age, so that it lists every entry the application keeps, and putting back an entry whose retry failed never drops
+ * other entries nor shortens the dead set's expiry.
  */
 async function deadSetOf(
   context: CliContext,
@@ -48,7 +48,7 @@ async function deadSetOf(
     client,
     new RedisScripts(client),
     new UniqueJobsKeys(context.prefix),
-    { maxSize: Number.MAX_SAFE_INTEGER, maxAge: DEFAULT_DEAD_SET.maxAge },
+    { maxSize: Number.MAX_SAFE_INTEGER, maxAge: undefined },
     requeue,
   );
 }
@@ -179,6 +179,6 @@ function describeEntry(entry: DeadSetEntry): string {
     `  reason    ${clean(entry.reason)}`,
     entry.truncated
       ? `  data      (not stored: ${entry.originalBytes ?? '?'} bytes, over deadSet.maxEntryBytes; sha256 ${clean(entry.payloadSha256)})`
-      : `  data      ${clean(truncate(toJson(entry.data).replace(/\s*\n\s*/g, ' '), 200))}`,
+      : `  data      ${clean(truncate(jsonText(entry.data, { maxChars: 201 }).text, 200))}`,
   ].join('\n');
 }
