@@ -44,10 +44,9 @@ export function jsonText(value: unknown, options: JsonTextOptions = {}): JsonTex
   const maxChars = options.maxChars ?? Number.POSITIVE_INFINITY;
   const parts: string[] = [];
   let length = 0;
-  const write = (text: string): boolean => {
+  const write = (text: string): void => {
     parts.push(text);
     length += text.length;
-    return length >= maxChars;
   };
   const ancestors = new Set<object>();
   const stack: Frame[] = [];

@@ -13,6 +13,7 @@ import {
   type LockPage,
 } from '../../lib/index.js';
 import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
+import { nestedPayload } from '../support/payloads.js';
 import {
   ADMIN_PATH,
   csrfOf,
@@ -191,8 +192,7 @@ describe('admin JSON API', () => {
   // application for seconds, on every view of it.
   it('deeply nested job data: the pages show it cut, the API answers it whole at about its own size', async () => {
     const { queue } = await lockedApp({ id: 'order-1', amount: 5 });
-    let payload: unknown = Array.from({ length: 20_000 }, (_, n) => n);
-    for (let level = 0; level < 2_000; level++) payload = [payload];
+    const payload = nestedPayload(2_000, 20_000);
     const size = JSON.stringify(payload).length;
     const holder = await app!.service.enqueue(queue, 'charge', { id: 'order-2', amount: 1, payload });
     await app!.service.enqueue(queue, 'charge', { id: 'order-2', amount: 2, payload });

@@ -5,6 +5,7 @@ import { describe, expect, it, jest } from '@jest/globals';
 import type { DeadSetEntry, ReapReport } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
+import { nestedPayload } from '../support/payloads.js';
 import { asDuplicate, byId, dedupKey, digestOf, queuedKey, removeUnguarded } from '../support/locks.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { runCli, runCliJson } from './run-cli.js';
@@ -123,8 +124,7 @@ describe('unique-jobs dead', () => {
   // JSON.stringify with an indent made this entry (~100 KB) more text than a string can hold: both commands failed.
   it('a deeply nested entry: listed whole as JSON, described in one line of at most 200 characters', async () => {
     const app = await start();
-    let payload: unknown = Array.from({ length: 20_000 }, (_, n) => n);
-    for (let level = 0; level < 2_000; level++) payload = [payload];
+    const payload = nestedPayload(2_000, 20_000);
     await app.queue.add('job', { id: 'deep', n: 0 });
     const id = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'deep', payload })).deadSetEntryId!;
     const listed = await runCliJson<DeadList>(scoped(app, 'dead', 'list'));

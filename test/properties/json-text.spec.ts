@@ -5,6 +5,7 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { jsonText } from '../../lib/common/json-text.js';
+import { nestedPayload } from '../support/payloads.js';
 
 /** JSON values with what JSON.stringify leaves out or converts: undefined members, functions, Dates, boxed values. */
 const displayable = fc.letrec((tie) => ({
@@ -16,13 +17,6 @@ const displayable = fc.letrec((tie) => ({
     fc.dictionary(fc.string({ maxLength: 6 }), tie('value'), { maxKeys: 4 }),
   ),
 })).value;
-
-/** `depth` arrays around `count` numbers: the shape of the entry that stalled the admin. */
-function nested(depth: number, count: number): unknown {
-  let value: unknown = Array.from({ length: count }, (_, n) => n);
-  for (let level = 0; level < depth; level++) value = [value];
-  return value;
-}
 
 describe('jsonText', () => {
   it('writes what JSON.stringify writes, compact and indented', () => {
@@ -49,11 +43,13 @@ describe('jsonText', () => {
 
   it('past indentDepth, values are written compact on their line', () => {
     expect(jsonText({ a: [1, { b: [2] }] }, { indent: 2, indentDepth: 1 }).text).toBe('{\n  "a": [1,{"b":[2]}]\n}');
-    expect(JSON.parse(jsonText(nested(50, 3), { indent: 2, indentDepth: 3 }).text)).toEqual(nested(50, 3));
+    expect(JSON.parse(jsonText(nestedPayload(50, 3), { indent: 2, indentDepth: 3 }).text)).toEqual(
+      nestedPayload(50, 3),
+    );
   });
 
   it('a deeply nested value of ~200 KB: bounded text, whole or cut', () => {
-    const value = nested(2000, 100_000);
+    const value = nestedPayload(2000, 100_000);
     const compact = JSON.stringify(value);
     const indented = jsonText(value, { indent: 2 });
     expect(indented.cut).toBe(false);
@@ -65,7 +61,7 @@ describe('jsonText', () => {
   });
 
   it('a structure deeper than the call stack is written, and circular ones throw as JSON.stringify does', () => {
-    const deep = nested(200_000, 1);
+    const deep = nestedPayload(200_000, 1);
     expect(jsonText(deep, { maxChars: 10 })).toEqual({ text: '[[[[[[[[[[', cut: true });
     const circular: Record<string, unknown> = { a: 1 };
     circular.self = circular;
