@@ -91,7 +91,6 @@ export {
   DEFAULT_LOCK_HOLD_BUCKETS,
 } from './ops/metrics/unique-jobs-metrics.constants.js';
 export type * from './ops/metrics/interfaces/unique-jobs-metrics-options.interface.js';
-export type { HeldLockCount } from './ops/metrics/held-lock-counter.js';
 export { UniqueJobsTracing } from './nest/unique-jobs.tracing.js';
 export type * from './interfaces/job-instrumentation.interface.js';
 export { UniqueJobsHealthModule } from './ops/health/unique-jobs-health.module.js';

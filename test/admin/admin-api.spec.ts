@@ -171,7 +171,7 @@ describe('admin JSON API', () => {
     } while (cursor !== '0' && pages < 50);
     expect(paged.sort()).toEqual(locks.map((lock) => lock.digest).sort());
 
-    expect(await get<LockCounts>('counts')).toEqual({ enqueueLocks: 3, runtimeLocks: 0, deadSet: 0 });
+    expect(await get<LockCounts>('counts')).toEqual({ enqueueLocks: 3, runtimeLocks: 0, deadSet: 0, complete: true });
 
     for (const bad of ['locks?digest=%3Cscript%3E', 'locks?kind=both', 'locks?queue=elsewhere', 'locks?limit=0']) {
       const answer = await http(api(bad), { headers: { authorization: OPS } });
@@ -323,6 +323,7 @@ describe('admin JSON API', () => {
     expect(setCookie).toMatch(new RegExp(`^ujadmin_csrf=[\\w-]{43}; Path=/${ADMIN_PATH}; HttpOnly; SameSite=Strict$`));
     const token = /name="_csrf" value="([\w-]+)"/.exec(page.text)![1];
     expect(page.text).toContain(`data-digest="${digest}"`);
+    expect(page.text).toContain('<b data-count="enqueue">1</b>');
 
     const posted = await http(`${app!.adminUrl}/locks/${encodeURIComponent(digest)}/release`, {
       method: 'POST',
@@ -341,6 +342,8 @@ describe('admin JSON API', () => {
     const after = await http(`${app!.origin}${location}`, { headers: { authorization: OPS, accept: 'text/html' } });
     expect(after.text).toContain(`Released lock ${digest}: 1 key deleted.`);
     expect(after.text).not.toContain(`data-digest="${digest}"`);
+    // The counts are reused between views for a few seconds, but never across a change made through the admin.
+    expect(after.text).toContain('<b data-count="enqueue">0</b>');
   });
 
   it('under a global prefix, links, form actions, the cookie path and redirects include it', async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { adminUrl, escapeHtml, html, styleSheet } from '../../lib/ops/admin/views/html.js';
+import { countsStrip } from '../../lib/ops/admin/views/layout.view.js';
 
 describe('admin views: escaping', () => {
   it('escapes every interpolated value, passes nested html fragments and arrays of them through', () => {
@@ -28,5 +29,19 @@ describe('admin views: escaping', () => {
     );
     expect(adminUrl('//evil.example/x')).toBe('/evil.example/x');
     expect(adminUrl('/')).toBe('/');
+  });
+});
+
+describe('admin views: counts', () => {
+  it('shows exact counts as they are, and counts cut at the scan budget as lower bounds', () => {
+    const exact = countsStrip({ enqueueLocks: 4, runtimeLocks: 1, deadSet: 2, complete: true }).toString();
+    expect(exact).toContain('<b data-count="enqueue">4</b>');
+    expect(exact).toContain('<b data-count="runtime">1</b>');
+    expect(exact).not.toContain('data-count="partial"');
+    const cut = countsStrip({ enqueueLocks: 180_000, runtimeLocks: 12, deadSet: 2, complete: false }).toString();
+    expect(cut).toContain('<b data-count="enqueue">180000+</b>');
+    expect(cut).toContain('<b data-count="runtime">12+</b>');
+    expect(cut).toContain('<b data-count="dead">2</b>');
+    expect(cut).toMatch(/data-count="partial">\s*Lock counts stop after a bounded part of the key space/);
   });
 });

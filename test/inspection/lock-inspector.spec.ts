@@ -236,7 +236,22 @@ describe('LockInspector', () => {
     await app.queue.add('job', { id: 'a' });
     await app.queue.add('job', { id: 'b' });
     await app.service.enqueue(app.queue, 'job', { id: 'a', n: 2 }); // rejected: kept in the dead set
-    expect(await inspectorOf(app).counts()).toEqual({ enqueueLocks: 2, runtimeLocks: 0, deadSet: 1 });
+    expect(await inspectorOf(app).counts()).toEqual({ enqueueLocks: 2, runtimeLocks: 0, deadSet: 1, complete: true });
+  });
+
+  it('stops counting at its SCAN budget and says the counts are lower bounds', async () => {
+    const app = await start({ unique: { lock: 'until_expired', lockArgs: byId, lockTtl: 60_000 } });
+    const ids = Array.from({ length: 40 }, (_, i) => `id-${i}`);
+    await app.queue.addBulk(ids.map((id) => ({ name: 'job', data: { id } })));
+    const inspector = inspectorOf(app);
+    // One SCAN call of COUNT 1 sees one hash bucket of a key space holding at least these 40 keys: never all of it.
+    const cut = await inspector.counts({ maxScans: 1, scanCount: 1 });
+    expect(cut.complete).toBe(false);
+    expect(cut.enqueueLocks).toBeLessThan(ids.length);
+    expect(cut.deadSet).toBe(0);
+    expect(await inspector.counts()).toEqual({ enqueueLocks: 40, runtimeLocks: 0, deadSet: 0, complete: true });
+    // Budgets that are not positive integers fall back to the defaults.
+    expect(await inspector.counts({ maxScans: Number.NaN, scanCount: -5 })).toMatchObject({ complete: true });
   });
 
   it('discovers the queues under a BullMQ prefix', async () => {

@@ -15,6 +15,7 @@ import type {
   LockPage,
 } from '../inspection/lock-inspection.interface.js';
 import { LockInspector } from '../inspection/lock-inspector.js';
+import { LockCountCache } from '../inspection/lock-count-cache.js';
 import type { UniqueJobsModuleOptions } from '../../options/unique-jobs-module-options.interface.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from '../../nest/unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../../options/defaults.js';
@@ -35,6 +36,8 @@ import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
 const DEAD_SET_SEARCH = 2000;
 /** Log lines shown per owner job. */
 const LOG_LINES = 50;
+/** How long (ms) the admin's counts are reused by page views and `api/counts` calls. */
+const COUNTS_CACHE_MS = 5_000;
 
 /**
  * What the admin page and API show and do, on top of the lock inspector, the dead set and the idempotency stores of
@@ -43,6 +46,7 @@ const LOG_LINES = 50;
 @Injectable()
 export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
   private inspector!: LockInspector;
+  private countCache!: LockCountCache;
   private readonly queues = new Map<string, Queue>();
   /** Queues this service created (from names in the `queues` option), closed on shutdown. */
   private readonly ownQueues: Queue[] = [];
@@ -79,6 +83,7 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
       prefix: queue.opts.prefix ?? 'bull',
     }));
     this.inspector = new LockInspector({ client, prefix, queues: inspected });
+    this.countCache = new LockCountCache(() => this.inspector.counts(), COUNTS_CACHE_MS);
   }
 
   /** A provider of the application's UniqueJobsModule (global), or `undefined` when it is not there. */
@@ -104,9 +109,12 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
     return [...this.stores.keys()];
   }
 
-  /** Locks and dead-set entries. */
+  /**
+   * Locks and dead-set entries: a bounded count (200 SCAN calls; `complete: false` past them), shared by the page views
+   * and API calls of 5 seconds, and made anew after a change made through the admin.
+   */
   counts(): Promise<LockCounts> {
-    return this.inspector.counts();
+    return this.countCache.get();
   }
 
   /** One page of held locks. */
@@ -131,7 +139,7 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
 
   /** Deletes the lock keys of a digest (one kind, or both); resolves how many keys were removed. */
   releaseLock(digest: string, kind?: HeldLockKind): Promise<number> {
-    return this.inspector.releaseLock(digest, kind);
+    return this.changing(this.inspector.releaseLock(digest, kind));
   }
 
   /** A page of the dead set, newest first. */
@@ -143,7 +151,7 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
 
   /** Enqueues a rejected duplicate again (under its uniqueness rules); `undefined` when there is no such entry. */
   async retryDead(id: string): Promise<AdminRetryResult | undefined> {
-    const result = await this.uniqueJobs!.deadSet.retry(id);
+    const result = await this.changing(this.uniqueJobs!.deadSet.retry(id));
     if (!result) return undefined;
     return result.status === 'enqueued'
       ? { status: 'enqueued', jobId: result.job.id }
@@ -152,7 +160,7 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
 
   /** Deletes a rejected duplicate; `false` when there was none. */
   deleteDead(id: string): Promise<boolean> {
-    return this.uniqueJobs!.deadSet.delete(id);
+    return this.changing(this.uniqueJobs!.deadSet.delete(id));
   }
 
   /**
@@ -213,6 +221,11 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
       this.ownQueues.push(queue);
       this.queues.set(name, queue);
     }
+  }
+
+  /** `change`, after which the next count is made anew (settled or not: it may have changed something). */
+  private changing<T>(change: Promise<T>): Promise<T> {
+    return change.finally(() => this.countCache.clear());
   }
 
   private async jobView(id: string, queueName: string | undefined): Promise<AdminJobView> {

@@ -101,6 +101,22 @@ export interface LockCounts {
   runtimeLocks: number;
   /** Entries of the dead set (rejected duplicates). */
   deadSet: number;
+  /**
+   * `false` when the count stopped at its SCAN budget before the end of the key space: `enqueueLocks` and
+   * `runtimeLocks` are then lower bounds (`deadSet` is always exact).
+   */
+  complete: boolean;
+}
+
+/** Bounds of {@link LockInspector.counts}. */
+export interface LockCountOptions {
+  /**
+   * SCAN calls the count makes at most (over every node together). Default `200`: with `scanCount` 1,000, a key space
+   * of up to ~200,000 keys is counted whole. Past it, the counts are lower bounds and `complete` is `false`.
+   */
+  maxScans?: number;
+  /** SCAN `COUNT`: keys Redis looks at per call. Default `1000`. */
+  scanCount?: number;
 }
 
 /** Options of {@link LockInspector}. */

@@ -9,6 +9,7 @@ import type {
   HeldLockKind,
   HeldLockStorage,
   InspectedQueue,
+  LockCountOptions,
   LockCounts,
   LockFilter,
   LockInspectorOptions,
@@ -20,6 +21,8 @@ import type {
 const SCAN_COUNT = 1000;
 /** SCAN calls one {@link LockInspector.listLocks} call makes at most (then it returns what it found and a cursor). */
 const MAX_SCANS_PER_PAGE = 200;
+/** SCAN calls one {@link LockInspector.counts} call makes at most by default (over every node together). */
+const DEFAULT_COUNT_SCANS = 200;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
 const CURSOR = /^n(\d{1,6})\.(\d{1,20})\.(\d{1,9})$/;
@@ -134,15 +137,26 @@ export class LockInspector {
     return removed.reduce((sum, n) => sum + n, 0);
   }
 
-  /** How many enqueue locks, run-time locks and dead-set entries there are (a full SCAN of the lock keys). */
-  async counts(): Promise<LockCounts> {
-    const counts: LockCounts = { enqueueLocks: 0, runtimeLocks: 0, deadSet: 0 };
+  /**
+   * How many enqueue locks, run-time locks and dead-set entries there are: one SCAN pass over the lock keys and the
+   * inspected queues' deduplication keys, bounded by `options.maxScans` calls. On a larger key space it stops there
+   * and says so (`complete: false`, the lock counts are lower bounds): a count never walks a million keys.
+   */
+  async counts(options: LockCountOptions = {}): Promise<LockCounts> {
+    const counts: LockCounts = { enqueueLocks: 0, runtimeLocks: 0, deadSet: 0, complete: true };
+    let budget = positiveInteger(options.maxScans, DEFAULT_COUNT_SCANS);
+    const scanCount = positiveInteger(options.scanCount, SCAN_COUNT);
     const plan = this.plan({});
-    for (const node of scanNodes(this.client)) {
+    scan: for (const node of scanNodes(this.client)) {
       let cursor = '0';
       do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', plan.match, 'COUNT', 1000);
+        if (budget-- <= 0) {
+          counts.complete = false;
+          break scan;
+        }
+        const [next, keys] = await node.scan(cursor, 'MATCH', plan.match, 'COUNT', scanCount);
         cursor = next;
+        // A key SCAN returns twice in one call counts once; across calls (keys moving during a rehash) it may count twice.
         for (const key of new Set(keys)) {
           const candidate = plan.parse(key);
           if (candidate === undefined) continue;
@@ -277,4 +291,10 @@ function decodeCursor(cursor: string): Position {
 
 function encodeCursor(position: Position): string {
   return `n${position.node}.${position.scan}.${position.skip}`;
+}
+
+/** `value` truncated when it is a finite number ≥ 1, else `fallback`. */
+function positiveInteger(value: number | undefined, fallback: number): number {
+  const n = Math.trunc(Number(value ?? fallback));
+  return Number.isFinite(n) && n >= 1 ? n : fallback;
 }

@@ -12,7 +12,9 @@ import type { UniqueJobsModuleOptions } from '../../options/unique-jobs-module-o
 import { UNIQUE_JOBS_REDIS } from '../../nest/unique-jobs.constants.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from '../../nest/unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../../options/defaults.js';
-import { HeldLockCounter, type CountedQueue } from './held-lock-counter.js';
+import { LockCountCache } from '../inspection/lock-count-cache.js';
+import { LockInspector } from '../inspection/lock-inspector.js';
+import type { InspectedQueue } from '../inspection/lock-inspection.interface.js';
 import type { UniqueJobsMetricsOptions } from './interfaces/unique-jobs-metrics-options.interface.js';
 import {
   DEFAULT_LOCK_HOLD_BUCKETS,
@@ -201,9 +203,9 @@ export class UniqueJobsMetrics implements OnModuleInit, OnModuleDestroy {
         registers,
         async collect(this: Gauge) {
           try {
-            const count = await counter.count();
-            this.set({ lock: 'enqueue' }, count.enqueue);
-            this.set({ lock: 'runtime' }, count.runtime);
+            const counts = await counter.get();
+            this.set({ lock: 'enqueue' }, counts.enqueueLocks);
+            this.set({ lock: 'runtime' }, counts.runtimeLocks);
           } catch {
             this.reset();
           }
@@ -217,7 +219,7 @@ export class UniqueJobsMetrics implements OnModuleInit, OnModuleDestroy {
         registers,
         async collect(this: Gauge) {
           try {
-            this.set((await counter.count()).complete ? 1 : 0);
+            this.set((await counter.get()).complete ? 1 : 0);
           } catch {
             this.reset();
           }
@@ -226,16 +228,16 @@ export class UniqueJobsMetrics implements OnModuleInit, OnModuleDestroy {
     );
   }
 
-  private heldLockCounter(): HeldLockCounter {
+  private heldLockCounter(): LockCountCache {
     const redis = this.moduleRef.get<{ client: Redis | Cluster }>(UNIQUE_JOBS_REDIS, { strict: false });
     const moduleOptions = this.moduleRef.get<UniqueJobsModuleOptions>(UNIQUE_JOBS_MODULE_OPTIONS, { strict: false });
-    const queues = (): CountedQueue[] => [...this.interceptor.guardedQueues(), ...this.workerGuard.workerQueues()];
-    return new HeldLockCounter(
-      redis.client,
-      moduleOptions.prefix ?? DEFAULT_PREFIX,
-      queues,
-      this.options.heldLocks === false ? {} : this.options.heldLocks,
-    );
+    const { cacheMs = 10_000, ...bounds } = this.options.heldLocks === false ? {} : (this.options.heldLocks ?? {});
+    // The queues are read at each count: a queue guarded after the module started is counted too.
+    const inspector = (): LockInspector => {
+      const queues: InspectedQueue[] = [...this.interceptor.guardedQueues(), ...this.workerGuard.workerQueues()];
+      return new LockInspector({ client: redis.client, prefix: moduleOptions.prefix ?? DEFAULT_PREFIX, queues });
+    };
+    return new LockCountCache(() => inspector().counts(bounds), cacheMs);
   }
 }
 

@@ -59,12 +59,20 @@ export function layout(
     </html> `;
 }
 
-/** The counts strip. */
+/** The counts strip. A lock count that stopped at its scan budget reads `N+`, with a line saying so. */
 export function countsStrip(counts: LockCounts): SafeHtml {
+  const more = counts.complete ? '' : '+';
   return html`<section class="counts" aria-label="Counts">
-    <div class="count"><b data-count="enqueue">${counts.enqueueLocks}</b><span>Enqueue locks</span></div>
-    <div class="count"><b data-count="runtime">${counts.runtimeLocks}</b><span>Run-time locks</span></div>
+    <div class="count"><b data-count="enqueue">${counts.enqueueLocks}${more}</b><span>Enqueue locks</span></div>
+    <div class="count"><b data-count="runtime">${counts.runtimeLocks}${more}</b><span>Run-time locks</span></div>
     <div class="count"><b data-count="dead">${counts.deadSet}</b><span>Rejected duplicates</span></div>
+    ${
+      counts.complete
+        ? ''
+        : html`<p class="muted" data-count="partial">
+            Lock counts stop after a bounded part of the key space: at least this many are held.
+          </p>`
+    }
   </section>`;
 }
 

@@ -13,8 +13,9 @@ export interface HeldLocksGaugeOptions {
   /** SCAN `COUNT`: keys Redis looks at per call. Default `1000`. */
   scanCount?: number;
   /**
-   * Most SCAN calls one count makes (over the library's keys, then the queues' deduplication keys). When the key space
-   * is larger, the count stops there: the gauge is a lower bound and `<prefix>held_locks_scan_complete` is `0`.
+   * Most SCAN calls one count makes (one pass over the library's lock keys and the queues' deduplication keys
+   * together). When the key space is larger, the count stops there: the gauge is a lower bound and
+   * `<prefix>held_locks_scan_complete` is `0`.
    * Default `200`.
    */
   maxScans?: number;
