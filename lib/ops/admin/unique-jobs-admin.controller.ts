@@ -18,6 +18,7 @@ import {
 import { parseLockDigest } from '../inspection/digest-format.js';
 import { CSRF_HEADER, UniqueJobsAdminCsrf } from './csrf.service.js';
 import { UniqueJobsAdminCsrfGuard } from './csrf.guard.js';
+import { UniqueJobsAdminHostGuard } from './host.guard.js';
 import {
   bodyOf,
   mountPath,
@@ -260,12 +261,12 @@ export class UniqueJobsAdminController {
 }
 
 /**
- * The controller class of one `forRoot`: {@link UniqueJobsAdminController} at `path`, every route behind `guard` (then,
- * for mutations, the CSRF guard), errors rendered by the admin's exception filter.
+ * The controller class of one `forRoot`: {@link UniqueJobsAdminController} at `path`, every route behind the host check
+ * (`allowedHosts`) and `guard` (then, for mutations, the CSRF guard), errors rendered by the admin's exception filter.
  */
 export function createAdminController(path: string, guard: Type<CanActivate> | CanActivate): Type<unknown> {
   @Controller(path)
-  @UseGuards(guard)
+  @UseGuards(UniqueJobsAdminHostGuard, guard)
   @UseFilters(UniqueJobsAdminExceptionFilter)
   class MountedUniqueJobsAdminController extends UniqueJobsAdminController {}
   return MountedUniqueJobsAdminController;

@@ -3,6 +3,7 @@ import { DiscoveryModule } from '@nestjs/core';
 import { InvalidUniqueJobOptionsError } from '../../errors/invalid-unique-job-options.error.js';
 import { UniqueJobsAdminCsrfGuard } from './csrf.guard.js';
 import { UniqueJobsAdminCsrf } from './csrf.service.js';
+import { ALLOWED_HOST, UniqueJobsAdminHostGuard } from './host.guard.js';
 import type { UniqueJobsAdminModuleOptions } from './interfaces/unique-jobs-admin-options.interface.js';
 import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
 import { createAdminController } from './unique-jobs-admin.controller.js';
@@ -12,6 +13,7 @@ const SOURCE = 'UniqueJobsAdminModule.forRoot';
 const OPTION_KEYS: readonly string[] = [
   'path',
   'guard',
+  'allowedHosts',
   'imports',
   'queues',
   'idempotencyStores',
@@ -44,6 +46,7 @@ export class UniqueJobsAdminModule {
         UniqueJobsAdminService,
         UniqueJobsAdminCsrf,
         UniqueJobsAdminCsrfGuard,
+        UniqueJobsAdminHostGuard,
       ],
       exports: [UniqueJobsAdminService],
     };
@@ -97,6 +100,25 @@ function validateAdminOptions(options: UniqueJobsAdminModuleOptions | undefined)
       valid = false;
     }
     if (!valid) fail('csrf.allowedOrigins', `must be http(s) origins like https://ops.example.com (got ${origin})`);
+  }
+  if (options.allowedHosts !== undefined) {
+    const hosts: unknown = options.allowedHosts;
+    if (!Array.isArray(hosts) || hosts.length === 0) {
+      fail('allowedHosts', "must be a non-empty array of host names, e.g. ['ops.example.com', 'localhost:3000']");
+    }
+    for (const host of hosts as unknown[]) {
+      const port = typeof host === 'string' ? /:(\d+)$/.exec(host)?.[1] : undefined;
+      if (
+        typeof host !== 'string' ||
+        !ALLOWED_HOST.test(host) ||
+        (port !== undefined && !(Number(port) >= 1 && Number(port) <= 65535))
+      ) {
+        fail(
+          'allowedHosts',
+          `entries must be a host name, IPv4 address or [IPv6] address with an optional port 1-65535, like 'ops.example.com' or 'localhost:3000' (got ${JSON.stringify(host)})`,
+        );
+      }
+    }
   }
   if (options.queues !== undefined && !Array.isArray(options.queues)) fail('queues', 'must be an array');
   return path;

@@ -20,6 +20,14 @@ export interface UniqueJobsAdminModuleOptions {
    * without one; for a trusted network, write the guard that checks that.
    */
   guard: Type<CanActivate> | CanActivate;
+  /**
+   * The `Host` values the admin answers, e.g. `['ops.example.com', 'localhost:3000']` (without a port: any port;
+   * case-insensitive); any other `Host` gets 421 before the guard runs. Set it whenever the guard trusts where a
+   * request comes from (a source address, a VPN) rather than credentials the browser only sends to your host: it is
+   * what stops DNS rebinding, where a page of another site, made to resolve to your admin's address, reads the pages
+   * and passes the origin check. Behind a proxy, list the `Host` the application receives. Default: every `Host`.
+   */
+  allowedHosts?: readonly string[];
   /** Modules the guard's class needs (its injected dependencies). */
   imports?: ModuleMetadata['imports'];
   /**

@@ -1,0 +1,106 @@
+import { request } from 'node:http';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { InvalidUniqueJobOptionsError, UniqueJobsAdminModule } from '../../lib/index.js';
+import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
+import { csrfOf, INTRUDER, OPS, startAdminApp, TestAdminGuard, type AdminTestApp } from './admin-app.js';
+
+/** One request with the given `Host` header (fetch cannot set it; `undefined`: none), to the app's own address. */
+function withHost(
+  url: string,
+  host: string | undefined,
+  init: { method?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const headers = host === undefined ? { ...init.headers } : { ...init.headers, host };
+    const req = request(url, { method: init.method ?? 'GET', headers, setHost: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('admin allowedHosts (DNS rebinding)', () => {
+  let app: AdminTestApp | undefined;
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+
+  it('answers only the listed hosts: any other Host gets 421 before the guard runs, and a POST from it changes nothing', async () => {
+    const queueName = uniqueName('admh');
+    app = await startAdminApp({
+      queues: [
+        { queue: queueName, paused: true, unique: { lock: 'until_executed', lockArgs: (d: { id: string }) => d.id } },
+      ],
+      admin: { allowedHosts: ['127.0.0.1', 'Ops.Example:8443'] },
+    });
+    const enqueued = await app.service.enqueue(app.queue(queueName), 'charge', { id: 'order-1' });
+    if (enqueued.status !== 'enqueued' || !enqueued.digest) throw new Error('not enqueued');
+    const key = `${bullPrefix()}:${queueName}:de:uj:${enqueued.digest}`;
+    const port = new URL(app.origin).port;
+    const csrf = await csrfOf(app);
+    const release = `${app.adminUrl}/api/locks/${enqueued.digest}/release`;
+
+    // What a rebinding page sends: its own name as Host, and as Origin (same-origin for the browser).
+    // Without a Host at all, Node's server answers 400 itself (requireHostHeader); the guard would answer 421.
+    const refused = (host: string | undefined) => (host === undefined ? 400 : 421);
+    for (const host of [`attacker.example:${port}`, 'ops.example:9999', `localhost:${port}`, 'bad host', undefined]) {
+      for (const url of [app.adminUrl, `${app.adminUrl}/api/locks`, `${app.adminUrl}/api/counts`]) {
+        // The intruder's credentials would be a 403 from the guard: 421 shows the host check ran first.
+        const answer = await withHost(url, host, { headers: { authorization: INTRUDER } });
+        expect([host, url, answer.status]).toEqual([host, url, refused(host)]);
+        expect(answer.body).not.toContain(enqueued.digest);
+      }
+      const posted = await withHost(release, host, {
+        method: 'POST',
+        headers: { authorization: OPS, cookie: csrf.cookie, 'x-csrf-token': csrf.token, origin: `http://${host}` },
+      });
+      expect([host, posted.status]).toEqual([host, refused(host)]);
+    }
+    const redis = redisClient();
+    try {
+      expect(await redis.get(key)).toBe(enqueued.job.id);
+      // The listed hosts: a name without a port on any port, one with a port on that port, case-insensitive.
+      for (const host of [`127.0.0.1:${port}`, '127.0.0.1', 'ops.example:8443', 'OPS.EXAMPLE:8443']) {
+        const page = await withHost(`${app.adminUrl}/api/locks`, host, { headers: { authorization: OPS } });
+        expect([host, page.status]).toEqual([host, 200]);
+        expect(page.body).toContain(enqueued.digest);
+      }
+      const released = await withHost(release, `127.0.0.1:${port}`, {
+        method: 'POST',
+        headers: { authorization: OPS, cookie: csrf.cookie, 'x-csrf-token': csrf.token, origin: app.origin },
+      });
+      expect(released.status).toBe(200);
+      expect(await redis.exists(key)).toBe(0);
+    } finally {
+      await redis.quit();
+    }
+  });
+
+  it('refuses invalid allowedHosts at bootstrap, naming the option', () => {
+    const guard = TestAdminGuard;
+    for (const allowedHosts of [
+      [],
+      'ops.example.com',
+      ['https://ops.example.com'],
+      ['ops.example.com:0'],
+      ['a:70000'],
+      ['*.example.com'],
+      ['ops example'],
+      [42],
+    ]) {
+      const mount = () => UniqueJobsAdminModule.forRoot({ path: 'admin', guard, allowedHosts } as never);
+      expect(mount).toThrow(InvalidUniqueJobOptionsError);
+      expect(mount).toThrow(/"allowedHosts"/);
+    }
+    for (const allowedHosts of [['ops.example.com'], ['localhost:3000', '[::1]:3000', '[::1]', '10.0.0.7']]) {
+      expect(UniqueJobsAdminModule.forRoot({ path: 'admin', guard, allowedHosts })).toMatchObject({
+        module: UniqueJobsAdminModule,
+      });
+    }
+  });
+});
