@@ -379,9 +379,13 @@ describe('admin JSON API', () => {
   it('lists, retries and deletes rejected duplicates; a retry while the lock is held is a duplicate again', async () => {
     const { queue, locks } = await lockedApp({ id: 'order-1', amount: 5 });
     const { digest, job } = locks[0];
-    await app!.service.enqueue(queue, 'charge', { id: 'order-1', amount: 6 });
-    const csrf = await csrfOf(app!);
     const auth = { authorization: OPS };
+    const counts = async () => (await http(api('counts'), { headers: auth })).json as LockCounts;
+    expect(await counts()).toEqual({ enqueueLocks: 1, runtimeLocks: 0, deadSet: 0, complete: true });
+    await app!.service.enqueue(queue, 'charge', { id: 'order-1', amount: 6 });
+    // The lock counts may be reused for a few seconds; the rejected-duplicate count is read each time.
+    expect((await counts()).deadSet).toBe(1);
+    const csrf = await csrfOf(app!);
     const mutate = (path: string, withToken = true) =>
       http(api(path), {
         method: 'POST',

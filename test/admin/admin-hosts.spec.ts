@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { InvalidUniqueJobOptionsError, UniqueJobsAdminModule } from '../../lib/index.js';
 import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
@@ -20,6 +21,18 @@ function withHost(
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+/** Sends raw bytes to 127.0.0.1:`port`; resolves everything the server answered before closing. */
+function rawRequest(port: string, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1', () => socket.end(bytes));
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (answer += chunk));
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
   });
 }
 
@@ -81,6 +94,38 @@ describe('admin allowedHosts (DNS rebinding)', () => {
     }
   });
 
+  it('compares hosts as browsers send them: canonical IPs, no trailing dot, ports as numbers; two Host headers refused', async () => {
+    app = await startAdminApp({
+      queues: [{ queue: uniqueName('admh'), paused: true }],
+      admin: { allowedHosts: ['127.1', 'OPS.example.com.', '[0:0:0:0:0:0:0:1]', 'ops2.example:08443'] },
+    });
+    const port = new URL(app.origin).port;
+    const url = `${app.adminUrl}/api/counts`;
+    const cases: [string, number][] = [
+      [`127.0.0.1:${port}`, 200],
+      ['ops.example.com', 200],
+      ['ops.example.com.:8080', 200],
+      [`[::1]:${port}`, 200],
+      ['ops2.example:8443', 200],
+      ['ops2.example:08443', 200],
+      ['ops2.example', 421],
+      ['ops2.example:443', 421],
+      ['ops.example.com..', 421],
+      ['127.0.0.2', 421],
+    ];
+    for (const [host, status] of cases) {
+      const answer = await withHost(url, host, { headers: { authorization: OPS } });
+      expect([host, answer.status]).toEqual([host, status]);
+    }
+    // Node keeps the first of two Host headers; a proxy in front may have routed on the second.
+    const twoHosts = await rawRequest(
+      port,
+      `GET ${new URL(url).pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: attacker.example\r\n` +
+        `Authorization: ${OPS}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(twoHosts.split('\r\n')[0]).toBe('HTTP/1.1 421 Misdirected Request');
+  });
+
   it('refuses invalid allowedHosts at bootstrap, naming the option', () => {
     const guard = TestAdminGuard;
     for (const allowedHosts of [
@@ -92,6 +137,11 @@ describe('admin allowedHosts (DNS rebinding)', () => {
       ['*.example.com'],
       ['ops example'],
       [42],
+      ['ops.example.com:443'], // browsers leave default ports out of Host: it could never match
+      ['ops.example.com:080'],
+      ['[1.2.3.4]'],
+      ['999.999.999.999'],
+      ['[:]'],
     ]) {
       const mount = () => UniqueJobsAdminModule.forRoot({ path: 'admin', guard, allowedHosts } as never);
       expect(mount).toThrow(InvalidUniqueJobOptionsError);

@@ -250,8 +250,14 @@ describe('LockInspector', () => {
     expect(cut.enqueueLocks).toBeLessThan(ids.length);
     expect(cut.deadSet).toBe(0);
     expect(await inspector.counts()).toEqual({ enqueueLocks: 40, runtimeLocks: 0, deadSet: 0, complete: true });
-    // Budgets that are not positive integers fall back to the defaults.
+    // Budgets that are not positive integers fall back to the defaults; Infinity is no limit.
     expect(await inspector.counts({ maxScans: Number.NaN, scanCount: -5 })).toMatchObject({ complete: true });
+    expect(await inspector.counts({ maxScans: Infinity, scanCount: 100 })).toEqual({
+      enqueueLocks: 40,
+      runtimeLocks: 0,
+      deadSet: 0,
+      complete: true,
+    });
   });
 
   it('discovers the queues under a BullMQ prefix', async () => {

@@ -3,7 +3,7 @@
 // the gauges read Redis on scrape.
 import { describe, expect, it } from '@jest/globals';
 import { Registry } from 'prom-client';
-import { UniqueJobsMetricsModule, UniqueJobsReaper } from '../../lib/index.js';
+import { InvalidUniqueJobOptionsError, UniqueJobsMetricsModule, UniqueJobsReaper } from '../../lib/index.js';
 import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
 import { byId, dedupKey, digestOf } from '../support/locks.js';
@@ -136,5 +136,23 @@ describe('UniqueJobsMetricsModule', () => {
       await stop(app);
       expect(registry.getMetricsAsArray()).toEqual([]);
     }
+  });
+
+  it('refuses invalid held-locks bounds at bootstrap, naming the option; maxScans may be Infinity', () => {
+    for (const [heldLocks, option] of [
+      [{ maxScans: 0 }, 'heldLocks.maxScans'],
+      [{ maxScans: Number.NaN }, 'heldLocks.maxScans'],
+      [{ maxScans: 2.5 }, 'heldLocks.maxScans'],
+      [{ scanCount: -1 }, 'heldLocks.scanCount'],
+      [{ cacheMs: Infinity }, 'heldLocks.cacheMs'],
+      [{ cacheMs: -5 }, 'heldLocks.cacheMs'],
+    ] as const) {
+      const mount = () => UniqueJobsMetricsModule.forRoot({ heldLocks });
+      expect(mount).toThrow(InvalidUniqueJobOptionsError);
+      expect(mount).toThrow(`"${option}"`);
+    }
+    expect(
+      UniqueJobsMetricsModule.forRoot({ heldLocks: { maxScans: Infinity, scanCount: 10, cacheMs: 0 } }),
+    ).toMatchObject({ module: UniqueJobsMetricsModule });
   });
 });

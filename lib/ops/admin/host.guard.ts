@@ -3,41 +3,73 @@ import type { AdminRequest } from './http.js';
 import type { UniqueJobsAdminModuleOptions } from './interfaces/unique-jobs-admin-options.interface.js';
 import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
 
-/** An `allowedHosts` entry: a host name or IPv4 address, or a bracketed IPv6 address, with an optional port. */
-export const ALLOWED_HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+/**
+ * The shape of a `Host` (and of an `allowedHosts` entry): a host name or IPv4 address (one trailing dot allowed), or a
+ * bracketed IPv6 address, with an optional port. Checked before the WHATWG URL parser canonicalises it.
+ */
+const HOST_SHAPE = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
+/** A `Host` as browsers compare it: lowercase name, IPv4/IPv6 in canonical form, no trailing dot, port as a number. */
+export interface CanonicalHost {
+  name: string;
+  /** `undefined` when the `Host` has no port (or `:80`, which a browser never sends). */
+  port: number | undefined;
+}
+
+/**
+ * `text` canonicalised as the URL parser does (`127.1` → `127.0.0.1`, `[0:0::1]` → `[::1]`, `:08443` → `:8443`,
+ * `OPS.example.com.` → `ops.example.com`), or `undefined` when it is not a host (`[1.2.3.4]`, `999.1.1.1`, a port past
+ * 65535 or 0, spaces).
+ */
+export function canonicalHost(text: string): CanonicalHost | undefined {
+  if (!HOST_SHAPE.test(text)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(`http://${text}`);
+  } catch {
+    return undefined;
+  }
+  const name = url.hostname.endsWith('.') ? url.hostname.slice(0, -1) : url.hostname;
+  const port = url.port === '' ? undefined : Number(url.port);
+  return port === 0 ? undefined : { name, port };
+}
 
 /**
  * Guards every admin route, before the user's guard, when `allowedHosts` is set: the request's `Host` must be one of
  * them, else 421 Misdirected Request and nothing runs. It closes DNS rebinding: a page of `attacker.example` whose
  * name is made to resolve to the admin's address is same-origin with itself for the browser, so origin checks pass,
- * but the `Host` it sends is `attacker.example`. Without the option every `Host` passes.
+ * but the `Host` it sends is `attacker.example`. A request with more than one `Host` header is refused too. Without
+ * the option every `Host` passes.
  */
 @Injectable()
 export class UniqueJobsAdminHostGuard implements CanActivate {
-  /** Allowed `host:port` pairs, and host names allowed on any port. */
-  private readonly exact: ReadonlySet<string>;
-  private readonly anyPort: ReadonlySet<string>;
+  /** Allowed `name:port` pairs, and names allowed on any port. */
+  private readonly exact = new Set<string>();
+  private readonly anyPort = new Set<string>();
   private readonly enabled: boolean;
 
   constructor(@Inject(UNIQUE_JOBS_ADMIN_OPTIONS) options: UniqueJobsAdminModuleOptions) {
-    const hosts = (options.allowedHosts ?? []).map((host) => splitHost(host.toLowerCase()));
     this.enabled = options.allowedHosts !== undefined;
-    this.exact = new Set(hosts.filter((host) => host.port !== undefined).map((host) => `${host.name}:${host.port}`));
-    this.anyPort = new Set(hosts.filter((host) => host.port === undefined).map((host) => host.name));
+    for (const entry of options.allowedHosts ?? []) {
+      const host = canonicalHost(entry); // validated at bootstrap
+      if (host?.port === undefined) this.anyPort.add(host?.name ?? '');
+      else this.exact.add(`${host.name}:${host.port}`);
+    }
   }
 
   canActivate(context: ExecutionContext): boolean {
     if (!this.enabled) return true;
-    const header = context.switchToHttp().getRequest<AdminRequest>().headers.host;
-    const host = typeof header === 'string' && ALLOWED_HOST.test(header) ? splitHost(header.toLowerCase()) : undefined;
+    const req = context.switchToHttp().getRequest<AdminRequest>();
+    const header = req.headers.host;
+    const host = typeof header === 'string' && hostHeaders(req) === 1 ? canonicalHost(header) : undefined;
     if (host && (this.anyPort.has(host.name) || this.exact.has(`${host.name}:${host.port}`))) return true;
     throw new HttpException("Misdirected Request: this Host is not one of the admin's allowedHosts", 421);
   }
 }
 
-/** `name[:port]` or `[v6][:port]` (already checked against {@link ALLOWED_HOST}) → its name and port. */
-function splitHost(host: string): { name: string; port: string | undefined } {
-  const colon = host.lastIndexOf(':');
-  if (colon < 0 || host.endsWith(']')) return { name: host, port: undefined };
-  return { name: host.slice(0, colon), port: host.slice(colon + 1) };
+/** How many `Host` headers the request carried (Node keeps the first of several in `headers`). */
+function hostHeaders(req: AdminRequest): number {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i].toLowerCase() === 'host') count++;
+  return count;
 }

@@ -3,7 +3,7 @@ import { DiscoveryModule } from '@nestjs/core';
 import { InvalidUniqueJobOptionsError } from '../../errors/invalid-unique-job-options.error.js';
 import { UniqueJobsAdminCsrfGuard } from './csrf.guard.js';
 import { UniqueJobsAdminCsrf } from './csrf.service.js';
-import { ALLOWED_HOST, UniqueJobsAdminHostGuard } from './host.guard.js';
+import { canonicalHost, UniqueJobsAdminHostGuard } from './host.guard.js';
 import type { UniqueJobsAdminModuleOptions } from './interfaces/unique-jobs-admin-options.interface.js';
 import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
 import { createAdminController } from './unique-jobs-admin.controller.js';
@@ -106,16 +106,12 @@ function validateAdminOptions(options: UniqueJobsAdminModuleOptions | undefined)
     if (!Array.isArray(hosts) || hosts.length === 0) {
       fail('allowedHosts', "must be a non-empty array of host names, e.g. ['ops.example.com', 'localhost:3000']");
     }
-    for (const host of hosts as unknown[]) {
-      const port = typeof host === 'string' ? /:(\d+)$/.exec(host)?.[1] : undefined;
-      if (
-        typeof host !== 'string' ||
-        !ALLOWED_HOST.test(host) ||
-        (port !== undefined && !(Number(port) >= 1 && Number(port) <= 65535))
-      ) {
+    for (const entry of hosts as unknown[]) {
+      const host = typeof entry === 'string' ? canonicalHost(entry) : undefined;
+      if (host === undefined || /:0*(80|443)$/.test(String(entry))) {
         fail(
           'allowedHosts',
-          `entries must be a host name, IPv4 address or [IPv6] address with an optional port 1-65535, like 'ops.example.com' or 'localhost:3000' (got ${JSON.stringify(host)})`,
+          `entries must be a host name, IPv4 address or [IPv6] address with an optional port 1-65535 other than 80 and 443 (browsers leave the default port out of Host: list the name alone), like 'ops.example.com' or 'localhost:3000' (got ${JSON.stringify(entry)})`,
         );
       }
     }

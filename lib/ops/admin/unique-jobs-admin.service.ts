@@ -110,11 +110,13 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * Locks and dead-set entries: a bounded count (200 SCAN calls; `complete: false` past them), shared by the page views
-   * and API calls of 5 seconds, and made anew after a change made through the admin.
+   * Locks and dead-set entries. The lock counts are a bounded count (200 SCAN calls; `complete: false` past them)
+   * shared by the page views and API calls of 5 seconds, and made anew after a change made through the admin; the
+   * dead-set count is read at each call.
    */
-  counts(): Promise<LockCounts> {
-    return this.countCache.get();
+  async counts(): Promise<LockCounts> {
+    const [counts, deadSet] = await Promise.all([this.countCache.get(), this.uniqueJobs!.deadSet.size()]);
+    return { ...counts, deadSet };
   }
 
   /** One page of held locks. */

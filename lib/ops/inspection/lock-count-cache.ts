@@ -1,28 +1,38 @@
+import { performance } from 'node:perf_hooks';
 import type { LockCounts } from './lock-inspection.interface.js';
 
 /**
- * Keeps a lock count for `cacheMs`, so frequent or parallel readers (metric scrapes, admin page views) share one
- * bounded scan instead of each running its own. A failed count is not kept.
+ * Keeps a lock count for `cacheMs` after it settles, so frequent or parallel readers (metric scrapes, admin page views)
+ * share one bounded scan instead of each running its own: a count still running is shared however long it takes, so
+ * a slow Redis never gets scans piled on it. Timed on the monotonic clock (a wall clock stepped back does not freeze
+ * it). A failed count is not kept.
  */
 export class LockCountCache {
-  private cached: { at: number; counts: Promise<LockCounts> } | undefined;
+  private cached: { counts: Promise<LockCounts>; settledAt: number | undefined } | undefined;
 
   constructor(
     private readonly count: () => Promise<LockCounts>,
     private readonly cacheMs: number,
   ) {}
 
-  /** The counts: a cached one when it is recent enough (or still being made), else a new one. */
+  /** The counts: the running or recent enough one, else a new one. */
   get(): Promise<LockCounts> {
-    const now = Date.now();
-    if (this.cached && now - this.cached.at < this.cacheMs) return this.cached.counts;
-    const counts = this.count();
-    const entry = { at: now, counts };
+    const cached = this.cached;
+    if (cached && (cached.settledAt === undefined || performance.now() - cached.settledAt < this.cacheMs)) {
+      return cached.counts;
+    }
+    const entry: { counts: Promise<LockCounts>; settledAt: number | undefined } = {
+      counts: this.count(),
+      settledAt: undefined,
+    };
     this.cached = entry;
-    counts.catch(() => {
-      if (this.cached === entry) this.cached = undefined;
-    });
-    return counts;
+    entry.counts.then(
+      () => (entry.settledAt = performance.now()),
+      () => {
+        if (this.cached === entry) this.cached = undefined;
+      },
+    );
+    return entry.counts;
   }
 
   /** Forgets the cached count (after a change the reader made itself, so it sees it at once). */

@@ -113,6 +113,7 @@ export interface LockCountOptions {
   /**
    * SCAN calls the count makes at most (over every node together). Default `200`: with `scanCount` 1,000, a key space
    * of up to ~200,000 keys is counted whole. Past it, the counts are lower bounds and `complete` is `false`.
+   * `Infinity`: no limit (a walk of the whole key space).
    */
   maxScans?: number;
   /** SCAN `COUNT`: keys Redis looks at per call. Default `1000`. */

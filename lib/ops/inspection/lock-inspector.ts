@@ -144,7 +144,7 @@ export class LockInspector {
    */
   async counts(options: LockCountOptions = {}): Promise<LockCounts> {
     const counts: LockCounts = { enqueueLocks: 0, runtimeLocks: 0, deadSet: 0, complete: true };
-    let budget = positiveInteger(options.maxScans, DEFAULT_COUNT_SCANS);
+    let budget = options.maxScans === Infinity ? Infinity : positiveInteger(options.maxScans, DEFAULT_COUNT_SCANS);
     const scanCount = positiveInteger(options.scanCount, SCAN_COUNT);
     const plan = this.plan({});
     scan: for (const node of scanNodes(this.client)) {

@@ -25,7 +25,9 @@ export interface UniqueJobsAdminModuleOptions {
    * case-insensitive); any other `Host` gets 421 before the guard runs. Set it whenever the guard trusts where a
    * request comes from (a source address, a VPN) rather than credentials the browser only sends to your host: it is
    * what stops DNS rebinding, where a page of another site, made to resolve to your admin's address, reads the pages
-   * and passes the origin check. Behind a proxy, list the `Host` the application receives. Default: every `Host`.
+   * and passes the origin check. Compared as browsers send them (canonical IPs, no trailing dot; `:80`/`:443`
+   * entries are refused). Behind a proxy, the proxy must pass the client's `Host` on (nginx `proxy_set_header Host
+   * $host`): one that sends its upstream address makes every request look alike. Default: every `Host`.
    */
   allowedHosts?: readonly string[];
   /** Modules the guard's class needs (its injected dependencies). */

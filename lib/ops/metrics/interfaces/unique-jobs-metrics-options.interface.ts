@@ -15,8 +15,7 @@ export interface HeldLocksGaugeOptions {
   /**
    * Most SCAN calls one count makes (one pass over the library's lock keys and the queues' deduplication keys
    * together). When the key space is larger, the count stops there: the gauge is a lower bound and
-   * `<prefix>held_locks_scan_complete` is `0`.
-   * Default `200`.
+   * `<prefix>held_locks_scan_complete` is `0`. Default `200`; `Infinity`: no limit.
    */
   maxScans?: number;
   /** A count is reused for this many ms, so frequent or parallel scrapes cost one scan. Default `10000`. */
