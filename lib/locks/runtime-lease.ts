@@ -15,8 +15,8 @@ export interface RuntimeLeaseSettings {
 
 /**
  * One job's run-time lock: a slot of `<prefix>:{<digest>}:running` with a lease, renewed while the handler runs, so
- * a crashed holder blocks its digest at most one lease. The owner is the job id: a retried or recovered job re-enters
- * its own slot at once.
+ * a crashed holder blocks its digest at most one lease. The owner is the job (`runtimeLockOwner`): a retried or
+ * recovered job re-enters its own slot at once.
  */
 export class RuntimeLease {
   private keeper: LeaseKeeper | undefined;

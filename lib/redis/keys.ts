@@ -151,6 +151,31 @@ export function digestOfDeduplicationId(id: string | undefined): string | undefi
   return id?.startsWith(DEDUPLICATION_PREFIX) ? id.slice(DEDUPLICATION_PREFIX.length) : undefined;
 }
 
+/**
+ * The owner a job writes into a run-time lock (a member of `<prefix>:{<digest>}:running`): its id; or, for a lock
+ * shared across queues, where ids repeat (BullMQ numbers each queue's jobs from 1, and a job scheduler's ids are the
+ * same on every queue it runs on), its queue's qualified name and id as a JSON pair, so that a job of another queue
+ * with the same id is never taken for the holder.
+ */
+export function runtimeLockOwner(jobId: string, acrossQueuesOf?: string): string {
+  return acrossQueuesOf === undefined ? jobId : JSON.stringify([acrossQueuesOf, jobId]);
+}
+
+/** The job id, and its queue's qualified name when named, of a run-time lock owner ({@link runtimeLockOwner}). */
+export function parseRuntimeLockOwner(owner: string): { jobId: string; queue?: string } {
+  if (owner.startsWith('["')) {
+    try {
+      const pair: unknown = JSON.parse(owner);
+      if (Array.isArray(pair) && pair.length === 2 && typeof pair[0] === 'string' && typeof pair[1] === 'string') {
+        return { queue: pair[0], jobId: pair[1] };
+      }
+    } catch {
+      // a bare job id that happens to start with `["`
+    }
+  }
+  return { jobId: owner };
+}
+
 /** BullMQ's key prefix when a queue sets none. */
 export const DEFAULT_QUEUE_PREFIX = 'bull';
 

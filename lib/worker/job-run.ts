@@ -9,7 +9,7 @@ import type { LockRun } from '../locks/lock.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
 import type { JobDefinition } from '../options/job-definitions.js';
-import type { UniqueJobsKeys } from '../redis/keys.js';
+import { parseRuntimeLockOwner, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
 import { knownOnSameServer } from '../redis/same-server.js';
 
 /** What a run needs from the worker side. */
@@ -61,9 +61,12 @@ export class JobRun implements LockRun {
         : undefined;
   }
 
+  /** Takes the run-time lock (waiting up to `lockTimeout`); a refusal names the holder's job id. */
   async takeRuntimeLock(): Promise<AcquireResult> {
     const { job, definition, digest, deps } = this;
-    const lease = new RuntimeLease(deps.store, deps.keys.runtimeLock(digest), job.id!, definition.options, {
+    const acrossQueues = definition.options.uniqueAcross.includes('queues');
+    const owner = runtimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
+    const lease = new RuntimeLease(deps.store, deps.keys.runtimeLock(digest), owner, definition.options, {
       lost: () => {
         deps.logger.error(
           `Run-time lock of job ${job.id} (queue "${job.queueName}", digest ${digest}) was lost: its lease ended before it was renewed, so a duplicate may run concurrently`,
@@ -82,15 +85,11 @@ export class JobRun implements LockRun {
         return answer;
       },
     );
-    if (held.acquired) {
-      this.runtime = lease;
-      deps.events.emit({
-        type: 'locked',
-        lock: 'runtime',
-        ...this.ids(),
-        waitedMs: lease.takenAt - waitFrom,
-      });
+    if (!held.acquired) {
+      return { ...held, holder: held.holder === undefined ? undefined : parseRuntimeLockOwner(held.holder).jobId };
     }
+    this.runtime = lease;
+    deps.events.emit({ type: 'locked', lock: 'runtime', ...this.ids(), waitedMs: lease.takenAt - waitFrom });
     return held;
   }
 

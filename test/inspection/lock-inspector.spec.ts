@@ -196,6 +196,33 @@ describe('LockInspector', () => {
     ]);
   });
 
+  it('reads the owner of a run-time lock across queues (queue and id) as that job of that queue', async () => {
+    const started = deferred();
+    const gate = hold();
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, uniqueAcross: 'queues' },
+      paused: false,
+      handler: async () => {
+        started.resolve();
+        await gate.promise;
+      },
+    });
+    const running = await app.queue.add('job', { id: 'a' });
+    await started.promise;
+    const digest = digestOf(app, 'job', { id: 'a' });
+    expect(await redis.zrange(runningKey(app.prefix, digest), 0, '-1')).toEqual([
+      JSON.stringify([app.queue.qualifiedName, running.id]),
+    ]);
+    const inspector = inspectorOf(app);
+    const [lock] = await inspector.showLock(digest);
+    expect(lock).toMatchObject({ storage: 'running', queue: app.queue.name });
+    expect(lock.owners).toEqual([
+      expect.objectContaining({ jobId: running.id, jobState: 'active', queue: app.queue.name }),
+    ]);
+    expect((await inspector.listLocks({ jobId: running.id! })).locks.map((held) => held.digest)).toEqual([digest]);
+    gate.resolve();
+  });
+
   it('filters by digest prefix, digest pattern, owner job, kind and queue', async () => {
     const app = await start();
     const jobs = new Map<string, string>();

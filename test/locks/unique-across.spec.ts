@@ -178,7 +178,10 @@ describe('uniqueAcross', () => {
       const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
       await started.promise;
       const value = digestOf(a, 'sync', { id: 'u1' });
-      expect(await owners(redis, runningKey(prefix, value))).toEqual([fromA.id]);
+      // The owner names its queue: ids repeat across queues (see the next test).
+      expect(await owners(redis, runningKey(prefix, value))).toEqual([
+        JSON.stringify([a.queue.qualifiedName, fromA.id]),
+      ]);
       const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }));
       await expect(b.finished(fromB)).resolves.toBeNull(); // completed without running
       expect(b.runs).toEqual([]);
@@ -197,6 +200,47 @@ describe('uniqueAcross', () => {
       // With the holder gone, the job on the other queue runs.
       const again = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }));
       await expect(b.finished(again)).resolves.toBe('b');
+      expect(await prefixKeys(redis, prefix)).toEqual([]);
+    });
+
+    // Job ids repeat across queues: BullMQ numbers each queue's jobs from 1, a job scheduler's ids are the same on every
+    // queue, callers choose ids. A job of another queue with the holder's id once re-entered the holder's slot and ran.
+    it('while_executing: a job of another queue with the same id as the holder is not taken for it', async () => {
+      const prefix = uniqueName('ujt');
+      const gate = hold();
+      const started = hold();
+      const unique: UniqueJobOptions = {
+        lock: 'while_executing',
+        lockArgs: byId,
+        uniqueAcross: 'queues',
+        onConflict: 'log',
+      };
+      const a = await start({
+        unique,
+        module: { prefix },
+        handler: async () => {
+          started.resolve();
+          await gate.promise;
+          return 'a';
+        },
+      });
+      const b = await start({ unique, module: { prefix }, handler: async () => 'b' });
+      const events = new EventLog(b);
+      const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { jobId: 'same-id' }));
+      await started.promise;
+      const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }, { jobId: 'same-id' }));
+      expect(fromB.id).toBe(fromA.id);
+      await expect(b.finished(fromB)).resolves.toBeNull(); // completed without running
+      expect(b.runs).toEqual([]);
+      expect(events.duplicates('server')).toEqual([
+        expect.objectContaining({ jobId: 'same-id', existingJobId: 'same-id', queue: b.queue.name }),
+      ]);
+      const value = digestOf(a, 'sync', { id: 'u1' });
+      expect(await owners(redis, runningKey(prefix, value))).toEqual([
+        JSON.stringify([a.queue.qualifiedName, 'same-id']),
+      ]);
+      gate.resolve();
+      await expect(a.finished(fromA)).resolves.toBe('a');
       expect(await prefixKeys(redis, prefix)).toEqual([]);
     });
   });

@@ -41,6 +41,20 @@ describe('until_and_while_executing', () => {
     expect(await keysOf(a)).toEqual([]);
   });
 
+  it('job.updateData: both locks keep the digest the job was enqueued under', async () => {
+    const { gate, started, handler } = holdFirstRun();
+    const a = await start({ handler, paused: true });
+    const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }));
+    await job.updateData({ id: 'u2', n: 1 });
+    a.start();
+    await started.promise;
+    expect(await keysOf(a)).toEqual([runtimeKey(a, 'u1')]);
+    expect(await owners(redis, runtimeKey(a, 'u1'))).toEqual([job.id]);
+    gate.resolve();
+    await a.finished(job);
+    expect(await keysOf(a)).toEqual([]);
+  });
+
   it('a queued duplicate that starts while the first still runs meets the run-time lock (log) and releases its enqueue lock', async () => {
     const { gate, started, handler } = holdFirstRun();
     const a = await start({

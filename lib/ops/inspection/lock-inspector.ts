@@ -1,6 +1,6 @@
 import { discoverQueues, scanNodes } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
-import { bullKeys, KEY_SHAPES, KEY_SUFFIX, UniqueJobsKeys } from '../../redis/keys.js';
+import { bullKeys, KEY_SHAPES, KEY_SUFFIX, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
 import { digestPatternMatcher, parseDigestPattern, parseDigestPrefix, parseLockDigest } from './digest-format.js';
 import { InvalidCursorError } from './errors/invalid-cursor.error.js';
 import { JobOwners, type Candidate } from './job-owners.js';
@@ -237,7 +237,7 @@ export class LockInspector {
   /** Reads a lock key and its owners; `undefined` when it is gone or the filter leaves it out. */
   private async describe(candidate: Candidate, filter: LockFilter, withData: boolean): Promise<HeldLock | undefined> {
     const { key, storage } = candidate;
-    let owners: { jobId: string; leaseExpiresAt?: number }[];
+    let owners: { jobId: string; leaseExpiresAt?: number; queue?: string }[];
     let ttl: number;
     if (storage === 'deduplication') {
       const [holder, pttl] = await Promise.all([this.client.get(key), this.client.pttl(key)]);
@@ -251,7 +251,7 @@ export class LockInspector {
       ]);
       owners = [];
       for (let i = 0; i + 1 < members.length; i += 2) {
-        owners.push({ jobId: members[i], leaseExpiresAt: Number(members[i + 1]) });
+        owners.push({ ...parseRuntimeLockOwner(members[i]), leaseExpiresAt: Number(members[i + 1]) });
       }
       if (owners.length === 0) return undefined;
       ttl = pttl;
@@ -261,7 +261,11 @@ export class LockInspector {
       ? [candidate.queue]
       : this.queues.filter((queue) => filter.queue === undefined || queue.name === filter.queue);
     const resolved = await Promise.all(
-      owners.map((owner) => this.owners.resolve(owner, candidate, searched, withData)),
+      owners.map(({ queue: ownerQueue, ...owner }) => {
+        // An owner of a lock across queues names its queue: only that one is searched.
+        const among = ownerQueue === undefined ? searched : searched.filter((q) => qualifiedOf(q) === ownerQueue);
+        return this.owners.resolve(owner, candidate, among, withData);
+      }),
     );
     const queue = candidate.queue?.name ?? resolved.find((owner) => owner.queue !== undefined)?.queue;
     if (filter.queue !== undefined && queue !== filter.queue) return undefined;
@@ -275,6 +279,10 @@ export class LockInspector {
       ...(ttl >= 0 ? { ttlMs: ttl } : {}),
     };
   }
+}
+
+function qualifiedOf(queue: InspectedQueue): string {
+  return bullKeys.qualifiedName(queue.prefix, queue.name);
 }
 
 function kindOf(storage: HeldLockStorage): HeldLockKind {

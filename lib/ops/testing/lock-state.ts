@@ -1,6 +1,6 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { DeduplicationEnqueueLock } from '../../locks/deduplication.enqueue-lock.js';
-import { bullKeys } from '../../redis/keys.js';
+import { bullKeys, parseRuntimeLockOwner } from '../../redis/keys.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** A queue given to the lock helpers: a BullMQ `Queue`, or a queue name of the application. */
@@ -47,7 +47,7 @@ export async function lockState(
   const now = Date.now();
   const leased = async (key: string): Promise<HeldLockState> => ({
     key,
-    holders: await client.zrangebyscore(key, `(${now}`, '+inf'),
+    holders: (await client.zrangebyscore(key, `(${now}`, '+inf')).map((owner) => parseRuntimeLockOwner(owner).jobId),
   });
   if (definition.enqueueLock) {
     if (definition.enqueueLock instanceof DeduplicationEnqueueLock) {
