@@ -1,3 +1,4 @@
+import { describeThrown } from './thrown.js';
 import { UnrecoverableUniqueJobsError } from './unrecoverable-unique-jobs.error.js';
 
 /**
@@ -47,5 +48,6 @@ export class IdempotencyTransactionEndedError extends UnrecoverableUniqueJobsErr
 }
 
 function describe(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const { name, message } = describeThrown(error);
+  return error instanceof Error || typeof error === 'object' ? `${name}: ${message}` : message;
 }

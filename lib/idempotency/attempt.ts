@@ -1,3 +1,4 @@
+import { asError } from '../errors/thrown.js';
 import type { Job } from 'bullmq';
 import type { LoggerLike } from '../common/logger.js';
 import type { DistributiveOmit, IdempotencyEvent, UniqueJobsEvents } from '../events/unique-jobs.events.js';
@@ -51,7 +52,7 @@ export class AttemptReport {
 
   /** The store failed under the attempt. */
   error(error: unknown): void {
-    const err = error instanceof Error ? error : new Error(String(error));
+    const err = asError(error);
     const { queue, jobName, jobId, scope, key, store } = this.ids;
     this.logger.error(`Idempotency store "${store}" failed for job ${jobId} (key "${key}"): ${err.message}`);
     this.events.emit({ type: 'error', queue, jobName, jobId, scope, key, error: err });

@@ -1,3 +1,4 @@
+import { describeThrown } from '../errors/thrown.js';
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -263,8 +264,7 @@ export class IdempotencyRunner {
           !(error instanceof UnserializableIdempotencyResultError) &&
           (await attemptOutcome(job, error)) === 'fails');
       if (keep) {
-        const { name, message } = error instanceof Error ? error : new Error(String(error));
-        const failure = { error: JSON.stringify({ name, message }), ttlMs: definition.options.ttl };
+        const failure = { error: JSON.stringify(describeThrown(error)), ttlMs: definition.options.ttl };
         if (await definition.store.fail(ref, failure)) attempt.report.emit({ type: 'idempotencyFailureKept' });
       } else if (await definition.store.release(ref)) {
         attempt.report.emit({ type: 'idempotencyReleased' });

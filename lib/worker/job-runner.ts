@@ -1,3 +1,4 @@
+import { describeThrown } from '../errors/thrown.js';
 import { UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { attemptOutcome } from '../common/bullmq-lifecycle.js';
@@ -120,7 +121,7 @@ export class JobRunner {
    */
   private superseded(run: JobRun, error: unknown, holder: string | undefined): UnrecoverableError {
     const { job, digest } = run;
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeThrown(error).message;
     this.deps.events.emit({
       type: 'duplicate',
       side: 'server',

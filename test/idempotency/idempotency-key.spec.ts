@@ -459,6 +459,40 @@ describe('@IdempotencyKey (Redis store)', () => {
       expect(events.of('idempotencyFailureKept')).toEqual([]);
       expect(await store.get(scope('charge'), 'o-keep-retry')).toMatchObject({ state: 'completed' });
     });
+
+    // A null-prototype object has no string form: building its stored failure threw, the claim stayed in progress, and
+    // the next delivery took it over after the lease and ran the effect again.
+    it("'keep': whatever the handler throws, the failure is kept with a bounded name and message", async () => {
+      const thrown: Record<string, () => unknown> = {
+        plain: () => ({ name: 'CardDeclined', message: 'insufficient funds' }),
+        bare: () => Object.assign(Object.create(null) as object, { code: 51 }),
+        huge: () => new Error('x'.repeat(100_000)),
+      };
+      const { app, events, outcomes, store, scope } = await boot({
+        idempotency: { key: byOrder, onFailure: 'keep' },
+        handler: async (job) => {
+          throw thrown[(job.data as Order).orderId]();
+        },
+      });
+      const stored = new Map<string, { name: string; message: string }>();
+      for (const orderId of Object.keys(thrown)) {
+        const first = await app.queue.add('charge', { orderId, amount: 1 }, { attempts: 1 });
+        await outcomes.failures(first.id!);
+        const record = await store.get(scope('charge'), orderId);
+        expect([orderId, record?.state]).toEqual([orderId, 'failed']);
+        stored.set(orderId, JSON.parse(record!.error!) as { name: string; message: string });
+        const later = await app.queue.add('charge', { orderId, amount: 1 }, { attempts: 3 });
+        const [error] = await outcomes.failures(later.id!);
+        expect(error).toBeInstanceOf(IdempotencyKeyFailedError);
+      }
+      expect(stored.get('plain')).toEqual({ name: 'CardDeclined', message: 'insufficient funds' });
+      expect(stored.get('bare')).toEqual({ name: 'Error', message: 'a thrown object without a string form' });
+      expect(stored.get('huge')!.message).toHaveLength(2_000);
+      expect(stored.get('huge')!.message.endsWith('…')).toBe(true);
+      expect(app.runs).toHaveLength(3);
+      expect(events.of('idempotencyFailureKept')).toHaveLength(3);
+      expect(events.of('error')).toEqual([]);
+    });
   });
 
   describe('payload mismatch', () => {

@@ -1,0 +1,50 @@
+/** Longest `name` kept of a thrown value (characters). */
+const MAX_NAME = 200;
+/** Longest `message` kept of a thrown value (characters). */
+const MAX_MESSAGE = 2_000;
+
+/**
+ * The name and message of anything a handler may throw, never throwing itself: an `Error`, a plain object with string
+ * `name` / `message` (`{ name: 'CardDeclined', message: '…' }`), or any other value by its string form (a value with
+ * none, such as a null-prototype object, is named as such). Both are cut to a bounded length (`…` marks a cut), so
+ * what is stored of a failure stays small whatever was thrown.
+ */
+export function describeThrown(thrown: unknown): { name: string; message: string } {
+  const fields = typeof thrown === 'object' && thrown !== null ? (thrown as { name?: unknown; message?: unknown }) : {};
+  const name = safely(() => fields.name);
+  const message = safely(() => fields.message);
+  return {
+    name: cut(typeof name === 'string' && name !== '' ? name : 'Error', MAX_NAME),
+    message: cut(typeof message === 'string' ? message : stringOf(thrown), MAX_MESSAGE),
+  };
+}
+
+/** `thrown` as an `Error`: itself, or a new one carrying its {@link describeThrown} name and message. */
+export function asError(thrown: unknown): Error {
+  if (thrown instanceof Error) return thrown;
+  const { name, message } = describeThrown(thrown);
+  const error = new Error(message);
+  error.name = name;
+  return error;
+}
+
+function stringOf(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return `a thrown ${typeof value} without a string form`;
+  }
+}
+
+/** A property read that may run a throwing getter (or a Proxy trap). */
+function safely(read: () => unknown): unknown {
+  try {
+    return read();
+  } catch {
+    return undefined;
+  }
+}
+
+function cut(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
