@@ -85,7 +85,8 @@ export class JobInterceptor {
         return lock?.holder(conflict.queue, conflict.digest);
       },
       strategy: (name) => strategies.get(name)!,
-      countReschedule: (job) => client.hincrby(bullKeys.job(job.queueQualifiedName, job.id!), 'ujReschedules', 1),
+      countReschedule: async (job) =>
+        Number(await deps.scripts.run('countReschedule', [bullKeys.job(job.queueQualifiedName, job.id!)], [])),
     };
     const tracer = this.tracer;
     this.availability = new RedisAvailability(logger, deps.enqueueTimeout ?? DEFAULT_ENQUEUE_TIMEOUT);

@@ -25,7 +25,8 @@ export type ScriptName =
   | 'reapLockOwner'
   | 'reapDeduplication'
   | 'reapIdempotencyClaim'
-  | 'registerQueue';
+  | 'registerQueue'
+  | 'countReschedule';
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;

@@ -5,6 +5,8 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
+import { uniqueName } from '../support/redis.js';
 import { serverSide, workerOf } from './helpers.js';
 
 describe('onConflict: reschedule (server side, while_executing)', () => {
@@ -106,5 +108,22 @@ describe('onConflict: reschedule (server side, while_executing)', () => {
     gates.release('first');
     await app.finished(first);
     expect(await keysOf(app)).toEqual([]);
+  });
+
+  // HINCRBY on the hash of a job removed under its worker (obliterate with force) made a hash holding only this field.
+  it('counts reschedules on the job hash only while the job exists', async () => {
+    const scripts = new RedisScripts(redis);
+    const gone = `${uniqueName('resched')}:q:gone-job`;
+    expect(await scripts.run('countReschedule', [gone], [])).toBe(0);
+    expect(await redis.exists(gone)).toBe(0);
+    const live = `${uniqueName('resched')}:q:live-job`;
+    await redis.hset(live, 'name', 'sync');
+    try {
+      expect(await scripts.run('countReschedule', [live], [])).toBe(1);
+      expect(await scripts.run('countReschedule', [live], [])).toBe(2);
+      expect(await redis.hget(live, 'ujReschedules')).toBe('2');
+    } finally {
+      await redis.del(live);
+    }
   });
 });
