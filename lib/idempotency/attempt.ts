@@ -1,10 +1,10 @@
-import { asError } from '../errors/thrown.js';
 import type { Job } from 'bullmq';
 import type { LoggerLike } from '../common/logger.js';
 import type { DistributiveOmit, IdempotencyEvent, UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
 import type { WorkerLike } from './waiting-duplicates.js';
+import { asError } from '../errors/thrown.js';
 
 /** What every event and message of one attempt names. */
 export interface AttemptIds {

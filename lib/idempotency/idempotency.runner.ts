@@ -1,4 +1,3 @@
-import { describeThrown } from '../errors/thrown.js';
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -7,6 +6,7 @@ import { IdempotencyLeaseLostError } from '../errors/idempotency-lease-lost.erro
 import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { MissingIdempotencyKeyError } from '../errors/missing-idempotency-key.error.js';
 import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
+import { describeThrown } from '../errors/thrown.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { attemptOutcome } from '../common/bullmq-lifecycle.js';
 import type { LoggerLike } from '../common/logger.js';

@@ -1,10 +1,10 @@
-import { describeThrown } from '../errors/thrown.js';
 import { UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { attemptOutcome } from '../common/bullmq-lifecycle.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
+import { describeThrown } from '../errors/thrown.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import { ADMITTED, type JobEnd } from '../locks/lock.js';
