@@ -2,8 +2,8 @@ import { discoverQueues, scanNodes } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
 import { bullKeys, KEY_SHAPES, KEY_SUFFIX, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
 import { digestPatternMatcher, parseDigestPattern, parseDigestPrefix, parseLockDigest } from './digest-format.js';
-import { InvalidCursorError } from './errors/invalid-cursor.error.js';
 import { JobOwners, type Candidate } from './job-owners.js';
+import { decodeCursor, encodeCursor } from './page-cursor.js';
 import type {
   HeldLock,
   HeldLockKind,
@@ -25,19 +25,11 @@ const MAX_SCANS_PER_PAGE = 200;
 const DEFAULT_COUNT_SCANS = 200;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
-const CURSOR = /^n(\d{1,6})\.(\d{1,20})\.(\d{1,9})$/;
-const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
 
 /** The key space a listing walks: one MATCH pattern and how to read the keys it finds. */
 interface ScanPlan {
   match: string;
   parse(key: string): Candidate | undefined;
-}
-
-interface Position {
-  node: number;
-  scan: string;
-  skip: number;
 }
 
 /**
@@ -287,18 +279,6 @@ function qualifiedOf(queue: InspectedQueue): string {
 
 function kindOf(storage: HeldLockStorage): HeldLockKind {
   return storage === 'running' ? 'runtime' : 'enqueue';
-}
-
-function decodeCursor(cursor: string): Position {
-  if (cursor === '0') return { node: 0, scan: '0', skip: 0 };
-  const match = CURSOR.exec(cursor);
-  // SCAN's cursor is an unsigned 64-bit number: a larger one is refused by Redis ("ERR invalid cursor").
-  if (!match || BigInt(match[2]) > MAX_SCAN_CURSOR) throw new InvalidCursorError(cursor);
-  return { node: Number(match[1]), scan: match[2], skip: Number(match[3]) };
-}
-
-function encodeCursor(position: Position): string {
-  return `n${position.node}.${position.scan}.${position.skip}`;
 }
 
 /** `value` truncated when it is a finite number ≥ 1, else `fallback`. */
