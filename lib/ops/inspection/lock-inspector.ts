@@ -1,4 +1,4 @@
-import { discoverQueues, scanNodes } from '../../redis/scan.js';
+import { connectedScanNodes, discoverQueues } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
 import { bullKeys, KEY_SHAPES, KEY_SUFFIX, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
 import { digestPatternMatcher, parseDigestPattern, parseDigestPrefix, parseLockDigest } from './digest-format.js';
@@ -75,7 +75,7 @@ export class LockInspector {
     const limit = Number.isFinite(asked) ? Math.min(Math.max(asked, 1), MAX_LIMIT) : DEFAULT_LIMIT;
     const plan = this.plan(filter);
     const position = decodeCursor(page.cursor ?? '0');
-    const nodes = scanNodes(this.client);
+    const nodes = await connectedScanNodes(this.client);
     const locks: HeldLock[] = [];
     let scans = 0;
     while (position.node < nodes.length && locks.length < limit && scans < MAX_SCANS_PER_PAGE) {
@@ -139,7 +139,7 @@ export class LockInspector {
     let budget = options.maxScans === Infinity ? Infinity : positiveInteger(options.maxScans, DEFAULT_COUNT_SCANS);
     const scanCount = positiveInteger(options.scanCount, SCAN_COUNT);
     const plan = this.plan({});
-    scan: for (const node of scanNodes(this.client)) {
+    scan: for (const node of await connectedScanNodes(this.client)) {
       let cursor = '0';
       do {
         if (budget-- <= 0) {
