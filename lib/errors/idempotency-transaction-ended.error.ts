@@ -49,5 +49,5 @@ export class IdempotencyTransactionEndedError extends UnrecoverableUniqueJobsErr
 
 function describe(error: unknown): string {
   const { name, message } = describeThrown(error);
-  return error instanceof Error || typeof error === 'object' ? `${name}: ${message}` : message;
+  return typeof error === 'object' && error !== null ? `${name}: ${message}` : message;
 }

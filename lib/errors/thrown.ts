@@ -6,8 +6,8 @@ const MAX_MESSAGE = 2_000;
 /**
  * The name and message of anything a handler may throw, never throwing itself: an `Error`, a plain object with string
  * `name` / `message` (`{ name: 'CardDeclined', message: '…' }`), or any other value by its string form (a value with
- * none, such as a null-prototype object, is named as such). Both are cut to a bounded length (`…` marks a cut), so
- * what is stored of a failure stays small whatever was thrown.
+ * none, such as a null-prototype object, is named as such). Both are cut to 200 and 2,000 UTF-16 code units (`…`
+ * marks a cut, a surrogate pair is never split), so what is stored of a failure stays small whatever was thrown.
  */
 export function describeThrown(thrown: unknown): { name: string; message: string } {
   const fields = typeof thrown === 'object' && thrown !== null ? (thrown as { name?: unknown; message?: unknown }) : {};
@@ -45,6 +45,11 @@ function safely(read: () => unknown): unknown {
   }
 }
 
+/** `text` within `max` UTF-16 code units, `…` included; a surrogate pair is never split. */
 function cut(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  if (text.length <= max) return text;
+  let end = max - 1;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1; // a high surrogate whose low half would be cut off
+  return `${text.slice(0, end)}…`;
 }

@@ -4,6 +4,7 @@ import { UnserializableIdempotencyResultError } from '../errors/unserializable-i
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
+import { describeThrown } from '../errors/thrown.js';
 
 /**
  * Whether the record is completed by the claim `ref` names (its own completion, already applied); `false` when the
@@ -18,7 +19,7 @@ export function keyOf(definition: ResolvedIdempotency, job: Job): { key: string 
   try {
     return definition.keyOf(job);
   } catch (error) {
-    return { missing: `an error (${(error as Error).message})` };
+    return { missing: `an error (${describeThrown(error).message})` };
   }
 }
 

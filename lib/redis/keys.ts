@@ -151,26 +151,31 @@ export function digestOfDeduplicationId(id: string | undefined): string | undefi
   return id?.startsWith(DEDUPLICATION_PREFIX) ? id.slice(DEDUPLICATION_PREFIX.length) : undefined;
 }
 
+/** How a run-time lock owner written as a JSON pair begins. */
+const PAIR_START = '["';
+
 /**
  * The owner a job writes into a run-time lock (a member of `<prefix>:{<digest>}:running`): its id; or, for a lock
  * shared across queues, where ids repeat (BullMQ numbers each queue's jobs from 1, and a job scheduler's ids are the
  * same on every queue it runs on), its queue's qualified name and id as a JSON pair, so that a job of another queue
- * with the same id is never taken for the holder.
+ * with the same id is never taken for the holder. An id that itself starts with `["` is written as the pair `['', id]`,
+ * so that every member starting with `["` is a pair.
  */
 export function runtimeLockOwner(jobId: string, acrossQueuesOf?: string): string {
-  return acrossQueuesOf === undefined ? jobId : JSON.stringify([acrossQueuesOf, jobId]);
+  if (acrossQueuesOf !== undefined) return JSON.stringify([acrossQueuesOf, jobId]);
+  return jobId.startsWith(PAIR_START) ? JSON.stringify(['', jobId]) : jobId;
 }
 
 /** The job id, and its queue's qualified name when named, of a run-time lock owner ({@link runtimeLockOwner}). */
 export function parseRuntimeLockOwner(owner: string): { jobId: string; queue?: string } {
-  if (owner.startsWith('["')) {
+  if (owner.startsWith(PAIR_START)) {
     try {
       const pair: unknown = JSON.parse(owner);
       if (Array.isArray(pair) && pair.length === 2 && typeof pair[0] === 'string' && typeof pair[1] === 'string') {
-        return { queue: pair[0], jobId: pair[1] };
+        return pair[0] === '' ? { jobId: pair[1] } : { queue: pair[0], jobId: pair[1] };
       }
     } catch {
-      // a bare job id that happens to start with `["`
+      // not a pair: an id written by a build before pairs (ids starting with `["` were kept as they were)
     }
   }
   return { jobId: owner };

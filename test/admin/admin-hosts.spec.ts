@@ -97,7 +97,7 @@ describe('admin allowedHosts (DNS rebinding)', () => {
   it('compares hosts as browsers send them: canonical IPs, no trailing dot, ports as numbers; two Host headers refused', async () => {
     app = await startAdminApp({
       queues: [{ queue: uniqueName('admh'), paused: true }],
-      admin: { allowedHosts: ['127.1', 'OPS.example.com.', '[0:0:0:0:0:0:0:1]', 'ops2.example:08443'] },
+      admin: { allowedHosts: ['127.1', 'OPS.example.com.', '[0:0:0:0:0:0:0:1]', 'ops2.example:08443', 'my_admin'] },
     });
     const port = new URL(app.origin).port;
     const url = `${app.adminUrl}/api/counts`;
@@ -112,6 +112,7 @@ describe('admin allowedHosts (DNS rebinding)', () => {
       ['ops2.example:443', 421],
       ['ops.example.com..', 421],
       ['127.0.0.2', 421],
+      ['my_admin:3000', 200], // Docker Compose service names have `_`
     ];
     for (const [host, status] of cases) {
       const answer = await withHost(url, host, { headers: { authorization: OPS } });

@@ -586,6 +586,13 @@ describe('@IdempotencyKey (Redis store)', () => {
       throws: () => {
         throw new Error('no key in this payload');
       },
+      // A key function that throws something without a message (once a TypeError out of the library).
+      throwsNull: () => {
+        throw null; // eslint-disable-line @typescript-eslint/only-throw-error
+      },
+      throwsBare: () => {
+        throw Object.create(null) as object; // eslint-disable-line @typescript-eslint/only-throw-error
+      },
     };
     const keyOfKind = (job: IdempotencyJob<{ kind: string }>) => kinds[job.data.kind]() as string;
 
@@ -600,6 +607,8 @@ describe('@IdempotencyKey (Redis store)', () => {
         object: /object/,
         array: /array/,
         throws: /an error \(no key in this payload\)/,
+        throwsNull: /an error \(null\)/,
+        throwsBare: /an error \(a thrown object without a string form\)/,
       };
       for (const kind of Object.keys(kinds)) {
         const job = await app.queue.add('charge', { kind }, { attempts: 3 });

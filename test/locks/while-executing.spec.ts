@@ -2,6 +2,7 @@
 // every-lock.spec.ts.
 import { describe, expect, it } from '@jest/globals';
 import type { UniqueJobOptions } from '../../lib/index.js';
+import { lockState } from '../../lib/ops/testing/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
@@ -54,6 +55,34 @@ describe('while_executing', () => {
     ]);
     expect(await owners(redis, lockOf(a, 'u1'))).toEqual([first.id]);
 
+    gate.resolve();
+    await expect(a.finished(first)).resolves.toBe(1);
+    expect(await keysOf(a)).toEqual([]);
+  });
+
+  // Owners of locks across queues are JSON pairs; a job id of the same look once read as one (holder "5", queue "x").
+  it('a job id that looks like a JSON pair is its own owner, reported as it is', async () => {
+    const gate = hold();
+    const started = hold();
+    const a = await start({
+      worker: { concurrency: 2 },
+      handler: async (job: TestJob) => {
+        if (job.data.n === 1) {
+          started.resolve();
+          await gate.promise;
+        }
+        return job.data.n;
+      },
+    });
+    const events = new EventLog(a);
+    const odd = '["x","5"]';
+    const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }, { jobId: odd }));
+    await started.promise;
+    expect(await owners(redis, lockOf(a, 'u1'))).toEqual([JSON.stringify(['', odd])]);
+    expect(await lockState(a.moduleRef, a.queue, 'sync', { id: 'u1' })).toMatchObject({ runtime: { holders: [odd] } });
+    const second = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 }));
+    await expect(a.finished(second)).resolves.toBeNull();
+    expect(events.duplicates('server')).toEqual([expect.objectContaining({ jobId: second.id, existingJobId: odd })]);
     gate.resolve();
     await expect(a.finished(first)).resolves.toBe(1);
     expect(await keysOf(a)).toEqual([]);

@@ -241,6 +241,8 @@ describe('the orphan reaper', () => {
     const ended = runningKey(a.prefix, 'v1:' + 'a'.repeat(64));
     const live = runningKey(a.prefix, 'v1:' + 'b'.repeat(64));
     await redis.zadd(ended, Date.now() - 1000, 'crashed-job');
+    // The owner of a lock across queues names its queue: reported by its job id, as every other owner.
+    await redis.zadd(ended, Date.now() - 1000, JSON.stringify(['bull:orders', 'crashed-across']));
     await redis.zadd(live, Date.now() + 60_000, 'running-job');
     await redis.pexpire(ended, 60_000);
     await redis.pexpire(live, 60_000);
@@ -253,6 +255,12 @@ describe('the orphan reaper', () => {
       key: ended,
       kind: 'runtimeLease',
       jobId: 'crashed-job',
+      reason: 'lease ended',
+    });
+    expect(report.items).toContainEqual({
+      key: ended,
+      kind: 'runtimeLease',
+      jobId: 'crashed-across',
       reason: 'lease ended',
     });
   });

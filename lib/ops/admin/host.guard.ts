@@ -4,10 +4,10 @@ import type { UniqueJobsAdminModuleOptions } from './interfaces/unique-jobs-admi
 import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
 
 /**
- * The shape of a `Host` (and of an `allowedHosts` entry): a host name or IPv4 address (one trailing dot allowed), or a
- * bracketed IPv6 address, with an optional port. Checked before the WHATWG URL parser canonicalises it.
+ * The shape of a `Host` (and of an `allowedHosts` entry): a host name (letters, digits, `-`, `_`: Docker service names
+ * have `_`) or IPv4 address, one trailing dot allowed, or a bracketed IPv6 address, with an optional port. Checked before the WHATWG URL parser canonicalises it.
  */
-const HOST_SHAPE = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+const HOST_SHAPE = /^(?:[\w-]+(?:\.[\w-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
 
 /** A `Host` as browsers compare it: lowercase name, IPv4/IPv6 in canonical form, no trailing dot, port as a number. */
 export interface CanonicalHost {

@@ -4,7 +4,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { LockStore } from '../../locks/lock-store.js';
 import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
-import { bullKeys, KEY_SUFFIX, parseOwnKey, UniqueJobsKeys } from '../../redis/keys.js';
+import { bullKeys, KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
 import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
@@ -190,7 +190,10 @@ export class OrphanReaper {
     if (suffix === KEY_SUFFIX.running || suffix === KEY_SUFFIX.queued) {
       const kind = suffix === KEY_SUFFIX.running ? 'runtimeLease' : 'enqueueLock';
       const expired = (await this.scripts.run('reapExpiredLeases', [key], [dry])) as string[];
-      expired.forEach((jobId) => record({ key, kind, jobId, reason: 'lease ended' }));
+      for (const owner of expired) {
+        const jobId = kind === 'runtimeLease' ? parseRuntimeLockOwner(owner).jobId : owner;
+        record({ key, kind, jobId, reason: 'lease ended' });
+      }
       // A run-time lease is renewed by a running handler: only its end frees it. A queued job renews nothing, so a
       // general-path enqueue lock is checked against its job.
       if (kind === 'enqueueLock') await this.suspectEnqueueLock(key, expired, pass, suspects);

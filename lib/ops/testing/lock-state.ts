@@ -45,9 +45,9 @@ export async function lockState(
   const digest = definition.digestOf({ name, queueName, data, opts, prefix: queuePrefix });
   const state: LockState = { digest };
   const now = Date.now();
-  const leased = async (key: string): Promise<HeldLockState> => ({
+  const leased = async (key: string, owners: (member: string) => string = (id) => id): Promise<HeldLockState> => ({
     key,
-    holders: (await client.zrangebyscore(key, `(${now}`, '+inf')).map((owner) => parseRuntimeLockOwner(owner).jobId),
+    holders: (await client.zrangebyscore(key, `(${now}`, '+inf')).map(owners),
   });
   if (definition.enqueueLock) {
     if (definition.enqueueLock instanceof DeduplicationEnqueueLock) {
@@ -58,7 +58,9 @@ export async function lockState(
       state.enqueue = await leased(keys.enqueueLock(digest, definition.options.lock));
     }
   }
-  if (definition.lock.locksWhileRunning) state.runtime = await leased(keys.runtimeLock(digest));
+  if (definition.lock.locksWhileRunning) {
+    state.runtime = await leased(keys.runtimeLock(digest), (owner) => parseRuntimeLockOwner(owner).jobId);
+  }
   return state;
 }
 

@@ -2,7 +2,7 @@
   Drops the holders of a lock (run-time or general-path enqueue lock) whose lease has ended: they crashed or their job
   is gone. Acquire does the same lazily; the reaper does it for locks nobody asks for any more.
 
-  KEYS[1] the lock (a sorted set: member = owner job id, score = lease expiry, server ms)
+  KEYS[1] the lock (a sorted set: member = owner (a job id; for a run-time lock across queues, its queue and id), score = lease expiry, server ms)
   ARGV[1] '1' for a dry run (report only)
 
   Returns the expired owners (at most 100 are listed; all are dropped).

@@ -3,7 +3,7 @@
   only if the owner still holds the very slot that was read: same member, same lease expiry. A re-taken or renewed
   slot (a new job with the same id) is left alone.
 
-  KEYS[1] the lock (a sorted set: member = owner job id, score = lease expiry)
+  KEYS[1] the lock (a sorted set: member = owner (a job id; for a run-time lock across queues, its queue and id), score = lease expiry)
   ARGV[1] owner
   ARGV[2] the score read
 
