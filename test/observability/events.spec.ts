@@ -237,6 +237,7 @@ describe('unique-jobs events', () => {
         'EventEmitter2 listener threw',
         'async EventEmitter2 listener rejected',
         '@OnEvent handler without suppressErrors threw',
+        'a thrown object without a string form',
       ]) {
         expect(result.loggedErrors.some((line) => line.includes(thrown))).toBe(true);
       }
