@@ -220,6 +220,11 @@ describe('LockInspector', () => {
       expect.objectContaining({ jobId: running.id, jobState: 'active', queue: app.queue.name }),
     ]);
     expect((await inspector.listLocks({ jobId: running.id! })).locks.map((held) => held.digest)).toEqual([digest]);
+    // Its queue named, the owner is read there even by an inspector not told of that queue (not shown as missing).
+    const blind = new LockInspector({ client: redis, prefix: app.prefix, queues: [] });
+    expect((await blind.showLock(digest))[0].owners).toEqual([
+      expect.objectContaining({ jobId: running.id, jobState: 'active', queue: app.queue.name }),
+    ]);
     gate.resolve();
   });
 

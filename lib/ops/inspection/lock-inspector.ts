@@ -253,11 +253,10 @@ export class LockInspector {
       ? [candidate.queue]
       : this.queues.filter((queue) => filter.queue === undefined || queue.name === filter.queue);
     const resolved = await Promise.all(
-      owners.map(({ queue: ownerQueue, ...owner }) => {
-        // An owner of a lock across queues names its queue: only that one is searched.
-        const among = ownerQueue === undefined ? searched : searched.filter((q) => qualifiedOf(q) === ownerQueue);
-        return this.owners.resolve(owner, candidate, among, withData);
-      }),
+      // An owner of a lock across queues names its queue: its job is read there, inspected or not.
+      owners.map(({ queue: ownerQueue, ...owner }) =>
+        this.owners.resolve(owner, candidate, ownerQueue === undefined ? searched : [queueOf(ownerQueue)], withData),
+      ),
     );
     const queue = candidate.queue?.name ?? resolved.find((owner) => owner.queue !== undefined)?.queue;
     if (filter.queue !== undefined && queue !== filter.queue) return undefined;
@@ -273,8 +272,10 @@ export class LockInspector {
   }
 }
 
-function qualifiedOf(queue: InspectedQueue): string {
-  return bullKeys.qualifiedName(queue.prefix, queue.name);
+/** The queue of a qualified name (`<prefix>:<name>`; queue names hold no `:`). */
+function queueOf(qualifiedName: string): InspectedQueue {
+  const at = qualifiedName.lastIndexOf(':');
+  return { prefix: qualifiedName.slice(0, Math.max(at, 0)), name: qualifiedName.slice(at + 1) };
 }
 
 function kindOf(storage: HeldLockStorage): HeldLockKind {
