@@ -159,11 +159,12 @@ describe('uniqueAcross', () => {
       expect(await keysOf(b)).toEqual([]);
     });
 
-    it('while_executing: the same job on two queues never runs at once', async () => {
+    /** Two queues on one prefix with a while_executing lock across them; a's handler holds until `gate` opens. */
+    async function twoQueuesHoldingA(extra: Partial<UniqueJobOptions> = {}) {
       const prefix = uniqueName('ujt');
       const gate = hold();
       const started = hold();
-      const unique: UniqueJobOptions = { lock: 'while_executing', lockArgs: byId, uniqueAcross: 'queues' };
+      const unique = { lock: 'while_executing', lockArgs: byId, uniqueAcross: 'queues', ...extra } as UniqueJobOptions;
       const a = await start({
         unique,
         module: { prefix },
@@ -174,7 +175,11 @@ describe('uniqueAcross', () => {
         },
       });
       const b = await start({ unique, module: { prefix }, handler: async () => 'b' });
-      const events = new EventLog(b);
+      return { prefix, gate, started, a, b, events: new EventLog(b) };
+    }
+
+    it('while_executing: the same job on two queues never runs at once', async () => {
+      const { prefix, gate, started, a, b, events } = await twoQueuesHoldingA();
       const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }));
       await started.promise;
       const value = digestOf(a, 'sync', { id: 'u1' });
@@ -206,26 +211,7 @@ describe('uniqueAcross', () => {
     // Job ids repeat across queues: BullMQ numbers each queue's jobs from 1, a job scheduler's ids are the same on every
     // queue, callers choose ids. A job of another queue with the holder's id once re-entered the holder's slot and ran.
     it('while_executing: a job of another queue with the same id as the holder is not taken for it', async () => {
-      const prefix = uniqueName('ujt');
-      const gate = hold();
-      const started = hold();
-      const unique: UniqueJobOptions = {
-        lock: 'while_executing',
-        lockArgs: byId,
-        uniqueAcross: 'queues',
-        onConflict: 'log',
-      };
-      const a = await start({
-        unique,
-        module: { prefix },
-        handler: async () => {
-          started.resolve();
-          await gate.promise;
-          return 'a';
-        },
-      });
-      const b = await start({ unique, module: { prefix }, handler: async () => 'b' });
-      const events = new EventLog(b);
+      const { prefix, gate, started, a, b, events } = await twoQueuesHoldingA({ onConflict: 'log' });
       const fromA = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1' }, { jobId: 'same-id' }));
       await started.promise;
       const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }, { jobId: 'same-id' }));
