@@ -1,6 +1,6 @@
-/** Longest `name` kept of a thrown value (characters). */
+/** Longest `name` kept of a thrown value (UTF-16 code units). */
 const MAX_NAME = 200;
-/** Longest `message` kept of a thrown value (characters). */
+/** Longest `message` kept of a thrown value (UTF-16 code units). */
 const MAX_MESSAGE = 2_000;
 
 /**
