@@ -18,7 +18,7 @@ import { Enqueuer } from '../producer/enqueuer.js';
 import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';
 import { JobMovesGuard } from '../producer/job-moves.guard.js';
 import { callerIdHolds, Replacer } from '../producer/replacer.js';
-import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
+import { bullKeys, RESCHEDULES_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { RedisAvailability } from '../redis/redis-availability.js';
 import { QueueRegistry } from '../redis/queue-registry.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
@@ -86,7 +86,13 @@ export class JobInterceptor {
       },
       strategy: (name) => strategies.get(name)!,
       countReschedule: async (job) =>
-        Number(await deps.scripts.run('countReschedule', [bullKeys.job(job.queueQualifiedName, job.id!)], [])),
+        Number(
+          await deps.scripts.run(
+            'countReschedule',
+            [bullKeys.job(job.queueQualifiedName, job.id!)],
+            [RESCHEDULES_FIELD],
+          ),
+        ),
     };
     const tracer = this.tracer;
     this.availability = new RedisAvailability(logger, deps.enqueueTimeout ?? DEFAULT_ENQUEUE_TIMEOUT);

@@ -9,14 +9,14 @@ import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedDigest } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
-import { bullKeys } from '../redis/keys.js';
+import { bullKeys, RESCHEDULES_FIELD } from '../redis/keys.js';
 
 type FinishedState = 'failed' | 'completed';
 
 /** What the guard wraps of a queue's or worker's backend (BullMQ's `IQueueBackend`). */
 interface MovingBackend {
   /** `job.retry()`. */
-  retryFinishedJob(job: Job, state: FinishedState, opts?: object): Promise<void>;
+  retryFinishedJob(job: Job, state: FinishedState, opts?: { resetAttemptsMade?: boolean }): Promise<void>;
   /** One batch of `queue.retryJobs()`: resolves a cursor (more to do while non-zero). */
   retryFinishedJobs(state?: FinishedState, count?: number, timestamp?: number): Promise<number>;
   /** `job.changeDelay(delay)`. */
@@ -89,7 +89,11 @@ export class JobMovesGuard {
     backend.retryFinishedJob = async (job, state, opts) => {
       // A job not in `state` is BullMQ's to refuse, before any lock is taken.
       if (this.guards(job) && (await job.getState()) === state) await this.relock(job, true);
-      return retryOne(job, state, opts);
+      await retryOne(job, state, opts);
+      // BullMQ gives the job its attempts back: its reschedules too (attempts that did not count).
+      if (opts?.resetAttemptsMade && this.enabled && this.definitions.find(job.queueName, job.name)) {
+        await this.client.hdel(bullKeys.job(job.queueQualifiedName, job.id!), RESCHEDULES_FIELD);
+      }
     };
     backend.retryFinishedJobs = async (state = 'failed', count, timestamp) => {
       if (!this.enabled || !this.definitions.hasQueue(owner.name)) return retryMany(state, count, timestamp);

@@ -151,6 +151,9 @@ export function digestOfDeduplicationId(id: string | undefined): string | undefi
   return id?.startsWith(DEDUPLICATION_PREFIX) ? id.slice(DEDUPLICATION_PREFIX.length) : undefined;
 }
 
+/** The field of a job's hash counting its reschedules (the `reschedule` strategy's `maxReschedules`). */
+export const RESCHEDULES_FIELD = 'ujReschedules';
+
 /** How a run-time lock owner written as a JSON pair begins. */
 const PAIR_START = '["';
 

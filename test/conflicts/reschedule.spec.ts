@@ -7,6 +7,7 @@ import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
 import { uniqueName } from '../support/redis.js';
+import { byId } from '../support/locks.js';
 import { serverSide, workerOf } from './helpers.js';
 
 describe('onConflict: reschedule (server side, while_executing)', () => {
@@ -114,16 +115,40 @@ describe('onConflict: reschedule (server side, while_executing)', () => {
   it('counts reschedules on the job hash only while the job exists', async () => {
     const scripts = new RedisScripts(redis);
     const gone = `${uniqueName('resched')}:q:gone-job`;
-    expect(await scripts.run('countReschedule', [gone], [])).toBe(0);
+    expect(await scripts.run('countReschedule', [gone], ['ujReschedules'])).toBe(0);
     expect(await redis.exists(gone)).toBe(0);
     const live = `${uniqueName('resched')}:q:live-job`;
     await redis.hset(live, 'name', 'sync');
     try {
-      expect(await scripts.run('countReschedule', [live], [])).toBe(1);
-      expect(await scripts.run('countReschedule', [live], [])).toBe(2);
+      expect(await scripts.run('countReschedule', [live], ['ujReschedules'])).toBe(1);
+      expect(await scripts.run('countReschedule', [live], ['ujReschedules'])).toBe(2);
       expect(await redis.hget(live, 'ujReschedules')).toBe('2');
     } finally {
       await redis.del(live);
     }
+  });
+
+  it("job.retry with BullMQ's resetAttemptsMade gives the job its reschedules back; without it they are kept", async () => {
+    const app = await start({
+      unique: { lock: 'while_executing', onConflict: 'reschedule', lockArgs: byId },
+      handler: async () => {
+        throw new Error('declined');
+      },
+    });
+    const failed = async (id: string) => {
+      const job = await app.queue.add('sync', { id }, { attempts: 1 });
+      await expect(app.finished(job)).rejects.toThrow('declined');
+      // As if the job had met its lock's holder three times before it ran.
+      await redis.hset(`${app.queue.qualifiedName}:${job.id}`, 'ujReschedules', 3);
+      return (await app.queue.getJob(job.id!))!;
+    };
+    const reset = await failed('reset');
+    await reset.retry('failed', { resetAttemptsMade: true });
+    expect(await rescheduleCount(app, reset)).toBe(0);
+    const kept = await failed('kept');
+    await kept.retry('failed');
+    expect(await rescheduleCount(app, kept)).toBe(3);
+    await Promise.all([reset, kept].map((job) => expect(app.finished(job)).rejects.toThrow('declined')));
+    expect(await keysOf(app)).toEqual([]);
   });
 });

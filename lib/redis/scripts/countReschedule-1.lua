@@ -1,12 +1,13 @@
 --[[
-  Counts one more reschedule of a job in its hash (field `ujReschedules`), only while the job exists: a job removed
-  under its worker (e.g. `obliterate({ force: true })`) must not come back as a hash holding only that field.
+  Counts one more reschedule of a job in its hash, only while the job exists: a job removed under its worker (e.g.
+  `obliterate({ force: true })`) must not come back as a hash holding only that field.
 
   KEYS[1] the job's hash (`<queue prefix>:<queue>:<job id>`)
+  ARGV[1] the field (`ujReschedules`)
 
   Returns the count, or 0 when the job is gone.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-return redis.call('HINCRBY', KEYS[1], 'ujReschedules', 1)
+return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
