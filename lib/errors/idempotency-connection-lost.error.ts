@@ -1,4 +1,5 @@
 import { UniqueJobsError } from './unique-jobs.error.js';
+import { asError } from './thrown.js';
 
 /**
  * The database connection of a transactional-mode transaction dropped while it was open (a failover,
@@ -26,5 +27,5 @@ export class IdempotencyConnectionLostError extends UniqueJobsError {
 }
 
 function describe(cause: unknown): string {
-  return cause instanceof Error ? cause.message : String(cause);
+  return asError(cause).message;
 }

@@ -6,7 +6,7 @@ import type { ConflictSide } from '../interfaces/unique-job-options.interface.js
 import { findEventEmitter, forwardToEventEmitter } from './event-emitter.forwarder.js';
 import { logEvents, validateLogLevels, type UniqueJobsLogLevels } from './event-logger.js';
 import { SafeObservable } from './safe-observable.js';
-import { describeThrown } from '../errors/thrown.js';
+import { asError } from '../errors/thrown.js';
 
 interface JobEventBase {
   queue: string;
@@ -158,7 +158,7 @@ export class UniqueJobsEvents implements OnModuleInit {
 
   private reportListenerError(error: unknown): void {
     try {
-      const text = error instanceof Error ? (error.stack ?? error.message) : describeThrown(error).message;
+      const text = error instanceof Error ? (error.stack ?? error.message) : asError(error).message;
       this.logger.error(`A listener of the unique-jobs events threw (the job is not affected): ${text}`);
     } catch {
       // A logger that throws: nothing more can be done.

@@ -15,6 +15,7 @@ import {
   type EffectiveIdempotencyOptions,
   type IdempotencyStores,
 } from './idempotency-options.js';
+import { asError } from '../errors/thrown.js';
 
 /** How long the bootstrap waits for a store's `verify()`. */
 const VERIFY_TIMEOUT_MS = 10_000;
@@ -74,7 +75,7 @@ export class IdempotencyDefinitions {
         try {
           await Promise.race([store.verify(), timeout]);
         } catch (error) {
-          throw new IdempotencyStoreNotReadyError(name, error instanceof Error ? error.message : String(error), error);
+          throw new IdempotencyStoreNotReadyError(name, asError(error).message, error);
         } finally {
           clearTimeout(timer);
         }

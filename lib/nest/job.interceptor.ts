@@ -24,6 +24,7 @@ import { QueueRegistry } from '../redis/queue-registry.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { JobRunner, type ProcessFn } from '../worker/job-runner.js';
 import type { AddFn } from '../locks/enqueue-lock.js';
+import { asError } from '../errors/thrown.js';
 
 /** Everything the interceptor works with, built by the module. */
 export interface JobInterceptorDeps {
@@ -226,7 +227,7 @@ export class JobInterceptor {
   }
 
   private reportError(job: Job, digest: string, error: unknown): void {
-    const err = error instanceof Error ? error : new Error(String(error));
+    const err = asError(error);
     // After the shutdown let go of an unreachable Redis, every active job's bookkeeping fails that way: the one line
     // the shutdown logged says so (the jobs come back as stalled); the events still tell each.
     const expected = this.availability.connectionsLetGo && /Connection is closed/.test(err.message);

@@ -11,6 +11,7 @@ import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../options/defaults.js';
 import { OrphanReaper } from '../ops/reaper/orphan-reaper.js';
 import type { ReapReport } from '../ops/reaper/reap-report.interface.js';
+import { asError } from '../errors/thrown.js';
 
 /** Default time between reaper runs (ms). */
 export const DEFAULT_REAPER_INTERVAL = 60_000;
@@ -82,9 +83,7 @@ export class UniqueJobsReaper implements OnApplicationBootstrap {
     this.timer = setTimeout(() => {
       this.run()
         .catch((error: unknown) =>
-          loggerOf(this.options.logger).error(
-            `Orphan reaper run failed: ${error instanceof Error ? error.message : String(error)}`,
-          ),
+          loggerOf(this.options.logger).error(`Orphan reaper run failed: ${asError(error).message}`),
         )
         .finally(() => this.schedule());
     }, this.interval);

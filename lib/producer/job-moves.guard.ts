@@ -10,6 +10,7 @@ import { lockedDigest } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys, RESCHEDULES_FIELD } from '../redis/keys.js';
+import { asError } from '../errors/thrown.js';
 
 type FinishedState = 'failed' | 'completed';
 
@@ -196,7 +197,7 @@ interface RemovingHold {
 const NO_REPORT = { released: () => undefined, error: () => undefined };
 
 function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  return asError(error).message;
 }
 
 function* pairs(fields: string[]): Generator<[string, string]> {

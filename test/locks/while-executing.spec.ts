@@ -62,18 +62,8 @@ describe('while_executing', () => {
 
   // Owners of locks across queues are JSON pairs; a job id of the same look once read as one (holder "5", queue "x").
   it('a job id that looks like a JSON pair is its own owner, reported as it is', async () => {
-    const gate = hold();
-    const started = hold();
-    const a = await start({
-      worker: { concurrency: 2 },
-      handler: async (job: TestJob) => {
-        if (job.data.n === 1) {
-          started.resolve();
-          await gate.promise;
-        }
-        return job.data.n;
-      },
-    });
+    const { gate, started, handler } = holdFirstRun();
+    const a = await start({ worker: { concurrency: 2 }, handler });
     const events = new EventLog(a);
     const odd = '["x","5"]';
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }, { jobId: odd }));

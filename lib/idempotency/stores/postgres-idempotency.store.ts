@@ -6,6 +6,7 @@ import { postgresMigrationSql } from '../sql/postgres-dialect.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
 import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';
+import { asError } from '../../errors/thrown.js';
 
 /**
  * What the store needs of a `pg` pool or client to run one statement: `pg.Pool`, `pg.PoolClient` and `pg.Client` all
@@ -173,7 +174,7 @@ export function pgPoolAdapter(
         broken = await rollback(client);
         // A prepared statement the connection lost (`DISCARD ALL`, `DEALLOCATE`) stays in pg's cache of the client:
         // the connection is discarded rather than fail every transaction it serves.
-        if (pgCode(error) === '26000') broken ??= error instanceof Error ? error : new Error(String(error));
+        if (pgCode(error) === '26000') broken ??= asError(error);
         const lost = watch.lost();
         if (lost) throw new IdempotencyConnectionLostError(lost);
         throw error;
@@ -194,7 +195,7 @@ async function rollback(client: PgQueryable): Promise<Error | undefined> {
     await client.query('ROLLBACK');
     return undefined;
   } catch (error) {
-    return error instanceof Error ? error : new Error(String(error));
+    return asError(error);
   }
 }
 

@@ -4,6 +4,7 @@ import { InvalidCursorError } from '../inspection/errors/invalid-cursor.error.js
 import { InvalidDigestError } from '../inspection/errors/invalid-digest.error.js';
 import { newNonce, securityHeaders, send, sendJson, type AdminRequest, type AdminResponse } from './http.js';
 import { errorPage } from './views/error.view.js';
+import { asError } from '../../errors/thrown.js';
 
 /**
  * Renders every error of the admin routes (the guards' refusals included): an escaped HTML page for a browser
@@ -52,7 +53,7 @@ export class UniqueJobsAdminExceptionFilter implements ExceptionFilter {
     }
     if (exception instanceof UniqueJobsError) return { status: 409, message: exception.message };
     this.logger.error(
-      `Admin request failed: ${exception instanceof Error ? (exception.stack ?? exception.message) : String(exception)}`,
+      `Admin request failed: ${exception instanceof Error ? (exception.stack ?? exception.message) : asError(exception).message}`,
     );
     return { status: 500, message: 'Internal error (logged on the server)' };
   }

@@ -4,6 +4,7 @@ import { CliContext } from './cli-context.js';
 import { CliError, EXIT } from './errors/cli.error.js';
 import { processIo, toJson, type CliIo } from './output.js';
 import { USAGE } from './usage.js';
+import { asError } from '../../errors/thrown.js';
 
 /** A command: runs with the context and its own positional arguments; resolves the exit code. */
 export type CliCommand = (context: CliContext, args: readonly string[]) => Promise<number>;
@@ -57,7 +58,7 @@ function asCliError(error: unknown, context: CliContext | undefined): CliError {
   if (error instanceof CliError) return error;
   if (error instanceof UniqueJobsError) return new CliError(error.message);
   if (context && isConnectionError(error)) return context.unreachable(error);
-  const message = error instanceof Error ? error.message : String(error);
+  const message = asError(error).message;
   return new CliError(`Unexpected error: ${message}`);
 }
 

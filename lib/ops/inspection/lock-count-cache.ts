@@ -1,6 +1,12 @@
 import { performance } from 'node:perf_hooks';
 import type { LockCounts } from './lock-inspection.interface.js';
 
+/** A count, and when it settled (`undefined` while it runs). */
+interface Cached {
+  counts: Promise<LockCounts>;
+  settledAt: number | undefined;
+}
+
 /**
  * Keeps a lock count for `cacheMs` after it settles, so frequent or parallel readers (metric scrapes, admin page views)
  * share one bounded scan instead of each running its own: a count still running is shared however long it takes, so
@@ -8,7 +14,7 @@ import type { LockCounts } from './lock-inspection.interface.js';
  * it). A failed count is not kept.
  */
 export class LockCountCache {
-  private cached: { counts: Promise<LockCounts>; settledAt: number | undefined } | undefined;
+  private cached: Cached | undefined;
 
   constructor(
     private readonly count: () => Promise<LockCounts>,
@@ -21,10 +27,7 @@ export class LockCountCache {
     if (cached && (cached.settledAt === undefined || performance.now() - cached.settledAt < this.cacheMs)) {
       return cached.counts;
     }
-    const entry: { counts: Promise<LockCounts>; settledAt: number | undefined } = {
-      counts: this.count(),
-      settledAt: undefined,
-    };
+    const entry: Cached = { counts: this.count(), settledAt: undefined };
     this.cached = entry;
     entry.counts.then(
       () => (entry.settledAt = performance.now()),
