@@ -46,7 +46,7 @@ function safely(read: () => unknown): unknown {
 }
 
 /** `text` within `max` UTF-16 code units, `…` included; a surrogate pair is never split. */
-function cut(text: string, max: number): string {
+export function cut(text: string, max: number): string {
   if (text.length <= max) return text;
   let end = max - 1;
   const last = text.charCodeAt(end - 1);

@@ -1,4 +1,8 @@
+import { cut } from './thrown.js';
 import { UniqueJobsError } from './unique-jobs.error.js';
+
+const MAX_PATH = 500;
+const MAX_NAME = 200;
 
 /**
  * Thrown at enqueue (and nothing is enqueued) when the lock arguments are not plain data that can be hashed
@@ -6,16 +10,20 @@ import { UniqueJobsError } from './unique-jobs.error.js';
  * non-finite numbers, Maps, Sets, Errors, binary data, WeakRefs, class instances with no own data, circular structures.
  */
 export class UnserializableLockArgsError extends UniqueJobsError {
+  /** JSON path of the offending value, e.g. `$[0].amount` (its first 500 UTF-16 code units: keys may be long). */
+  readonly path: string;
+
   constructor(
-    /** JSON path of the offending value, e.g. `$[0].amount`. */
-    readonly path: string,
+    path: string,
     /** Why it cannot be hashed. */
     readonly reason: string,
     /** The job whose lock arguments they are, when known. */
     readonly job?: { readonly queue: string; readonly name: string },
   ) {
-    const whose = job ? ` of job "${job.name}" on queue "${job.queue}"` : '';
-    super(`Lock arguments${whose} cannot be hashed canonically at ${path}: ${reason}`);
+    const shown = cut(path, MAX_PATH);
+    const whose = job ? ` of job "${cut(job.name, MAX_NAME)}" on queue "${cut(job.queue, MAX_NAME)}"` : '';
+    super(`Lock arguments${whose} cannot be hashed canonically at ${shown}: ${reason}`);
+    this.path = shown;
   }
 
   /** The same error, naming the job whose lock arguments failed. */

@@ -7,9 +7,12 @@ import { bullKeys } from './keys.js';
  */
 export function scanNodes(client: Redis | Cluster): Redis[] {
   if (!client.isCluster) return [client as Redis];
-  return (client as Cluster)
-    .nodes('master')
-    .sort((a, b) => `${a.options.host}:${a.options.port}`.localeCompare(`${b.options.host}:${b.options.port}`, 'en'));
+  return (client as Cluster).nodes('master').sort((a, b) => nodeAddress(a).localeCompare(nodeAddress(b), 'en'));
+}
+
+/** A node's address as the client knows it (`host:port`). */
+export function nodeAddress(node: Redis): string {
+  return `${node.options.host}:${node.options.port}`;
 }
 
 /** {@link scanNodes}, connecting a lazy Cluster client first (before it connects it knows no masters). */

@@ -6,7 +6,8 @@ import type { DeadSetEntry, ReapReport } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { nestedPayload } from '../support/payloads.js';
-import { asDuplicate, byId, dedupKey, digestOf, queuedKey, removeUnguarded } from '../support/locks.js';
+import { asDuplicate, byId, dedupKey, digestOf, queuedKey, removeUnguarded, runningKey } from '../support/locks.js';
+import { redisClient, uniqueName } from '../support/redis.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { runCli, runCliJson } from './run-cli.js';
 
@@ -333,6 +334,36 @@ describe('unique-jobs errors', () => {
     }
     const cursor = await runCli(['locks', 'list', '--cursor', 'n0.99999999999999999999.0']);
     expect([cursor.code, cursor.stderr]).toEqual([1, expect.stringContaining('Invalid cursor')]);
+  });
+
+  it('a database the server refuses, or that is not a number, fails the command: nothing in database 0 is touched', async () => {
+    const redis = redisClient();
+    const prefix = uniqueName('cli-db');
+    const lock = runningKey(prefix, `v1:${'ab'.repeat(32)}`);
+    await redis.zadd(lock, String(Date.now()), 'job-1');
+    const base = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+    try {
+      const release = ['locks', 'release', `v1:${'ab'.repeat(32)}`, '--yes', '--prefix', prefix];
+      const refused = await runCli([...release, '--redis', `${base}/99`], { connect: false });
+      expect([refused.code, refused.stderr]).toEqual([
+        1,
+        expect.stringMatching(/^unique-jobs: Redis refused database 99: ERR DB index is out of range\n$/),
+      ]);
+      const word = await runCli([...release, '--redis', `${base}/abc`], { connect: false });
+      expect([word.code, word.stderr]).toEqual([
+        1,
+        'unique-jobs: Invalid Redis URL: the database must be a number, as in redis://127.0.0.1:6379/2\n',
+      ]);
+      expect(await redis.zrange(lock, '0', '-1')).toEqual(['job-1']);
+    } finally {
+      await redis.del(lock);
+      await redis.quit();
+    }
+  });
+
+  it('output cut off by its reader (`| head -1`): the command ends as it would, without an EPIPE trace', async () => {
+    const run = await runCli(['locks', 'list', '--prefix', uniqueName('cli-pipe')], { closeStdout: true });
+    expect([run.code, run.stderr]).toEqual([0, '']);
   });
 
   it('rejects a prefix that is not a plain key part', async () => {

@@ -24,11 +24,11 @@ function connectionArgs(): string[] {
 
 /**
  * Runs `unique-jobs <args>` and resolves when it exits (killed after `timeoutMs`). `connect: false` leaves the Redis
- * options out (for tests of them).
+ * options out (for tests of them); `closeStdout: true` closes the reading end of its standard output at once.
  */
 export function runCli(
   args: readonly string[],
-  options: { connect?: boolean; timeoutMs?: number } = {},
+  options: { connect?: boolean; timeoutMs?: number; closeStdout?: boolean } = {},
 ): Promise<CliRun> {
   if (!existsSync(BIN))
     throw new Error(`${BIN} is missing: run the tests with \`npm test\` (it compiles lib/ into .build/)`);
@@ -39,7 +39,9 @@ export function runCli(
   });
   let stdout = '';
   let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  // A reader that stops before the output comes (`| head -1`): the CLI's writes meet a closed pipe (EPIPE).
+  if (options.closeStdout) child.stdout.destroy();
+  else child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
   return new Promise((resolve, reject) => {

@@ -15,7 +15,9 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import type { Cluster } from 'ioredis';
-import { RedisIdempotencyStore } from '../../lib/index.js';
+import { LockInspector, RedisIdempotencyStore } from '../../lib/index.js';
+import { encodeCursor, topologyOf } from '../../lib/ops/inspection/page-cursor.js';
+import { nodeAddress, scanNodes } from '../../lib/redis/scan.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
@@ -112,10 +114,17 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     expect(onCluster).toBe(true);
     const run = await runHeld();
 
+    // A lock listing's cursor made before: it names a master by its place among the masters of the moment.
+    const inspector = new LockInspector({ client: cluster, prefix: run.a.prefix, queues: [] });
+    const cursor = encodeCursor({ node: 1, scan: '0', skip: 0 }, topologyOf(scanNodes(cluster).map(nodeAddress)));
+    await expect(inspector.listLocks({}, { cursor })).resolves.toBeDefined();
+
     // Fail over every master the running job depends on (each once: some keys may share one), one after the other.
     const byMaster = new Map<string, string>();
     for (const key of [run.lock, run.record, bullPrefix()]) byMaster.set((await shardOf(key)).master, key);
     for (const key of byMaster.values()) await failOver(key);
+    // Another server holds that place now (its SCAN cursor means nothing there): the cursor is refused, not followed.
+    await expect(inspector.listLocks({}, { cursor })).rejects.toThrow(/the Cluster's masters changed/);
 
     // What the library held was replicated before each replica took over: still held, by the same owner.
     await run.stillHeld();

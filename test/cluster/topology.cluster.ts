@@ -8,7 +8,9 @@ import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
 import { byId, digestOf, runningKey } from '../support/locks.js';
-import { bullPrefix, onCluster, prefixKeys, scanKeys } from '../support/redis.js';
+import { bullPrefix, clusterNodes, onCluster, prefixKeys, scanKeys } from '../support/redis.js';
+import { InvalidCursorError, LockInspector } from '../../lib/index.js';
+import { runCli } from '../cli/run-cli.js';
 
 const JOBS = 30;
 
@@ -65,6 +67,32 @@ describe('on a 3-master Redis Cluster', () => {
     const bullKeys = await scanKeys(redis, `${a.queue.qualifiedName}:*`);
     expect(bullKeys.length).toBeGreaterThan(JOBS);
     expect(new Set(await slots(bullKeys))).toEqual(new Set(await slots([bullPrefix()])));
+
+    // The lock inspector pages over every master, each page's cursor naming the masters it was made over: one without
+    // their fingerprint (a single Redis's) is refused rather than read as a place among them.
+    const inspector = new LockInspector({ client: cluster, prefix: a.prefix, queues: [] });
+    const listed: string[] = [];
+    let cursor = '0';
+    do {
+      const page = await inspector.listLocks({ kind: 'runtime' }, { cursor, limit: 7 });
+      listed.push(...page.locks.map((lock) => lock.digest));
+      cursor = page.cursor;
+      if (cursor === '0') break;
+      expect(cursor).toMatch(/^n\d+\.\d+\.\d+\.[0-9a-f]{8}$/);
+      await expect(inspector.listLocks({}, { cursor: cursor.replace(/\.[0-9a-f]{8}$/, '') })).rejects.toThrow(
+        InvalidCursorError,
+      );
+    } while (cursor !== '0');
+    expect(listed.sort()).toEqual(jobs.map((job) => digestOf(a, 'sync', job.data)).sort());
+    // The CLI pointed at one node without --cluster would see that node's locks only: it refuses.
+    const [node] = clusterNodes()!;
+    const cli = await runCli(['locks', 'list', '--redis', `redis://${node.host}:${node.port}`, '--prefix', a.prefix], {
+      connect: false,
+    });
+    expect([cli.code, cli.stderr]).toEqual([
+      1,
+      `unique-jobs: redis://${node.host}:${node.port} is a node of a Redis Cluster: run again with --cluster (without it only this node's keys are seen)\n`,
+    ]);
 
     gate.resolve();
     const results: unknown[] = [];

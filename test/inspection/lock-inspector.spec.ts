@@ -317,6 +317,8 @@ describe('LockInspector', () => {
     await expect(inspector.listLocks({ pattern: `${app.prefix}*` })).rejects.toThrow(InvalidDigestError);
     await expect(inspector.listLocks({}, { cursor: 'abc' })).rejects.toThrow(InvalidCursorError);
     await expect(inspector.listLocks({}, { cursor: '1.2.3' })).rejects.toThrow(InvalidCursorError);
+    // A cursor a Redis Cluster listing made names a master by its place: it means nothing on a single Redis.
+    await expect(inspector.listLocks({}, { cursor: 'n0.0.0.0123abcd' })).rejects.toThrow(/made on a Redis Cluster/);
     expect(await redis.get(dedupKey(app.queue.name, digest))).not.toBeNull();
   });
 });

@@ -10,10 +10,17 @@ import { integerOption, keyPartOption, type CliArgs } from './args.js';
 import { CliError, EXIT } from './errors/cli.error.js';
 import { clean, toJson, truncate, type CliIo } from './output.js';
 import { listText } from './where.js';
+import { asError } from '../../errors/thrown.js';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 /** How long connecting and the first PING may take in all before the CLI reports Redis unreachable (exit code 2). */
 const CONNECT_ANSWER_MS = 10_000;
+/**
+ * How long any later command may wait for its answer (a master paused or cut off mid-scan would leave the command
+ * waiting forever): then the CLI reports Redis unreachable (exit code 2). Its commands are small (a SCAN page, a
+ * read, a short script).
+ */
+export const COMMAND_ANSWER_MS = 15_000;
 
 /**
  * What every command works with: the options, the output, and (opened on first use, closed at the end) the Redis
@@ -28,7 +35,7 @@ export class CliContext {
   readonly json: boolean;
   /** `--max-scans`: SCAN calls a command may spend looking for the library's keys elsewhere (default 50). */
   readonly maxScans: number;
-  private client: Redis | Cluster | undefined;
+  private connecting: Promise<Redis | Cluster> | undefined;
   private lastError: Error | undefined;
   private queueList: InspectedQueue[] | undefined;
   private discovered: InspectedQueue[] | undefined;
@@ -59,10 +66,22 @@ export class CliContext {
    * The connected Redis client. Fails fast (one attempt, no reconnection) with exit code 2 when Redis cannot be
    * reached.
    */
-  async redis(): Promise<Redis | Cluster> {
-    if (this.client) return this.client;
+  redis(): Promise<Redis | Cluster> {
+    this.connecting ??= this.connect();
+    return this.connecting;
+  }
+
+  private async connect(): Promise<Redis | Cluster> {
     const url = this.redisUrl();
-    const common = { lazyConnect: true, connectTimeout: 5000, maxRetriesPerRequest: 1 };
+    const common = {
+      lazyConnect: true,
+      connectTimeout: 5000,
+      maxRetriesPerRequest: 1,
+      commandTimeout: COMMAND_ANSWER_MS,
+    };
+    if (this.args.values.cluster && !/^\/?0?$/.test(url.pathname)) {
+      throw new CliError(`Invalid Redis URL: a Redis Cluster has database 0 only (got ${clean(url.pathname)})`);
+    }
     const client: Redis | Cluster = this.args.values.cluster
       ? new Cluster([{ host: url.hostname, port: Number(url.port || 6379) }], {
           lazyConnect: true,
@@ -70,6 +89,7 @@ export class CliContext {
           redisOptions: {
             connectTimeout: common.connectTimeout,
             maxRetriesPerRequest: common.maxRetriesPerRequest,
+            commandTimeout: common.commandTimeout,
             ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
             ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
             ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
@@ -79,8 +99,12 @@ export class CliContext {
     // Connection errors surface as rejected commands; without a listener ioredis would also print each one. The last
     // one names the cause (ECONNREFUSED, ENOTFOUND, NOAUTH…) better than "Connection is closed".
     client.on('error', (error: Error) => (this.lastError = error));
-    this.client = client;
     this.closers.push(() => client.quit().catch(() => client.disconnect()));
+    const db = client.isCluster ? 0 : ((client as Redis).options.db ?? 0);
+    if (!Number.isSafeInteger(db) || db < 0) {
+      client.disconnect();
+      throw new CliError('Invalid Redis URL: the database must be a number, as in redis://127.0.0.1:6379/2');
+    }
     // connectTimeout bounds the TCP connect only: a server that accepts and never answers (a proxy, a paused or
     // overloaded Redis, a port that is not Redis) would leave the ready check or PING waiting forever.
     let timer: NodeJS.Timeout | undefined;
@@ -94,23 +118,36 @@ export class CliContext {
       const ready = async () => {
         await client.connect();
         await client.ping();
+        // ioredis selects the URL's database when it connects, but a refused SELECT is only an 'error' event and the
+        // client goes on in database 0: every command would read and change another database than the one named.
+        if (db !== 0) await (client as Redis).select(db).catch((error: unknown) => refused(`database ${db}`, error));
+        if (!client.isCluster && (await clusterEnabled(client as Redis))) {
+          throw new CliError(
+            `${this.redisLabel} is a node of a Redis Cluster: run again with --cluster (without it only this node's keys are seen)`,
+          );
+        }
       };
       const connecting = ready();
       connecting.catch(() => undefined); // its late rejection, once the timer has won, is not an unhandled one
       await Promise.race([connecting, silent]);
     } catch (error) {
       client.disconnect();
-      throw this.unreachable(error);
+      throw error instanceof CliError ? error : this.unreachable(error);
     } finally {
       clearTimeout(timer);
     }
     return client;
   }
 
-  /** The error reported when Redis cannot be reached (exit code 2). */
+  /** The error reported when Redis cannot be reached or stops answering (exit code 2). */
   unreachable(error: unknown): CliError {
-    const reason = this.lastError?.message || (error as Error).message || String(error);
-    return new CliError(`Cannot reach Redis at ${this.redisLabel}: ${reason}`, EXIT.unreachable);
+    const { message, lastNodeError } = asError(error) as Error & { lastNodeError?: unknown };
+    // A Cluster client that could not learn the slots says only that; the node's own answer names the cause.
+    const nodeReason = lastNodeError === undefined ? undefined : asError(lastNodeError).message;
+    const reason = /Command timed out/.test(message)
+      ? `no answer within ${COMMAND_ANSWER_MS / 1000} s`
+      : nodeReason || this.lastError?.message || message;
+    return new CliError(`Cannot reach Redis at ${this.redisLabel}: ${truncate(reason, 500)}`, EXIT.unreachable);
   }
 
   /**
@@ -236,4 +273,15 @@ function withoutCredentials(text: string): string {
   const at = text.lastIndexOf('@');
   const masked = start >= 0 && at > start ? `${text.slice(0, start + 2)}***${text.slice(at)}` : text;
   return masked.replace(/([?&]password=)[^&#]*/gi, '$1***');
+}
+
+/** Throws the one-line error of a request the server refused. */
+function refused(what: string, error: unknown): never {
+  throw new CliError(`Redis refused ${what}: ${truncate(asError(error).message, 500)}`);
+}
+
+/** Whether a server is a Redis Cluster node (`false` when it does not say: INFO may be disabled). */
+async function clusterEnabled(client: Redis): Promise<boolean> {
+  const info = await client.info('cluster').catch(() => '');
+  return /^cluster_enabled:1\s*$/m.test(info);
 }

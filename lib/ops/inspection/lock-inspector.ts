@@ -1,9 +1,9 @@
-import { connectedScanNodes, discoverQueues } from '../../redis/scan.js';
+import { connectedScanNodes, discoverQueues, nodeAddress } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
 import { bullKeys, KEY_SHAPES, KEY_SUFFIX, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
 import { digestPatternMatcher, parseDigestPattern, parseDigestPrefix, parseLockDigest } from './digest-format.js';
 import { JobOwners, type Candidate } from './job-owners.js';
-import { decodeCursor, encodeCursor } from './page-cursor.js';
+import { decodeCursor, encodeCursor, topologyOf } from './page-cursor.js';
 import type {
   HeldLock,
   HeldLockKind,
@@ -74,8 +74,9 @@ export class LockInspector {
     const asked = Math.trunc(Number(page.limit ?? DEFAULT_LIMIT));
     const limit = Number.isFinite(asked) ? Math.min(Math.max(asked, 1), MAX_LIMIT) : DEFAULT_LIMIT;
     const plan = this.plan(filter);
-    const position = decodeCursor(page.cursor ?? '0');
     const nodes = await connectedScanNodes(this.client);
+    const topology = topologyOf(this.client.isCluster ? nodes.map(nodeAddress) : undefined);
+    const position = decodeCursor(page.cursor ?? '0', topology);
     const locks: HeldLock[] = [];
     let scans = 0;
     while (position.node < nodes.length && locks.length < limit && scans < MAX_SCANS_PER_PAGE) {
@@ -98,7 +99,7 @@ export class LockInspector {
       }
       Object.assign(position, next === '0' ? { node: position.node + 1, scan: '0', skip: 0 } : { scan: next, skip: 0 });
     }
-    return { locks, cursor: position.node >= nodes.length ? '0' : encodeCursor(position) };
+    return { locks, cursor: position.node >= nodes.length ? '0' : encodeCursor(position, topology) };
   }
 
   /**
