@@ -300,6 +300,35 @@ describe('unique-jobs errors', () => {
     }
   });
 
+  it('a server that stops answering once connected (a paused master): one clear line and exit code 2, not a hang', async () => {
+    // Answers the connection's handshake (INFO, PING, CLIENT) as a Redis would, then never answers a SCAN.
+    const sockets = new Set<Socket>();
+    const stalled = createServer((socket) => {
+      sockets.add(socket);
+      socket.setEncoding('utf8').on('data', (chunk: string) => {
+        for (const [, command] of chunk.matchAll(/\*\d+\r\n\$\d+\r\n(\w+)\r\n/g)) {
+          const name = command.toLowerCase();
+          if (name === 'info') socket.write('$22\r\nloading:0\r\nrole:master\r\n');
+          else if (name === 'ping') socket.write('+PONG\r\n');
+          else if (name !== 'scan') socket.write('+OK\r\n');
+        }
+      });
+    });
+    await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve));
+    const { port } = stalled.address() as { port: number };
+    try {
+      const run = await runCli(['locks', 'list', '--redis', `redis://127.0.0.1:${port}`], { connect: false });
+      expect([run.code, run.stderr, run.stdout]).toEqual([
+        2,
+        `unique-jobs: Cannot reach Redis at redis://127.0.0.1:${port}: no answer within 15 s\n`,
+        '',
+      ]);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => stalled.close(resolve));
+    }
+  });
+
   it('unknown command, subcommand or option: the usage, exit code 1; --help: the usage, exit code 0', async () => {
     const unknown = await runCli(['frobnicate'], { connect: false });
     expect(unknown.code).toBe(1);

@@ -42,6 +42,8 @@ interface Data {
   throwAfter?: boolean;
   /** Run a statement the database refuses and catch its error, then return as if nothing happened. */
   swallowFailure?: boolean;
+  /** Return at once, leaving a slow statement and then one the database refuses in flight (not awaited). */
+  failLate?: boolean;
 }
 
 /** One database and store: how the handler writes its effect and ends the transaction, how the test counts effects. */
@@ -51,12 +53,15 @@ interface Setup {
   write(handle: unknown, key: string, end: Ending | undefined): Promise<void>;
   /** Runs a statement the database refuses through the transaction handle (PostgreSQL then aborts the transaction). */
   fail(handle: unknown): Promise<void>;
+  /** Runs a statement that takes a while (50 ms) through the transaction handle. */
+  pause(handle: unknown): Promise<void>;
   /** Committed effect rows of a key (read on another connection). */
   effects(key: string): Promise<number>;
   close(): Promise<void>;
 }
 
 const REFUSED = 'SELECT * FROM no_such_table_here';
+const PAUSE = 'SELECT pg_sleep(0.05)';
 
 const directory = mkdtempSync(join(tmpdir(), 'idem-tx-ended-'));
 let pool: pg.Pool;
@@ -85,6 +90,7 @@ function pgSetup(kind: 'pg' | 'typeorm'): () => Promise<Setup> {
           if (end?.endsWith('BEGIN')) await client.query(insert, [key]);
         },
         fail: async (handle) => void (await (handle as pg.PoolClient).query(REFUSED)),
+        pause: async (handle) => void (await (handle as pg.PoolClient).query(PAUSE)),
         effects: count,
         close: async () => undefined,
       };
@@ -97,6 +103,7 @@ function pgSetup(kind: 'pg' | 'typeorm'): () => Promise<Setup> {
       store,
       write: (handle, key, end) => typeOrmWrite(handle as EntityManager, insert, key, end),
       fail: async (handle) => void (await (handle as EntityManager).query(REFUSED)),
+      pause: async (handle) => void (await (handle as EntityManager).query(PAUSE)),
       effects: count,
       close: () => dataSource.destroy(),
     };
@@ -133,6 +140,7 @@ function sqliteSetup(kind: 'sqlite' | 'typeorm-sqlite' | 'cls-typeorm-sqlite'): 
           if (end) db.exec(end);
         },
         fail: async (handle) => void (handle as Database.Database).exec(REFUSED),
+        pause: async () => undefined,
         effects: count,
         close: async () => {
           database.close();
@@ -157,6 +165,7 @@ function sqliteSetup(kind: 'sqlite' | 'typeorm-sqlite' | 'cls-typeorm-sqlite'): 
       store,
       write: (handle, key, end) => typeOrmWrite(handle as EntityManager, insert, key, end),
       fail: async (handle) => void (await (handle as EntityManager).query(REFUSED)),
+      pause: async () => undefined,
       effects: count,
       close: async () => {
         await dataSource.destroy();
@@ -225,6 +234,14 @@ describe.each([
         await setup.write(transaction, data.key, data.end);
         if (data.failStatement) await setup.fail(transaction);
         if (data.swallowFailure) await setup.fail(transaction).catch(() => undefined);
+        // In flight when the handler returns: it reaches the database after the store's last statement (queued behind
+        // the pause on the transaction's connection), before its COMMIT.
+        if (data.failLate) {
+          void setup
+            .pause(transaction)
+            .then(() => setup.fail(transaction))
+            .catch(() => undefined);
+        }
         if (data.throwAfter) throw new Error(`handler failed after ${data.end ?? 'writing'}`);
         return { wrote: data.key };
       },
@@ -364,6 +381,25 @@ describe.each([
       await expect(app.finished(job)).resolves.toEqual({ wrote: key });
       expect(await setup.effects(key)).toBe(1);
       expect(await setup.store.get(scope, key)).toMatchObject({ state: 'completed' });
+    }
+  });
+
+  // The same abort after the store's last statement: only the answer to COMMIT tells. The pg store reads it; an ORM
+  // commits without showing it, so the store asks the database whether the transaction committed.
+  it('a statement not awaited that fails after the store’s last one: never completed without its effect', async () => {
+    const { app, events } = await boot();
+    const key = 'failed-late';
+    const scope = `${app.queue.name}:effect`;
+    const job = await app.queue.add('effect', { key, failLate: true }, { attempts: 2 });
+    if (label.includes('PostgreSQL') || label.includes('(pg)')) {
+      await expect(app.finished(job)).rejects.toThrow('PostgreSQL rolled the transaction back at COMMIT');
+      expect(app.runs).toHaveLength(2);
+      expect(await setup.effects(key)).toBe(0);
+      expect(await setup.store.get(scope, key)).toBeUndefined();
+      expect(events.of('idempotencyCompleted')).toEqual([]);
+    } else {
+      await expect(app.finished(job)).resolves.toEqual({ wrote: key });
+      expect(await setup.effects(key)).toBe(1);
     }
   });
 });

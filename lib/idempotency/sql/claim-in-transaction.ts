@@ -9,7 +9,7 @@ import type {
   TransactionClaim,
 } from '../idempotency-store.interface.js';
 import { CLAIM_ATTEMPTS, claimRaceError, toIdempotencyRecord, type SqlRecordRow } from '../stores/sql-records.js';
-import { completionRefused, handlerFailure, namedConnectionLoss } from './ended-transaction.js';
+import { completionRefused, handlerFailure, namedConnectionLoss, ROLLED_BACK_AT_COMMIT } from './ended-transaction.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
 
@@ -66,6 +66,7 @@ export async function claimInTransaction<T, Transaction>(
   const elsewhere = (statement: SqlStatement): Promise<SqlResult> => adapter.execute(statement);
   for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
     let claimed = false;
+    let txId = '';
     let answer: IdempotencyTransactionResult<T> | undefined;
     try {
       answer = await adapter.transaction(async (tx) => {
@@ -80,7 +81,7 @@ export async function claimInTransaction<T, Transaction>(
         }
         claimed = true;
         const claimedAt = Date.now();
-        const txId = typeof row.tx === 'string' ? row.tx : JSON.stringify(row.tx);
+        txId = typeof row.tx === 'string' ? row.tx : JSON.stringify(row.tx);
         let value: T;
         try {
           value = await work(tx.handle, { takeover: row.takeover === true, uncommitted: true });
@@ -106,6 +107,7 @@ export async function claimInTransaction<T, Transaction>(
         }
         return { claimed: true, value };
       });
+      if (claimed && adapter.confirmsCommit !== true) await committedForSure(elsewhere, sql, request, txId);
     } catch (error) {
       // Before the claim won, a serialization failure (a stricter isolation than READ COMMITTED met a claim committed
       // after its snapshot) or a prepared statement the connection lost: nothing is held, claim again.
@@ -120,6 +122,28 @@ export async function claimInTransaction<T, Transaction>(
     // The record that stopped the claim expired or was deleted before it could be read: claim again.
   }
   throw claimRaceError('SqlIdempotencyStore', request.scope, request.key);
+}
+
+/**
+ * Throws when the claim's transaction was rolled back at `COMMIT`, as {@link ROLLED_BACK_AT_COMMIT} says, for an
+ * adapter that cannot see `COMMIT`'s answer (an ORM commits and reads none): a statement of the handler's still in
+ * flight after the store's last one failed and aborted the transaction, and PostgreSQL answers the `COMMIT` of an
+ * aborted transaction with `ROLLBACK`, not an error. Without this the attempt would succeed with nothing of it
+ * committed: the job completed, its effect never made. One statement, on another connection. A state it cannot read
+ * (the database went away after the `COMMIT`) or a transaction still open (an outer transaction the adapter joined)
+ * is left as the adapter answered.
+ */
+async function committedForSure(
+  elsewhere: (statement: SqlStatement) => Promise<SqlResult>,
+  sql: SqlDialect,
+  request: IdempotencyTransactionalClaim,
+  txId: string,
+): Promise<void> {
+  const state = await elsewhere(sql.transactionState(request, txId)).then(
+    (result) => result.rows[0]?.state,
+    () => undefined,
+  );
+  if (state === 'aborted') throw new Error(ROLLED_BACK_AT_COMMIT);
 }
 
 /** The answer of a claim stopped by `row`, a live record (or an ended claim of another payload). */

@@ -8,6 +8,10 @@ import type { IdempotencyRecordRef } from '../idempotency-store.interface.js';
 import type { SqlResult, SqlStatement, SqlTransactionScope } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
 
+/** Why an attempt failed whose transaction PostgreSQL rolled back at `COMMIT` (answering `ROLLBACK`, not an error). */
+export const ROLLED_BACK_AT_COMMIT =
+  'PostgreSQL rolled the transaction back at COMMIT: a statement in it failed (an error the handler caught, or a statement not awaited), so nothing of it was committed';
+
 /** How long the failure path waits for another connection's answer (one the pool may not have free). */
 const ELSEWHERE_TIMEOUT_MS = 1_000;
 

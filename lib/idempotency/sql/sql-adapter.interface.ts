@@ -36,6 +36,14 @@ export interface SqlIdempotencyAdapter<Transaction = unknown> {
    * the database's write lock (waiting on the busy timeout) before anything is read.
    */
   transaction<R>(body: (scope: SqlTransactionScope<Transaction>) => Promise<R>): Promise<R>;
+
+  /**
+   * Optional: `true` when {@link transaction} rejects if the database rolled the transaction back at `COMMIT` (on
+   * PostgreSQL, a `COMMIT` of a transaction a failed statement aborted answers `ROLLBACK`, not an error: the adapter
+   * must read that answer). Otherwise, in transactional mode, the store asks the database after each `COMMIT` whether
+   * the transaction committed (one statement more per job): an ORM that commits for the adapter says nothing of it.
+   */
+  readonly confirmsCommit?: boolean;
 }
 
 /** The SQL dialects the store speaks. */

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { checkOutWatched } from '../sql/connection-watch.js';
+import { ROLLED_BACK_AT_COMMIT } from '../sql/ended-transaction.js';
 import { trackTransaction, type TransactionTracker } from '../sql/pg-transaction-tracker.js';
 import { postgresMigrationSql } from '../sql/postgres-dialect.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
@@ -65,8 +66,6 @@ export interface PostgresIdempotencyStoreOptions {
 const STORE = 'PostgresIdempotencyStore';
 const ENDED_BEFORE_COMMIT =
   'the transaction was ended by a statement of the handler still in flight (a COMMIT or ROLLBACK not awaited) before the store could commit it';
-const ROLLED_BACK_AT_COMMIT =
-  'PostgreSQL rolled the transaction back at COMMIT: a statement in it failed (an error the handler caught?), so nothing of it was committed';
 const ISOLATIONS = ['read committed', 'repeatable read', 'serializable'];
 
 /**
@@ -149,6 +148,7 @@ export function pgPoolAdapter(
   };
   return {
     dialect: 'postgres',
+    confirmsCommit: true,
     execute: (statement) => run(pool, statement),
     async transaction(body) {
       const { client, watch } = await checkOutWatched(pool);

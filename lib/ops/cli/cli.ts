@@ -67,7 +67,7 @@ function isConnectionError(error: unknown): boolean {
   const { message = '', code = '' } = (error ?? {}) as { message?: string; code?: string };
   return (
     /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE/.test(`${code} ${message}`) ||
-    /Connection is closed|connect ETIMEDOUT|Reached the max retries|Stream isn't writeable|Failed to refresh slots/i.test(
+    /Connection is closed|connect ETIMEDOUT|Reached the max retries|Stream isn't writeable|Failed to refresh slots|Command timed out/i.test(
       message,
     )
   );
