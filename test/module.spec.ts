@@ -135,6 +135,40 @@ describe('UniqueJobsModule wiring', () => {
     await expect(compiled).rejects.toThrow(/UniqueJobsModule\.forRoot\(\) or forRootAsync\(\), imported once/);
   });
 
+  it('fails the bootstrap when forRoot is imported twice with different options (one would guard nothing)', async () => {
+    const [a, b] = [newQueueName('twice-a'), newQueueName('twice-b')];
+    const prefix = newPrefix('ujtwice');
+    @Module({
+      imports: [
+        BullModule.registerQueue({ name: a }),
+        UniqueJobsModule.forRoot({
+          logger: false,
+          prefix,
+          jobs: [defineUniqueJob({ queue: a, lock: 'until_executed' })],
+        }),
+      ],
+    })
+    class ModuleA {}
+    @Module({
+      imports: [
+        BullModule.registerQueue({ name: b }),
+        UniqueJobsModule.forRoot({
+          logger: false,
+          prefix,
+          jobs: [defineUniqueJob({ queue: b, lock: 'until_executed' })],
+        }),
+      ],
+    })
+    class ModuleB {}
+    const moduleRef = await Test.createTestingModule({
+      imports: [BullModule.forRoot({ connection: redisOptions() }), ModuleA, ModuleB],
+    }).compile();
+    await expect(moduleRef.init()).rejects.toThrow(
+      'Invalid unique job options in the application: "UniqueJobsModule.forRoot" is imported 2 times with different options: import it once, in the root module',
+    );
+    await moduleRef.close();
+  });
+
   it('guards the processor before its worker fetches the first job (a job already waiting at boot)', async () => {
     const queueName = newQueueName('boot');
     const prefix = newPrefix('ujboot');

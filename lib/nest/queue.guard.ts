@@ -31,6 +31,18 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
+    const instances = this.discovery
+      .getProviders()
+      .filter((wrapper) => wrapper.instance instanceof UniqueJobsQueueGuard);
+    if (instances.length > 1) {
+      // Each instance would guard every queue with its own job definitions, and the first to start wins them all:
+      // another instance's definitions would silently guard nothing.
+      throw new InvalidUniqueJobOptionsError(
+        'the application',
+        'UniqueJobsModule.forRoot',
+        `is imported ${instances.length} times with different options: import it once, in the root module, with every job definition (forRoot jobs) and every store`,
+      );
+    }
     for (const wrapper of this.discovery.getProviders()) {
       const isStatic = wrapper.isDependencyTreeStatic();
       const instance: unknown = isStatic ? wrapper.instance : undefined;

@@ -190,6 +190,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const rowLocked = `SELECT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2)
     AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 FOR UPDATE SKIP LOCKED) AS locked`;
   const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
+  const probeKey = `INSERT INTO ${t} (scope, key) SELECT '', '' WHERE false ON CONFLICT (scope, key) DO NOTHING`;
   const regclass = (name: string) => `to_regclass('${name.replace(/'/g, "''")}') IS NOT NULL`;
   const migrated = `SELECT ${regclass(t)} AND ${regclass(indexOf(table))} AS done`;
   const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
@@ -200,21 +201,21 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
         r.scope,
         r.key,
         r.owner,
-        r.jobId ?? null,
+        jobIdText(r.jobId),
         r.fingerprint ?? null,
         r.leaseMs,
       ]),
     claimFreshInTransaction: (r, ttlMs) =>
-      query(freshInTransaction, [r.scope, r.key, r.owner, r.jobId ?? null, r.fingerprint ?? null, ttlMs]),
+      query(freshInTransaction, [r.scope, r.key, r.owner, jobIdText(r.jobId), r.fingerprint ?? null, ttlMs]),
     claimInTransaction: (r, ttlMs) =>
-      query(inTransaction, [r.scope, r.key, r.owner, r.jobId ?? null, r.fingerprint ?? null, ttlMs]),
+      query(inTransaction, [r.scope, r.key, r.owner, jobIdText(r.jobId), r.fingerprint ?? null, ttlMs]),
     finishClaimed: (ref, c, tx) => query(finishClaimed, [...ownedParams(ref), c.result ?? null, c.ttlMs, tx]),
     failUnclaimed: (r, f, ownCommitted) =>
       command(failUnclaimed, [
         r.scope,
         r.key,
         r.owner,
-        r.jobId ?? null,
+        jobIdText(r.jobId),
         r.fingerprint ?? null,
         f.error,
         f.ttlMs,
@@ -243,7 +244,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     transactionState: (_ref, tx) => query(transactionState, [tx]),
     delete: (scope, key) => query(remove, [scope, key]),
     prune: (limit) => command(prune, [limit]),
-    probe: () => query(probe, []),
+    probe: () => [query(probe, []), command(probeKey, [])],
     migration: () => postgresMigration(table),
     migrated: () => query(migrated, []),
     migrationLock: () =>
@@ -259,4 +260,12 @@ function sqlState(error: unknown): string | undefined {
     e = (e as { cause?: unknown; driverError?: unknown }).driverError ?? (e as { cause?: unknown }).cause;
   }
   return undefined;
+}
+
+/**
+ * A job id as PostgreSQL can store it: `text` holds no NUL character, which a BullMQ job id may (every claim of such a
+ * job would fail). NUL is written as the six characters `\u0000`; the column only tells people which job held a key.
+ */
+function jobIdText(jobId: string | undefined): string | null {
+  return jobId === undefined ? null : jobId.replaceAll('\0', '\\u0000');
 }

@@ -99,8 +99,12 @@ export interface SqlDialect {
   delete(scope: string, key: string): SqlStatement;
   /** Deletes up to `limit` records that no longer matter. */
   prune(limit: number): SqlStatement;
-  /** Reads no row but every column the store uses: fails when the table or a column is missing. */
-  probe(): SqlStatement;
+  /**
+   * Reads no row but every column the store uses, then inserts none with the claim's `ON CONFLICT (scope, key)`: fail
+   * when the table or a column is missing, or when the table has no primary key on `(scope, key)` (every claim would
+   * then fail).
+   */
+  probe(): SqlStatement[];
   /** The DDL, one statement each (`IF NOT EXISTS`). */
   migration(): string[];
   /**

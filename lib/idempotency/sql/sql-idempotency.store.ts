@@ -119,13 +119,14 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
   }
 
   /**
-   * Checks that the table exists and has every column the store uses (one `SELECT … LIMIT 0`). The module calls it at
-   * bootstrap, before any worker takes a job. Throws an Error saying what is missing and how to create it.
+   * Checks that the table exists, has every column the store uses (a `SELECT … LIMIT 0`) and its primary key on
+   * `(scope, key)` (an `INSERT` of no row with the claims' `ON CONFLICT`). The module calls it at bootstrap, before any
+   * worker takes a job. Throws an Error saying what is missing and how to create it.
    */
   async verify(): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.run(this.sql.probe());
+        for (const statement of this.sql.probe()) await this.run(statement);
         return;
       } catch (error) {
         // A connection cut under the check (a failover, `pg_terminate_backend`, a server restarting) says nothing of

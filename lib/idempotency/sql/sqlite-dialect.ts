@@ -185,7 +185,12 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     transactionState: (ref, tx) => transactionState({ ...ownedValues(ref), tx }),
     delete: (scope, key) => remove({ scope, key, now: Date.now() }),
     prune: (limit) => prune({ now: Date.now(), limit }),
-    probe: () => query(`SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`, []),
+    probe: () => [
+      query(`SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`, []),
+      // EXPLAIN compiles the claim's ON CONFLICT without running it: no write lock to wait for while another process
+      // holds the database's (an INSERT of no row would take it).
+      query(`EXPLAIN INSERT INTO ${t} (scope, key) VALUES ('', '') ON CONFLICT (scope, key) DO NOTHING`, []),
+    ],
     workSavepoint: {
       open: command('SAVEPOINT unique_jobs_work', []),
       release: command('RELEASE SAVEPOINT unique_jobs_work', []),

@@ -33,6 +33,16 @@ export function verifyFailure(
   }
   const file = `node_modules/nestjs-unique-jobs/sql/${DEFAULT_IDEMPOTENCY_TABLE}.${dialect}.sql`;
   const sqlClass = dialect === 'postgres' ? 'PostgresIdempotencyStore' : 'SqliteIdempotencyStore';
+  if (/ON CONFLICT/i.test(reason)) {
+    // PostgreSQL: "no unique or exclusion constraint matching the ON CONFLICT specification"; SQLite: "ON CONFLICT
+    // clause does not match any PRIMARY KEY or UNIQUE constraint".
+    return new Error(
+      `${label}: its table "${table}" has every column but no primary key on (scope, key), which every claim needs (${reason}). ` +
+        `Add it (\`ALTER TABLE … ADD PRIMARY KEY (scope, key)\` on PostgreSQL; SQLite cannot add one: recreate the table), ` +
+        `or create the table as \`${sqlClass}.migrationSql('${table}')\` does`,
+      { cause: error },
+    );
+  }
   return new Error(
     `${label} cannot read its table "${table}" (${reason}). Create the table before the application starts, with one of: ` +
       `(1) \`await store.migrate()\` where the store is created (e.g. in the useFactory of UniqueJobsModule.forRootAsync); ` +
