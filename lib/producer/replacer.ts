@@ -85,7 +85,7 @@ export async function callerIdHolds(lock: EnqueueLock, { queue, digest, opts }: 
 
 /**
  * Removes a job of this queue and this digest that never started. `'gone'`: it no longer exists; `'kept'`: it started
- * or finished; `'foreign'`: a job of another digest (or none) has that id.
+ * or finished, or is a flow child; `'foreign'`: a job of another digest (or none) has that id.
  */
 async function removeIfNotStarted(
   queue: Queue,
@@ -95,7 +95,9 @@ async function removeIfNotStarted(
   const job = await Job.fromId(queue, jobId);
   if (!job) return 'gone';
   if (lockedDigest(job) !== digest) return 'foreign';
-  if (job.attemptsStarted > 0) return 'kept';
+  // A flow child: removing it takes it out of its parent's dependencies, and BullMQ then runs the parent without it
+  // (the replacement is no child of that parent).
+  if (job.attemptsStarted > 0 || job.parentKey !== undefined) return 'kept';
   const state = await job.getState();
   if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
     return state === 'unknown' ? 'gone' : 'kept';

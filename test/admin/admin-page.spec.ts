@@ -7,7 +7,14 @@ import { deferred } from '../support/deferred.js';
 import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
 import { OPS, startAdminApp, type AdminTestApp } from './admin-app.js';
 
-const CHROMIUM = '/usr/bin/chromium';
+/** Where Chromium (or Chrome) is: `CHROMIUM_PATH`, else the first of the usual places that exists. */
+const CHROMIUM = [
+  process.env.CHROMIUM_PATH,
+  '/usr/bin/chromium',
+  '/usr/bin/chromium-browser',
+  '/usr/bin/google-chrome',
+  '/Applications/Google Chrome.app/Contents/MacOS/Google Chrome',
+].find((path) => path !== undefined && path !== '' && existsSync(path));
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 // Screenshots are test artifacts (git-ignored); docs/images holds copies taken by hand for the docs.
 const ARTIFACTS = join(ROOT, 'test', 'artifacts', 'admin');
@@ -28,7 +35,11 @@ describe('admin page in headless Chromium', () => {
   const gate = deferred();
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`Chromium is missing at ${CHROMIUM}: apt-get install chromium`);
+    if (CHROMIUM === undefined) {
+      throw new Error(
+        'Chromium is missing (the admin page is tested in it): apt-get install chromium, or set CHROMIUM_PATH to a Chromium or Chrome executable',
+      );
+    }
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: [

@@ -1,4 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
+import { FlowProducer, Queue } from 'bullmq';
+import { bullOptions, deleteNamespaces, uniqueName } from '../support/redis.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
@@ -8,7 +10,7 @@ import { clientSide, runData } from './helpers.js';
 type Data = { id: string; tag?: string; n?: number };
 
 describe('onConflict: replace (client side, until_executed)', () => {
-  const { redis, start, keysOf } = useApps('repl');
+  const { redis, start, keysOf, onCleanup } = useApps('repl');
 
   it('explicit API: the waiting job is removed and the new one enqueued with the lock (replacedJobId)', async () => {
     const app = await start(clientSide('replace'));
@@ -106,6 +108,33 @@ describe('onConflict: replace (client side, until_executed)', () => {
     await expect(app.finished(first.job)).resolves.toBe('ran:first');
     expect(runData<Data>(app).map((data) => data.tag)).toEqual(['first']);
     expect(await keysOf(app)).toEqual([]);
+  });
+
+  it('a holder that is a flow child is kept (its parent would run without it): falls back to reject', async () => {
+    // The slot-set path (unique across queues) lets a unique job have a parent.
+    const app = await start(clientSide('replace', { uniqueAcross: 'queues' }));
+    const parents = new Queue(uniqueName('repl-parents'), bullOptions());
+    const flows = new FlowProducer(bullOptions());
+    onCleanup(async () => {
+      await Promise.all([flows.close(), parents.close()]);
+      await deleteNamespaces(redis, { queues: [parents.name] });
+    });
+    // A parent waiting for a child of its own queue, then given a unique child.
+    const tree = await flows.add({
+      name: 'parent',
+      queueName: parents.name,
+      data: {},
+      children: [{ name: 'plain', queueName: parents.name, data: {} }],
+    });
+    const parent = { id: tree.job.id!, queue: tree.job.queueQualifiedName };
+    const child = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'child' }, { parent }));
+
+    const dup = asDuplicate(await app.service.enqueue(app.queue, 'price', { id: 'a', tag: 'second' }));
+    expect(dup).toMatchObject({ strategy: 'reject', existingJobId: child.job.id });
+    // Had it been removed, BullMQ would have dropped it from the parent's dependencies.
+    expect(await app.queue.getJobState(child.job.id!)).toBe('waiting');
+    expect(await tree.job.getDependenciesCount()).toMatchObject({ unprocessed: 2 });
+    expect(await tree.job.getState()).toBe('waiting-children');
   });
 
   it('lockLimit 2 with one holder running and one delayed: the delayed one is replaced, whichever lease ends first', async () => {
