@@ -6,6 +6,8 @@ import { asError } from './thrown.js';
  * `pg_terminate_backend`, `idle_in_transaction_session_timeout`, a network cut). The database rolled the transaction
  * back when the connection ended: neither the handler's writes nor the completed record were committed. The attempt
  * fails with this error (the connection is discarded, the process keeps running) and BullMQ's retry runs the job again.
+ * A connection lost at the claim transaction's `COMMIT`, or while its answer was on the way, may have committed: the
+ * PostgreSQL stores then ask the database on another connection, and report the attempt done when it did.
  */
 export class IdempotencyConnectionLostError extends UniqueJobsError {
   constructor(

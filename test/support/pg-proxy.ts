@@ -15,6 +15,8 @@ export class PgProxy {
   private cut: (() => void) | undefined;
   private terminatePattern: RegExp | undefined;
   private terminated: (() => void) | undefined;
+  private swallowPattern: RegExp | undefined;
+  private swallowed: (() => void) | undefined;
 
   private constructor() {
     const target = new URL(databaseUrl());
@@ -26,6 +28,7 @@ export class PgProxy {
         socket.on('close', () => this.sockets.delete(socket));
       }
       let armed = false;
+      let swallowing = false;
       const replies = new MessageFrames();
       client.on('data', (chunk: Buffer) => {
         const text = chunk.toString('latin1');
@@ -40,6 +43,10 @@ export class PgProxy {
           this.terminatePattern = undefined;
           armed = true;
         }
+        if (this.swallowPattern?.test(text)) {
+          this.swallowPattern = undefined;
+          armed = swallowing = true;
+        }
         upstream.write(chunk);
       });
       upstream.on('data', (chunk: Buffer) => {
@@ -50,6 +57,11 @@ export class PgProxy {
         }
         armed = false;
         upstream.destroy();
+        if (swallowing) {
+          client.destroy(); // the server answered (and did it); the client never hears
+          this.swallowed?.();
+          return;
+        }
         client.end(Buffer.concat([chunk.subarray(0, readyAt), TERMINATION]));
         this.terminated?.();
       });
@@ -85,6 +97,15 @@ export class PgProxy {
   terminateAfterReply(pattern: RegExp): Promise<void> {
     this.terminatePattern = pattern;
     return new Promise((resolve) => (this.terminated = resolve));
+  }
+
+  /**
+   * Lets the next statement matching `pattern` run to its end on the server, then cuts the connection before any of
+   * the reply reaches the client (a COMMIT that committed, its answer lost). Resolves once it cut.
+   */
+  cutBeforeReply(pattern: RegExp): Promise<void> {
+    this.swallowPattern = pattern;
+    return new Promise((resolve) => (this.swallowed = resolve));
   }
 
   async close(): Promise<void> {

@@ -1,3 +1,4 @@
+import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { IdempotencyTransactionEndedError } from '../../errors/idempotency-transaction-ended.error.js';
 import type {
   IdempotencyClaim,
@@ -67,6 +68,7 @@ export async function claimInTransaction<T, Transaction>(
   for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
     let claimed = false;
     let txId = '';
+    let finished: { value: T } | undefined; // the work's value, once the store's last statement in the transaction ran
     let answer: IdempotencyTransactionResult<T> | undefined;
     try {
       answer = await adapter.transaction(async (tx) => {
@@ -95,20 +97,29 @@ export async function claimInTransaction<T, Transaction>(
         // end it. Otherwise one more statement stores, moves and checks.
         const settled = done.result === undefined && tx.intact?.() === true && Date.now() - claimedAt < done.ttlMs / 4;
         if (!settled) {
-          let finished: Record<string, unknown> | undefined;
+          let completed: Record<string, unknown> | undefined;
           try {
-            finished = (await tx.execute(sql.finishClaimed(request, done, txId))).rows[0];
+            completed = (await tx.execute(sql.finishClaimed(request, done, txId))).rows[0];
           } catch (error) {
             // Refused (the transaction aborted, maybe one the work began after committing the claim's): what became
             // of the claim's transaction decides, as for a work that threw.
             throw await handlerFailure(sql, tx, request, txId, error, elsewhere);
           }
-          if (finished?.ours !== true) throw await completionRefused(sql, tx, request, txId, tx.active?.());
+          if (completed?.ours !== true) throw await completionRefused(sql, tx, request, txId, tx.active?.());
         }
+        finished = { value };
         return { claimed: true, value };
       });
       if (claimed && adapter.confirmsCommit !== true) await committedForSure(elsewhere, sql, request, txId);
     } catch (error) {
+      // The connection lost at COMMIT, or while its answer was on the way: the transaction may have committed.
+      if (
+        finished &&
+        error instanceof IdempotencyConnectionLostError &&
+        (await stateOf(elsewhere, sql, request, txId)) === 'committed'
+      ) {
+        return { claimed: true, value: finished.value };
+      }
       // Before the claim won, a serialization failure (a stricter isolation than READ COMMITTED met a claim committed
       // after its snapshot) or a prepared statement the connection lost: nothing is held, claim again.
       if (!claimed && attempt < CLAIM_ATTEMPTS - 1 && sql.claimAgain?.(error)) continue;
@@ -139,11 +150,23 @@ async function committedForSure(
   request: IdempotencyTransactionalClaim,
   txId: string,
 ): Promise<void> {
-  const state = await elsewhere(sql.transactionState(request, txId)).then(
+  if ((await stateOf(elsewhere, sql, request, txId)) === 'aborted') throw new Error(ROLLED_BACK_AT_COMMIT);
+}
+
+/**
+ * What became of the claim's transaction, asked on another connection (`'committed'`, `'aborted'`, `'in progress'`),
+ * or `undefined` when it cannot be read.
+ */
+async function stateOf(
+  elsewhere: (statement: SqlStatement) => Promise<SqlResult>,
+  sql: SqlDialect,
+  request: IdempotencyTransactionalClaim,
+  txId: string,
+): Promise<unknown> {
+  return elsewhere(sql.transactionState(request, txId)).then(
     (result) => result.rows[0]?.state,
     () => undefined,
   );
-  if (state === 'aborted') throw new Error(ROLLED_BACK_AT_COMMIT);
 }
 
 /** The answer of a claim stopped by `row`, a live record (or an ended claim of another payload). */
