@@ -169,6 +169,34 @@ describe('UniqueJobsModule wiring', () => {
     await moduleRef.close();
   });
 
+  it('warns at bootstrap of a queue with unique jobs that is not registered with BullModule.registerQueue', async () => {
+    const [registered, unregistered] = [newQueueName('reg'), newQueueName('unreg')];
+    const warnings: string[] = [];
+    const logger = {
+      log: () => undefined,
+      error: () => undefined,
+      warn: (message: unknown) => void warnings.push(String(message)),
+    };
+    const Processor = processorClass({ queue: registered, unique: { lock: 'until_executed' }, paused: true }, []);
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection: redisOptions() }),
+        BullModule.registerQueue({ name: registered }),
+        UniqueJobsModule.forRoot({
+          logger,
+          prefix: newPrefix('ujunreg'),
+          jobs: [defineUniqueJob({ queue: unregistered, lock: 'until_executed' })],
+        }),
+      ],
+      providers: [Processor],
+    }).compile();
+    await moduleRef.init();
+    expect(warnings).toEqual([
+      `Queue "${unregistered}" has unique jobs but is not registered with BullModule.registerQueue in this application: its adds are guarded only through a registered queue (or UniqueJobsQueueGuard.install), and a processor of it gets no worker`,
+    ]);
+    await moduleRef.close();
+  });
+
   it('guards the processor before its worker fetches the first job (a job already waiting at boot)', async () => {
     const queueName = newQueueName('boot');
     const prefix = newPrefix('ujboot');

@@ -13,6 +13,9 @@ import type { BulkJob } from '../producer/guarded-queues.js';
 import { JobInterceptor } from './job.interceptor.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { UniqueJobsWorkerGuard } from './worker.guard.js';
+import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
+import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
+import { loggerOf, type LoggerLike } from '../common/logger.js';
 
 const GUARDED = new WeakSet<Queue>();
 
@@ -28,7 +31,12 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
     private readonly interceptor: JobInterceptor,
     private readonly workerGuard: UniqueJobsWorkerGuard,
     @Inject(UNIQUE_JOBS_DEFINITIONS) private readonly definitions: JobDefinitions,
-  ) {}
+    @Inject(UNIQUE_JOBS_MODULE_OPTIONS) options: UniqueJobsModuleOptions,
+  ) {
+    this.logger = loggerOf(options.logger);
+  }
+
+  private readonly logger: LoggerLike;
 
   onModuleInit(): void {
     const instances = this.discovery
@@ -43,17 +51,36 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
         `is imported ${instances.length} times with different options: import it once, in the root module, with every job definition (forRoot jobs) and every store`,
       );
     }
+    const registered = new Set<string>();
+    const consumed = new Set<string>();
     for (const wrapper of this.discovery.getProviders()) {
       const isStatic = wrapper.isDependencyTreeStatic();
       const instance: unknown = isStatic ? wrapper.instance : undefined;
       if (instance instanceof Queue) {
         this.install(instance);
+        registered.add(instance.name);
         continue;
       }
       // As @nestjs/bullmq finds processor classes: factory and value providers through their instance.
       const providerClass: unknown =
         !wrapper.metatype || wrapper.inject ? (wrapper.instance as object | undefined)?.constructor : wrapper.metatype;
-      if (typeof providerClass === 'function') this.checkProcessor(providerClass, isStatic);
+      const queue = typeof providerClass === 'function' ? this.checkProcessor(providerClass, isStatic) : undefined;
+      if (queue !== undefined) consumed.add(queue);
+    }
+    this.warnUnregistered(registered, consumed);
+  }
+
+  /**
+   * Warns of the queues that have unique job definitions, or a `@UniqueJob` processor, but no queue registered with
+   * `BullModule.registerQueue` in the application: a `new Queue(name)` of the application's own adds to it unguarded
+   * (unless passed to {@link install}), and `@nestjs/bullmq` starts no worker for an unregistered queue's processor.
+   */
+  private warnUnregistered(registered: ReadonlySet<string>, consumed: ReadonlySet<string>): void {
+    const missing = [...new Set([...this.definitions.queues(), ...consumed])].filter((queue) => !registered.has(queue));
+    for (const queue of missing.sort()) {
+      this.logger.warn(
+        `Queue "${queue}" has unique jobs but is not registered with BullModule.registerQueue in this application: its adds are guarded only through a registered queue (or UniqueJobsQueueGuard.install), and a processor of it gets no worker`,
+      );
     }
   }
 
@@ -96,9 +123,9 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
    * producer), and fails the bootstrap when a processor of a queue with `forRoot` job definitions has no `@UniqueJob`:
    * its worker would never take or release the locks.
    */
-  private checkProcessor(providerClass: object, isStatic: boolean): void {
+  private checkProcessor(providerClass: object, isStatic: boolean): string | undefined {
     const queue = (Reflect.getMetadata(PROCESSOR_METADATA, providerClass) as { name?: string } | undefined)?.name;
-    if (!queue) return;
+    if (!queue) return undefined;
     const guarded = Reflect.hasMetadata(UNIQUE_JOB_METADATA, providerClass);
     const keyed = Reflect.hasMetadata(IDEMPOTENCY_KEY_METADATA, providerClass);
     if ((guarded || keyed) && !isStatic) this.workerGuard.register(providerClass);
@@ -109,5 +136,6 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
         `is missing: the processor consumes queue "${queue}", which has unique job definitions (forRoot jobs); add @UniqueJob(definition) so its worker takes and releases the locks`,
       );
     }
+    return guarded || keyed ? queue : undefined;
   }
 }
