@@ -365,14 +365,20 @@ describe.each([
 
   // PostgreSQL aborts the transaction at the refused statement and answers the COMMIT with a ROLLBACK, no error: the
   // attempt must not complete with its writes (and its claim) gone. SQLite keeps the transaction: the write commits.
-  it('a statement the database refuses, its error caught by the handler: never completed without its effect', async () => {
+  // Refused after the store's last statement (not awaited by the handler), only COMMIT's answer tells: the pg store
+  // reads it; an ORM commits without showing it, so the store asks the database whether the transaction committed.
+  it.each([
+    ['its error caught by the handler', { swallowFailure: true }],
+    ['not awaited, refused after the store’s last one', { failLate: true }],
+  ] as const)('a statement the database refuses, %s: never completed without its effect', async (_case, how) => {
     const { app, events } = await boot();
-    const key = 'swallowed-failure';
+    const key = Object.keys(how)[0];
     const scope = `${app.queue.name}:effect`;
-    const job = await app.queue.add('effect', { key, swallowFailure: true }, { attempts: 2 });
-    const postgres = label.includes('PostgreSQL') || label.includes('(pg)');
-    if (postgres) {
-      await expect(app.finished(job)).rejects.toThrow();
+    const job = await app.queue.add('effect', { key, ...how }, { attempts: 2 });
+    if (label.includes('PostgreSQL') || label.includes('(pg)')) {
+      await expect(app.finished(job)).rejects.toThrow(
+        'failLate' in how ? 'PostgreSQL rolled the transaction back at COMMIT' : 'current transaction is aborted',
+      );
       expect(app.runs).toHaveLength(2);
       expect(await setup.effects(key)).toBe(0);
       expect(await setup.store.get(scope, key)).toBeUndefined();
@@ -381,25 +387,6 @@ describe.each([
       await expect(app.finished(job)).resolves.toEqual({ wrote: key });
       expect(await setup.effects(key)).toBe(1);
       expect(await setup.store.get(scope, key)).toMatchObject({ state: 'completed' });
-    }
-  });
-
-  // The same abort after the store's last statement: only the answer to COMMIT tells. The pg store reads it; an ORM
-  // commits without showing it, so the store asks the database whether the transaction committed.
-  it('a statement not awaited that fails after the store’s last one: never completed without its effect', async () => {
-    const { app, events } = await boot();
-    const key = 'failed-late';
-    const scope = `${app.queue.name}:effect`;
-    const job = await app.queue.add('effect', { key, failLate: true }, { attempts: 2 });
-    if (label.includes('PostgreSQL') || label.includes('(pg)')) {
-      await expect(app.finished(job)).rejects.toThrow('PostgreSQL rolled the transaction back at COMMIT');
-      expect(app.runs).toHaveLength(2);
-      expect(await setup.effects(key)).toBe(0);
-      expect(await setup.store.get(scope, key)).toBeUndefined();
-      expect(events.of('idempotencyCompleted')).toEqual([]);
-    } else {
-      await expect(app.finished(job)).resolves.toEqual({ wrote: key });
-      expect(await setup.effects(key)).toBe(1);
     }
   });
 });
