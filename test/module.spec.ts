@@ -169,7 +169,7 @@ describe('UniqueJobsModule wiring', () => {
     await moduleRef.close();
   });
 
-  it('warns at bootstrap of a queue with unique jobs that is not registered with BullModule.registerQueue', async () => {
+  it('warns at bootstrap of a queue of forRoot definitions not registered with BullModule.registerQueue (processors are not producers: no warning)', async () => {
     const [registered, unregistered] = [newQueueName('reg'), newQueueName('unreg')];
     const warnings: string[] = [];
     const logger = {
@@ -192,7 +192,7 @@ describe('UniqueJobsModule wiring', () => {
     }).compile();
     await moduleRef.init();
     expect(warnings).toEqual([
-      `Queue "${unregistered}" has unique jobs but is not registered with BullModule.registerQueue in this application: its adds are guarded only through a registered queue (or UniqueJobsQueueGuard.install), and a processor of it gets no worker`,
+      `Queue "${unregistered}" has forRoot job definitions but is not registered with BullModule.registerQueue in this application: only a registered queue, or one passed to UniqueJobsQueueGuard.install(), is guarded (a new Queue("${unregistered}") of your own adds unguarded)`,
     ]);
     await moduleRef.close();
   });

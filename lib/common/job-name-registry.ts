@@ -64,11 +64,6 @@ export class JobNameRegistry<T extends JobNameScoped> {
   hasQueue(queue: string): boolean {
     return this.byQueue.has(queue);
   }
-
-  /** The queues entries were added for. */
-  queues(): string[] {
-    return [...this.byQueue.keys()];
-  }
 }
 
 interface Entry<T> {

@@ -7,7 +7,8 @@ import { asError } from './thrown.js';
  * back when the connection ended: neither the handler's writes nor the completed record were committed. The attempt
  * fails with this error (the connection is discarded, the process keeps running) and BullMQ's retry runs the job again.
  * A connection lost at the claim transaction's `COMMIT`, or while its answer was on the way, may have committed: the
- * PostgreSQL stores then ask the database on another connection, and report the attempt done when it did.
+ * PostgreSQL stores then ask the database on another connection (waiting up to 10 s for a COMMIT still running), and
+ * report the attempt done when it did; this error when it did not, or when they could not tell.
  */
 export class IdempotencyConnectionLostError extends UniqueJobsError {
   constructor(

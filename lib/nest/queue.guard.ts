@@ -34,9 +34,11 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
     @Inject(UNIQUE_JOBS_MODULE_OPTIONS) options: UniqueJobsModuleOptions,
   ) {
     this.logger = loggerOf(options.logger);
+    this.jobs = options.jobs;
   }
 
   private readonly logger: LoggerLike;
+  private readonly jobs: UniqueJobsModuleOptions['jobs'];
 
   onModuleInit(): void {
     const instances = this.discovery
@@ -52,7 +54,6 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       );
     }
     const registered = new Set<string>();
-    const consumed = new Set<string>();
     for (const wrapper of this.discovery.getProviders()) {
       const isStatic = wrapper.isDependencyTreeStatic();
       const instance: unknown = isStatic ? wrapper.instance : undefined;
@@ -64,22 +65,21 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       // As @nestjs/bullmq finds processor classes: factory and value providers through their instance.
       const providerClass: unknown =
         !wrapper.metatype || wrapper.inject ? (wrapper.instance as object | undefined)?.constructor : wrapper.metatype;
-      const queue = typeof providerClass === 'function' ? this.checkProcessor(providerClass, isStatic) : undefined;
-      if (queue !== undefined) consumed.add(queue);
+      if (typeof providerClass === 'function') this.checkProcessor(providerClass, isStatic);
     }
-    this.warnUnregistered(registered, consumed);
+    this.warnUnregistered(registered);
   }
 
   /**
-   * Warns of the queues that have unique job definitions, or a `@UniqueJob` processor, but no queue registered with
-   * `BullModule.registerQueue` in the application: a `new Queue(name)` of the application's own adds to it unguarded
-   * (unless passed to {@link install}), and `@nestjs/bullmq` starts no worker for an unregistered queue's processor.
+   * Warns of the queues of `forRoot` job definitions (the producer side's) with no queue registered with
+   * `BullModule.registerQueue` in the application: a `new Queue(name)` of the application's own adds to them unguarded
+   * unless passed to {@link install}.
    */
-  private warnUnregistered(registered: ReadonlySet<string>, consumed: ReadonlySet<string>): void {
-    const missing = [...new Set([...this.definitions.queues(), ...consumed])].filter((queue) => !registered.has(queue));
-    for (const queue of missing.sort()) {
+  private warnUnregistered(registered: ReadonlySet<string>): void {
+    const missing = new Set((this.jobs ?? []).map((job) => job.queue).filter((queue) => !registered.has(queue)));
+    for (const queue of [...missing].sort()) {
       this.logger.warn(
-        `Queue "${queue}" has unique jobs but is not registered with BullModule.registerQueue in this application: its adds are guarded only through a registered queue (or UniqueJobsQueueGuard.install), and a processor of it gets no worker`,
+        `Queue "${queue}" has forRoot job definitions but is not registered with BullModule.registerQueue in this application: only a registered queue, or one passed to UniqueJobsQueueGuard.install(), is guarded (a new Queue("${queue}") of your own adds unguarded)`,
       );
     }
   }
@@ -123,9 +123,9 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
    * producer), and fails the bootstrap when a processor of a queue with `forRoot` job definitions has no `@UniqueJob`:
    * its worker would never take or release the locks.
    */
-  private checkProcessor(providerClass: object, isStatic: boolean): string | undefined {
+  private checkProcessor(providerClass: object, isStatic: boolean): void {
     const queue = (Reflect.getMetadata(PROCESSOR_METADATA, providerClass) as { name?: string } | undefined)?.name;
-    if (!queue) return undefined;
+    if (!queue) return;
     const guarded = Reflect.hasMetadata(UNIQUE_JOB_METADATA, providerClass);
     const keyed = Reflect.hasMetadata(IDEMPOTENCY_KEY_METADATA, providerClass);
     if ((guarded || keyed) && !isStatic) this.workerGuard.register(providerClass);
@@ -136,6 +136,5 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
         `is missing: the processor consumes queue "${queue}", which has unique job definitions (forRoot jobs); add @UniqueJob(definition) so its worker takes and releases the locks`,
       );
     }
-    return guarded || keyed ? queue : undefined;
   }
 }

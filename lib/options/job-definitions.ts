@@ -114,11 +114,6 @@ export class JobDefinitions {
     return this.registry.hasQueue(queue);
   }
 
-  /** The queues options were registered for. */
-  queues(): string[] {
-    return this.registry.queues();
-  }
-
   private resolve(
     queue: string,
     declared: UniqueJobOptions | UniqueJobDefinition,

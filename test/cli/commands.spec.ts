@@ -378,7 +378,7 @@ describe('unique-jobs errors', () => {
         1,
         expect.stringMatching(/^unique-jobs: Redis refused database 99: ERR DB index is out of range\n$/),
       ]);
-      const word = await runCli([...release, '--redis', `${base}/abc`], { connect: false });
+      const word = await runCli([...release, '--redis', `${base}/2abc`], { connect: false });
       expect([word.code, word.stderr]).toEqual([
         1,
         'unique-jobs: Invalid Redis URL: the database must be a number, as in redis://127.0.0.1:6379/2\n',

@@ -16,6 +16,8 @@ export class PgProxy {
   private terminatePattern: RegExp | undefined;
   private terminated: (() => void) | undefined;
   private swallowPattern: RegExp | undefined;
+  private sentPattern: RegExp | undefined;
+  private sent: (() => void) | undefined;
   private swallowed: (() => void) | undefined;
 
   private constructor() {
@@ -42,6 +44,14 @@ export class PgProxy {
         if (this.terminatePattern?.test(text)) {
           this.terminatePattern = undefined;
           armed = true;
+        }
+        if (this.sentPattern?.test(text)) {
+          this.sentPattern = undefined;
+          // The statement reaches the server (which reads it before the end of the stream); the client hears nothing.
+          upstream.end(chunk);
+          client.destroy();
+          this.sent?.();
+          return;
         }
         if (this.swallowPattern?.test(text)) {
           this.swallowPattern = undefined;
@@ -106,6 +116,15 @@ export class PgProxy {
   cutBeforeReply(pattern: RegExp): Promise<void> {
     this.swallowPattern = pattern;
     return new Promise((resolve) => (this.swallowed = resolve));
+  }
+
+  /**
+   * Sends the next statement matching `pattern` to the server and cuts the client's side at once, while the server
+   * still runs it (a COMMIT whose answer never comes, its outcome not known yet). Resolves once it cut.
+   */
+  cutAfterSending(pattern: RegExp): Promise<void> {
+    this.sentPattern = pattern;
+    return new Promise((resolve) => (this.sent = resolve));
   }
 
   async close(): Promise<void> {

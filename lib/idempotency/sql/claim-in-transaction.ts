@@ -10,7 +10,13 @@ import type {
   TransactionClaim,
 } from '../idempotency-store.interface.js';
 import { CLAIM_ATTEMPTS, claimRaceError, toIdempotencyRecord, type SqlRecordRow } from '../stores/sql-records.js';
-import { completionRefused, handlerFailure, namedConnectionLoss, ROLLED_BACK_AT_COMMIT } from './ended-transaction.js';
+import {
+  completionRefused,
+  handlerFailure,
+  namedConnectionLoss,
+  ROLLED_BACK_AT_COMMIT,
+  stateElsewhere,
+} from './ended-transaction.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
 import type { SqlDialect } from './sql-dialect.js';
 
@@ -116,7 +122,7 @@ export async function claimInTransaction<T, Transaction>(
       if (
         finished &&
         error instanceof IdempotencyConnectionLostError &&
-        (await stateOf(elsewhere, sql, request, txId)) === 'committed'
+        (await settledState(elsewhere, sql, request, txId)) === 'committed'
       ) {
         return { claimed: true, value: finished.value };
       }
@@ -150,24 +156,30 @@ async function committedForSure(
   request: IdempotencyTransactionalClaim,
   txId: string,
 ): Promise<void> {
-  if ((await stateOf(elsewhere, sql, request, txId)) === 'aborted') throw new Error(ROLLED_BACK_AT_COMMIT);
+  if ((await stateElsewhere(elsewhere, sql, request, txId)) === 'aborted') throw new Error(ROLLED_BACK_AT_COMMIT);
 }
 
 /**
- * What became of the claim's transaction, asked on another connection (`'committed'`, `'aborted'`, `'in progress'`),
- * or `undefined` when it cannot be read.
+ * What became of the claim's transaction after its connection was lost at `COMMIT` (see {@link stateElsewhere}),
+ * waiting while it is still `'in progress'` (the `COMMIT` still running on the server: a synchronous replica to wait
+ * for, a slow flush, a deferred trigger), for at most {@link SETTLE_WAIT_MS}.
  */
-async function stateOf(
+async function settledState(
   elsewhere: (statement: SqlStatement) => Promise<SqlResult>,
   sql: SqlDialect,
   request: IdempotencyTransactionalClaim,
   txId: string,
 ): Promise<unknown> {
-  return elsewhere(sql.transactionState(request, txId)).then(
-    (result) => result.rows[0]?.state,
-    () => undefined,
-  );
+  const deadline = Date.now() + SETTLE_WAIT_MS;
+  for (let pause = 20; ; pause = Math.min(pause * 2, 500)) {
+    const state = await stateElsewhere(elsewhere, sql, request, txId);
+    if (state !== 'in progress' || Date.now() + pause > deadline) return state;
+    await new Promise((resolve) => setTimeout(resolve, pause));
+  }
 }
+
+/** How long a connection lost at `COMMIT` waits for the server to finish it before the attempt fails. */
+const SETTLE_WAIT_MS = 10_000;
 
 /** The answer of a claim stopped by `row`, a live record (or an ended claim of another payload). */
 export function lostTo(row: Record<string, unknown>): IdempotencyClaimLost {

@@ -85,18 +85,7 @@ export async function handlerFailure(
   // connection is gone. Another connection tells whether the store's transaction committed.
   if (state === undefined && elsewhere) {
     // Bounded: this connection is still checked out, and a pool with none free must not make the attempt wait.
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<undefined>(
-      (resolve) => (timer = setTimeout(() => resolve(undefined), ELSEWHERE_TIMEOUT_MS)),
-    );
-    try {
-      const answer = await Promise.race([elsewhere(sql.transactionState(ref, txId)), late]);
-      if (answer?.rows[0]?.state === 'committed') state = 'committed';
-    } catch {
-      // No answer there either: as below.
-    } finally {
-      clearTimeout(timer);
-    }
+    if ((await stateElsewhere(elsewhere, sql, ref, txId)) === 'committed') state = 'committed';
   }
   // No answer with the transaction maybe still open (aborted by a failed statement, or the connection gone): the
   // handler's own error, as for any failure that leaves the transaction to the adapter.
@@ -129,6 +118,29 @@ function noSuchSavepoint(error: unknown): boolean {
     e = (e as { cause?: unknown }).cause;
   }
   return false;
+}
+
+/**
+ * What became of the transaction `txId`, asked on another connection (`'committed'`, `'aborted'`, `'in progress'`), or
+ * `undefined` when it cannot be read within a second (the pool may have no connection free, the database may be gone).
+ */
+export async function stateElsewhere(
+  elsewhere: (statement: SqlStatement) => Promise<SqlResult>,
+  sql: SqlDialect,
+  ref: IdempotencyRecordRef,
+  txId: string,
+): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>(
+    (resolve) => (timer = setTimeout(() => resolve(undefined), ELSEWHERE_TIMEOUT_MS)),
+  );
+  try {
+    return (await Promise.race([elsewhere(sql.transactionState(ref, txId)), late]))?.rows[0]?.state;
+  } catch {
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** SQLite's `'open'` with the connection out of its transaction: the marker the lock wrote was committed. */

@@ -190,7 +190,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const rowLocked = `SELECT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2)
     AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 FOR UPDATE SKIP LOCKED) AS locked`;
   const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
-  const probeKey = `INSERT INTO ${t} (scope, key) SELECT '', '' WHERE false ON CONFLICT (scope, key) DO NOTHING`;
+  // Only planned (EXPLAIN): nothing written, no trigger fired, and a read-only standby or transaction answers it too.
+  const probeKey = `EXPLAIN INSERT INTO ${t} (scope, key) VALUES ('', '') ON CONFLICT (scope, key) DO NOTHING`;
   const regclass = (name: string) => `to_regclass('${name.replace(/'/g, "''")}') IS NOT NULL`;
   const migrated = `SELECT ${regclass(t)} AND ${regclass(indexOf(table))} AS done`;
   const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
@@ -244,7 +245,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     transactionState: (_ref, tx) => query(transactionState, [tx]),
     delete: (scope, key) => query(remove, [scope, key]),
     prune: (limit) => command(prune, [limit]),
-    probe: () => [query(probe, []), command(probeKey, [])],
+    probe: () => [query(probe, []), query(probeKey, [])],
     migration: () => postgresMigration(table),
     migrated: () => query(migrated, []),
     migrationLock: () =>

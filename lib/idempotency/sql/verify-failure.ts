@@ -33,9 +33,7 @@ export function verifyFailure(
   }
   const file = `node_modules/nestjs-unique-jobs/sql/${DEFAULT_IDEMPOTENCY_TABLE}.${dialect}.sql`;
   const sqlClass = dialect === 'postgres' ? 'PostgresIdempotencyStore' : 'SqliteIdempotencyStore';
-  if (/ON CONFLICT/i.test(reason)) {
-    // PostgreSQL: "no unique or exclusion constraint matching the ON CONFLICT specification"; SQLite: "ON CONFLICT
-    // clause does not match any PRIMARY KEY or UNIQUE constraint".
+  if (noConflictTarget(error) || noConflictTarget(root)) {
     return new Error(
       `${label}: its table "${table}" has every column but no primary key on (scope, key), which every claim needs (${reason}). ` +
         `Add it (\`ALTER TABLE … ADD PRIMARY KEY (scope, key)\` on PostgreSQL; SQLite cannot add one: recreate the table), ` +
@@ -49,6 +47,19 @@ export function verifyFailure(
       `(2) the TypeORM migration \`typeOrmIdempotencyMigration({ table: '${table}' })\` (\`UniqueJobsIdempotencyMigration\` for the default table) in your DataSource's migrations; ` +
       `(3) the SQL of \`${sqlClass}.migrationSql('${table}')\`, or for the default table the file ${file}`,
     { cause: error },
+  );
+}
+
+/**
+ * The claims' `ON CONFLICT (scope, key)` matches no unique index: PostgreSQL's SQLSTATE 42P10, SQLite's own words (an
+ * adapter may quote the statement in its message, which then holds "ON CONFLICT" whatever went wrong).
+ */
+function noConflictTarget(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return (
+    code === '42P10' ||
+    (typeof message === 'string' && message.includes('ON CONFLICT clause does not match any PRIMARY KEY or UNIQUE'))
   );
 }
 

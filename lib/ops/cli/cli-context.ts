@@ -101,7 +101,8 @@ export class CliContext {
     client.on('error', (error: Error) => (this.lastError = error));
     this.closers.push(() => client.quit().catch(() => client.disconnect()));
     const db = client.isCluster ? 0 : ((client as Redis).options.db ?? 0);
-    if (!Number.isSafeInteger(db) || db < 0) {
+    // ioredis reads the path with parseInt (`/2abc` is database 2): only digits name one.
+    if (!Number.isSafeInteger(db) || db < 0 || (!client.isCluster && !/^\/?\d*$/.test(url.pathname))) {
       client.disconnect();
       throw new CliError('Invalid Redis URL: the database must be a number, as in redis://127.0.0.1:6379/2');
     }
