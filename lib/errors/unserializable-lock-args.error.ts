@@ -10,11 +10,9 @@ const MAX_NAME = 200;
  * non-finite numbers, Maps, Sets, Errors, binary data, WeakRefs, class instances with no own data, circular structures.
  */
 export class UnserializableLockArgsError extends UniqueJobsError {
-  /** JSON path of the offending value, e.g. `$[0].amount` (its first 500 UTF-16 code units: keys may be long). */
-  readonly path: string;
-
   constructor(
-    path: string,
+    /** JSON path of the offending value, e.g. `$[0].amount` (the message shows its first 500 UTF-16 code units). */
+    readonly path: string,
     /** Why it cannot be hashed. */
     readonly reason: string,
     /** The job whose lock arguments they are, when known. */
@@ -23,7 +21,6 @@ export class UnserializableLockArgsError extends UniqueJobsError {
     const shown = cut(path, MAX_PATH);
     const whose = job ? ` of job "${cut(job.name, MAX_NAME)}" on queue "${cut(job.queue, MAX_NAME)}"` : '';
     super(`Lock arguments${whose} cannot be hashed canonically at ${shown}: ${reason}`);
-    this.path = shown;
   }
 
   /** The same error, naming the job whose lock arguments failed. */

@@ -116,14 +116,21 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
 
     // A lock listing's cursor made before: it names a master by its place among the masters of the moment.
     const inspector = new LockInspector({ client: cluster, prefix: run.a.prefix, queues: [] });
-    const cursor = encodeCursor({ node: 1, scan: '0', skip: 0 }, topologyOf(scanNodes(cluster).map(nodeAddress)));
+    const masters = () => topologyOf(scanNodes(cluster).map(nodeAddress));
+    const before = masters();
+    const cursor = encodeCursor({ node: 1, scan: '0', skip: 0 }, before);
     await expect(inspector.listLocks({}, { cursor })).resolves.toBeDefined();
 
     // Fail over every master the running job depends on (each once: some keys may share one), one after the other.
     const byMaster = new Map<string, string>();
     for (const key of [run.lock, run.record, bullPrefix()]) byMaster.set((await shardOf(key)).master, key);
     for (const key of byMaster.values()) await failOver(key);
-    // Another server holds that place now (its SCAN cursor means nothing there): the cursor is refused, not followed.
+    // Another server holds that place now (its SCAN cursor means nothing there), once the client knows it (ioredis
+    // learns a new topology when it next refreshes its slots): the cursor is refused, not followed.
+    await waitFor('the client to see the new masters', async () => {
+      await new Promise<void>((resolve) => cluster.refreshSlotsCache(() => resolve()));
+      return masters() !== before;
+    });
     await expect(inspector.listLocks({}, { cursor })).rejects.toThrow(/the Cluster's masters changed/);
 
     // What the library held was replicated before each replica took over: still held, by the same owner.

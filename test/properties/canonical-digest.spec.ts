@@ -253,7 +253,9 @@ describe('canonical JSON and the digest: unserializable values are refused with 
         expect(refusal(() => canonicalJson(value)).path).toBe(path);
         const error = refusal(() => of(value));
         expect(error.path).toBe(path);
-        expect(error.message).toContain(`at ${path}`);
+        // The message shows a long path's beginning (500 code units at most): deep data would flood a log line.
+        expect(error.message).toContain(path.length > 500 ? `at ${path.slice(0, 400)}` : `at ${path}:`);
+        expect(error.message.length).toBeLessThan(1_000);
       }),
       { numRuns: 400 },
     );
