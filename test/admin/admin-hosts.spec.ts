@@ -24,10 +24,13 @@ function withHost(
   });
 }
 
-/** Sends raw bytes to 127.0.0.1:`port`; resolves everything the server answered before closing. */
+/**
+ * Sends raw bytes (a request with `Connection: close`) to 127.0.0.1:`port`; resolves everything the server answered
+ * before closing. The socket is not half-closed: Node's server drops a request whose client ended before the answer.
+ */
 function rawRequest(port: string, bytes: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), '127.0.0.1', () => socket.end(bytes));
+    const socket = connect(Number(port), '127.0.0.1', () => socket.write(bytes));
     let answer = '';
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => (answer += chunk));
@@ -125,6 +128,60 @@ describe('admin allowedHosts (DNS rebinding)', () => {
         `Authorization: ${OPS}\r\nConnection: close\r\n\r\n`,
     );
     expect(twoHosts.split('\r\n')[0]).toBe('HTTP/1.1 421 Misdirected Request');
+  });
+
+  it('judges an absolute-form request line by the host it names: another host than Host is refused, with or without allowedHosts', async () => {
+    const queueName = uniqueName('admh');
+    for (const allowedHosts of [['127.0.0.1'], undefined]) {
+      app = await startAdminApp({
+        queues: [
+          { queue: queueName, paused: true, unique: { lock: 'until_executed', lockArgs: (d: { id: string }) => d.id } },
+        ],
+        admin: allowedHosts ? { allowedHosts } : {},
+      });
+      const port = new URL(app.origin).port;
+      const path = new URL(app.adminUrl).pathname;
+      const enqueued = await app.service.enqueue(app.queue(queueName), 'charge', { id: 'order-1' });
+      if (enqueued.status !== 'enqueued' || !enqueued.digest) throw new Error('not enqueued');
+      const csrf = await csrfOf(app);
+      const get = (target: string) =>
+        rawRequest(
+          port,
+          `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: ${OPS}\r\nConnection: close\r\n\r\n`,
+        );
+      const post = (target: string) =>
+        rawRequest(
+          port,
+          `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: ${OPS}\r\nCookie: ${csrf.cookie}\r\n` +
+            `X-CSRF-Token: ${csrf.token}\r\nOrigin: ${app.origin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+        );
+      const status = (answer: string) => answer.split('\r\n')[0];
+      const release = `${path}/api/locks/${enqueued.digest}/release`;
+      // The host check (allowedHosts) answers 421 for every route; without it, mutations are refused by the origin check.
+      if (allowedHosts) {
+        expect(status(await get(`http://attacker.example${path}/api/counts`))).toBe('HTTP/1.1 421 Misdirected Request');
+        expect(status(await get(`http://127.0.0.1:${port}${path}/api/counts`))).toBe('HTTP/1.1 200 OK');
+      }
+      // The page's links and the CSRF cookie's path are the target's path, not its whole URL.
+      const page = await get(`http://127.0.0.1:${port}${path}/keys?x=1`);
+      expect(status(page)).toBe('HTTP/1.1 200 OK');
+      expect(page).toContain(`href="${path}/dead"`);
+      expect(page).toContain(`Path=${path}`);
+      expect(page).not.toContain('href="http');
+      const refused = status(await post(`http://attacker.example:${port}${release}`));
+      expect(refused).toBe(allowedHosts ? 'HTTP/1.1 421 Misdirected Request' : 'HTTP/1.1 403 Forbidden');
+      const redis = redisClient();
+      try {
+        const key = `${bullPrefix()}:${queueName}:de:uj:${enqueued.digest}`;
+        expect(await redis.get(key)).toBe(enqueued.job.id);
+        expect(status(await post(`http://127.0.0.1:${port}${release}`))).toBe('HTTP/1.1 200 OK');
+        expect(await redis.exists(key)).toBe(0);
+      } finally {
+        await redis.quit();
+      }
+      await app.close();
+      app = undefined;
+    }
   });
 
   it('refuses invalid allowedHosts at bootstrap, naming the option', () => {

@@ -4,6 +4,7 @@ import type {
   AdminCsrfOptions,
   UniqueJobsAdminModuleOptions,
 } from './interfaces/unique-jobs-admin-options.interface.js';
+import { targetDisagreesWithHost } from './host.guard.js';
 import { parseCookies, type AdminRequest, type AdminResponse } from './http.js';
 import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
 
@@ -69,12 +70,14 @@ export class UniqueJobsAdminCsrf {
 
   /**
    * Whether the request's `Origin` (or, without one, its `Referer`) is this server or an allowed origin. A request
-   * carrying neither passes (non-browser clients); the token is checked anyway. `Origin: null` is refused.
+   * carrying neither passes (non-browser clients); the token is checked anyway. `Origin: null` is refused, and so is a
+   * request whose absolute-form target names another host than its `Host` (the host this check compares with).
    */
   sameOrigin(req: AdminRequest): boolean {
     const origin = header(req, 'origin');
     const referer = header(req, 'referer');
     const claimed = origin ?? referer;
+    if (targetDisagreesWithHost(req)) return false;
     if (claimed === undefined) return true;
     let url: URL;
     try {

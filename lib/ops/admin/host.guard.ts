@@ -62,9 +62,31 @@ export class UniqueJobsAdminHostGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<AdminRequest>();
     const header = req.headers.host;
     const host = typeof header === 'string' && hostHeaders(req) === 1 ? canonicalHost(header) : undefined;
-    if (host && (this.anyPort.has(host.name) || this.exact.has(`${host.name}:${host.port}`))) return true;
+    const allowed = host && (this.anyPort.has(host.name) || this.exact.has(`${host.name}:${host.port}`));
+    if (allowed && !targetDisagreesWithHost(req)) return true;
     throw new HttpException("Misdirected Request: this Host is not one of the admin's allowedHosts", 421);
   }
+}
+
+/**
+ * Whether the request line names another host than the `Host` header: an absolute-form target (`GET
+ * http://other.example/admin HTTP/1.1`, what a proxy receives) whose authority is not the `Host`. HTTP tells an origin
+ * server to go by the target's authority then, so the admin's host and origin checks, which read `Host`, would judge
+ * a request meant for another host. Origin-form targets (`/admin`, what browsers send a server) never disagree.
+ */
+export function targetDisagreesWithHost(req: AdminRequest): boolean {
+  const target = req.url ?? '/';
+  if (target.startsWith('/') || target === '*') return false;
+  let authority: string;
+  try {
+    authority = new URL(target).host;
+  } catch {
+    return true;
+  }
+  const header = req.headers.host;
+  const stated = typeof header === 'string' ? canonicalHost(header) : undefined;
+  const named = canonicalHost(authority);
+  return !stated || !named || stated.name !== named.name || stated.port !== named.port;
 }
 
 /** How many `Host` headers the request carried (Node keeps the first of several in `headers`). */

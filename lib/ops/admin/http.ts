@@ -100,9 +100,18 @@ export function parseCookies(header: string | undefined): Map<string, string> {
  */
 export function mountPath(req: AdminRequest, depth: number): string {
   const url = req.originalUrl ?? req.url ?? '/';
-  const pathname = url.split('?')[0].replace(/\/+$/, '');
+  const pathname = (url.startsWith('/') ? url.split('?')[0] : absoluteFormPath(url)).replace(/\/+$/, '');
   const segments = pathname.split('/');
   return segments.slice(0, Math.max(1, segments.length - depth)).join('/') || '/';
+}
+
+/** The path of an absolute-form target (`http://host/admin?x` → `/admin`); `/` when it is not a URL. */
+function absoluteFormPath(target: string): string {
+  try {
+    return new URL(target).pathname;
+  } catch {
+    return '/';
+  }
 }
 
 /** One query or form value as a string (the first of repeated values; `undefined` for anything else). */
