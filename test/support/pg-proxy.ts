@@ -11,14 +11,8 @@ import { databaseUrl } from './postgres.js';
 export class PgProxy {
   private readonly server: Server;
   private readonly sockets = new Set<Socket>();
-  private pattern: RegExp | undefined;
-  private cut: (() => void) | undefined;
-  private terminatePattern: RegExp | undefined;
-  private terminated: (() => void) | undefined;
-  private swallowPattern: RegExp | undefined;
-  private sentPattern: RegExp | undefined;
-  private sent: (() => void) | undefined;
-  private swallowed: (() => void) | undefined;
+  /** The one fault armed (each setter arms one, for the next statement that matches), and what it resolves once done. */
+  private fault: { kind: FaultKind; pattern: RegExp; done: () => void } | undefined;
 
   private constructor() {
     const target = new URL(databaseUrl());
@@ -32,32 +26,29 @@ export class PgProxy {
       let armed = false;
       let swallowing = false;
       const replies = new MessageFrames();
+      let done: (() => void) | undefined;
       client.on('data', (chunk: Buffer) => {
-        const text = chunk.toString('latin1');
-        if (this.pattern?.test(text)) {
-          this.pattern = undefined;
-          client.destroy();
-          upstream.destroy();
-          this.cut?.();
+        const fault = this.fault;
+        if (!fault?.pattern.test(chunk.toString('latin1'))) {
+          upstream.write(chunk);
           return;
         }
-        if (this.terminatePattern?.test(text)) {
-          this.terminatePattern = undefined;
-          armed = true;
-        }
-        if (this.sentPattern?.test(text)) {
-          this.sentPattern = undefined;
+        this.fault = undefined;
+        if (fault.kind === 'cut') {
+          client.destroy();
+          upstream.destroy();
+          fault.done();
+        } else if (fault.kind === 'sendThenCut') {
           // The statement reaches the server (which reads it before the end of the stream); the client hears nothing.
           upstream.end(chunk);
           client.destroy();
-          this.sent?.();
-          return;
+          fault.done();
+        } else {
+          armed = true;
+          swallowing = fault.kind === 'swallow';
+          done = fault.done;
+          upstream.write(chunk);
         }
-        if (this.swallowPattern?.test(text)) {
-          this.swallowPattern = undefined;
-          armed = swallowing = true;
-        }
-        upstream.write(chunk);
       });
       upstream.on('data', (chunk: Buffer) => {
         const readyAt = armed ? replies.endOfReadyForQuery(chunk) : (replies.track(chunk), undefined);
@@ -67,13 +58,10 @@ export class PgProxy {
         }
         armed = false;
         upstream.destroy();
-        if (swallowing) {
+        if (swallowing)
           client.destroy(); // the server answered (and did it); the client never hears
-          this.swallowed?.();
-          return;
-        }
-        client.end(Buffer.concat([chunk.subarray(0, readyAt), TERMINATION]));
-        this.terminated?.();
+        else client.end(Buffer.concat([chunk.subarray(0, readyAt), TERMINATION]));
+        done?.();
       });
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
@@ -96,8 +84,7 @@ export class PgProxy {
 
   /** Cuts the next connection that sends text matching `pattern`; resolves once it did. */
   cutOn(pattern: RegExp): Promise<void> {
-    this.pattern = pattern;
-    return new Promise((resolve) => (this.cut = resolve));
+    return this.arm('cut', pattern);
   }
 
   /**
@@ -105,8 +92,7 @@ export class PgProxy {
    * FATAL 57P01 ErrorResponse, and the connection closes. Resolves once it was sent.
    */
   terminateAfterReply(pattern: RegExp): Promise<void> {
-    this.terminatePattern = pattern;
-    return new Promise((resolve) => (this.terminated = resolve));
+    return this.arm('terminate', pattern);
   }
 
   /**
@@ -114,8 +100,7 @@ export class PgProxy {
    * the reply reaches the client (a COMMIT that committed, its answer lost). Resolves once it cut.
    */
   cutBeforeReply(pattern: RegExp): Promise<void> {
-    this.swallowPattern = pattern;
-    return new Promise((resolve) => (this.swallowed = resolve));
+    return this.arm('swallow', pattern);
   }
 
   /**
@@ -123,8 +108,11 @@ export class PgProxy {
    * still runs it (a COMMIT whose answer never comes, its outcome not known yet). Resolves once it cut.
    */
   cutAfterSending(pattern: RegExp): Promise<void> {
-    this.sentPattern = pattern;
-    return new Promise((resolve) => (this.sent = resolve));
+    return this.arm('sendThenCut', pattern);
+  }
+
+  private arm(kind: FaultKind, pattern: RegExp): Promise<void> {
+    return new Promise((done) => (this.fault = { kind, pattern, done }));
   }
 
   async close(): Promise<void> {
@@ -132,6 +120,8 @@ export class PgProxy {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
+
+type FaultKind = 'cut' | 'terminate' | 'swallow' | 'sendThenCut';
 
 /** The ErrorResponse `pg_terminate_backend` makes a backend send before it closes its connection. */
 const TERMINATION = errorResponse({
