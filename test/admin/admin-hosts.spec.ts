@@ -133,12 +133,13 @@ describe('admin allowedHosts (DNS rebinding)', () => {
   it('judges an absolute-form request line by the host it names: another host than Host is refused, with or without allowedHosts', async () => {
     const queueName = uniqueName('admh');
     for (const allowedHosts of [['127.0.0.1'], undefined]) {
-      app = await startAdminApp({
+      const current = await startAdminApp({
         queues: [
           { queue: queueName, paused: true, unique: { lock: 'until_executed', lockArgs: (d: { id: string }) => d.id } },
         ],
         admin: allowedHosts ? { allowedHosts } : {},
       });
+      app = current;
       const port = new URL(app.origin).port;
       const path = new URL(app.adminUrl).pathname;
       const enqueued = await app.service.enqueue(app.queue(queueName), 'charge', { id: 'order-1' });
@@ -153,7 +154,7 @@ describe('admin allowedHosts (DNS rebinding)', () => {
         rawRequest(
           port,
           `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: ${OPS}\r\nCookie: ${csrf.cookie}\r\n` +
-            `X-CSRF-Token: ${csrf.token}\r\nOrigin: ${app.origin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+            `X-CSRF-Token: ${csrf.token}\r\nOrigin: ${current.origin}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
         );
       const status = (answer: string) => answer.split('\r\n')[0];
       const release = `${path}/api/locks/${enqueued.digest}/release`;
