@@ -24,7 +24,10 @@ export class BoundEnqueueLock implements JobEnqueueLock {
     private readonly report: BoundLockReport,
     /** The worker's connection to send a release at the end on, when it reaches the lock's server. */
     private readonly inOrderOn: () => Redis | undefined = () => undefined,
-    /** Bound by the worker running the job: a re-take never takes the lock for a job that has ended meanwhile. */
+    /**
+     * Bound by the worker running the job, or for a job queued already: a re-take never takes the lock for a job that
+     * has ended meanwhile, or that a worker (another one, for the former) runs.
+     */
     private readonly running = false,
   ) {}
 
@@ -57,5 +60,9 @@ export class BoundEnqueueLock implements JobEnqueueLock {
     const answer = await this.lock.retake(this.locked, this.running);
     this.held = answer.acquired;
     return answer;
+  }
+
+  async retime(runInMs: number): Promise<void> {
+    if (this.held) await this.lock.retime(this.locked, runInMs);
   }
 }

@@ -16,6 +16,8 @@ export interface JobEnqueueLock {
   releaseAtEnd(): Promise<void>;
   /** Takes it (back) for the job, unless another live job holds it. */
   retake(): Promise<AcquireResult>;
+  /** While held, moves its TTL (when it has one) to the job's new run time, `runInMs` from now (owner-checked). */
+  retime(runInMs: number): Promise<void>;
 }
 
 /** What a lock type may do while a worker runs one attempt of a job (the worker provides it). */

@@ -149,6 +149,7 @@ export class JobInterceptor {
     worker.on('failed', (job) => {
       // Only a job BullMQ failed for good has ended; a retried one comes back.
       if (job?.finishedOn) void this.runner.finished(job, 'failed');
+      else if (job) void this.runner.retried(job);
     });
     worker.on('completed', (job) => void this.runner.finished(job, 'completed'));
   }

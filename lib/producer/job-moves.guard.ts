@@ -105,8 +105,10 @@ export class JobMovesGuard {
       for (const [, fields] of entries) {
         const event = Object.fromEntries(pairs(fields));
         if (event.event !== 'waiting' || event.prev !== state || !event.jobId) continue;
+        // BullMQ has queued them already: a worker may have started or even finished one before this runs, and
+        // taking its lock then would leave it held by a running job that gave it up at its start, or a finished one.
         const job = await Job.fromId(owner, event.jobId);
-        if (job) await this.relock(job, false);
+        if (job) await this.relock(job, false, true);
       }
       return cursor;
     };
@@ -168,12 +170,16 @@ export class JobMovesGuard {
     return this.enabled && this.definitions.find(job.queueName, job.name)?.enqueueLock !== undefined;
   }
 
-  /** Takes a re-entering job's lock; `refuse`: a held lock refuses the re-entry (else it is logged and left). */
-  private async relock(job: Job, refuse: boolean): Promise<void> {
+  /**
+   * Takes a re-entering job's lock; `refuse`: a held lock refuses the re-entry (else it is logged and left).
+   * `whileWaiting`: only while the job is still there, unfinished and run by no worker (it was queued already).
+   */
+  private async relock(job: Job, refuse: boolean, whileWaiting = false): Promise<void> {
     const definition = this.definitions.find(job.queueName, job.name);
     const digest = lockedDigest(job);
     if (!definition?.enqueueLock || digest === undefined) return;
-    const bound = new BoundEnqueueLock(definition.enqueueLock, { job, digest }, NO_REPORT);
+    // A job fetched here has no token: bound as "running" it is taken only while no worker holds the job's lock.
+    const bound = new BoundEnqueueLock(definition.enqueueLock, { job, digest }, NO_REPORT, undefined, whileWaiting);
     const admitted: AcquireResult = await definition.lock.reentering(bound);
     const ids = { queue: job.queueName, jobName: job.name, digest, jobId: job.id! };
     if (admitted.acquired) {

@@ -1,4 +1,4 @@
-import { UnrecoverableError, type Job, type Worker } from 'bullmq';
+import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { attemptOutcome } from '../common/bullmq-lifecycle.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
@@ -73,6 +73,16 @@ export class JobRunner {
     run.enqueueLock?.ended();
   }
 
+  /** BullMQ recorded a failed attempt that it retries (the worker's `failed` event): after a backoff, see {@link delayed}. */
+  async retried(job: Job): Promise<void> {
+    const run = this.runs.get(job);
+    if (!run || !this.followsDelays(run)) return;
+    await this.quietly(job, run.digest, async () => {
+      // Asked of BullMQ: whether this retry waits for a backoff (a retry at once, or one already started, does not).
+      if ((await job.getState()) === 'delayed') await this.delayed(run);
+    });
+  }
+
   private async runLocked(
     job: Job,
     token: string | undefined,
@@ -90,10 +100,15 @@ export class JobRunner {
     try {
       const admitted = await definition.lock.start(run);
       if (!admitted.acquired) {
-        return await definition.serverStrategy!.onServerConflict!(
-          { side: 'server', job, token, digest, existingJobId: admitted.holder, definition },
-          this.deps.tools,
-        );
+        try {
+          return await definition.serverStrategy!.onServerConflict!(
+            { side: 'server', job, token, digest, existingJobId: admitted.holder, definition },
+            this.deps.tools,
+          );
+        } catch (error) {
+          if (isDelayedError(error) && this.followsDelays(run)) await this.delayed(run); // rescheduled
+          throw error;
+        }
       }
       let value: unknown;
       try {
@@ -104,6 +119,7 @@ export class JobRunner {
         const attempt = { endsJob: async () => (await outcomeOf()) === 'fails' };
         let retry: AcquireResult = ADMITTED;
         await this.quietly(job, digest, async () => void (retry = await definition.lock.attemptFailed(run, attempt)));
+        if (isDelayedError(error) && this.followsDelays(run)) await this.delayed(run); // the handler moved it
         // Only a retry BullMQ is about to make can be refused; a job its handler moved already is where it goes.
         if (!retry.acquired && (await outcomeOf()) === 'retries') throw this.superseded(run, error, retry.holder);
         throw error;
@@ -137,6 +153,25 @@ export class JobRunner {
     );
   }
 
+  /**
+   * Whether a move of the job to delayed moves its enqueue lock's end: a lock with a `lockTtl` that holds while its job
+   * waits (not `until_expired`, whose TTL is the whole point), as a guarded `changeDelay` makes it.
+   */
+  private followsDelays(run: JobRun): boolean {
+    const { lock, options } = run.definition;
+    return run.enqueueLock !== undefined && options.lockTtl !== undefined && !lock.outlivesJob;
+  }
+
+  /**
+   * BullMQ moved the job to delayed after an attempt (a retry's backoff, the handler's `DelayedError`, a `reschedule`):
+   * the enqueue lock it holds lasts its `lockTtl` past the new run time (`job.delay`, which BullMQ set with the move),
+   * else it could end while the job waits and let a duplicate in.
+   */
+  private async delayed(run: JobRun): Promise<void> {
+    const { job, digest } = run;
+    await this.quietly(job, digest, () => run.enqueueLock!.retime(Math.max(0, job.delay)));
+  }
+
   /** The handler under `@IdempotencyKey` (claim → handler → complete). */
   private underKey(
     keyed: ResolvedIdempotency,
@@ -162,6 +197,11 @@ export class JobRunner {
       this.deps.reportError(job, digest, error);
     }
   }
+}
+
+/** BullMQ's own test of a `DelayedError` (by class or name, as its worker makes it). */
+function isDelayedError(error: unknown): boolean {
+  return error instanceof DelayedError || (error instanceof Error && error.name === 'DelayedError');
 }
 
 /**

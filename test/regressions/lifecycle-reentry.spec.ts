@@ -6,6 +6,7 @@ import { DuplicateJobError, type UniqueJobOptions } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
 import { byId, dedupHolder, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
 import type { TestJob } from '../locks/helpers.js';
 import { enqueueUnlocked, failureOf } from './lifecycle-helpers.js';
@@ -110,4 +111,55 @@ describe('L2 a finished job re-entering the queue takes its lock again', () => {
       expect(await owners(redis, key)).toContain(failed.id);
     },
   );
+
+  // queue.retryJobs() takes the locks back after BullMQ queued the jobs: a running worker may start or finish one first
+  // (found by the hostile review of session 24: the late re-take left a lock held by a running until_executing job, or
+  // by a finished job, until the reaper came).
+  const retriedTags = Array.from({ length: 8 }, (_, i) => `r${i}`);
+  const retriedOnce = (handler: (job: TestJob) => Promise<unknown>) => async (job: TestJob) => {
+    if (job.attemptsStarted === 1) throw new Error('boom');
+    return handler(job);
+  };
+  async function failAllThenRetry(app: TestApp) {
+    const jobs = [];
+    for (const tag of retriedTags)
+      jobs.push(enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: tag, tag })));
+    for (const job of jobs) await expect(app.finished(job)).rejects.toThrow('boom');
+    await app.queue.retryJobs({ state: 'failed' });
+    return jobs;
+  }
+  const heldKeys = async (app: TestApp) => {
+    const held: string[] = [];
+    for (const tag of retriedTags)
+      if (await dedupHolder(redis, app.queue.name, digestOf(app, 'sync', { id: tag }))) held.push(tag);
+    return held;
+  };
+
+  it('L2g until_executing + lockTtl: jobs queue.retryJobs() puts back while a worker runs hold nothing while they run', async () => {
+    const gates = new Gates().hold(...retriedTags);
+    const app = await start({
+      unique: { lock: 'until_executing', lockArgs: byId, lockTtl: 600_000 },
+      worker: { concurrency: retriedTags.length },
+      handler: retriedOnce(gates.handler),
+    });
+    const jobs = await failAllThenRetry(app);
+    for (const tag of retriedTags) await gates.started(tag);
+    expect(await heldKeys(app)).toEqual([]);
+    gates.releaseAll();
+    for (const job of jobs) await app.finished(job.id!);
+    expect(await heldKeys(app)).toEqual([]);
+  });
+
+  it('L2h until_executed: jobs queue.retryJobs() puts back and a worker finishes at once leave no lock behind', async () => {
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId },
+      worker: { concurrency: retriedTags.length },
+      module: { reaper: { interval: false } },
+      handler: retriedOnce(async (job) => job.data.n ?? 0),
+    });
+    const jobs = await failAllThenRetry(app);
+    for (const job of jobs) await app.finished(job.id!);
+    expect(await heldKeys(app)).toEqual([]);
+    expect(await app.service.enqueue(app.queue, 'sync', { id: 'r0', n: 2 })).toMatchObject({ status: 'enqueued' });
+  });
 });
