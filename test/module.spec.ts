@@ -135,7 +135,7 @@ describe('UniqueJobsModule wiring', () => {
     await expect(compiled).rejects.toThrow(/UniqueJobsModule\.forRoot\(\) or forRootAsync\(\), imported once/);
   });
 
-  it('fails the bootstrap when forRoot is imported twice with different options (one would guard nothing)', async () => {
+  it('fails the bootstrap when forRoot is imported twice (one would guard nothing)', async () => {
     const [a, b] = [newQueueName('twice-a'), newQueueName('twice-b')];
     const prefix = newPrefix('ujtwice');
     @Module({
@@ -164,9 +164,38 @@ describe('UniqueJobsModule wiring', () => {
       imports: [BullModule.forRoot({ connection: redisOptions() }), ModuleA, ModuleB],
     }).compile();
     await expect(moduleRef.init()).rejects.toThrow(
-      'Invalid unique job options in the application: "UniqueJobsModule.forRoot" is imported 2 times with different options: import it once, in the root module',
+      'Invalid unique job options in the application: "UniqueJobsModule.forRoot" is imported 2 times (each import is an instance of its own): import it once, in the root module',
     );
     await moduleRef.close();
+  });
+
+  it('fails the bootstrap when the library would use another Redis database than its queues (the reaper would free live locks)', async () => {
+    const queueName = newQueueName('apart');
+    const prefix = newPrefix('ujapart');
+    const bootstrap = async (connection: { db: number } | undefined) => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          BullModule.forRoot({ connection: redisOptions() }),
+          BullModule.registerQueue({ name: queueName }),
+          UniqueJobsModule.forRoot({
+            logger: false,
+            prefix,
+            ...(connection ? { connection: { ...redisOptions(), ...connection } } : {}),
+            jobs: [defineUniqueJob({ queue: queueName, lock: 'until_executed' })],
+          }),
+        ],
+      }).compile();
+      try {
+        await moduleRef.init();
+      } finally {
+        await moduleRef.close();
+      }
+    };
+    await expect(bootstrap({ db: 1 })).rejects.toThrow(
+      `"connection" reaches another Redis server or database than queue "${queueName}" lives on`,
+    );
+    await expect(bootstrap({ db: 0 })).resolves.toBeUndefined();
+    await expect(bootstrap(undefined)).resolves.toBeUndefined();
   });
 
   it('warns at bootstrap of a queue of forRoot definitions not registered with BullModule.registerQueue (processors are not producers: no warning)', async () => {

@@ -16,8 +16,13 @@ import { UniqueJobsWorkerGuard } from './worker.guard.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
 import { loggerOf, type LoggerLike } from '../common/logger.js';
+import { sameServerWithin } from '../redis/same-server.js';
+import type { Cluster, Redis } from 'ioredis';
 
 const GUARDED = new WeakSet<Queue>();
+
+/** How long the bootstrap waits for a queue's server to say who it is (a Redis out of reach is not checked). */
+const SERVER_CHECK_MS = 3_000;
 
 /**
  * Routes `add` and `addBulk` of every queue registered with `BullModule.registerQueue` through the job interceptor, so
@@ -39,6 +44,8 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
 
   private readonly logger: LoggerLike;
   private readonly jobs: UniqueJobsModuleOptions['jobs'];
+  /** The queues this guard installed itself on. */
+  private readonly installed: { readonly name: string; getBackend(): unknown }[] = [];
 
   onModuleInit(): void {
     const instances = this.discovery
@@ -50,7 +57,7 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       throw new InvalidUniqueJobOptionsError(
         'the application',
         'UniqueJobsModule.forRoot',
-        `is imported ${instances.length} times with different options: import it once, in the root module, with every job definition (forRoot jobs) and every store`,
+        `is imported ${instances.length} times (each import is an instance of its own): import it once, in the root module, with every job definition (forRoot jobs) and every store`,
       );
     }
     const registered = new Set<string>();
@@ -59,6 +66,7 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       const instance: unknown = isStatic ? wrapper.instance : undefined;
       if (instance instanceof Queue) {
         this.install(instance);
+        this.installed.push(instance);
         registered.add(instance.name);
         continue;
       }
@@ -101,6 +109,29 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       }
       if (events instanceof QueueEvents) this.interceptor.watchConnection(events);
     }
+  }
+
+  /**
+   * Fails the bootstrap when a guarded queue is known to live on another Redis server or database than the library's
+   * connection (`forRoot({ connection })`, else BullModule.forRoot's default configuration): its locks would be read and
+   * released there — the reaper would free live ones — and the library's own keys kept apart from its jobs. A typical
+   * cause is a Bull configuration given only under a `configKey`. A server that does not answer within a few seconds
+   * is not checked (a Redis out of reach at bootstrap is the availability check's).
+   */
+  async checkServers(library: Redis | Cluster): Promise<void> {
+    const answers = await Promise.all(
+      this.installed.map(async (queue) => {
+        const client = (queue.getBackend() as { client?: Promise<unknown> }).client;
+        return { queue, same: await sameServerWithin(library, Promise.resolve(client), SERVER_CHECK_MS) };
+      }),
+    );
+    const apart = answers.find(({ same }) => same === false);
+    if (!apart) return;
+    throw new InvalidUniqueJobOptionsError(
+      'UniqueJobsModule.forRoot',
+      'connection',
+      `reaches another Redis server or database than queue "${apart.queue.name}" lives on: the library's locks, dead set and reaper must use the queues' Redis; give forRoot the queues' connection (a BullModule configuration registered only under a configKey is not read)`,
+    );
   }
 
   /** Guards one queue (idempotent). Use it for queues you create yourself with `new Queue(...)`. */

@@ -223,8 +223,17 @@ export class UniqueJobsModule
     super();
   }
 
-  /** Fails the bootstrap when a configured idempotency store is not ready (a SQL store whose table is missing). */
+  /**
+   * Fails the bootstrap when a guarded queue lives on another Redis than the library's connection, or a configured
+   * idempotency store is not ready (a SQL store whose table is missing).
+   */
   async onModuleInit(): Promise<void> {
+    try {
+      await this.queueGuard.checkServers(this.redis.client);
+    } catch (error) {
+      if (this.redis.owned) this.redis.client.disconnect(); // no hook closes it after a failed bootstrap
+      throw error;
+    }
     await this.idempotency.verifyStores();
     this.interceptor.start();
   }

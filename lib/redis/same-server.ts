@@ -27,6 +27,35 @@ export function knownOnSameServer(a: Redis | Cluster, b: Redis): boolean {
   return false;
 }
 
+/**
+ * Whether `library` and the client `other` resolves to (a BullMQ backend's, an ioredis client) reach the same Redis
+ * server and database: `false` only when both answered and differ; `undefined` when either did not answer within
+ * `withinMs` (a Redis out of reach at bootstrap), or one is a cluster client or not an ioredis client.
+ */
+export async function sameServerWithin(
+  library: Redis | Cluster,
+  other: Promise<unknown>,
+  withinMs: number,
+): Promise<boolean | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), withinMs)));
+  const compare = async () => {
+    const client = (await other) as Partial<Redis> | undefined;
+    if (client === library) return true;
+    if (library.isCluster || typeof client?.info !== 'function' || client.isCluster || !client.options)
+      return undefined;
+    const [a, b] = await Promise.all([identityOf(library as Redis), identityOf(client as Redis)]);
+    return a === undefined || b === undefined ? undefined : a === b;
+  };
+  try {
+    return await Promise.race([compare(), late]);
+  } catch {
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function identityOf(client: Redis): Promise<Identity | undefined> {
   let identity = identities.get(client);
   if (!identity) {
