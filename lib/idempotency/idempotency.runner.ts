@@ -20,6 +20,7 @@ import { claimThenTransaction } from './claim-then-transaction.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import { answerHeldKey } from './held-key.js';
 import type {
+  IdempotencyClaimResult,
   IdempotencyTransactionalClaim,
   IdempotencyTransactionResult,
   TransactionClaim,
@@ -114,7 +115,13 @@ export class IdempotencyRunner {
       ttlMs: options.ttl,
     };
     if (options.transactional) return this.runInTransaction(attempt, request, next);
-    const claim = await store.claim(request);
+    let claim: IdempotencyClaimResult;
+    try {
+      claim = await store.claim(request);
+    } catch (error) {
+      this.releaseUnanswered(attempt);
+      throw error;
+    }
     this.answered(attempt);
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
@@ -227,7 +234,13 @@ export class IdempotencyRunner {
         ? store.claimInTransaction(request, work, completion)
         : claimThenTransaction(store, request, work, completion, won));
     } catch (error) {
-      if (!context) throw error; // the claim itself failed: nothing is held
+      if (!context) {
+        // The claim itself failed, or what came between it and the work (a transaction that did not open). A claim
+        // made inside the transaction rolled back with it; one made before it (a claim, then a transaction) may be
+        // held, its answer lost or the transaction refused.
+        this.releaseUnanswered(attempt);
+        throw error;
+      }
       if (error instanceof IdempotencyLeaseLostError) {
         attempt.report.leaseLost(
           'its claim was taken over before its transaction could lock the record; nothing was committed',
@@ -250,6 +263,21 @@ export class IdempotencyRunner {
     }
     attempt.report.emit({ type: 'idempotencyCompleted' });
     return outcome.value;
+  }
+
+  /**
+   * The claim failed without an answer (a command timeout, a connection lost after it was sent): the store may have
+   * applied it, and it would then hold the key until its lease ends, against this job's own retries too. Releases it,
+   * best effort and not awaited (a store still out of reach must not hold the failure up): the owner token is this
+   * attempt's own, so nothing else is released, not even a retry's claim.
+   */
+  private releaseUnanswered(attempt: Attempt): void {
+    const { store } = attempt.definition;
+    Promise.resolve(attempt.ref)
+      .then((ref) => store.release(ref))
+      .catch(() => {
+        // Out of reach still: the claim, if it was applied, stays until its lease ends.
+      });
   }
 
   /** The handler (or storing its result) failed: release the claim, or keep a final failure (`onFailure: 'keep'`). */

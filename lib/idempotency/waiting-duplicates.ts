@@ -40,6 +40,13 @@ const MAX_WAITERS_PER_KEY = 1_000;
  * each, so at most ~20 MB whatever the traffic. Beyond that, a delivery waits for the holder's lease.
  */
 const MAX_REMEMBERED = 100_000;
+/**
+ * After a failed start of the subscriber, how long the next one waits (ms): none after the first failure (the next key
+ * held tries again at once), then doubling from 1 s to at most a minute while it keeps failing (a SUBSCRIBE the server
+ * refuses must not cost a connection and a log line per job).
+ */
+const RESUBSCRIBE_MIN_MS = 1_000;
+const RESUBSCRIBE_MAX_MS = 60_000;
 /** Promotions sent at once when a key is settled (the rest follow as those are answered). */
 const PROMOTE_CONCURRENCY = 16;
 
@@ -74,6 +81,9 @@ export class WaitingDuplicates {
   private remembered = 0;
   private subscriber: Redis | Cluster | undefined;
   private started: Promise<void> | undefined;
+  /** Failed starts of the subscriber in a row, and when the next one may be tried. */
+  private failedStarts = 0;
+  private retryAt = 0;
 
   constructor(
     private readonly client: Redis | Cluster,
@@ -104,8 +114,12 @@ export class WaitingDuplicates {
     void this.listen();
   }
 
-  /** Starts listening (at bootstrap, when a processor has `@IdempotencyKey`: announcements are never stored). */
+  /**
+   * Starts listening (at bootstrap, when a processor has `@IdempotencyKey`: announcements are never stored). A start
+   * that failed is forgotten: the next key this process holds, or the next delivery it delays, tries again.
+   */
   listen(): Promise<void> {
+    if (!this.started && Date.now() < this.retryAt) return Promise.resolve();
     this.started ??= this.subscribe();
     return this.started;
   }
@@ -146,6 +160,7 @@ export class WaitingDuplicates {
     stillHeld: () => Promise<boolean>,
   ): Promise<void> {
     const waiter: Waiter = { queue: job.queueQualifiedName, jobId: job.id! };
+    void this.listen(); // a holder of another queue tells this process on the channel when it settles the key
     this.remember(recordId, worker, waiter.jobId, delayMs);
     await this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify({ recordId, ...waiter }));
     await job.moveToDelayed(Date.now() + delayMs, token);
@@ -158,6 +173,8 @@ export class WaitingDuplicates {
     const subscriber = this.subscriber;
     this.subscriber = undefined;
     this.started = undefined;
+    this.failedStarts = 0;
+    this.retryAt = 0;
     this.held.clear();
     this.pending.clear();
     this.delayed.clear();
@@ -174,10 +191,23 @@ export class WaitingDuplicates {
     this.subscriber = subscriber;
     subscriber.on('message', (_channel: string, message: string) => this.heard(message));
     try {
+      // Sent once connected: queued before, it would fail at once without an offline queue, or after
+      // `maxRetriesPerRequest` reconnections while Redis is down.
+      await whenReady(subscriber);
       await subscriber.subscribe(this.keys.idempotencyWaitersChannel);
+      if (this.subscriber === subscriber) this.failedStarts = 0;
     } catch (error) {
+      if (this.subscriber !== subscriber) return; // closed meanwhile
+      // Forgotten, so that a later start tries again on a new connection.
+      this.subscriber = undefined;
+      this.started = undefined;
+      subscriber.disconnect();
+      this.failedStarts++;
+      const wait =
+        this.failedStarts === 1 ? 0 : Math.min(RESUBSCRIBE_MIN_MS * 2 ** (this.failedStarts - 2), RESUBSCRIBE_MAX_MS);
+      this.retryAt = Date.now() + wait;
       this.logger.warn(
-        `Waiting duplicates of keys in progress will wait for the holder's lease: could not subscribe (${(error as Error).message})`,
+        `Waiting duplicates of keys in progress will wait for the holder's lease: could not subscribe (${(error as Error).message}); the next key held tries again${wait > 0 ? ` after ${wait} ms` : ''}`,
       );
     }
   }
@@ -257,6 +287,28 @@ export class WaitingDuplicates {
     const early = this.pending.get(waiter.recordId) ?? { at: now, waiters: new Map<string, Waiter>() };
     if (this.add(early.waiters, id, entry)) this.pending.set(waiter.recordId, early);
   }
+}
+
+/**
+ * Resolves once `client` is ready (connecting a lazy one); rejects when it ends first (its reconnections gave up, or it
+ * was closed).
+ */
+function whenReady(client: Redis | Cluster): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    const ready = () => {
+      client.off('end', ended);
+      resolve();
+    };
+    const ended = () => {
+      client.off('ready', ready);
+      reject(new Error('Connection is closed.'));
+    };
+    client.once('ready', ready);
+    client.once('end', ended);
+    // A lazy client (`lazyConnect`) connects on its first command; its failures reach `end` or its reconnections.
+    if (client.status === 'wait') client.connect().catch(() => undefined);
+  });
 }
 
 /** Moves a delayed job to waiting, through its queue or worker (nothing happens if it is no longer delayed). */

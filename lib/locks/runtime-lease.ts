@@ -43,7 +43,17 @@ export class RuntimeLease {
     let wait = 25;
     for (;;) {
       const sentAt = Date.now();
-      const held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit);
+      let held: AcquireResult;
+      try {
+        held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit);
+      } catch (error) {
+        // The acquire may have been applied although its answer failed (a command timeout, a connection lost after it
+        // was sent): its slot would stay held by this job until its lease ends, and a later job of the digest would meet
+        // it. Give it back, best effort: the release is owner-checked, and sent after the acquire on the same client
+        // (not awaited: a Redis still out of reach must not hold the failure up).
+        this.store.release(this.key, this.owner).catch(() => undefined);
+        throw error;
+      }
       const left = deadline - Date.now();
       if (held.acquired) {
         this.takenAt = Date.now();
@@ -59,6 +69,21 @@ export class RuntimeLease {
       await sleep(Math.min(wait, left));
       wait = Math.min(wait * 2, 1000);
     }
+  }
+
+  /**
+   * Takes the lock as {@link take} does; when its answer was read only after the lease it took could have ended (an
+   * event-loop stall between the send and the read, longer than the lease), another job may have taken the lock
+   * meanwhile, so it is asked once more, at once. The acquire drops ended leases first: it then refuses while another
+   * holds the slot, else takes it anew (re-entrant: this owner, with a fresh lease).
+   */
+  async takeFresh(): Promise<AcquireResult> {
+    const held = await this.take();
+    const keeper = this.keeper;
+    if (!held.acquired || !keeper?.expired) return held;
+    keeper.stop();
+    this.keeper = undefined;
+    return this.take();
   }
 
   /**

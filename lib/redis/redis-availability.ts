@@ -25,7 +25,7 @@ export class RedisAvailability {
   private readonly watched = new WeakSet<object>();
   private readonly clients = new WeakMap<object, Client>();
   private readonly firstConnection = new WeakMap<object, Promise<Client | undefined>>();
-  private readonly nextReady = new WeakMap<Client, Promise<void>>();
+  private readonly nextReady = new WeakMap<Client, Promise<'ready' | 'end'>>();
   private readonly endpoints = new WeakMap<object, string>();
   /** Servers out of reach now: since when. */
   private readonly outages = new Map<string, number>();
@@ -115,23 +115,27 @@ export class RedisAvailability {
 
   /**
    * `undefined` when the owner's connection is ready (or unknown to this watcher): go ahead. Otherwise a promise that
-   * resolves once it is ready, or rejects with {@link RedisUnavailableError} after `enqueueTimeout`.
+   * resolves once it is ready, or rejects with {@link RedisUnavailableError} after `enqueueTimeout`. A connection that
+   * has ended (closed: `queue.close()`, the application's shutdown, or reconnections that gave up) will not be ready
+   * again: that rejects at once, with ioredis' own "Connection is closed." (what BullMQ's `add` throws then).
    */
   ready(owner: ConnectionOwner): Promise<void> | undefined {
     if (this.enqueueTimeout === false || !this.watched.has(owner)) return undefined;
     const client = this.clients.get(owner);
     if (client?.status === 'ready') return undefined;
-    const ready = client ? this.readyOf(client) : this.firstConnection.get(owner)!.then(() => undefined);
     const endpoint = this.endpoints.get(owner)!;
+    if (client?.status === 'end') return Promise.reject(closedError(endpoint));
+    const ready = client ? this.readyOf(client) : this.firstConnection.get(owner)!.then(() => 'ready' as const);
     const timeout = this.enqueueTimeout;
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
         () => reject(new RedisUnavailableError(endpoint, timeout, this.lastErrors.get(endpoint))),
         timeout,
       );
-      void ready.then(() => {
+      void ready.then((state) => {
         clearTimeout(timer);
-        resolve();
+        if (state === 'ready') resolve();
+        else reject(closedError(endpoint));
       });
     });
   }
@@ -150,11 +154,25 @@ export class RedisAvailability {
     return this.letGo;
   }
 
-  /** Resolves at the client's next `ready` (one listener per client, however many enqueues wait). */
-  private readyOf(client: Client): Promise<void> {
+  /**
+   * Resolves at the client's next `ready`, or `end` (closed: it will not be ready again) if that comes first (one
+   * listener of each per client, however many enqueues wait).
+   */
+  private readyOf(client: Client): Promise<'ready' | 'end'> {
     let next = this.nextReady.get(client);
     if (!next) {
-      next = new Promise<void>((resolve) => client.once('ready', () => resolve()));
+      next = new Promise<'ready' | 'end'>((resolve) => {
+        const ready = () => {
+          client.off('end', end);
+          resolve('ready');
+        };
+        const end = () => {
+          client.off('ready', ready);
+          resolve('end');
+        };
+        client.once('ready', ready);
+        client.once('end', end);
+      });
       this.nextReady.set(client, next);
       void next.then(() => this.nextReady.delete(client));
     }
@@ -202,6 +220,16 @@ export class RedisAvailability {
     this.epochs.set(endpoint, (this.epochs.get(endpoint) ?? 0) + 1);
     this.logger.log(`Redis ${endpoint} is reachable again, after ${Date.now() - since} ms`);
   }
+}
+
+/**
+ * The error of an enqueue whose queue's connection has ended: ioredis' own message (BullMQ's `add` throws it then, and
+ * callers match it), naming the server; nothing was sent.
+ */
+function closedError(endpoint: string): Error {
+  return new Error(
+    `Connection is closed. (Redis ${endpoint}: the queue's connection has ended: closed by queue.close() or the application's shutdown, or its reconnections gave up; the enqueue sent nothing)`,
+  );
 }
 
 export function isClient(value: unknown): value is Client {

@@ -80,7 +80,9 @@ export class JobRun implements LockRun {
       'runtimeLock',
       { queue: job.queueName, jobName: job.name, digest },
       async (annotate) => {
-        const answer = await lease.take();
+        // Asked again when its answer was read after its lease could have ended (an event-loop stall): the handler does
+        // not start on a lease another job took over meanwhile.
+        const answer = await lease.takeFresh();
         annotate({ acquired: answer.acquired });
         return answer;
       },
