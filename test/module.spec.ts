@@ -1,11 +1,19 @@
 import 'reflect-metadata';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { BullModule, getQueueToken, InjectQueue, QueueEventsHost, QueueEventsListener } from '@nestjs/bullmq';
-import { Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import {
+  BullModule,
+  getQueueToken,
+  InjectQueue,
+  Processor,
+  QueueEventsHost,
+  QueueEventsListener,
+  WorkerHost,
+} from '@nestjs/bullmq';
+import { Injectable, Module, Scope, type OnModuleInit } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { defineUniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
+import { defineUniqueJob, IdempotencyKey, UniqueJob, UniqueJobsModule, UniqueJobsService } from '../lib/index.js';
 import { processorClass } from './support/app.js';
 import { deferred } from './support/deferred.js';
 import {
@@ -134,6 +142,33 @@ describe('UniqueJobsModule wiring', () => {
     }).compile();
     await expect(compiled).rejects.toThrow(/UniqueJobsModule\.forRoot\(\) or forRootAsync\(\), imported once/);
   });
+
+  it.each(['@UniqueJob', '@IdempotencyKey'] as const)(
+    'fails the bootstrap of a Scope.TRANSIENT processor with %s (@nestjs/bullmq would run it unguarded)',
+    async (decorator) => {
+      const queueName = newQueueName('transient');
+      @Processor({ name: queueName, scope: Scope.TRANSIENT })
+      class TransientProcessor extends WorkerHost {
+        process(job: Job) {
+          return Promise.resolve(job.id);
+        }
+      }
+      if (decorator === '@UniqueJob') UniqueJob({ lock: 'while_executing' })(TransientProcessor);
+      else IdempotencyKey((job: Job<{ id: string }>) => job.data.id)(TransientProcessor);
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          BullModule.forRoot({ connection: redisOptions() }),
+          BullModule.registerQueue({ name: queueName }),
+          UniqueJobsModule.forRoot({ logger: false, prefix: newPrefix('ujtransient') }),
+        ],
+        providers: [TransientProcessor],
+      }).compile();
+      await expect(moduleRef.init()).rejects.toThrow(
+        `Invalid unique job options in TransientProcessor: "${decorator}" is not supported on a Scope.TRANSIENT processor`,
+      );
+      await moduleRef.close();
+    },
+  );
 
   it('fails the bootstrap when forRoot is imported twice (one would guard nothing)', async () => {
     const [a, b] = [newQueueName('twice-a'), newQueueName('twice-b')];

@@ -73,7 +73,7 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       // As @nestjs/bullmq finds processor classes: factory and value providers through their instance.
       const providerClass: unknown =
         !wrapper.metatype || wrapper.inject ? (wrapper.instance as object | undefined)?.constructor : wrapper.metatype;
-      if (typeof providerClass === 'function') this.checkProcessor(providerClass, isStatic);
+      if (typeof providerClass === 'function') this.checkProcessor(providerClass, isStatic, wrapper.isTransient);
     }
     this.warnUnregistered(registered);
   }
@@ -154,11 +154,20 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
    * producer), and fails the bootstrap when a processor of a queue with `forRoot` job definitions has no `@UniqueJob`:
    * its worker would never take or release the locks.
    */
-  private checkProcessor(providerClass: object, isStatic: boolean): void {
+  private checkProcessor(providerClass: object, isStatic: boolean, isTransient: boolean): void {
     const queue = (Reflect.getMetadata(PROCESSOR_METADATA, providerClass) as { name?: string } | undefined)?.name;
     if (!queue) return;
     const guarded = Reflect.hasMetadata(UNIQUE_JOB_METADATA, providerClass);
     const keyed = Reflect.hasMetadata(IDEMPOTENCY_KEY_METADATA, providerClass);
+    if ((guarded || keyed) && isTransient) {
+      // @nestjs/bullmq runs a transient processor on an instance of its own that Nest never builds: nothing of the
+      // library's would ever see its jobs (no lock taken, no key claimed), silently.
+      throw new InvalidUniqueJobOptionsError(
+        (providerClass as { name?: string }).name ?? 'processor',
+        guarded ? '@UniqueJob' : '@IdempotencyKey',
+        'is not supported on a Scope.TRANSIENT processor (@nestjs/bullmq runs it on an instance Nest never builds, so its jobs would pass unguarded): use the default scope or Scope.REQUEST',
+      );
+    }
     if ((guarded || keyed) && !isStatic) this.workerGuard.register(providerClass);
     if (!guarded && this.definitions.hasQueue(queue)) {
       throw new InvalidUniqueJobOptionsError(
