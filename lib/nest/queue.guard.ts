@@ -73,7 +73,11 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       // As @nestjs/bullmq finds processor classes: factory and value providers through their instance.
       const providerClass: unknown =
         !wrapper.metatype || wrapper.inject ? (wrapper.instance as object | undefined)?.constructor : wrapper.metatype;
-      if (typeof providerClass === 'function') this.checkProcessor(providerClass, isStatic, wrapper.isTransient);
+      if (typeof providerClass !== 'function') continue;
+      this.checkProcessor(providerClass, isStatic, wrapper.isTransient);
+      if (!isStatic && !wrapper.isTransient && wrapper.instance && this.workerGuard.isRegistered(providerClass)) {
+        this.workerGuard.followScoped(wrapper.instance as object);
+      }
     }
     this.warnUnregistered(registered);
   }

@@ -31,6 +31,8 @@ export class UniqueJobsWorkerGuard {
    * request-scoped processor gets an instance per job; keeping one per class keeps this bounded.)
    */
   private readonly installed = new Map<object, WorkerHost>();
+  /** The static instances of request-scoped guarded processors (where their workers live). */
+  private readonly scopedHosts = new Set<object>();
   /** Processor classes whose options are registered. */
   private readonly registered = new Set<object>();
 
@@ -69,6 +71,11 @@ export class UniqueJobsWorkerGuard {
     this.registered.add(processorClass);
   }
 
+  /** Whether a processor class's options are registered (it has `@UniqueJob` or `@IdempotencyKey`). */
+  isRegistered(processorClass: object): boolean {
+    return this.registered.has(processorClass);
+  }
+
   /** Registers the processor's options and wraps its `process` (keeping its arity). */
   install(instance: object): void {
     const processorClass = instance.constructor;
@@ -96,9 +103,17 @@ export class UniqueJobsWorkerGuard {
     });
   }
 
+  /**
+   * Follows the static instance of a request-scoped guarded processor: @nestjs/bullmq puts its worker there (each job
+   * runs on an instance of its own, so {@link install} never sees that one), and the shutdown must close it too.
+   */
+  followScoped(host: object): void {
+    this.scopedHosts.add(host);
+  }
+
   /** Closes the workers of guarded processors (waiting for their active jobs), before the lock client closes. */
   async closeWorkers(): Promise<void> {
-    const workers = [...this.installed.values()].flatMap((instance) => {
+    const workers = [...this.installed.values(), ...this.scopedHosts].flatMap((instance) => {
       const worker = (instance as unknown as { _worker?: { close(): Promise<void> } })._worker;
       return worker ? [worker] : [];
     });
