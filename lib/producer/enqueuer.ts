@@ -130,6 +130,9 @@ export class Enqueuer {
       throw error;
     }
     const results: ClientResolution[] = [];
+    // A client strategy that throws (a custom one) fails the bulk, but only once every entry is settled: an entry after
+    // it would keep a lock taken for a job BullMQ refused (an error code) until its lease ended.
+    let thrown: { error: unknown } | undefined;
     let next = 0;
     for (const e of entries) {
       if (e.kind === 'plain') {
@@ -144,8 +147,13 @@ export class Enqueuer {
         taken = { existingJobId: e.existingJobId };
       }
       const digest = e.kind === 'locked' ? e.request.digest : e.digest;
-      results.push(await this.settle(queue, e.definition, e.entry, digest, taken));
+      try {
+        results.push(await this.settle(queue, e.definition, e.entry, digest, taken));
+      } catch (error) {
+        thrown ??= { error };
+      }
     }
+    if (thrown) throw thrown.error;
     return results;
   }
 
