@@ -45,9 +45,9 @@ describe('a client strategy that throws in the middle of an addBulk', () => {
       );
     const keysAfter = await apps.keysOf(app);
     const counts = await app.queue.getJobCounts();
-    const slots = [];
+    const slots: { key: string; holders: string[]; pttl: number }[] = [];
     for (const key of keysAfter.filter((k) => !keysBefore.includes(k))) {
-      slots.push([key, await apps.redis.zrange(key, 0, -1, 'WITHSCORES'), await apps.redis.pttl(key)]);
+      slots.push({ key, holders: await apps.redis.zrange(key, '0', '-1'), pttl: await apps.redis.pttl(key) });
     }
     expect(outcome).toBe('threw custom strategy failed');
     expect(slots).toEqual([]);
