@@ -1,3 +1,5 @@
+import { cut } from '../errors/thrown.js';
+
 /**
  * Longest delay Node's timers accept (2^31 − 1 ms, about 24.8 days). A longer one overflows: `setTimeout` and
  * `setInterval` then fire after 1 ms, every millisecond. Every option that becomes a timer is bounded by it.
@@ -30,19 +32,31 @@ export function integerProblem(value: unknown, min: number, max?: number, unit =
   return undefined;
 }
 
+/** Longest form of a value (or a name) an option error shows (UTF-16 code units). */
+const SHOWN = 80;
+
 /**
- * A value as option errors show it: JSON where it has a (short) JSON form, else what it is. Never throws, whatever the
- * value (BigInt, symbols, circular objects), so a malformed option always gets its InvalidUniqueJobOptionsError.
+ * `text` as an option error shows it: whole up to 80 UTF-16 code units, else cut (`…` marks the cut) and followed by
+ * its length, so a malformed option of a megabyte gives a message of a line.
+ */
+export function shortened(text: string): string {
+  return text.length <= SHOWN ? text : `${cut(text, SHOWN)} (${text.length} characters)`;
+}
+
+/**
+ * A value as option errors show it: JSON where it has a JSON form, else what it is, cut to 80 UTF-16 code units (see
+ * {@link shortened}). Never throws, whatever the value (BigInt, symbols, circular objects), so a malformed option
+ * always gets its InvalidUniqueJobOptionsError.
  */
 export function describeOptionValue(value: unknown): string {
   try {
     switch (typeof value) {
       case 'string':
-        return JSON.stringify(value);
+        return shortened(JSON.stringify(value));
       case 'bigint':
-        return `${value}n`;
+        return shortened(`${value}n`);
       case 'symbol':
-        return value.toString();
+        return shortened(value.toString());
       case 'function':
         return 'a function';
       case 'object':
@@ -52,7 +66,7 @@ export function describeOptionValue(value: unknown): string {
     }
     if (value === null) return 'null';
     const json = JSON.stringify(value);
-    if (json !== undefined) return json.length > 80 ? `${json.slice(0, 77)}...` : json;
+    if (json !== undefined) return shortened(json);
   } catch {
     // circular, a throwing toJSON or getter: say what it is instead
   }

@@ -6,7 +6,8 @@ import type { ConflictSide } from '../interfaces/unique-job-options.interface.js
  *
  * An entry whose JSON would be over `deadSet.maxEntryBytes` is kept **truncated**: without `data` and `opts`, with
  * `truncated: true`, the size it would have had (`originalBytes`) and the sha256 of what was dropped
- * (`payloadSha256`). It can be listed and deleted, not retried (`TruncatedDeadSetEntryError`).
+ * (`payloadSha256`); if that is still over, its longest strings (reason, job ids, job name, queue) are cut, each ending
+ * with `…`. It can be listed and deleted, not retried (`TruncatedDeadSetEntryError`).
  */
 export interface DeadSetEntry {
   /** Entry id. */

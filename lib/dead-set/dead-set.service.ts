@@ -1,7 +1,9 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
+import { cut } from '../errors/thrown.js';
 import { TruncatedDeadSetEntryError } from '../errors/truncated-dead-set-entry.error.js';
+import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
@@ -56,7 +58,11 @@ export class DeadSetService {
 
   /**
    * Adds an entry; returns its id. An entry whose JSON is over `maxEntryBytes` is stored without its `data` and
-   * `opts` (truncated) and a warning says so.
+   * `opts` (truncated) and a warning says so; if it is still over (a long job name, job id, holder id or reason), its
+   * longest strings are cut too (ending with `…`), down to a few characters each.
+   *
+   * @throws UniqueJobsError when even the cut entry is over `maxBytes` (a dead set bounded below a few hundred bytes):
+   *   it is not stored, and no entry is dropped for it.
    */
   async add(entry: NewDeadSetEntry): Promise<string> {
     const id = randomUUID();
@@ -66,25 +72,32 @@ export class DeadSetService {
     if (bytes > this.maxEntryBytes) {
       const { data, opts, ...metadata } = full;
       const payloadSha256 = createHash('sha256').update(JSON.stringify({ data, opts })).digest('hex');
-      json = JSON.stringify({
-        ...metadata,
-        truncated: true,
-        originalBytes: bytes,
-        payloadSha256,
-      } satisfies DeadSetEntry);
+      json = fitted(
+        { ...metadata, truncated: true, originalBytes: bytes, payloadSha256 } satisfies DeadSetEntry,
+        this.maxEntryBytes,
+      );
       this.logger.warn(
-        `Dead-set entry ${id} (queue "${entry.queue}", job "${entry.jobName}", digest ${entry.digest}) is ${bytes} bytes, ` +
-          `over deadSet.maxEntryBytes (${this.maxEntryBytes}): stored without its data and options ` +
-          `(payload sha256 ${payloadSha256}); it can be listed and deleted, not retried`,
+        `Dead-set entry ${id} (queue "${cut(entry.queue, SHOWN)}", job "${cut(entry.jobName, SHOWN)}", ` +
+          `digest ${cut(entry.digest, SHOWN)}) is ${bytes} bytes, over deadSet.maxEntryBytes (${this.maxEntryBytes}): ` +
+          `stored without its data and options (payload sha256 ${payloadSha256})` +
+          `${Buffer.byteLength(json) < bytes && json.includes('…') ? ', its longest strings cut' : ''}; ` +
+          'it can be listed and deleted, not retried',
       );
     }
     await this.store(id, json);
     return id;
   }
 
-  /** Entries, newest first (never one older than `maxAge`). */
+  /**
+   * Entries, newest first (never one older than `maxAge`): `limit` (default 50) of them from the `offset`-th (default
+   * 0); both integers ≥ 0.
+   *
+   * @throws TypeError when `offset` or `limit` is not a number; RangeError when it is not an integer ≥ 0.
+   */
   async list(options: { offset?: number; limit?: number } = {}): Promise<DeadSetEntry[]> {
-    const [, ...values] = await this.read(options.offset ?? 0, options.limit ?? 50);
+    const offset = countArgument('offset', options.offset ?? 0);
+    const limit = countArgument('limit', options.limit ?? 50);
+    const [, ...values] = await this.read(offset, limit);
     return values.map((value) => JSON.parse(value as string) as DeadSetEntry);
   }
 
@@ -134,11 +147,17 @@ export class DeadSetService {
   }
 
   private async store(id: string, json: string): Promise<void> {
-    await this.scripts.run(
+    const dropped = await this.scripts.run(
       'deadSetAdd',
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
       [id, json, this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge],
     );
+    if (dropped === -1) {
+      throw new UniqueJobsError(
+        `Dead-set entry ${id} was not stored: its JSON is ${Buffer.byteLength(json)} bytes, over ` +
+          `deadSet.maxBytes (${this.maxBytes}) on its own; no other entry was dropped for it`,
+      );
+    }
   }
 
   private async read(offset: number, limit: number): Promise<(number | string)[]> {
@@ -157,6 +176,70 @@ export class DeadSetService {
     )) as string | null;
     return value === null ? undefined : (JSON.parse(value) as DeadSetEntry);
   }
+}
+
+/** Longest queue, job name or digest a warning shows (UTF-16 code units). */
+const SHOWN = 200;
+/** Shortest a string field of an entry is cut to (UTF-16 code units, the `…` included). */
+const MIN_FIELD = 8;
+/** The string fields of an entry that may be cut to fit `maxEntryBytes` (what the library writes is short). */
+const CUTTABLE = ['reason', 'existingJobId', 'jobId', 'jobName', 'queue', 'bullPrefix', 'digest'] as const;
+
+/**
+ * The JSON of a truncated entry (no payload), its longest string fields cut (`…` marks a cut) so that it is at most
+ * `maxBytes`: each field gets an even share of what the other fields leave, none is cut below {@link MIN_FIELD}
+ * characters (so an entry may stay over a bound of a few hundred bytes; the store refuses it if it is over `maxBytes`).
+ */
+function fitted(entry: DeadSetEntry, maxBytes: number): string {
+  const json = JSON.stringify(entry);
+  if (Buffer.byteLength(json) <= maxBytes) return json;
+  const fields = CUTTABLE.filter((field) => typeof entry[field] === 'string');
+  const sizes = new Map(fields.map((field) => [field, jsonBytes(entry[field] as string)]));
+  const fixed = Buffer.byteLength(json) - [...sizes.values()].reduce((sum, size) => sum + size, 0);
+  // Water-filling: the smallest fields keep what they have; the others share the rest evenly.
+  let budget = maxBytes - fixed;
+  let left = fields.length;
+  let share = 0;
+  for (const field of [...fields].sort((a, b) => sizes.get(a)! - sizes.get(b)!)) {
+    share = Math.floor(Math.max(0, budget) / left);
+    if (sizes.get(field)! > share) break;
+    budget -= sizes.get(field)!;
+    left -= 1;
+  }
+  const bounded: DeadSetEntry = { ...entry };
+  for (const field of fields) {
+    if (sizes.get(field)! > share) bounded[field] = cutToBytes(entry[field] as string, share);
+  }
+  return JSON.stringify(bounded);
+}
+
+/** Bytes of a string's JSON form, quotes included. */
+function jsonBytes(text: string): number {
+  return Buffer.byteLength(JSON.stringify(text));
+}
+
+/** `text` cut (with `cut`, so ending with `…`) to the longest prefix whose JSON form is at most `max` bytes. */
+function cutToBytes(text: string, max: number): string {
+  let low = MIN_FIELD;
+  let high = text.length - 1;
+  if (jsonBytes(cut(text, low)) > max) return cut(text, low);
+  while (low < high) {
+    const middle = Math.ceil((low + high) / 2);
+    if (jsonBytes(cut(text, middle)) <= max) low = middle;
+    else high = middle - 1;
+  }
+  return cut(text, low);
+}
+
+/** `value` as an `offset` or `limit` of `list`: an integer ≥ 0. */
+function countArgument(name: string, value: unknown): number {
+  if (typeof value !== 'number') {
+    throw new TypeError(`deadSet.list: ${name} must be a number, an integer ≥ 0 (got ${typeof value})`);
+  }
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new RangeError(`deadSet.list: ${name} must be an integer ≥ 0 (got ${value})`);
+  }
+  return value;
 }
 
 function isRetryable(entry: DeadSetEntry): entry is RetryableDeadSetEntry {

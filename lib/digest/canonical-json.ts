@@ -1,4 +1,5 @@
 import { types } from 'node:util';
+import { describeThrown } from '../errors/thrown.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 
 /**
@@ -14,17 +15,34 @@ export const MAX_CANONICAL_DEPTH = 1000;
  * deeper than {@link MAX_CANONICAL_DEPTH} are rejected with {@link UnserializableLockArgsError}, because hashing a lossy
  * form would make different jobs collide. `undefined` object properties are skipped, exactly as `JSON.stringify` (and
  * so BullMQ) skips them; values with `toJSON` (Date, Buffer) are serialized through it, and boxed primitives
- * (`new Number(1)`) as their primitive value, both as `JSON.stringify` does.
+ * (`new Number(1)`) as their primitive value, both as `JSON.stringify` does. Code of the value that throws while it is
+ * read (a getter, a `toJSON`, a Proxy trap, a revoked Proxy) is reported the same way, with the path where it threw
+ * and what it threw; only a real stack overflow is reported as nesting too deep for the call stack.
  */
 export function canonicalJson(value: unknown, options: CanonicalJsonOptions = {}): string {
   try {
     return write(value, '$', new Set<object>(), options.undefinedProperties === 'reject', 0);
   } catch (error) {
-    if (error instanceof RangeError) {
+    if (isStackOverflow(error)) {
       throw new UnserializableLockArgsError('$', 'nested too deeply to serialize (the call stack ran out)');
     }
-    throw error;
+    throw typed(error, '$');
   }
+}
+
+/** Whether `error` is V8's stack overflow (what a user's own `RangeError` is not). */
+function isStackOverflow(error: unknown): boolean {
+  return error instanceof RangeError && error.message === 'Maximum call stack size exceeded';
+}
+
+/**
+ * What the value's own code threw (at `path`) as an {@link UnserializableLockArgsError}; one already typed, or a stack
+ * overflow (reported once, at the top), as it is.
+ */
+function typed(error: unknown, path: string): unknown {
+  if (error instanceof UnserializableLockArgsError || isStackOverflow(error)) return error;
+  const { name, message } = describeThrown(error);
+  return new UnserializableLockArgsError(path, `reading it threw ${name}: ${message}`);
 }
 
 /** Options of {@link canonicalJson}. */
@@ -39,8 +57,14 @@ function write(value: unknown, path: string, seen: Set<object>, strict: boolean,
     if (types.isDate(value) && !Number.isFinite(Date.prototype.getTime.call(value))) {
       throw new UnserializableLockArgsError(path, 'an invalid Date (JSON writes it as null)');
     }
-    const toJSON = (value as { toJSON?: unknown }).toJSON;
-    if (typeof toJSON === 'function') return writeValue(toJSON.call(value), path, seen, strict, depth);
+    let json: { value: unknown } | undefined;
+    try {
+      const toJSON = (value as { toJSON?: unknown }).toJSON;
+      if (typeof toJSON === 'function') json = { value: toJSON.call(value) };
+    } catch (error) {
+      throw typed(error, path);
+    }
+    if (json) return writeValue(json.value, path, seen, strict, depth);
   }
   return writeValue(value, path, seen, strict, depth);
 }
@@ -68,32 +92,40 @@ function writeValue(value: unknown, path: string, seen: Set<object>, strict: boo
   // `new Number(1)` is written as 1, like JSON does (else every boxed number would hash as {}).
   if (types.isBoxedPrimitive(object)) return writeValue(unbox(object), path, seen, strict, depth);
   if (seen.has(object)) throw new UnserializableLockArgsError(path, 'circular structure');
-  const lossy = lossyObject(object);
-  if (lossy) throw new UnserializableLockArgsError(path, lossy);
-  if (depth >= MAX_CANONICAL_DEPTH) {
-    throw new UnserializableLockArgsError(path, `nested deeper than ${MAX_CANONICAL_DEPTH} arrays and objects`);
-  }
-  seen.add(object);
+  // From here the value's own code may run (getters, Proxy traps): what it throws is reported at `at`.
+  let at = path;
   try {
-    if (Array.isArray(object)) {
-      const items: string[] = [];
-      for (let i = 0; i < object.length; i++) {
-        if (!Object.hasOwn(object, i)) {
-          throw new UnserializableLockArgsError(`${path}[${i}]`, 'a hole in a sparse array (JSON writes it as null)');
+    const lossy = lossyObject(object);
+    if (lossy) throw new UnserializableLockArgsError(path, lossy);
+    if (depth >= MAX_CANONICAL_DEPTH) {
+      throw new UnserializableLockArgsError(path, `nested deeper than ${MAX_CANONICAL_DEPTH} arrays and objects`);
+    }
+    seen.add(object);
+    try {
+      if (Array.isArray(object)) {
+        const items: string[] = [];
+        for (let i = 0; i < object.length; i++) {
+          at = `${path}[${i}]`;
+          if (!Object.hasOwn(object, i)) {
+            throw new UnserializableLockArgsError(at, 'a hole in a sparse array (JSON writes it as null)');
+          }
+          items.push(write(object[i], at, seen, strict, depth + 1));
         }
-        items.push(write(object[i], `${path}[${i}]`, seen, strict, depth + 1));
+        return `[${items.join(',')}]`;
       }
-      return `[${items.join(',')}]`;
+      const parts: string[] = [];
+      for (const key of Object.keys(object).sort()) {
+        at = `${path}.${key}`;
+        const item = (object as Record<string, unknown>)[key];
+        if (item === undefined && !strict) continue;
+        parts.push(`${JSON.stringify(key)}:${write(item, at, seen, strict, depth + 1)}`);
+      }
+      return `{${parts.join(',')}}`;
+    } finally {
+      seen.delete(object);
     }
-    const parts: string[] = [];
-    for (const key of Object.keys(object).sort()) {
-      const item = (object as Record<string, unknown>)[key];
-      if (item === undefined && !strict) continue;
-      parts.push(`${JSON.stringify(key)}:${write(item, `${path}.${key}`, seen, strict, depth + 1)}`);
-    }
-    return `{${parts.join(',')}}`;
-  } finally {
-    seen.delete(object);
+  } catch (error) {
+    throw typed(error, at);
   }
 }
 
@@ -103,6 +135,9 @@ function writeValue(value: unknown, path: string, seen: Set<object>, strict: boo
  * classes that keep their data in own fields (DTOs), as JSON and so BullMQ store them.
  */
 function lossyObject(object: object): string | undefined {
+  if (types.isProxy(object)) {
+    return 'a Proxy: what it shows is not its own data (JSON may write it as {}); return plain data';
+  }
   if (typeof (object as { then?: unknown }).then === 'function') {
     return 'a Promise (a thenable): lockArgs must be synchronous and return the value itself, not a Promise';
   }
@@ -115,8 +150,6 @@ function lossyObject(object: object): string | undefined {
     return `binary data (${object.constructor.name}) has no plain JSON form; convert it to an array or a string`;
   }
   if (object instanceof WeakRef) return 'a WeakRef cannot be hashed; pass what it refers to';
-  if (types.isProxy(object))
-    return 'a Proxy: what it shows is not its own data (JSON may write it as {}); return plain data';
   if (
     Object.getOwnPropertySymbols(object).some((symbol) => Object.prototype.propertyIsEnumerable.call(object, symbol))
   ) {

@@ -4,7 +4,10 @@ import { UnserializableIdempotencyResultError } from '../errors/unserializable-i
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
-import { describeThrown } from '../errors/thrown.js';
+import { cut, describeThrown } from '../errors/thrown.js';
+
+/** Longest JSON path a failure message shows (UTF-16 code units), as for lock arguments. */
+const MAX_PATH = 500;
 
 /**
  * Whether the record is completed by the claim `ref` names (its own completion, already applied); `false` when the
@@ -29,9 +32,12 @@ export function serializeResult(value: unknown, ref: IdempotencyRecordRef): stri
   try {
     return canonicalJson(value);
   } catch (error) {
-    // The serializer speaks of lock arguments (its other use): name the offending value of the result instead.
-    const reason =
-      error instanceof UnserializableLockArgsError ? `${error.reason} (at ${error.path})` : (error as Error).message;
-    throw new UnserializableIdempotencyResultError(ref.scope, ref.key, reason);
+    // The serializer speaks of lock arguments (its other use): name the offending value of the result instead. The
+    // message shows the path cut (it can be as long as the result); the error keeps it whole.
+    if (error instanceof UnserializableLockArgsError) {
+      const reason = `${error.reason} (at ${cut(error.path, MAX_PATH)})`;
+      throw new UnserializableIdempotencyResultError(ref.scope, ref.key, reason, error.path);
+    }
+    throw new UnserializableIdempotencyResultError(ref.scope, ref.key, describeThrown(error).message);
   }
 }

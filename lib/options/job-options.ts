@@ -4,6 +4,7 @@ import {
   integerProblem,
   isPlainObject,
   MAX_TIMER_MS,
+  shortened,
   stripUndefined,
 } from '../common/option-values.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
@@ -46,7 +47,12 @@ export const INTEGER_RANGES = {
 export function jobIntegerProblem(option: keyof typeof INTEGER_RANGES, value: unknown): string | undefined {
   if (option === 'lockTtl' && value === undefined) return undefined;
   const [min, max] = INTEGER_RANGES[option];
-  return integerProblem(value, min, max, option === 'lockLimit' ? '' : ' (milliseconds)');
+  return integerProblem(
+    value,
+    min,
+    max,
+    option === 'lockLimit' || option === 'maxReschedules' ? '' : ' (milliseconds)',
+  );
 }
 
 /** Strategies chosen for each side, after validation. */
@@ -74,7 +80,7 @@ export function resolveJobOptions(
   }
   const allowed: readonly string[] = 'queue' in options ? DEFINITION_KEYS : OPTION_KEYS;
   for (const key of Object.keys(options)) {
-    if (!allowed.includes(key)) fail(key, `is not an option; valid options: ${allowed.join(', ')}`);
+    if (!allowed.includes(key)) fail(shortened(key), `is not an option; valid options: ${allowed.join(', ')}`);
   }
   if ('queue' in options && (typeof options.queue !== 'string' || options.queue === '')) {
     fail('queue', `must be the name of a queue, a non-empty string (got ${describeOptionValue(options.queue)})`);
@@ -123,17 +129,44 @@ function checkLockArgs(
 ): void {
   if (lockArgs === undefined) return;
   if (typeof lockArgs === 'string') {
+    const shown = `"${shortened(lockArgs)}"`;
     if (!processorClass) {
       fail(
         'lockArgs',
-        `names a static method ("${lockArgs}"), which needs a processor class; use a function in a job definition`,
+        `names a static method (${shown}), which needs a processor class; use a function in a job definition`,
       );
-    } else if (typeof staticMethodOf(processorClass, lockArgs) !== 'function') {
-      fail('lockArgs', `names "${lockArgs}", which is not a static method of the processor class`);
     }
+    const method = staticMethodOf(processorClass, lockArgs);
+    if (typeof method !== 'function') {
+      fail('lockArgs', `names ${shown}, which is not a static method of the processor class`);
+    }
+    const problem = uncallable(method as () => unknown);
+    if (problem) fail('lockArgs', `names ${shown}, ${problem}`);
   } else if (typeof lockArgs !== 'function') {
     fail('lockArgs', 'must be a function (data, job) => args, or the name of a static method of the processor');
+  } else {
+    const problem = uncallable(lockArgs);
+    if (problem) fail('lockArgs', `is ${problem}`);
   }
+}
+
+/**
+ * Why a function cannot be a `lockArgs` (which is called as `lockArgs(data, job)` and must return the arguments
+ * themselves), or `undefined`: an async function (it returns a Promise), a generator (an iterator), a class (it
+ * cannot be called without `new`).
+ */
+function uncallable(fn: (...args: never[]) => unknown): string | undefined {
+  const kind = (Object.getPrototypeOf(fn) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
+  if (kind === 'AsyncFunction' || kind === 'AsyncGeneratorFunction') {
+    return 'an async function, which returns a Promise: lockArgs must be synchronous and return the arguments themselves';
+  }
+  if (kind === 'GeneratorFunction') {
+    return 'a generator function, which returns an iterator: lockArgs must return the arguments themselves';
+  }
+  if (Function.prototype.toString.call(fn).startsWith('class')) {
+    return 'a class, which cannot be called: lockArgs must be a function (data, job) => args';
+  }
+  return undefined;
 }
 
 /** An option set on the job that its lock never uses is a mistake (a module-wide default may be unused). */
@@ -180,7 +213,9 @@ function chooseStrategies(
   const prototype: unknown = isPlainObject(onConflict) ? Object.getPrototypeOf(onConflict) : undefined;
   if (prototype === Object.prototype || prototype === null) {
     for (const key of Object.keys(onConflict as object)) {
-      if (key !== 'client' && key !== 'server') fail(`onConflict.${key}`, 'is not a side; valid sides: client, server');
+      if (key !== 'client' && key !== 'server') {
+        fail(`onConflict.${shortened(key)}`, 'is not a side; valid sides: client, server');
+      }
     }
   } else if (onConflict !== undefined && typeof onConflict !== 'string') {
     fail('onConflict', `must be a strategy name or { client, server } (got ${describeOptionValue(onConflict)})`);

@@ -1,4 +1,11 @@
-import { describeOptionValue, integerProblem, isPlainObject, MAX_TIMER_MS } from '../common/option-values.js';
+import { Cluster, Redis } from 'ioredis';
+import {
+  describeOptionValue,
+  integerProblem,
+  isPlainObject,
+  MAX_TIMER_MS,
+  shortened,
+} from '../common/option-values.js';
 import { strategyRegistry } from '../conflicts/index.js';
 import type { ConflictStrategy } from '../conflicts/conflict-strategy.interface.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
@@ -37,8 +44,20 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
   if (!isPlainObject(options)) fail('options', `must be an object (got ${describeOptionValue(options)})`);
   for (const key of Object.keys(options)) {
     if (!MODULE_OPTION_KEYS.includes(key)) {
-      fail(key, `is not an option; valid options: ${MODULE_OPTION_KEYS.join(', ')}`);
+      fail(shortened(key), `is not an option; valid options: ${MODULE_OPTION_KEYS.join(', ')}`);
     }
+  }
+  const { connection } = options as { connection?: unknown };
+  if (
+    connection !== undefined &&
+    !(connection instanceof Redis || connection instanceof Cluster) &&
+    !(isPlainObject(connection) && [Object.prototype, null].includes(Object.getPrototypeOf(connection) as object))
+  ) {
+    fail(
+      'connection',
+      'must be ioredis connection options (a plain object: { host, port, db, … } or { url }) or an ioredis Redis or ' +
+        `Cluster client (got ${describeOptionValue(connection)}); for a URL string, pass { url: '…' }`,
+    );
   }
   if (options.prefix !== undefined && (typeof options.prefix !== 'string' || !/^[\w.:-]+$/.test(options.prefix))) {
     fail('prefix', 'must be a non-empty string of letters, digits, _ . : - (no braces: the library adds hash tags)');
@@ -69,7 +88,9 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
     fail('deadSet', `must be an object with ${deadSetKeys.join(', ')} (got ${describeOptionValue(options.deadSet)})`);
   }
   for (const [option, value] of Object.entries(options.deadSet ?? {})) {
-    if (!deadSetKeys.includes(option)) fail(`deadSet.${option}`, `is not an option; valid: ${deadSetKeys.join(', ')}`);
+    if (!deadSetKeys.includes(option)) {
+      fail(`deadSet.${shortened(option)}`, `is not an option; valid: ${deadSetKeys.join(', ')}`);
+    }
     if (value !== undefined && (!Number.isSafeInteger(value) || value < 1)) {
       fail(
         `deadSet.${option}`,
@@ -98,13 +119,13 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
       );
     if (!valid || !strategy) {
       return fail(
-        `strategies (${typeof strategy?.name === 'string' ? strategy.name : describeOptionValue(strategy?.name)})`,
+        `strategies (${typeof strategy?.name === 'string' ? shortened(strategy.name) : describeOptionValue(strategy?.name)})`,
         'must have a name, list its sides ("client", "server") and implement onClientConflict for client and onServerConflict for server',
       );
     }
     if (strategyNames.has(strategy.name)) {
       fail(
-        `strategies (${strategy.name})`,
+        `strategies (${shortened(strategy.name)})`,
         `reuses a strategy name; names taken: ${[...strategyNames].join(', ')} (built in: ${builtIn.join(', ')})`,
       );
     }
@@ -127,8 +148,9 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
   }
   const defaultKeys = Object.keys(DEFAULT_JOB_OPTIONS);
   for (const key of Object.keys(options.defaults ?? {})) {
-    if (!defaultKeys.includes(key))
-      fail(`defaults.${key}`, `is not a per-job default; valid: ${defaultKeys.join(', ')}`);
+    if (!defaultKeys.includes(key)) {
+      fail(`defaults.${shortened(key)}`, `is not a per-job default; valid: ${defaultKeys.join(', ')}`);
+    }
   }
   // Checked here too, so a bad default is blamed on forRoot (and found even when no job uses it).
   for (const option of Object.keys(INTEGER_RANGES) as (keyof typeof INTEGER_RANGES)[]) {
@@ -138,6 +160,9 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
   }
   const onConflict: unknown = options.defaults?.onConflict;
   const names = [...strategyNames];
+  const sidesOf = new Map<unknown, readonly string[]>(
+    [...strategyRegistry().values(), ...strategies].map((strategy) => [strategy!.name, strategy!.sides ?? []]),
+  );
   const known = (name: unknown) => names.includes(name);
   if (
     onConflict !== undefined &&
@@ -153,5 +178,17 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
       'defaults.onConflict',
       `must be a strategy name or { client, server } of them; strategies: ${names.join(', ')} (got ${describeOptionValue(onConflict)})`,
     );
+  }
+  // A strategy chosen for one side must apply on that side (else every job that takes the default would be refused,
+  // blamed on its own options).
+  for (const side of ['client', 'server'] as const) {
+    const name = isPlainObject(onConflict) ? onConflict[side] : undefined;
+    if (name !== undefined && !sidesOf.get(name)?.includes(side)) {
+      const valid = names.filter((n) => sidesOf.get(n)?.includes(side));
+      fail(
+        `defaults.onConflict.${side}`,
+        `${describeOptionValue(name)} cannot apply on the ${side} side (${side === 'client' ? 'at enqueue' : 'in the worker'}); valid ${side}-side strategies: ${valid.join(', ')}`,
+      );
+    }
   }
 }

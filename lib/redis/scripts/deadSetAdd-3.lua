@@ -19,7 +19,8 @@
   ARGV[5] maxBytes
   ARGV[6] expiry when maxAge is 0 and no key has one, ms
 
-  Returns the number of entries dropped.
+  Returns the number of entries dropped, or -1 when the entry alone is over maxBytes: then it is not stored and
+  nothing is dropped (the caller cuts entries to maxEntryBytes, at most maxBytes, before they get here).
 ]]
 --- @include "includes/nowMs"
 local index = KEYS[1]
@@ -31,6 +32,10 @@ local maxSize = tonumber(ARGV[3])
 local maxAge = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local now = nowMs()
+
+if string.len(json) > maxBytes then
+  return -1
+end
 
 local total = tonumber(redis.call('GET', counter))
 if not total or total < 0 then
@@ -75,14 +80,15 @@ if excess > 0 then
     drop(old)
   end
 end
--- Oldest first until the total fits; the new entry goes last, only if it alone is over maxBytes.
+-- Oldest first until the total fits; never the new entry (it alone fits, checked above).
 while total > maxBytes do
   local oldest = redis.call('ZRANGE', index, 0, 99)
-  if #oldest == 0 then break end
+  local before = dropped
   for _, old in ipairs(oldest) do
     if total <= maxBytes then break end
-    drop(old)
+    if old ~= id then drop(old) end
   end
+  if dropped == before then break end
 end
 
 if redis.call('HLEN', entries) == 0 then

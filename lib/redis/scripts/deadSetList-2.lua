@@ -4,8 +4,9 @@
 
   KEYS[1] index
   KEYS[2] entries
-  ARGV[1] offset
-  ARGV[2] limit (0: count only)
+  ARGV[1] offset (an integer >= 0, passed on as given)
+  ARGV[2] limit (an integer >= 0, passed on as given; 0: count only). The entries are read in chunks of 1,000, so
+          any limit works (Lua's unpack has a bound of a few thousand values).
   ARGV[3] maxAge, ms (0: not known to the caller, the CLI: no entry is left out by age)
 
   Returns {count, entry JSON...}.
@@ -16,11 +17,11 @@ local from = '-inf'
 if maxAge > 0 then from = '(' .. (nowMs() - maxAge) end
 local count = redis.call('ZCOUNT', KEYS[1], from, '+inf')
 local result = {count}
-local limit = tonumber(ARGV[2])
-if limit > 0 then
-  local ids = redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', from, 'LIMIT', tonumber(ARGV[1]), limit)
-  if #ids > 0 then
-    for _, json in ipairs(redis.call('HMGET', KEYS[2], unpack(ids))) do
+if tonumber(ARGV[2]) > 0 then
+  local ids = redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', from, 'LIMIT', ARGV[1], ARGV[2])
+  for first = 1, #ids, 1000 do
+    local values = redis.call('HMGET', KEYS[2], unpack(ids, first, math.min(first + 999, #ids)))
+    for _, json in ipairs(values) do
       if json then table.insert(result, json) end
     end
   end
