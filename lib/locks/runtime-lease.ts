@@ -22,6 +22,8 @@ export class RuntimeLease {
   private keeper: LeaseKeeper | undefined;
   /** When the lock was taken (ms), for the held time of the `unlocked` event. */
   takenAt = 0;
+  /** Whether an acquire failed without an answer (it may have been applied). */
+  private unanswered = false;
 
   constructor(
     private readonly store: LockStore,
@@ -48,10 +50,9 @@ export class RuntimeLease {
         held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit);
       } catch (error) {
         // The acquire may have been applied although its answer failed (a command timeout, a connection lost after it
-        // was sent): its slot would stay held by this job until its lease ends, and a later job of the digest would meet
-        // it. Give it back, best effort: the release is owner-checked, and sent after the acquire on the same client
-        // (not awaited: a Redis still out of reach must not hold the failure up).
-        this.store.release(this.key, this.owner).catch(() => undefined);
+        // was sent): the slot may stay held by this job. Not given back here: the owner is the job, shared by its other
+        // deliveries (a stalled copy recovered elsewhere may hold this very slot, re-entered). See releaseUnanswered.
+        this.unanswered = true;
         throw error;
       }
       const left = deadline - Date.now();
@@ -84,6 +85,16 @@ export class RuntimeLease {
     keeper.stop();
     this.keeper = undefined;
     return this.take();
+  }
+
+  /**
+   * Gives back a slot an acquire without an answer may have taken, once BullMQ failed the job for good (no delivery of
+   * it runs any more): a later job of the digest would meet it until its lease ended. Resolves whether one was held.
+   */
+  releaseUnanswered(): Promise<boolean> {
+    if (!this.unanswered) return Promise.resolve(false);
+    this.unanswered = false;
+    return this.store.release(this.key, this.owner);
   }
 
   /**

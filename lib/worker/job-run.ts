@@ -33,6 +33,8 @@ export class JobRun implements LockRun {
   readonly enqueueLock: BoundEnqueueLock | undefined;
   readonly restarted: boolean;
   private runtime: RuntimeLease | undefined;
+  /** The run-time lock asked for last (held or not): an acquire of it may have failed without an answer. */
+  private asked: RuntimeLease | undefined;
 
   constructor(
     readonly job: Job,
@@ -75,6 +77,7 @@ export class JobRun implements LockRun {
       },
       error: (error) => deps.reportError(job, digest, error),
     });
+    this.asked = lease;
     const waitFrom = Date.now();
     const held = await deps.tracer.run(
       'runtimeLock',
@@ -109,6 +112,16 @@ export class JobRun implements LockRun {
       (error: unknown) => this.deps.reportError(this.job, this.digest, error),
     );
     if (!inOrderOn) await released;
+  }
+
+  /**
+   * BullMQ failed the job for good: a run-time lock slot that an acquire without an answer may have taken is given back
+   * (no delivery of the job runs any more, so the job-owned slot is nobody's).
+   */
+  async giveBackUnanswered(): Promise<void> {
+    const lease = this.asked;
+    this.asked = undefined;
+    if (lease && (await lease.releaseUnanswered())) this.emitUnlocked('runtime', lease.takenAt);
   }
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */

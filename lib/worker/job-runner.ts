@@ -70,6 +70,7 @@ export class JobRunner {
     }
     const current = run;
     await this.quietly(job, run.digest, () => definition.lock.finished(current, end));
+    if (end === 'failed') await this.quietly(job, run.digest, () => current.giveBackUnanswered());
     run.enqueueLock?.ended();
   }
 

@@ -162,6 +162,18 @@ describe('admin allowedHosts (DNS rebinding)', () => {
       if (allowedHosts) {
         expect(status(await get(`http://attacker.example${path}/api/counts`))).toBe('HTTP/1.1 421 Misdirected Request');
         expect(status(await get(`http://127.0.0.1:${port}${path}/api/counts`))).toBe('HTTP/1.1 200 OK');
+        // A port left out is the scheme's default, on either side.
+        for (const [target, host] of [
+          [`https://127.0.0.1:443${path}/api/counts`, '127.0.0.1:443'],
+          [`https://127.0.0.1${path}/api/counts`, '127.0.0.1:443'],
+          [`http://127.0.0.1${path}/api/counts`, '127.0.0.1'],
+        ]) {
+          const answer = await rawRequest(
+            port,
+            `GET ${target} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: ${OPS}\r\nConnection: close\r\n\r\n`,
+          );
+          expect([target, status(answer)]).toEqual([target, 'HTTP/1.1 200 OK']);
+        }
       }
       // The page's links and the CSRF cookie's path are the target's path, not its whole URL.
       const page = await get(`http://127.0.0.1:${port}${path}/keys?x=1`);

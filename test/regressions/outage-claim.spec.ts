@@ -9,28 +9,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { SqliteIdempotencyStore, type IdempotencyJob, type IdempotencyStore } from '../../lib/index.js';
 import { RedisIdempotencyStore } from '../../lib/idempotency/stores/redis-idempotency.store.js';
-import { RedisScripts, scriptSources, type ScriptName } from '../../lib/redis/redis-scripts.js';
 import { useApps } from '../support/apps.js';
+import { failScriptAnswerOnce } from '../support/lost-answers.js';
 import { redisClient } from '../support/redis.js';
-
-/** Makes the next call of script `name` on `client` apply on Redis, then fail as a timed-out command does. */
-function failScriptAnswerOnce(client: Redis | Cluster, name: ScriptName): { failed: () => number } {
-  new RedisScripts(client); // defines the library's commands on the client (the module reuses them)
-  const { command } = scriptSources().find((source) => source.name === name) as unknown as { command: string };
-  const commands = client as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
-  const original = commands[command];
-  let failed = 0;
-  commands[command] = async function (this: unknown, ...args: unknown[]) {
-    const answer = await original.apply(this, args);
-    if (failed > 0) return answer;
-    failed++;
-    throw new Error('Command timed out');
-  };
-  return { failed: () => failed };
-}
 
 /** Makes the store's next claim apply, then fail as if its answer was lost. */
 function failClaimAnswerOnce(store: IdempotencyStore<unknown>): { failed: () => number } {

@@ -77,16 +77,19 @@ export class UniqueJobsAdminHostGuard implements CanActivate {
 export function targetDisagreesWithHost(req: AdminRequest): boolean {
   const target = req.url ?? '/';
   if (target.startsWith('/') || target === '*') return false;
-  let authority: string;
+  let url: URL;
   try {
-    authority = new URL(target).host;
+    url = new URL(target);
   } catch {
     return true;
   }
   const header = req.headers.host;
   const stated = typeof header === 'string' ? canonicalHost(header) : undefined;
-  const named = canonicalHost(authority);
-  return !stated || !named || stated.name !== named.name || stated.port !== named.port;
+  const named = canonicalHost(url.host);
+  // A port left out is the scheme's default (`https://ops.example/` and `Host: ops.example:443` agree).
+  const defaultPort = url.protocol === 'https:' ? 443 : 80;
+  const portOf = (host: CanonicalHost) => host.port ?? defaultPort;
+  return !stated || !named || stated.name !== named.name || portOf(stated) !== portOf(named);
 }
 
 /** How many `Host` headers the request carried (Node keeps the first of several in `headers`). */
