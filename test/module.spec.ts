@@ -204,16 +204,22 @@ describe('UniqueJobsModule wiring', () => {
     await moduleRef.close();
   });
 
-  it('fails the bootstrap when the library would use another Redis database than its queues (the reaper would free live locks)', async () => {
+  it('fails the bootstrap when the library would use another Redis database than its queues (the reaper would free live locks); logs it for a connection given to forRoot', async () => {
     const queueName = newQueueName('apart');
     const prefix = newPrefix('ujapart');
-    const bootstrap = async (connection: { db: number } | undefined) => {
+    const errors: string[] = [];
+    const logger = {
+      log: () => undefined,
+      warn: () => undefined,
+      error: (message: string) => void errors.push(message),
+    };
+    const bootstrap = async (queueDb: number, connection?: { db: number }) => {
       const moduleRef = await Test.createTestingModule({
         imports: [
           BullModule.forRoot({ connection: redisOptions() }),
-          BullModule.registerQueue({ name: queueName }),
+          BullModule.registerQueue({ name: queueName, connection: { ...redisOptions(), db: queueDb } }),
           UniqueJobsModule.forRoot({
-            logger: false,
+            logger,
             prefix,
             ...(connection ? { connection: { ...redisOptions(), ...connection } } : {}),
             jobs: [defineUniqueJob({ queue: queueName, lock: 'until_executed' })],
@@ -226,11 +232,15 @@ describe('UniqueJobsModule wiring', () => {
         await moduleRef.close();
       }
     };
-    await expect(bootstrap({ db: 1 })).rejects.toThrow(
+    // The default connection (BullModule.forRoot's, database 0) against a queue with its own, on database 1.
+    await expect(bootstrap(1)).rejects.toThrow(
       `"connection" reaches another Redis server or database than queue "${queueName}" lives on`,
     );
-    await expect(bootstrap({ db: 0 })).resolves.toBeUndefined();
-    await expect(bootstrap(undefined)).resolves.toBeUndefined();
+    await expect(bootstrap(0)).resolves.toBeUndefined();
+    expect(errors).toEqual([]);
+    // A connection given to forRoot is trusted, and the mismatch logged.
+    await expect(bootstrap(1, { db: 0 })).resolves.toBeUndefined();
+    expect(errors).toEqual([expect.stringContaining(`another Redis server or database than queue "${queueName}"`)]);
   });
 
   it('warns at bootstrap of a queue of forRoot definitions not registered with BullModule.registerQueue (processors are not producers: no warning)', async () => {

@@ -116,13 +116,15 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   }
 
   /**
-   * Fails the bootstrap when a guarded queue is known to live on another Redis server or database than the library's
-   * connection (`forRoot({ connection })`, else BullModule.forRoot's default configuration): its locks would be read and
-   * released there — the reaper would free live ones — and the library's own keys kept apart from its jobs. A typical
-   * cause is a Bull configuration given only under a `configKey`. A server that does not answer within a few seconds
-   * is not checked (a Redis out of reach at bootstrap is the availability check's).
+   * Checks that every guarded queue lives on the Redis server and database of the library's connection: its locks are
+   * read and released there, the reaper reads the queues' jobs there (it would free live locks), and the library's own
+   * keys belong beside the jobs. A queue known to live elsewhere fails the bootstrap when the library's connection is the
+   * default one (BullModule.forRoot's default configuration, else 127.0.0.1:6379: a Bull configuration registered only
+   * under a `configKey`, or a queue with a connection of its own, is not read); with a `connection` given to `forRoot`
+   * it is logged as an error. A server that does not answer within a few seconds is not checked (a Redis out of reach
+   * at bootstrap is the availability check's).
    */
-  async checkServers(library: Redis | Cluster): Promise<void> {
+  async checkServers(library: Redis | Cluster, given: boolean): Promise<void> {
     const answers = await Promise.all(
       this.installed.map(async (queue) => {
         const client = (queue.getBackend() as { client?: Promise<unknown> }).client;
@@ -131,10 +133,15 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
     );
     const apart = answers.find(({ same }) => same === false);
     if (!apart) return;
+    const problem = `reaches another Redis server or database than queue "${apart.queue.name}" lives on: the library's locks, dead set and reaper must use the queues' Redis`;
+    if (given) {
+      this.logger.error(`UniqueJobsModule.forRoot: "connection" ${problem} (its reaper would free locks of live jobs)`);
+      return;
+    }
     throw new InvalidUniqueJobOptionsError(
       'UniqueJobsModule.forRoot',
       'connection',
-      `reaches another Redis server or database than queue "${apart.queue.name}" lives on: the library's locks, dead set and reaper must use the queues' Redis; give forRoot the queues' connection (a BullModule configuration registered only under a configKey is not read)`,
+      `${problem}; give forRoot the queues' connection (it uses BullModule.forRoot's default configuration, else 127.0.0.1:6379: a configuration registered only under a configKey, or a queue's own connection, is not read)`,
     );
   }
 

@@ -45,6 +45,8 @@ import { UniqueJobsWorkerGuard } from './worker.guard.js';
 interface RedisHandle {
   client: Redis | Cluster;
   owned: boolean;
+  /** Whether `forRoot` named the connection itself (else it is BullModule.forRoot's default one, or 127.0.0.1:6379). */
+  given: boolean;
 }
 
 function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: unknown } | undefined): RedisHandle {
@@ -60,7 +62,8 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
       `must not set an ioredis keyPrefix (got "${clientOptions.keyPrefix}"): BullMQ's keys are shared by their full names; use the module option "prefix" for the library's keys`,
     );
   }
-  if (connection instanceof Redis || connection instanceof Cluster) return { client: connection, owned: false };
+  const given = options.connection !== undefined;
+  if (connection instanceof Redis || connection instanceof Cluster) return { client: connection, owned: false, given };
   // As BullMQ opens `{ url, ...options }`: the URL names the server (its parts win over the options').
   const { url, ...rest } = (connection ?? {}) as RedisOptions & { url?: unknown };
   // Lazy: a bootstrap that fails before the first lock operation leaves no connection open.
@@ -68,7 +71,7 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
     typeof url === 'string'
       ? new Redis(url, { ...rest, lazyConnect: true })
       : new Redis({ host: '127.0.0.1', port: 6379, ...rest, lazyConnect: true });
-  return { client, owned: true };
+  return { client, owned: true, given };
 }
 
 /**
@@ -229,7 +232,7 @@ export class UniqueJobsModule
    */
   async onModuleInit(): Promise<void> {
     try {
-      await this.queueGuard.checkServers(this.redis.client);
+      await this.queueGuard.checkServers(this.redis.client, this.redis.given);
     } catch (error) {
       if (this.redis.owned) this.redis.client.disconnect(); // no hook closes it after a failed bootstrap
       throw error;
