@@ -44,8 +44,13 @@ export async function sameServerWithin(
     if (client === library) return true;
     if (library.isCluster || typeof client?.info !== 'function' || client.isCluster || !client.options)
       return undefined;
-    const [a, b] = await Promise.all([identityOf(library as Redis), identityOf(client as Redis)]);
-    return a === undefined || b === undefined ? undefined : a === b;
+    // Asked afresh (a run id changes when the server restarts), and once more when they differ: a restart between the
+    // two answers (a server coming back while the application boots) must not look like two servers.
+    for (let round = 0; ; round++) {
+      const [a, b] = await Promise.all([askIdentity(library as Redis), askIdentity(client as Redis)]);
+      if (a === undefined || b === undefined) return undefined;
+      if (a === b || round === 1) return a === b;
+    }
   };
   try {
     return await Promise.race([compare(), late]);
@@ -56,18 +61,23 @@ export async function sameServerWithin(
   }
 }
 
+/** The identity `client` sees now (one `INFO server`); `undefined` when it cannot be asked or says no run id. */
+function askIdentity(client: Redis): Promise<Identity | undefined> {
+  return client.info('server').then(
+    (info) => {
+      const runId = /^run_id:(\w+)/m.exec(info)?.[1];
+      // The key prefix too: a client with an ioredis `keyPrefix` names other keys than one without.
+      const { db, keyPrefix } = client.options;
+      return runId === undefined ? undefined : JSON.stringify([runId, db ?? 0, keyPrefix ?? '']);
+    },
+    () => undefined,
+  );
+}
+
 function identityOf(client: Redis): Promise<Identity | undefined> {
   let identity = identities.get(client);
   if (!identity) {
-    identity = client.info('server').then(
-      (info) => {
-        const runId = /^run_id:(\w+)/m.exec(info)?.[1];
-        // The key prefix too: a client with an ioredis `keyPrefix` names other keys than one without.
-        const { db, keyPrefix } = client.options;
-        return runId === undefined ? undefined : JSON.stringify([runId, db ?? 0, keyPrefix ?? '']);
-      },
-      () => undefined,
-    );
+    identity = askIdentity(client);
     identities.set(client, identity);
     // A failed or inconclusive answer (no connection yet, INFO not allowed to this user) is asked again a minute later,
     // not on every job.
