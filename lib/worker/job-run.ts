@@ -121,7 +121,8 @@ export class JobRun implements LockRun {
   async giveBackUnanswered(): Promise<void> {
     const lease = this.asked;
     this.asked = undefined;
-    if (lease && (await lease.releaseUnanswered())) this.emitUnlocked('runtime', lease.takenAt);
+    // When it was taken is not known (its answer was lost): the held time reported is 0, not a guess.
+    if (lease && (await lease.releaseUnanswered())) this.emitUnlocked('runtime', Date.now());
   }
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */
