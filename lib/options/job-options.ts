@@ -115,10 +115,16 @@ export function resolveJobOptions(
   checkLockArgs(options.lockArgs, processorClass, fail);
   checkUnusedOptions(options, lock, fail);
 
-  const onConflict = options.onConflict !== undefined ? options.onConflict : defaults?.onConflict;
+  const fromDefaults = options.onConflict === undefined && defaults?.onConflict !== undefined;
+  const onConflict = fromDefaults ? defaults.onConflict : options.onConflict;
+  // A default that does not fit this job's lock is blamed on the default (the job's own options never named it).
+  const failConflict = fromDefaults
+    ? (option: string, problem: string): never =>
+        fail(`defaults.${option}`, `${problem} (forRoot's default, taken by this job: set onConflict on it)`)
+    : fail;
   return {
     options: { ...merged, lock: options.lock, uniqueAcross },
-    strategies: chooseStrategies(onConflict, lock, strategies, fail),
+    strategies: chooseStrategies(onConflict, lock, strategies, failConflict),
   };
 }
 

@@ -88,6 +88,25 @@ describe('options refused at bootstrap, with bounded messages', () => {
     expect(error.problem).toMatch(/valid .*-side strategies: /);
   });
 
+  it("a string defaults.onConflict that does not fit a job's lock is blamed on the default, not on the job's options", () => {
+    const resolve = (options: UniqueJobOptions) =>
+      resolveJobOptions('Test (@UniqueJob #1)', options, { onConflict: 'reschedule' }, strategyRegistry(), undefined);
+    let error: unknown;
+    try {
+      resolve({ lock: 'until_executing' });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
+    expect((error as InvalidUniqueJobOptionsError).option).toBe('defaults.onConflict');
+    expect((error as InvalidUniqueJobOptionsError).problem).toMatch(
+      /"reschedule" cannot apply on the client side .*\(forRoot's default, taken by this job: set onConflict on it\)$/,
+    );
+    // The job's own onConflict overrides the default; a lock the default fits takes it.
+    expect(resolve({ lock: 'until_executing', onConflict: 'reject' }).strategies.client?.name).toBe('reject');
+    expect(resolve({ lock: 'while_executing' }).strategies.server?.name).toBe('reschedule');
+  });
+
   it('defaults.onConflict with each side a strategy of that side passes', () => {
     expect(() =>
       validateModuleOptions({ defaults: { onConflict: { client: 'reject', server: 'reschedule' } } }),
