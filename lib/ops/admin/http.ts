@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { jsonText } from '../../common/json-text.js';
+import { withoutTrailingSlashes } from '../../common/slashes.js';
 
 /**
  * The request as the admin reads it: Node's `IncomingMessage` plus what `@nestjs/platform-express` adds (a parsed
@@ -100,7 +101,7 @@ export function parseCookies(header: string | undefined): Map<string, string> {
  */
 export function mountPath(req: AdminRequest, depth: number): string {
   const url = req.originalUrl ?? req.url ?? '/';
-  const pathname = (url.startsWith('/') ? url.split('?')[0] : absoluteFormPath(url)).replace(/\/+$/, '');
+  const pathname = withoutTrailingSlashes(url.startsWith('/') ? url.split('?')[0] : absoluteFormPath(url));
   const segments = pathname.split('/');
   return segments.slice(0, Math.max(1, segments.length - depth)).join('/') || '/';
 }

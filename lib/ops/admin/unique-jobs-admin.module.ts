@@ -1,6 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { InvalidUniqueJobOptionsError } from '../../errors/invalid-unique-job-options.error.js';
+import { withoutTrailingSlashes } from '../../common/slashes.js';
 import { UniqueJobsAdminCsrfGuard } from './csrf.guard.js';
 import { UniqueJobsAdminCsrf } from './csrf.service.js';
 import { canonicalHost, UniqueJobsAdminHostGuard } from './host.guard.js';
@@ -75,7 +76,7 @@ function validateAdminOptions(options: UniqueJobsAdminModuleOptions | undefined)
     );
   }
   if (typeof options.path !== 'string') fail('path', "is required: where to mount the admin, e.g. 'admin/unique-jobs'");
-  const path = options.path.replace(/^\/+|\/+$/g, '');
+  const path = withoutTrailingSlashes(options.path).replace(/^\/+/, '');
   if (path === '' || !/^[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/.test(path) || path.split('/').includes('..')) {
     fail(
       'path',

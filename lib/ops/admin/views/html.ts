@@ -4,6 +4,7 @@
  * another `html` template). No other way to produce `SafeHtml` exists outside this file, so user data (job ids, names,
  * data, digests, error messages) can only reach the page escaped.
  */
+import { withoutTrailingSlashes } from '../../../common/slashes.js';
 
 const ENTITIES: Readonly<Record<string, string>> = {
   '&': '&amp;',
@@ -78,7 +79,8 @@ export function adminUrl(
   segments: readonly string[] = [],
   query: Readonly<Record<string, string | number | undefined>> = {},
 ): string {
-  const path = [base.replace(/\/+$/, ''), ...segments.map((segment) => encodeURIComponent(segment))].join('/') || '/';
+  const path =
+    [withoutTrailingSlashes(base), ...segments.map((segment) => encodeURIComponent(segment))].join('/') || '/';
   const params = Object.entries(query).filter((entry): entry is [string, string | number] => entry[1] !== undefined);
   const search = params.length
     ? `?${new URLSearchParams(params.map(([k, v]): [string, string] => [k, String(v)])).toString()}`
