@@ -35,6 +35,8 @@ const MODULE_OPTIONS: Record<keyof UniqueJobsModuleOptions, true> = {
   reaper: true,
 };
 const MODULE_OPTION_KEYS = Object.keys(MODULE_OPTIONS);
+/** Smallest `deadSet.maxBytes` and `deadSet.maxEntryBytes`: room for a truncated entry with long ids. */
+const MIN_ENTRY_BYTES = 1024;
 
 /** Checks the module options that are not per-job (each job definition is checked when it is registered). */
 export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
@@ -91,10 +93,13 @@ export function validateModuleOptions(options: UniqueJobsModuleOptions): void {
     if (!deadSetKeys.includes(option)) {
       fail(`deadSet.${shortened(option)}`, `is not an option; valid: ${deadSetKeys.join(', ')}`);
     }
-    if (value !== undefined && (!Number.isSafeInteger(value) || value < 1)) {
+    // An entry's own fields (ids, queue, reason, times, the sha256 of a dropped payload) take a few hundred bytes:
+    // a byte bound below MIN_ENTRY_BYTES could not be kept by a truncated entry.
+    const min = option === 'maxBytes' || option === 'maxEntryBytes' ? MIN_ENTRY_BYTES : 1;
+    if (value !== undefined && (!Number.isSafeInteger(value) || value < min)) {
       fail(
         `deadSet.${option}`,
-        `must be an integer ≥ 1 and ≤ ${Number.MAX_SAFE_INTEGER} (got ${describeOptionValue(value)})`,
+        `must be an integer ≥ ${min} and ≤ ${Number.MAX_SAFE_INTEGER} (got ${describeOptionValue(value)})${min > 1 ? ': a truncated entry alone takes a few hundred bytes' : ''}`,
       );
     }
   }

@@ -67,13 +67,14 @@ export interface UniqueJobsModuleOptions {
     maxAge?: number;
     /**
      * Most bytes kept in total: the sum of the entries' JSON (UTF-8), enforced atomically on every add by dropping the
-     * oldest entries. Default 64 MiB (`67108864`).
+     * oldest entries. At least 1024. Default 64 MiB (`67108864`).
      */
     maxBytes?: number;
     /**
      * Largest entry (its JSON, UTF-8) kept whole. A larger one is kept truncated: without its `data` and `opts`, with
      * its size and the sha256 of what was dropped, and a warning is logged; it can be listed and deleted, not retried.
-     * Capped at `maxBytes`. Default 1 MiB (`1048576`).
+     * Capped at `maxBytes`. At least 1024 (a truncated entry alone takes a few hundred bytes; its longest strings are
+     * cut to fit). Default 1 MiB (`1048576`).
      */
     maxEntryBytes?: number;
   };

@@ -143,11 +143,18 @@ describe('truncated dead-set entries', () => {
 
 describe('deadSet bounds validation', () => {
   const bad: [Record<string, unknown>, string, string][] = [
-    [{ maxBytes: 0 }, 'deadSet.maxBytes', 'must be an integer ≥ 1 and ≤ 9007199254740991 (got 0)'],
-    [{ maxEntryBytes: 1.5 }, 'deadSet.maxEntryBytes', 'must be an integer ≥ 1'],
+    [{ maxBytes: 0 }, 'deadSet.maxBytes', 'must be an integer ≥ 1024 and ≤ 9007199254740991 (got 0)'],
+    [{ maxEntryBytes: 1.5 }, 'deadSet.maxEntryBytes', 'must be an integer ≥ 1024'],
     [{ maxBytes: '64mb' }, 'deadSet.maxBytes', 'must be an integer ≥ 1'],
     [{ maxEntryBytes: -1 }, 'deadSet.maxEntryBytes', 'must be an integer ≥ 1'],
     [{ maxBytes: Number.MAX_SAFE_INTEGER + 2 }, 'deadSet.maxBytes', '≤ 9007199254740991'],
+    [
+      { maxEntryBytes: 1023 },
+      'deadSet.maxEntryBytes',
+      'must be an integer ≥ 1024 and ≤ 9007199254740991 (got 1023): a truncated entry alone takes a few hundred bytes',
+    ],
+    [{ maxBytes: 300 }, 'deadSet.maxBytes', 'must be an integer ≥ 1024'],
+    [{ maxSize: 0 }, 'deadSet.maxSize', 'must be an integer ≥ 1 and'],
     [{ maxbytes: 10 }, 'deadSet.maxbytes', 'is not an option; valid: maxSize, maxAge, maxBytes, maxEntryBytes'],
   ];
   it.each(bad)('refuses %j', async (deadSet, option, message) => {
@@ -158,7 +165,7 @@ describe('deadSet bounds validation', () => {
   });
 
   it('accepts the extremes', async () => {
-    const deadSet = { maxBytes: Number.MAX_SAFE_INTEGER, maxEntryBytes: 1, maxSize: 1, maxAge: 1 };
+    const deadSet = { maxBytes: Number.MAX_SAFE_INTEGER, maxEntryBytes: 1024, maxSize: 1, maxAge: 1 };
     expect(await bootstrapError({ queues: [uniqueName('val')], module: { deadSet } })).toBeUndefined();
   });
 });
