@@ -50,6 +50,11 @@ export class AttemptReport {
     this.emit({ type: 'idempotencyLeaseLost' });
   }
 
+  /** The lease keeper found the claim's lease ended before a renewal (its report of a lost lease). */
+  lost(): void {
+    this.leaseLost('its lease ended before it was renewed; another delivery may take the key over');
+  }
+
   /** The store failed under the attempt. */
   error(error: unknown): void {
     const err = asError(error);

@@ -17,10 +17,10 @@ import type { WaitingDuplicates, WorkerLike } from './waiting-duplicates.js';
 import { recordIdOf } from './stored-key.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import { claimThenTransaction } from './claim-then-transaction.js';
+import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import { answerHeldKey } from './held-key.js';
 import type {
-  IdempotencyClaimResult,
   IdempotencyTransactionalClaim,
   IdempotencyTransactionResult,
   TransactionClaim,
@@ -115,20 +115,20 @@ export class IdempotencyRunner {
       ttlMs: options.ttl,
     };
     if (options.transactional) return this.runInTransaction(attempt, request, next);
-    let claim: IdempotencyClaimResult;
+    let fresh: FreshClaim;
     try {
-      claim = await store.claim(request);
+      fresh = await claimFresh(store, request); // an answer read late is confirmed before the handler starts
     } catch (error) {
       this.releaseUnanswered(attempt);
       throw error;
     }
     this.answered(attempt);
+    const { claim, sentAt } = fresh;
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
-    const own = !claim.claimed && claim.record.state === 'in_progress' && claim.record.owner === owner;
-    if (!claim.claimed && !own) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
+    if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
     const context = this.claimed(attempt, claim.claimed ? claim.takeover : claim.record.attempts > 1);
-    return context.run(job, () => this.runThenComplete(attempt, next, connection));
+    return context.run(job, () => this.runThenComplete(attempt, next, connection, sentAt));
   }
 
   /** The delivery got its claim's answer (it no longer waits for the key). */
@@ -154,14 +154,16 @@ export class IdempotencyRunner {
    * store can send the completion on the worker's `connection` (`IdempotencyStore.completeInOrder`), it lands
    * before BullMQ records the job completed and its answer is handled without holding the job.
    */
-  private async runThenComplete(attempt: Attempt, next: Processor, connection: Redis | undefined): Promise<unknown> {
+  private async runThenComplete(
+    attempt: Attempt,
+    next: Processor,
+    connection: Redis | undefined,
+    sentAt: number,
+  ): Promise<unknown> {
     const { job, token, signal, definition, ref } = attempt;
     const { store, options } = definition;
-    const keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, {
-      lost: () =>
-        attempt.report.leaseLost('its lease ended before it was renewed; another delivery may take the key over'),
-      error: (error) => attempt.report.error(error),
-    });
+    // The lease counts from when the claim (or the renewal that confirmed it) was sent, not from its answer.
+    const keeper = new LeaseKeeper(() => store.renew(ref, options.lease), options.lease, attempt.report, sentAt);
     let value: unknown;
     try {
       value = await next(job, token, signal);

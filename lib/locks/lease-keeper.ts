@@ -4,7 +4,15 @@
  * event-loop stall longer than the lease, or Redis unreachable for that long).
  */
 export class LeaseKeeper {
-  private readonly timer: NodeJS.Timeout;
+  /**
+   * How often a lease of `leaseMs` is renewed (a third of it). A lease taken by a command sent this long ago or more
+   * is due a renewal already: a holder reading its answer so late confirms it by a renewal before it relies on it.
+   */
+  static renewalPeriod(leaseMs: number): number {
+    return Math.max(1, Math.floor(leaseMs / 3));
+  }
+
+  private timer: NodeJS.Timeout;
   private lost = false;
   private stopped = false;
   /**
@@ -26,7 +34,17 @@ export class LeaseKeeper {
     takenAt = Date.now(),
   ) {
     this.heldAt = takenAt;
-    this.timer = setInterval(() => void this.renew(), Math.max(1, Math.floor(leaseMs / 3)));
+    // The first renewal is due a period after the take was sent, not after its answer was read (at once when that
+    // answer came late); the next ones every period.
+    const period = LeaseKeeper.renewalPeriod(leaseMs);
+    this.timer = setTimeout(
+      () => {
+        this.timer = setInterval(() => void this.renew(), period);
+        this.timer.unref();
+        void this.renew();
+      },
+      Math.max(0, takenAt + period - Date.now()),
+    );
     this.timer.unref();
   }
 
@@ -63,6 +81,6 @@ export class LeaseKeeper {
   /** Stops renewing. */
   stop(): void {
     this.stopped = true;
-    clearInterval(this.timer);
+    clearTimeout(this.timer); // the first renewal's timeout, or the interval (Node clears either way)
   }
 }

@@ -64,6 +64,27 @@ describe('leases under an event-loop stall', () => {
     }
   });
 
+  it('renews first a third of a lease after the take was sent, not after its answer was read', async () => {
+    const renewed = deferred<number>();
+    const readAt = Date.now();
+    // The take was sent half a lease ago (its answer read late): its first renewal is due already.
+    const keeper = new LeaseKeeper(
+      async () => {
+        renewed.resolve(Date.now());
+        return true;
+      },
+      3_000,
+      { lost: () => undefined, error: () => undefined },
+      readAt - 1_500,
+    );
+    try {
+      expect((await renewed.promise) - readAt).toBeLessThan(500);
+      expect(keeper.expired).toBe(false);
+    } finally {
+      keeper.stop();
+    }
+  });
+
   it('reports lockLost when the lease ended during a stall between the acquire being sent and its answer read', async () => {
     // Connected (to the key's node on a Cluster), and the script cached there: the acquire below is one EVALSHA
     // written synchronously, before the stall.
