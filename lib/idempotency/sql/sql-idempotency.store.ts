@@ -98,9 +98,22 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
 
   /**
    * Creates the table and its index if they do not exist, in one transaction. Safe to call from several processes at
-   * once (PostgreSQL serializes them under an advisory lock on the table name; SQLite serializes writers).
+   * once (PostgreSQL serializes them under an advisory lock on the table name; SQLite serializes writers). A connection
+   * cut under it (its `COMMIT`'s answer lost included: committed or not, nobody can tell) is met by running it again on
+   * another connection, a few times, since it only creates what is missing.
    */
   async migrate(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.migrateOnce();
+      } catch (error) {
+        if (attempt >= CUT_ATTEMPTS || !connectionCut(error)) throw error;
+        await delay(CUT_RETRY_MS * attempt);
+      }
+    }
+  }
+
+  private async migrateOnce(): Promise<void> {
     const migrated = this.sql.migrated?.();
     if (migrated && (await this.run(migrated)).rows[0]?.done === true) return;
     const ddl = this.sql.migration().map((text) => ({ text, params: [], returnsRows: false }));
@@ -131,11 +144,11 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
       } catch (error) {
         // A connection cut under the check (a failover, `pg_terminate_backend`, a server restarting) says nothing of
         // the table: look again on another connection, a few times, before failing the bootstrap.
-        if (attempt < VERIFY_ATTEMPTS && connectionCut(error)) {
-          await delay(VERIFY_RETRY_MS * attempt);
+        if (attempt < CUT_ATTEMPTS && connectionCut(error)) {
+          await delay(CUT_RETRY_MS * attempt);
           continue;
         }
-        throw verifyFailure(error, this.constructor.name, this.table, this.sql.name, VERIFY_ATTEMPTS);
+        throw verifyFailure(error, this.constructor.name, this.table, this.sql.name, CUT_ATTEMPTS);
       }
     }
   }
@@ -307,9 +320,9 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
   }
 }
 
-/** How many times the bootstrap check runs when a connection is cut under it, and the pause after the first try. */
-const VERIFY_ATTEMPTS = 4;
-const VERIFY_RETRY_MS = 200;
+/** How many times the bootstrap check or a migration runs when a connection is cut under it; the pause after the first try. */
+const CUT_ATTEMPTS = 4;
+const CUT_RETRY_MS = 200;
 
 /** When a claim that met a locked record whose lease ended looks again, at the latest. */
 const LOCKED_RETRY_MS = 1_000;
