@@ -1,6 +1,7 @@
 import { Job, type MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
+import { nextReadyOrEnd } from '../redis/client-ready.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 
 /** A delivery waiting for a key in progress elsewhere: its queue (qualified name) and job id. */
@@ -293,22 +294,12 @@ export class WaitingDuplicates {
  * Resolves once `client` is ready (connecting a lazy one); rejects when it ends first (its reconnections gave up, or it
  * was closed).
  */
-function whenReady(client: Redis | Cluster): Promise<void> {
-  if (client.status === 'ready') return Promise.resolve();
-  return new Promise<void>((resolve, reject) => {
-    const ready = () => {
-      client.off('end', ended);
-      resolve();
-    };
-    const ended = () => {
-      client.off('ready', ready);
-      reject(new Error('Connection is closed.'));
-    };
-    client.once('ready', ready);
-    client.once('end', ended);
-    // A lazy client (`lazyConnect`) connects on its first command; its failures reach `end` or its reconnections.
-    if (client.status === 'wait') client.connect().catch(() => undefined);
-  });
+async function whenReady(client: Redis | Cluster): Promise<void> {
+  if (client.status === 'ready') return;
+  const next = nextReadyOrEnd(client);
+  // A lazy client (`lazyConnect`) connects on its first command; its failures reach `end` or its reconnections.
+  if (client.status === 'wait') client.connect().catch(() => undefined);
+  if ((await next) === 'end') throw new Error('Connection is closed.');
 }
 
 /** Moves a delayed job to waiting, through its queue or worker (nothing happens if it is no longer delayed). */

@@ -43,9 +43,11 @@ export interface UniqueJobsModuleOptions {
    */
   enqueueTimeout?: number | false;
   /**
-   * How long the application's shutdown waits for a Redis that is out of reach (down, or restarting) before it
-   * disconnects from it, in ms: closing BullMQ's queues, workers, flow producers and queue-events listeners registered
-   * in the application (and the library's client) otherwise waits for Redis to come back, forever. Jobs still active on a connection let go are not recorded and come back as stalled.
+   * How long the application's shutdown waits for a Redis that is out of reach (down, or restarting), or that keeps
+   * its connections open but answers no `PING` (a paused process), before it disconnects from it, in ms: closing
+   * BullMQ's queues, workers, flow producers and queue-events listeners registered in the application (and the
+   * library's client) otherwise waits for Redis to come back, forever. Jobs still active on a connection let go are not
+   * recorded and come back as stalled.
    * `false`: wait as long as it takes (BullMQ's own behaviour). Default `5000`.
    */
   shutdownTimeout?: number | false;

@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
+import { nextReadyOrEnd } from './client-ready.js';
 import { releaseAtShutdown } from './shutdown-release.js';
 
 type Client = Redis | Cluster;
@@ -39,6 +40,12 @@ export class RedisAvailability {
   private readonly known = new Map<Client, string>();
   /** Every client listened to (whether it has ended since or not). */
   private readonly followed = new WeakSet<Client>();
+  /**
+   * Clients known to run no blocking command (the library's own, BullMQ's non-blocking connections), and clients seen
+   * as (or not known not to be) blocking ones: only a client in the first set and not the second is probed at shutdown.
+   */
+  private readonly nonBlocking = new WeakSet<Client>();
+  private readonly blocking = new WeakSet<Client>();
   /** Per server, how many outages have ended; per client, that count at its last `ready`. */
   private readonly epochs = new Map<string, number>();
   private readonly readyIn = new WeakMap<Client, number>();
@@ -65,7 +72,9 @@ export class RedisAvailability {
     let followed = 0;
     for (const connection of [backend?.connection, backend?.blockingConnection]) {
       const client = (connection as { _client?: unknown } | undefined)?._client;
-      if (isClient(client)) followed += this.follow(client, endpoint, false);
+      if (!isClient(client)) continue;
+      followed += this.follow(client, endpoint, false);
+      this.noteRole(client, connection);
     }
     // The owner's own `error` event repeats its clients' errors (and adds its own): it decides outages only when its
     // clients could not be followed one by one.
@@ -79,6 +88,7 @@ export class RedisAvailability {
       if (!client) return;
       this.clients.set(owner, client);
       this.follow(client, endpoint, false);
+      this.noteRole(client, backend?.connection);
       this.reachable(endpoint);
     });
   }
@@ -87,7 +97,18 @@ export class RedisAvailability {
   watchClient(client: Client): void {
     if (this.watched.has(client)) return;
     this.watched.add(client);
+    this.nonBlocking.add(client);
     this.follow(client, describeConnection(client), true);
+  }
+
+  /**
+   * Whether `client`, of BullMQ's `connection`, runs blocking commands (a worker's `BZPOPMIN`, a `QueueEvents`'
+   * `XREAD BLOCK`): as BullMQ created the connection (internals, read defensively: not known as non-blocking, it is
+   * taken as blocking).
+   */
+  private noteRole(client: Client, connection: unknown): void {
+    const options = (connection as { extraOptions?: { blocking?: unknown } } | undefined)?.extraOptions;
+    (options?.blocking === false ? this.nonBlocking : this.blocking).add(client);
   }
 
   /**
@@ -141,12 +162,14 @@ export class RedisAvailability {
   }
 
   /**
-   * The application is shutting down: a connection that stays out of reach for `timeoutMs` is let go, so that closing
-   * the queues, workers and the library's client does not wait for Redis forever (see {@link releaseAtShutdown}).
+   * The application is shutting down: a connection that stays out of reach for `timeoutMs`, or whose server keeps it
+   * open but answers no `PING` for `timeoutMs`, is let go, so that closing the queues, workers and the library's client
+   * does not wait for Redis forever (see {@link releaseAtShutdown}).
    */
   closeUnreachableAfter(timeoutMs: number | false): void {
     const outageSince = (endpoint: string) => this.outages.get(endpoint);
-    releaseAtShutdown(this.known, outageSince, this.logger, timeoutMs, () => (this.letGo = true));
+    const probeable = (client: Client) => this.nonBlocking.has(client) && !this.blocking.has(client);
+    releaseAtShutdown(this.known, outageSince, probeable, this.logger, timeoutMs, () => (this.letGo = true));
   }
 
   /** Whether the shutdown let go of a connection (what was still queued on it failed with "Connection is closed"). */
@@ -161,18 +184,7 @@ export class RedisAvailability {
   private readyOf(client: Client): Promise<'ready' | 'end'> {
     let next = this.nextReady.get(client);
     if (!next) {
-      next = new Promise<'ready' | 'end'>((resolve) => {
-        const ready = () => {
-          client.off('end', end);
-          resolve('ready');
-        };
-        const end = () => {
-          client.off('ready', ready);
-          resolve('end');
-        };
-        client.once('ready', ready);
-        client.once('end', end);
-      });
+      next = nextReadyOrEnd(client);
       this.nextReady.set(client, next);
       void next.then(() => this.nextReady.delete(client));
     }

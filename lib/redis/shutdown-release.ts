@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
+import { LivenessProbes } from './liveness-probes.js';
 
 type Client = Redis | Cluster;
 
@@ -15,6 +16,11 @@ const WATCH_MS = 10 * 60_000;
  * - a client that stays out of reach for `timeoutMs` (counted from the start of the shutdown, or of its server's
  *   outage if that is later, else from when this client was first seen down) is disconnected, which fails what it had
  *   queued ("Connection is closed"); one log line per server. `false`: never (BullMQ's own behaviour);
+ * - so is every client of a server that keeps its connections but stops answering: connected clients that run no
+ *   blocking command (`probeable`) are sent `PING`s ({@link LivenessProbes}), and a server that has left one
+ *   unanswered for `timeoutMs`, none of its probes answered since, is let go the same way (ioredis destroys a socket the
+ *   server does not close after its `disconnectTimeout`, 2 s by default). A server that answers any probe, however
+ *   slowly, is never let go: a server with no probeable client is not probed;
  * - a client left half-closed is closed for good, at once and whatever `timeoutMs`: ioredis' `disconnect()` between
  *   two reconnection attempts only cancels the next attempt, so the client never reconnects nor ends, and a BullMQ
  *   close waiting for its `end` waits forever (BullMQ disconnects blocking connections that way). One more connection
@@ -26,6 +32,8 @@ const WATCH_MS = 10 * 60_000;
 export function releaseAtShutdown(
   clients: ReadonlyMap<Client, string>,
   outageSince: (endpoint: string) => number | undefined,
+  /** Whether a client runs no blocking command (a `PING` on it is answered at once when its server is alive). */
+  probeable: (client: Client) => boolean,
   logger: LoggerLike,
   timeoutMs: number | false,
   /** Called when the first connection of a server is let go. */
@@ -36,8 +44,17 @@ export function releaseAtShutdown(
   const downSince = new Map<Client, number>();
   const finishing = new WeakSet<Client>();
   const given = new Set<string>();
+  const probes = new LivenessProbes();
+  /** Connected clients of a silent server disconnected, until they end. */
+  const closing = new WeakSet<Client>();
+  let silentBefore = new Set<string>();
   const timer = setInterval(() => {
     const now = Date.now();
+    // Silent at two looks in a row: after an event-loop stall, timers run before the answers that came meanwhile are
+    // read, so one look alone could blame a server that did answer.
+    const seen = timeoutMs === false ? new Set<string>() : probes.silent(timeoutMs);
+    const silent = new Set([...seen].filter((endpoint) => silentBefore.has(endpoint)));
+    silentBefore = seen;
     let open = 0;
     for (const [client, endpoint] of clients) {
       if (client.status === 'end') continue;
@@ -46,21 +63,33 @@ export function releaseAtShutdown(
         if (!finishing.has(client)) finishClosing(client, finishing);
         continue;
       }
-      // `wait`: never used (lazy), nothing is queued on it; connected: nothing to wait for.
-      if (client.status === 'wait' || isConnected(client)) {
+      // `wait`: never used (lazy), nothing is queued on it.
+      if (client.status === 'wait') {
         downSince.delete(client);
         continue;
       }
-      if (!downSince.has(client)) downSince.set(client, now);
-      if (timeoutMs === false) continue;
-      const from = Math.max(startedAt, outageSince(endpoint) ?? downSince.get(client)!);
-      if (now - from < timeoutMs) continue;
+      if (isConnected(client)) {
+        downSince.delete(client);
+        if (timeoutMs === false) continue;
+        if (probeable(client)) probes.send(client, endpoint);
+        // Disconnected once: its socket closes within ioredis' `disconnectTimeout` (each call would add a timer).
+        if (!silent.has(endpoint) || closing.has(client)) continue;
+        closing.add(client);
+        client.once('end', () => closing.delete(client));
+      } else {
+        if (!downSince.has(client)) downSince.set(client, now);
+        if (timeoutMs === false) continue;
+        const from = Math.max(startedAt, outageSince(endpoint) ?? downSince.get(client)!);
+        if (now - from < timeoutMs) continue;
+      }
       client.disconnect(); // half-closed now if it was between two attempts: finished at the next look
       if (given.has(endpoint)) continue;
       given.add(endpoint);
       onLetGo(endpoint);
       logger.error(
-        `Redis ${endpoint} is unreachable at shutdown: closed its connections after waiting ${timeoutMs} ms (shutdownTimeout); jobs still active on them were not recorded and come back as stalled`,
+        silent.has(endpoint)
+          ? `Redis ${endpoint} does not answer at shutdown (connected, no answer to PING for ${timeoutMs} ms: shutdownTimeout): closed its connections; jobs still active on them come back as stalled, unless the server resumes and carries out what they had sent`
+          : `Redis ${endpoint} is unreachable at shutdown: closed its connections after waiting ${timeoutMs} ms (shutdownTimeout); jobs still active on them were not recorded and come back as stalled`,
       );
     }
     if (open === 0 || now - startedAt >= WATCH_MS) clearInterval(timer);

@@ -1,6 +1,6 @@
 // A redis-server of a suite's own, on a free port in a temp dir: the only Redis the chaos suite injects faults into
-// (CLIENT KILL, SCRIPT FLUSH, DEBUG SLEEP, a kill and restart), and the quiet server a MONITOR-based suite needs. Never
-// the shared 127.0.0.1:6379.
+// (CLIENT KILL, SCRIPT FLUSH, DEBUG SLEEP, a kill and restart, a pause), and the quiet server a MONITOR-based suite
+// needs. Never the shared 127.0.0.1:6379.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -127,6 +127,19 @@ export class PrivateRedis {
   async kill(): Promise<void> {
     this.child?.kill('SIGKILL');
     await this.exited;
+  }
+
+  /**
+   * Stops the server's process (SIGSTOP): its connections stay open and the kernel still accepts new ones, but nothing
+   * is answered until {@link resume}.
+   */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** Lets a paused server go on (SIGCONT); nothing if it is not paused. */
+  resume(): void {
+    this.child?.kill('SIGCONT');
   }
 
   /** Starts a killed server again on the same port and data dir. */
