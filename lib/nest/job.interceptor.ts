@@ -208,7 +208,10 @@ export class JobInterceptor {
 
   /** The application is shutting down: connections that stay out of reach are let go after `shutdownTimeout`. */
   shuttingDown(): void {
-    this.availability.closeUnreachableAfter(this.deps.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT);
+    this.availability.closeUnreachableAfter(
+      this.deps.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT,
+      () => this.runner.handlersRunning,
+    );
   }
 
   /** Closes what the interceptor opened itself (the idempotency runner's listener), once the workers closed. */

@@ -166,10 +166,11 @@ export class RedisAvailability {
    * open but answers no `PING` for `timeoutMs`, is let go, so that closing the queues, workers and the library's client
    * does not wait for Redis forever (see {@link releaseAtShutdown}).
    */
-  closeUnreachableAfter(timeoutMs: number | false): void {
+  closeUnreachableAfter(timeoutMs: number | false, handlersRunning: () => boolean = () => false): void {
     const outageSince = (endpoint: string) => this.outages.get(endpoint);
     const probeable = (client: Client) => this.nonBlocking.has(client) && !this.blocking.has(client);
-    releaseAtShutdown(this.known, outageSince, probeable, this.logger, timeoutMs, () => (this.letGo = true));
+    const silence = { probeable, handlersRunning };
+    releaseAtShutdown(this.known, outageSince, silence, this.logger, timeoutMs, () => (this.letGo = true));
   }
 
   /** Whether the shutdown let go of a connection (what was still queued on it failed with "Connection is closed"). */

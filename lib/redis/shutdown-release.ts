@@ -20,7 +20,8 @@ const WATCH_MS = 10 * 60_000;
  *   blocking command (`probeable`) are sent `PING`s ({@link LivenessProbes}), and a server that has left one
  *   unanswered for `timeoutMs`, none of its probes answered since, is let go the same way (ioredis destroys a socket the
  *   server does not close after its `disconnectTimeout`, 2 s by default). A server that answers any probe, however
- *   slowly, is never let go: a server with no probeable client is not probed;
+ *   slowly, is never let go: a server with no probeable client is not probed; nor is a silent one while a processor's
+ *   code still runs (then nothing waits for the server yet, and one that stalled answers again before that code ends);
  * - a client left half-closed is closed for good, at once and whatever `timeoutMs`: ioredis' `disconnect()` between
  *   two reconnection attempts only cancels the next attempt, so the client never reconnects nor ends, and a BullMQ
  *   close waiting for its `end` waits forever (BullMQ disconnects blocking connections that way). One more connection
@@ -32,8 +33,15 @@ const WATCH_MS = 10 * 60_000;
 export function releaseAtShutdown(
   clients: ReadonlyMap<Client, string>,
   outageSince: (endpoint: string) => number | undefined,
-  /** Whether a client runs no blocking command (a `PING` on it is answered at once when its server is alive). */
-  probeable: (client: Client) => boolean,
+  silence: {
+    /** Whether a client runs no blocking command (a `PING` on it is answered at once when its server is alive). */
+    probeable: (client: Client) => boolean;
+    /**
+     * Whether a processor's code still runs: a silent server is let go only once none does (a server stalled for a
+     * while, a disk or fork stall, answers again before a long handler ends, and its job is then recorded).
+     */
+    handlersRunning: () => boolean;
+  },
   logger: LoggerLike,
   timeoutMs: number | false,
   /** Called when the first connection of a server is let go. */
@@ -71,9 +79,9 @@ export function releaseAtShutdown(
       if (isConnected(client)) {
         downSince.delete(client);
         if (timeoutMs === false) continue;
-        if (probeable(client)) probes.send(client, endpoint);
+        if (silence.probeable(client)) probes.send(client, endpoint);
         // Disconnected once: its socket closes within ioredis' `disconnectTimeout` (each call would add a timer).
-        if (!silent.has(endpoint) || closing.has(client)) continue;
+        if (!silent.has(endpoint) || closing.has(client) || silence.handlersRunning()) continue;
         closing.add(client);
         client.once('end', () => closing.delete(client));
       } else {

@@ -35,11 +35,19 @@ export interface JobRunnerDeps extends JobRunDeps {
 export class JobRunner {
   /** The run of each job a worker of this process is running, until BullMQ records its end. */
   private readonly runs = new WeakMap<Job, JobRun>();
+  /** Handlers (the processors' own code) called and not settled yet. */
+  private handlers = 0;
 
   constructor(private readonly deps: JobRunnerDeps) {}
 
+  /** Whether a processor's own code is running (what the library does around it is not counted). */
+  get handlersRunning(): boolean {
+    return this.handlers > 0;
+  }
+
   /** Runs a job's handler inside its locks, then under its idempotency key. */
-  process(job: Job, token: string | undefined, signal: AbortSignal | undefined, handler: ProcessFn, worker?: Worker) {
+  process(job: Job, token: string | undefined, signal: AbortSignal | undefined, run: ProcessFn, worker?: Worker) {
+    const handler: ProcessFn = (...args) => this.counted(run, args);
     const { enabled, idempotencyDefinitions, tracer } = this.deps;
     const keyed = enabled ? idempotencyDefinitions.find(job.queueName, job.name) : undefined;
     const definition = this.definitionOf(job);
@@ -54,6 +62,21 @@ export class JobRunner {
       { queue: job.queueName, jobName: job.name, lock: definition.options.lock },
       (annotate) => this.runLocked(job, token, signal, next, definition, connection, annotate),
     );
+  }
+
+  /** Calls a handler, counted in {@link handlersRunning} until it settles. */
+  private counted(run: ProcessFn, args: Parameters<ProcessFn>): Promise<unknown> {
+    this.handlers++;
+    let result: Promise<unknown>;
+    try {
+      result = run(...args);
+    } catch (error) {
+      this.handlers--;
+      throw error;
+    }
+    const settled = () => void this.handlers--;
+    Promise.resolve(result).then(settled, settled);
+    return result;
   }
 
   /** BullMQ recorded a job completed, or failed for good (the worker's events): the lock type's `finished` hook. */

@@ -150,6 +150,34 @@ describe('shutdown with a Redis that keeps its connections but does not answer',
     }
   });
 
+  it('a server that stops answering for longer than shutdownTimeout while a handler still runs is not let go: it answers again before the handler ends, and the job is recorded', async () => {
+    const running = deferred();
+    const finish = deferred();
+    const { moduleRef, queue, errors } = await boot(async (job) => {
+      running.resolve();
+      await finish.promise;
+      return job.data as unknown;
+    }, 300);
+    let closed = false;
+    try {
+      const job = await queue.add('sync', { id: 'stalled-server' });
+      await running.promise;
+      const closing = boundedClose(moduleRef, 15_000);
+      server.pause(); // a disk or fork stall of the server, five times shutdownTimeout, while the handler runs
+      await sleep(1_500);
+      server.resume();
+      finish.resolve();
+      expect((await closing).end).toBe('closed');
+      closed = true;
+      expect(errors.filter((line) => LET_GO.test(line))).toEqual([]);
+      expect(await server.admin.zscore(`bull:${queue.name}:completed`, job.id!)).not.toBeNull();
+    } finally {
+      finish.resolve();
+      server.resume();
+      if (!closed) await moduleRef.close();
+    }
+  });
+
   it('a server whose only connections wait in a blocking command is not taken as silent (no PING is sent on them)', async () => {
     const { logger, lines } = captureLogger();
     const availability = new RedisAvailability(logger, 300);
