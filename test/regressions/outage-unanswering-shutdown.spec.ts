@@ -13,7 +13,7 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import { QueueEvents, type Job, type Queue } from 'bullmq';
 import { UniqueJob, UniqueJobsModule } from '../../lib/index.js';
 import { RedisAvailability } from '../../lib/redis/redis-availability.js';
-import { deferred } from '../support/deferred.js';
+import { deferred, type Deferred } from '../support/deferred.js';
 import { captureLogger } from '../support/events.js';
 import { PrivateRedis } from '../support/private-redis.js';
 import { uniqueName } from '../support/redis.js';
@@ -33,11 +33,24 @@ afterEach(async () => {
 
 const LET_GO = /at shutdown/;
 
-/** An application on the suite's server: one guarded queue, its processor running `handler`, and a QueueEvents host. */
-async function boot(
-  handler: (job: Job) => Promise<unknown>,
-  shutdownTimeout: number,
-): Promise<{ moduleRef: TestingModule; queue: Queue; errors: string[] }> {
+/** An application on the suite's server: one guarded queue and a QueueEvents host. */
+interface HeldApp {
+  moduleRef: TestingModule;
+  queue: Queue;
+  errors: string[];
+  /** Resolved when a job's handler started; its handler returns once `finish` is resolved. */
+  running: Deferred;
+  finish: Deferred;
+}
+
+async function boot(shutdownTimeout: number): Promise<HeldApp> {
+  const running = deferred();
+  const finish = deferred();
+  const handler = async (job: Job) => {
+    running.resolve();
+    await finish.promise;
+    return job.data as unknown;
+  };
   const name = uniqueName('unanswering');
   // Concurrency 2: while one job runs, the worker's blocking connection waits in BZPOPMIN for the next (a minute).
   @Processor(name, { concurrency: 2, drainDelay: 60 })
@@ -59,7 +72,7 @@ async function boot(
     providers: [PausedProcessor, PausedEvents],
   }).compile();
   await moduleRef.init();
-  return { moduleRef, queue: moduleRef.get<Queue>(getQueueToken(name)), errors: lines.error };
+  return { moduleRef, queue: moduleRef.get<Queue>(getQueueToken(name)), errors: lines.error, running, finish };
 }
 
 /** Closes the module; `'late'` if that takes more than `boundMs`. Resolves how long it took. */
@@ -85,13 +98,7 @@ async function blockedIn(command: string): Promise<boolean> {
 
 describe('shutdown with a Redis that keeps its connections but does not answer', () => {
   it('a paused server while a job is active: close() ends soon after shutdownTimeout, naming the server, and the job is not lost', async () => {
-    const running = deferred();
-    const finish = deferred();
-    const { moduleRef, queue, errors } = await boot(async (job) => {
-      running.resolve();
-      await finish.promise;
-      return job.data as unknown;
-    }, 1_000);
+    const { moduleRef, queue, errors, running, finish } = await boot(1_000);
     let closed = false;
     try {
       const job = await queue.add('sync', { id: 'paused' });
@@ -123,13 +130,7 @@ describe('shutdown with a Redis that keeps its connections but does not answer',
   });
 
   it('a server that answers is not let go: a job longer than shutdownTimeout, with connections waiting in BZPOPMIN and XREAD BLOCK', async () => {
-    const running = deferred();
-    const finish = deferred();
-    const { moduleRef, queue, errors } = await boot(async (job) => {
-      running.resolve();
-      await finish.promise;
-      return job.data as unknown;
-    }, 300);
+    const { moduleRef, queue, errors, running, finish } = await boot(300);
     let closed = false;
     try {
       const job = await queue.add('sync', { id: 'alive' });
@@ -151,13 +152,7 @@ describe('shutdown with a Redis that keeps its connections but does not answer',
   });
 
   it('a server that stops answering for longer than shutdownTimeout while a handler still runs is not let go: it answers again before the handler ends, and the job is recorded', async () => {
-    const running = deferred();
-    const finish = deferred();
-    const { moduleRef, queue, errors } = await boot(async (job) => {
-      running.resolve();
-      await finish.promise;
-      return job.data as unknown;
-    }, 300);
+    const { moduleRef, queue, errors, running, finish } = await boot(300);
     let closed = false;
     try {
       const job = await queue.add('sync', { id: 'stalled-server' });
