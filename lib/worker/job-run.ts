@@ -79,22 +79,23 @@ export class JobRun implements LockRun {
     });
     this.asked = lease;
     const waitFrom = Date.now();
-    const held = await deps.tracer.run(
-      'runtimeLock',
-      { queue: job.queueName, jobName: job.name, digest },
-      async (annotate) => {
-        // Asked again when its answer was read after its lease could have ended (an event-loop stall): the handler does
-        // not start on a lease another job took over meanwhile.
-        const answer = await lease.takeFresh();
-        annotate({ acquired: answer.acquired });
-        return answer;
-      },
-    );
+    // Asked again when its answer was read after its lease could have ended (an event-loop stall): the handler does
+    // not start on a lease another job took over meanwhile.
+    const held = !deps.tracer.active
+      ? await lease.takeFresh() // what `tracer.run` would do, without its attributes and wrapper (once per job)
+      : await deps.tracer.run('runtimeLock', { queue: job.queueName, jobName: job.name, digest }, async (annotate) => {
+          const answer = await lease.takeFresh();
+          annotate({ acquired: answer.acquired });
+          return answer;
+        });
     if (!held.acquired) {
       return { ...held, holder: held.holder === undefined ? undefined : parseRuntimeLockOwner(held.holder).jobId };
     }
     this.runtime = lease;
-    deps.events.emit({ type: 'locked', lock: 'runtime', ...this.ids(), waitedMs: lease.takenAt - waitFrom });
+    // Built only when someone listens (`emit` drops it otherwise).
+    if (deps.events.observed) {
+      deps.events.emit({ type: 'locked', lock: 'runtime', ...this.ids(), waitedMs: lease.takenAt - waitFrom });
+    }
     return held;
   }
 
@@ -132,6 +133,7 @@ export class JobRun implements LockRun {
   }
 
   private emitUnlocked(lock: 'enqueue' | 'runtime', since: number): void {
+    if (!this.deps.events.observed) return; // built only when someone listens (`emit` drops it otherwise)
     this.deps.events.emit({ type: 'unlocked', lock, ...this.ids(), heldMs: Math.max(0, Date.now() - since) });
   }
 

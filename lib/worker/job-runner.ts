@@ -1,6 +1,7 @@
 import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { attemptOutcome } from '../common/bullmq-lifecycle.js';
+import { ignoreAnnotation } from '../common/operation-tracer.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
@@ -55,6 +56,12 @@ export class JobRunner {
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
     const connection = workerConnection(worker);
     const next: ProcessFn = keyed ? this.underKey(keyed, handler, connection, worker) : handler;
+    // No instrumentation installed: what `tracer.run` would do, without building its attributes (once per job).
+    if (!tracer.active) {
+      return definition
+        ? this.runLocked(job, token, signal, next, definition, connection, ignoreAnnotation)
+        : next(job, token, signal);
+    }
     if (!definition)
       return tracer.run('process', { queue: job.queueName, jobName: job.name }, () => next(job, token, signal));
     return tracer.run(
@@ -118,7 +125,7 @@ export class JobRunner {
   ): Promise<unknown> {
     const locked = lockedDigest(job);
     const digest = locked ?? digestInWorker(definition, job);
-    annotate({ digest });
+    if (annotate !== ignoreAnnotation) annotate({ digest }); // nothing to build for no instrumentation
     const run = new JobRun(job, definition, digest, locked !== undefined, this.deps, connection);
     this.runs.set(job, run);
     try {
@@ -203,10 +210,13 @@ export class JobRunner {
     connection: Redis | undefined,
     worker: Worker | undefined,
   ): ProcessFn {
+    const { tracer, idempotency } = this.deps;
     return (job, token, signal) =>
-      this.deps.tracer.run('idempotency', { queue: job.queueName, jobName: job.name, store: keyed.storeName }, () =>
-        this.deps.idempotency.run(keyed, job, token, signal, handler, connection, worker),
-      );
+      tracer.active
+        ? tracer.run('idempotency', { queue: job.queueName, jobName: job.name, store: keyed.storeName }, () =>
+            idempotency.run(keyed, job, token, signal, handler, connection, worker),
+          )
+        : idempotency.run(keyed, job, token, signal, handler, connection, worker);
   }
 
   private definitionOf(job: Job): JobDefinition | undefined {
