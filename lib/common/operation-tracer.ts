@@ -5,8 +5,7 @@ import type {
   JobOperationAttributes,
 } from '../interfaces/job-instrumentation.interface.js';
 
-/** The annotation callback an operation gets when no instrumentation is installed: it does nothing. */
-export const ignoreAnnotation: AnnotateOperation = () => undefined;
+const ignoreAnnotation: AnnotateOperation = () => undefined;
 
 /** Runs the library's operations through the instrumentation installed (tracing), or directly when there is none. */
 export class OperationTracer {

@@ -79,15 +79,17 @@ export class JobRun implements LockRun {
     });
     this.asked = lease;
     const waitFrom = Date.now();
-    // Asked again when its answer was read after its lease could have ended (an event-loop stall): the handler does
-    // not start on a lease another job took over meanwhile.
-    const held = !deps.tracer.active
-      ? await lease.takeFresh() // what `tracer.run` would do, without its attributes and wrapper (once per job)
-      : await deps.tracer.run('runtimeLock', { queue: job.queueName, jobName: job.name, digest }, async (annotate) => {
-          const answer = await lease.takeFresh();
-          annotate({ acquired: answer.acquired });
-          return answer;
-        });
+    const held = await deps.tracer.run(
+      'runtimeLock',
+      { queue: job.queueName, jobName: job.name, digest },
+      async (annotate) => {
+        // Asked again when its answer was read after its lease could have ended (an event-loop stall): the handler does
+        // not start on a lease another job took over meanwhile.
+        const answer = await lease.takeFresh();
+        annotate({ acquired: answer.acquired });
+        return answer;
+      },
+    );
     if (!held.acquired) {
       return { ...held, holder: held.holder === undefined ? undefined : parseRuntimeLockOwner(held.holder).jobId };
     }

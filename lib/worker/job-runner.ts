@@ -1,7 +1,6 @@
 import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { attemptOutcome } from '../common/bullmq-lifecycle.js';
-import { ignoreAnnotation } from '../common/operation-tracer.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
@@ -48,7 +47,7 @@ export class JobRunner {
 
   /** Runs a job's handler inside its locks, then under its idempotency key. */
   process(job: Job, token: string | undefined, signal: AbortSignal | undefined, run: ProcessFn, worker?: Worker) {
-    const handler: ProcessFn = (...args) => this.counted(run, args);
+    const handler: ProcessFn = (j, t, s) => this.counted(run, j, t, s);
     const { enabled, idempotencyDefinitions, tracer } = this.deps;
     const keyed = enabled ? idempotencyDefinitions.find(job.queueName, job.name) : undefined;
     const definition = this.definitionOf(job);
@@ -56,12 +55,6 @@ export class JobRunner {
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
     const connection = workerConnection(worker);
     const next: ProcessFn = keyed ? this.underKey(keyed, handler, connection, worker) : handler;
-    // No instrumentation installed: what `tracer.run` would do, without building its attributes (once per job).
-    if (!tracer.active) {
-      return definition
-        ? this.runLocked(job, token, signal, next, definition, connection, ignoreAnnotation)
-        : next(job, token, signal);
-    }
     if (!definition)
       return tracer.run('process', { queue: job.queueName, jobName: job.name }, () => next(job, token, signal));
     return tracer.run(
@@ -72,11 +65,11 @@ export class JobRunner {
   }
 
   /** Calls a handler, counted in {@link handlersRunning} until it settles. */
-  private counted(run: ProcessFn, args: Parameters<ProcessFn>): Promise<unknown> {
+  private counted(run: ProcessFn, job: Job, token?: string, signal?: AbortSignal): Promise<unknown> {
     this.handlers++;
     let result: Promise<unknown>;
     try {
-      result = run(...args);
+      result = run(job, token, signal);
     } catch (error) {
       this.handlers--;
       throw error;
@@ -125,7 +118,7 @@ export class JobRunner {
   ): Promise<unknown> {
     const locked = lockedDigest(job);
     const digest = locked ?? digestInWorker(definition, job);
-    if (annotate !== ignoreAnnotation) annotate({ digest }); // nothing to build for no instrumentation
+    annotate({ digest });
     const run = new JobRun(job, definition, digest, locked !== undefined, this.deps, connection);
     this.runs.set(job, run);
     try {
@@ -210,13 +203,10 @@ export class JobRunner {
     connection: Redis | undefined,
     worker: Worker | undefined,
   ): ProcessFn {
-    const { tracer, idempotency } = this.deps;
     return (job, token, signal) =>
-      tracer.active
-        ? tracer.run('idempotency', { queue: job.queueName, jobName: job.name, store: keyed.storeName }, () =>
-            idempotency.run(keyed, job, token, signal, handler, connection, worker),
-          )
-        : idempotency.run(keyed, job, token, signal, handler, connection, worker);
+      this.deps.tracer.run('idempotency', { queue: job.queueName, jobName: job.name, store: keyed.storeName }, () =>
+        this.deps.idempotency.run(keyed, job, token, signal, handler, connection, worker),
+      );
   }
 
   private definitionOf(job: Job): JobDefinition | undefined {
