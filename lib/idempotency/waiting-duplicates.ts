@@ -1,8 +1,9 @@
-import { Job, type MinimalQueue } from 'bullmq';
+import type { Job, MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import { nextReadyOrEnd } from '../redis/client-ready.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
+import { promote, promoteAll } from './promote-delayed.js';
 
 /** A delivery waiting for a key in progress elsewhere: its queue (qualified name) and job id. */
 interface Waiter {
@@ -48,8 +49,6 @@ const MAX_REMEMBERED = 100_000;
  */
 const RESUBSCRIBE_MIN_MS = 1_000;
 const RESUBSCRIBE_MAX_MS = 60_000;
-/** Promotions sent at once when a key is settled (the rest follow as those are answered). */
-const PROMOTE_CONCURRENCY = 16;
 
 /** What the holder of a key publishes when it settles a key that deliveries of another queue wait for. */
 interface SettledMessage {
@@ -300,25 +299,4 @@ async function whenReady(client: Redis | Cluster): Promise<void> {
   // A lazy client (`lazyConnect`) connects on its first command; its failures reach `end` or its reconnections.
   if (client.status === 'wait') client.connect().catch(() => undefined);
   if ((await next) === 'end') throw new Error('Connection is closed.');
-}
-
-/** Moves a delayed job to waiting, through its queue or worker (nothing happens if it is no longer delayed). */
-export async function promote(queue: MinimalQueue, jobId: string): Promise<void> {
-  try {
-    await new Job(queue, '', undefined, {}, jobId).promote();
-  } catch {
-    // Not delayed (any more): it already runs, or was promoted by itself.
-  }
-}
-
-/** Promotes delayed jobs, {@link PROMOTE_CONCURRENCY} at a time. Never rejects. */
-async function promoteAll(jobs: { worker: MinimalQueue; jobId: string }[]): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < jobs.length) {
-      const { worker, jobId } = jobs[next++];
-      await promote(worker, jobId);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(PROMOTE_CONCURRENCY, jobs.length) }, lane));
 }

@@ -1,3 +1,5 @@
+import { setTimeout as delay } from 'node:timers/promises';
+
 /** Node's codes of a connection that could not be made or was cut (as opposed to an answer of the database). */
 const NETWORK_CODES = new Set([
   'ECONNREFUSED',
@@ -45,4 +47,24 @@ export function connectionCut(error: unknown): boolean {
     e = (e as { cause?: unknown; driverError?: unknown }).driverError ?? (e as { cause?: unknown }).cause;
   }
   return false;
+}
+
+/** How many times {@link againOnCut} runs an operation in all; the pause after the first try (longer after each). */
+export const CUT_ATTEMPTS = 4;
+const CUT_RETRY_MS = 200;
+
+/**
+ * Runs `operation`, and again on another connection when a connection is cut under it ({@link connectionCut}), up to
+ * {@link CUT_ATTEMPTS} times in all. Only for operations that are safe to repeat (a check, a migration that creates
+ * what is missing). Rejects with the last error.
+ */
+export async function againOnCut<T>(operation: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await operation();
+    } catch (error) {
+      if (attempt >= CUT_ATTEMPTS || !connectionCut(error)) throw error;
+      await delay(CUT_RETRY_MS * attempt);
+    }
+  }
 }

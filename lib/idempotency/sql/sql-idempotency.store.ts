@@ -1,4 +1,3 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import type {
   IdempotencyClaim,
   IdempotencyClaimLost,
@@ -32,7 +31,7 @@ import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapt
 import { affected, type SqlDialect } from './sql-dialect.js';
 import { runLocked } from './locked-transaction.js';
 import { postgresDialect } from './postgres-dialect.js';
-import { connectionCut } from './network-error.js';
+import { againOnCut, CUT_ATTEMPTS } from './network-error.js';
 import { verifyFailure } from './verify-failure.js';
 import { SerialQueue } from './serial-queue.js';
 import { sqliteDialect } from './sqlite-dialect.js';
@@ -103,14 +102,7 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
    * another connection, a few times, since it only creates what is missing.
    */
   async migrate(): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.migrateOnce();
-      } catch (error) {
-        if (attempt >= CUT_ATTEMPTS || !connectionCut(error)) throw error;
-        await delay(CUT_RETRY_MS * attempt);
-      }
-    }
+    await againOnCut(() => this.migrateOnce());
   }
 
   private async migrateOnce(): Promise<void> {
@@ -137,19 +129,14 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
    * worker takes a job. Throws an Error saying what is missing and how to create it.
    */
   async verify(): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
+    // A connection cut under the check (a failover, `pg_terminate_backend`, a server restarting) says nothing of the
+    // table: look again on another connection, a few times, before failing the bootstrap.
+    try {
+      await againOnCut(async () => {
         for (const statement of this.sql.probe()) await this.run(statement);
-        return;
-      } catch (error) {
-        // A connection cut under the check (a failover, `pg_terminate_backend`, a server restarting) says nothing of
-        // the table: look again on another connection, a few times, before failing the bootstrap.
-        if (attempt < CUT_ATTEMPTS && connectionCut(error)) {
-          await delay(CUT_RETRY_MS * attempt);
-          continue;
-        }
-        throw verifyFailure(error, this.constructor.name, this.table, this.sql.name, CUT_ATTEMPTS);
-      }
+      });
+    } catch (error) {
+      throw verifyFailure(error, this.constructor.name, this.table, this.sql.name, CUT_ATTEMPTS);
     }
   }
 
@@ -319,10 +306,6 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
     return this.queue ? this.queue.run(operation, urgent, pauseAfter) : operation();
   }
 }
-
-/** How many times the bootstrap check or a migration runs when a connection is cut under it; the pause after the first try. */
-const CUT_ATTEMPTS = 4;
-const CUT_RETRY_MS = 200;
 
 /** When a claim that met a locked record whose lease ended looks again, at the latest. */
 const LOCKED_RETRY_MS = 1_000;
