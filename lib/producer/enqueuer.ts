@@ -39,9 +39,11 @@ export class Enqueuer {
 
   /**
    * Enqueues a job under its uniqueness rules. Resolves what happened; `error` is what plain `queue.add` throws (the
-   * `raise` strategy). Nothing is enqueued when the lock arguments cannot be hashed.
+   * `raise` strategy). Nothing is enqueued when the lock arguments cannot be hashed. No options (`undefined`, or `null`
+   * as plain BullMQ takes it from JavaScript callers) are none.
    */
-  async enqueue(queue: Queue, name: string, data: unknown, opts: JobsOptions = {}): Promise<ClientResolution> {
+  async enqueue(queue: Queue, name: string, data: unknown, options?: JobsOptions): Promise<ClientResolution> {
+    const opts = options ?? {};
     const connected = this.deps.availability.ready(queue);
     if (connected) await connected;
     const definition = this.definitionOf(queue, name);
@@ -79,7 +81,8 @@ export class Enqueuer {
    * returned is built locally, with the id of the job that holds the lock and the name, data and options passed to
    * this call (not the holder's); read the holder with `queue.getJob(job.id)` when you need it.
    */
-  async add(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<Job> {
+  async add(queue: Queue, name: string, data: unknown, options?: JobsOptions): Promise<Job> {
+    const opts = options ?? {};
     return this.toJob(queue, { name, data, opts }, await this.enqueue(queue, name, data, opts));
   }
 
@@ -182,7 +185,7 @@ export class Enqueuer {
   private toJob(queue: Queue, { name, data, opts }: BulkJob, { result, error }: ClientResolution): Job {
     if (error) throw error;
     if (result.status === 'enqueued') return result.job;
-    return new Job(queue, name, data, opts, result.existingJobId);
+    return new Job(queue, name, data, opts ?? {}, result.existingJobId);
   }
 
   private definitionOf(queue: Queue, name: string): JobDefinition | undefined {

@@ -1,4 +1,4 @@
-import { Job, type Queue } from 'bullmq';
+import { Job, type JobJson, type JobsOptions, type Queue } from 'bullmq';
 import type { ClientConflict } from '../conflicts/conflict-strategy.interface.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
@@ -37,6 +37,9 @@ export class Replacer {
     // refuses the add whatever is replaced: replace nothing (found by the model test: a holder was removed, its period
     // released, and the new job refused all the same).
     if (await callerIdHolds(lock, conflict)) return undefined;
+    // A job BullMQ refuses before sending anything (options it rejects, data it cannot serialize) must not cost the
+    // holder its place: BullMQ's own checks first (found by a hostile review: the holder was removed, the add refused).
+    checkAsBullMQAdds(queue, name, data, opts);
     let holder = conflict.existingJobId;
     let replaced: string | undefined;
     const kept = new Set<string>(); // holders met that started or finished: they stay
@@ -73,6 +76,21 @@ export class Replacer {
     }
     return undefined;
   }
+}
+
+/**
+ * The checks BullMQ makes of a new job before it sends anything, made by BullMQ's own code without adding the job: the
+ * queue's `Job` class builds it (with the queue's default options, as `queue.add` merges them), serializes it
+ * (`asJSON`: data that `JSON.stringify` refuses) and validates its options (`validateOptions`: a float priority, a
+ * size limit, exclusive parent options, a custom id BullMQ refuses). One rule sits in `Queue.addJob` instead of the
+ * `Job` class, and is repeated here: an id `'0'` or starting with `'0:'`. Throws BullMQ's error.
+ */
+export function checkAsBullMQAdds(queue: Queue, name: string, data: unknown, opts: JobsOptions): void {
+  const { jobId } = opts;
+  if (jobId === '0' || jobId?.startsWith('0:')) throw new Error("JobId cannot be '0' or start with '0:'");
+  const JobClass = (queue as unknown as { Job: typeof Job }).Job;
+  const job = new JobClass(queue, name, data, { ...queue.jobsOpts, ...opts }, jobId);
+  (job as unknown as { validateOptions(json: JobJson): void }).validateOptions(job.asJSON());
 }
 
 /**
