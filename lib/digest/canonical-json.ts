@@ -1,4 +1,5 @@
 import { types } from 'node:util';
+import { isThenable } from '../common/function-kind.js';
 import { describeThrown } from '../errors/thrown.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 
@@ -138,7 +139,7 @@ function lossyObject(object: object): string | undefined {
   if (types.isProxy(object)) {
     return 'a Proxy: what it shows is not its own data (JSON may write it as {}); return plain data';
   }
-  if (typeof (object as { then?: unknown }).then === 'function') {
+  if (isThenable(object)) {
     return 'a Promise (a thenable): lockArgs must be synchronous and return the value itself, not a Promise';
   }
   if (object instanceof Map || object instanceof Set || object instanceof WeakMap || object instanceof WeakSet) {

@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { isThenable } from '../common/function-kind.js';
 import { canonicalJson } from '../digest/canonical-json.js';
 import { IdempotencyStoreNotReadyError } from '../errors/idempotency-store-not-ready.error.js';
 import { UnrecoverableUniqueJobsError } from '../errors/unrecoverable-unique-jobs.error.js';
@@ -126,7 +127,7 @@ function normalizeKey(raw: unknown): { key: string } | { missing: string } {
   if (typeof raw === 'string' && raw !== '') key = raw;
   else if (typeof raw === 'number' && Number.isFinite(raw)) key = String(raw);
   if (key === undefined) {
-    return { missing: describeMissing(raw) };
+    return { missing: isThenable(raw) ? 'a Promise (key functions must be synchronous)' : describeMissing(raw) };
   }
   return { key: normalizeIdempotencyKey(key) };
 }

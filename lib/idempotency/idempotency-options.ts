@@ -1,3 +1,4 @@
+import { uncallable } from '../common/function-kind.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import type { IdempotencyDefaults, IdempotencyKeyOptions } from './idempotency-key-options.interface.js';
 import type { IdempotencyModuleOptions } from './idempotency-key-options.interface.js';
@@ -65,6 +66,8 @@ export function resolveIdempotencyOptions(
   if (typeof options.key !== 'function') {
     fail('key', 'must be a function of the job returning its key from the domain data, e.g. job => job.data.eventId');
   }
+  const keyProblem = uncallable(options.key, 'key', 'the key itself');
+  if (keyProblem) fail('key', `is ${keyProblem}`);
   const merged = { ...DEFAULT_IDEMPOTENCY_OPTIONS, ...stripUndefined(defaults ?? {}), ...stripUndefined(options) };
   checkDefaults(merged, fail);
 
@@ -87,6 +90,9 @@ export function resolveIdempotencyOptions(
   if (!fingerprintValid) {
     fail('fingerprint', "must be 'data', false, a non-empty list of top-level field names, or a function of the data");
   }
+  const fingerprintProblem =
+    typeof fingerprint === 'function' ? uncallable(fingerprint, 'fingerprint', 'the values to compare') : undefined;
+  if (fingerprintProblem) fail('fingerprint', `is ${fingerprintProblem}`);
 
   const storeName = options.store;
   const store = storeName === undefined ? stores.default : stores.named.get(storeName);

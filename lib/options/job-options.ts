@@ -7,6 +7,7 @@ import {
   shortened,
   stripUndefined,
 } from '../common/option-values.js';
+import { uncallable } from '../common/function-kind.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import type {
   ConflictSide,
@@ -146,33 +147,14 @@ function checkLockArgs(
     if (typeof method !== 'function') {
       fail('lockArgs', `names ${shown}, which is not a static method of the processor class`);
     }
-    const problem = uncallable(method as () => unknown);
+    const problem = uncallable(method as () => unknown, 'lockArgs', 'the arguments themselves');
     if (problem) fail('lockArgs', `names ${shown}, ${problem}`);
   } else if (typeof lockArgs !== 'function') {
     fail('lockArgs', 'must be a function (data, job) => args, or the name of a static method of the processor');
   } else {
-    const problem = uncallable(lockArgs);
+    const problem = uncallable(lockArgs, 'lockArgs', 'the arguments themselves');
     if (problem) fail('lockArgs', `is ${problem}`);
   }
-}
-
-/**
- * Why a function cannot be a `lockArgs` (which is called as `lockArgs(data, job)` and must return the arguments
- * themselves), or `undefined`: an async function (it returns a Promise), a generator (an iterator), a class (it
- * cannot be called without `new`).
- */
-function uncallable(fn: (...args: never[]) => unknown): string | undefined {
-  const kind = (Object.getPrototypeOf(fn) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
-  if (kind === 'AsyncFunction' || kind === 'AsyncGeneratorFunction') {
-    return 'an async function, which returns a Promise: lockArgs must be synchronous and return the arguments themselves';
-  }
-  if (kind === 'GeneratorFunction') {
-    return 'a generator function, which returns an iterator: lockArgs must return the arguments themselves';
-  }
-  if (Function.prototype.toString.call(fn).startsWith('class')) {
-    return 'a class, which cannot be called: lockArgs must be a function (data, job) => args';
-  }
-  return undefined;
 }
 
 /** An option set on the job that its lock never uses is a mistake (a module-wide default may be unused). */

@@ -1,0 +1,108 @@
+// Found by a hostile review (session 26): a key function that returned a Promise which then rejected (an async lookup)
+// was reported as "an object" while the rejection went unhandled — Node ends a process on an unhandled rejection, so
+// the worker died with every other job it ran. The same for a fingerprint function and for lockArgs. Now async
+// functions are refused at bootstrap (naming the option), and a Promise returned at run time is reported as one, its
+// rejection handled.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import {
+  InvalidUniqueJobOptionsError,
+  MissingIdempotencyKeyError,
+  RedisIdempotencyStore,
+  UnrecoverableUniqueJobsError,
+  UnserializableLockArgsError,
+  type IdempotencyJob,
+  type IdempotencyKeyOptions,
+} from '../../lib/index.js';
+import { resolveIdempotencyOptions } from '../../lib/idempotency/idempotency-options.js';
+import { workerOf } from '../conflicts/helpers.js';
+import { useApps } from '../support/apps.js';
+import { Outcomes } from '../support/outcomes.js';
+import { redisClient, uniqueName } from '../support/redis.js';
+
+const unhandled: unknown[] = [];
+const listener = (reason: unknown) => void unhandled.push(reason);
+beforeAll(() => void process.on('unhandledRejection', listener));
+beforeEach(() => void (unhandled.length = 0));
+afterAll(() => void process.off('unhandledRejection', listener));
+
+/** A function that is not `async` but returns a Promise that rejects (what an async lookup behind a wrapper does). */
+const rejecting = (what: string) => () => Promise.reject(new Error(`${what} lookup failed`));
+
+describe('async callbacks refused at bootstrap', () => {
+  const client = redisClient({ lazyConnect: true });
+  const stores = { default: new RedisIdempotencyStore({ client, prefix: uniqueName('prom') }), named: new Map() };
+  afterAll(() => client.disconnect());
+
+  it.each([
+    [
+      'key',
+      { key: async (job: IdempotencyJob) => String(job.id) },
+      /key must be synchronous and return the key itself/,
+    ],
+    [
+      'fingerprint',
+      { key: (job: IdempotencyJob) => String(job.id), fingerprint: async (data: unknown) => data },
+      /fingerprint must be synchronous/,
+    ],
+    ['key', { key: function* key() {} }, /is a generator function/],
+  ])('%s: an async function or a generator', (option, options, problem) => {
+    let error: unknown;
+    try {
+      resolveIdempotencyOptions('Test', options as unknown as IdempotencyKeyOptions, undefined, stores);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
+    expect((error as InvalidUniqueJobOptionsError).option).toBe(option);
+    expect((error as InvalidUniqueJobOptionsError).problem).toMatch(problem);
+  });
+});
+
+describe('a Promise returned at run time', () => {
+  const { start } = useApps('prom');
+
+  it('key: the job fails with MissingIdempotencyKeyError naming a Promise; the rejection is handled', async () => {
+    const app = await start({
+      idempotency: { key: rejecting('key') as unknown as (job: IdempotencyJob) => string },
+      handler: async () => 'ran',
+    });
+    const outcomes = new Outcomes(workerOf(app));
+    const job = await app.queue.add('charge', { id: 'a1' });
+    const [error] = await outcomes.failures(job.id!);
+    expect(error).toBeInstanceOf(MissingIdempotencyKeyError);
+    expect(error.message).toContain('a Promise (key functions must be synchronous)');
+    expect(app.runs).toHaveLength(0);
+    expect(unhandled).toEqual([]);
+  });
+
+  it('fingerprint: the job fails for good (the fingerprint cannot be computed); the rejection is handled', async () => {
+    const app = await start({
+      idempotency: {
+        key: (job: IdempotencyJob<{ id: string }>) => job.data.id,
+        fingerprint: rejecting('fingerprint') as unknown as (data: unknown) => unknown,
+      },
+      handler: async () => 'ran',
+    });
+    const outcomes = new Outcomes(workerOf(app));
+    const job = await app.queue.add('charge', { id: 'a2' });
+    const [error] = await outcomes.failures(job.id!);
+    expect(error).toBeInstanceOf(UnrecoverableUniqueJobsError);
+    expect(error.message).toContain('a Promise');
+    expect(app.runs).toHaveLength(0);
+    expect(unhandled).toEqual([]);
+  });
+
+  it('lockArgs: the enqueue fails with UnserializableLockArgsError, nothing is enqueued; the rejection is handled', async () => {
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: rejecting('lockArgs') as unknown as (data: unknown) => unknown[] },
+      paused: true,
+    });
+    await expect(app.queue.add('price', { id: 'a3' })).rejects.toBeInstanceOf(UnserializableLockArgsError);
+    expect(await app.queue.getJobCounts('waiting', 'delayed', 'prioritized')).toEqual({
+      waiting: 0,
+      delayed: 0,
+      prioritized: 0,
+    });
+    expect(unhandled).toEqual([]);
+  });
+});
