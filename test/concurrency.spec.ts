@@ -138,6 +138,49 @@ describe('many processes, one Redis', () => {
     expect(await scanKeys(redis, `bull:${queueNames[1]}:de:*`)).toEqual([]);
   }, 45_000);
 
+  // Found by a hostile review (session 26): BullMQ's removal answers 1 for a job already gone, so producers replacing
+  // one holder at once each reported it replaced, and a call that removed several holders on its way (others took the
+  // lock between its removal and its add) reported only the last.
+  it.each([1, 2])(
+    'replace, lockLimit %i: 4 producers × 150 adds over 3 event ids; every job removed is reported replaced exactly once, the jobs left hold the lock',
+    async (lockLimit) => {
+      const queueName = uniqueName('conc-r');
+      const prefix = uniqueName('ujc');
+      prefixes.push(prefix);
+      const queue = openQueue(queueName);
+      const eventIds = ['evt_a', 'evt_b', 'evt_c'];
+      const summaries = await runProducers(
+        Array.from({ length: 4 }, () => ({
+          QUEUES: queueName,
+          PREFIX: prefix,
+          COUNT: '150',
+          EVENT_IDS: eventIds.join(','),
+          IN_FLIGHT: '6',
+          ON_CONFLICT: 'replace',
+          LOCK_LIMIT: String(lockLimit),
+        })),
+      );
+      expect(summaries.map((s) => s.errors)).toEqual([[], [], [], []]);
+      const created = summaries.flatMap((s) => s.created);
+      const replaced = summaries.flatMap((s) => s.replaced);
+      const left = (await queue.getJobs(['wait'], 0, -1)).map((job) => job.id!);
+      expect(left).toHaveLength(eventIds.length * lockLimit);
+      // every job created is either left or was reported replaced, by one producer only
+      expect([...replaced].sort()).toEqual(created.filter((id) => !left.includes(id)).sort());
+      expect(replaced.length).toBeGreaterThan(0);
+      // and the jobs left are the lock's holders
+      for (const eventId of eventIds) {
+        const mine = (await queue.getJobs(['wait'], 0, -1))
+          .filter((job) => (job.data as { eventId: string }).eventId === eventId)
+          .map((job) => job.id!);
+        const key = lockKey({ queue: queueName, name: 'event', lockArgs: eventId, lockLimit, prefix });
+        const holders = lockLimit === 1 ? [(await redis.get(key))!] : await redis.zrange(key, 0, '-1');
+        expect(holders.sort()).toEqual(mine.sort());
+      }
+    },
+    60_000,
+  );
+
   it('while_executing: 3 worker processes never run two jobs of one digest at the same time', async () => {
     const queueName = uniqueName('conc-w');
     const prefix = uniqueName('ujc');

@@ -6,7 +6,10 @@ export interface EnqueuedResult<DataType = unknown> {
   job: Job<DataType>;
   /** The digest the job is locked under, when it has an enqueue lock. */
   digest?: string;
-  /** Id of the job this one replaced (`replace` strategy). */
+  /**
+   * Id of the job this one replaced (`replace` strategy). When other producers replaced the same digest at the same
+   * time, this call may have removed several holders on its way: this names the last; a `replaced` event names each.
+   */
   replacedJobId?: string;
 }
 

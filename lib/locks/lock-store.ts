@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { bullKeys } from '../redis/keys.js';
+import { bullKeys, REMOVAL_FIELD } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
@@ -56,6 +56,15 @@ export class LockStore {
   /** Releases the owner's slot only if it still holds it with `lease` (compare-and-set on owner and lease). */
   async releaseLease(key: string, owner: string, lease: string): Promise<boolean> {
     return (await this.scripts.run('reapLockOwner', [key], [owner, lease])) === 1;
+  }
+
+  /**
+   * Marks a job as being removed by this caller: `true` for one caller only of those that ask within `windowMs`, and
+   * only while the job exists. (BullMQ's removal answers `1` for a job that is already gone, so producers removing one
+   * job at once cannot tell which of them removed it.)
+   */
+  async markRemoval(jobKey: string, windowMs: number): Promise<boolean> {
+    return (await this.scripts.run('markRemoval', [jobKey], [REMOVAL_FIELD, windowMs])) === 1;
   }
 
   /** Whether a job's hash exists. */

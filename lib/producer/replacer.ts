@@ -3,7 +3,9 @@ import type { ClientConflict } from '../conflicts/conflict-strategy.interface.js
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { EnqueueLock } from '../locks/enqueue-lock.js';
+import type { LockStore } from '../locks/lock-store.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
+import { bullKeys } from '../redis/keys.js';
 import type { GuardedQueues } from './guarded-queues.js';
 import { lockedDigest } from '../locks/locked-digest.js';
 import { newJobId } from './job-ids.js';
@@ -22,6 +24,7 @@ export class Replacer {
     private readonly definitions: JobDefinitions,
     private readonly queues: GuardedQueues,
     private readonly events: UniqueJobsEvents,
+    private readonly store: LockStore,
   ) {}
 
   /**
@@ -41,14 +44,16 @@ export class Replacer {
     // holder its place: BullMQ's own checks first (found by a hostile review: the holder was removed, the add refused).
     checkAsBullMQAdds(queue, name, data, opts);
     let holder = conflict.existingJobId;
-    let replaced: string | undefined;
+    // The holders this call removed, each reported by one call only (producers removing one holder at once all see
+    // BullMQ answer that it is removed: the one that marked it first reports it).
+    const replaced: string[] = [];
     const kept = new Set<string>(); // holders met that started or finished: they stay
     for (let attempt = 0; attempt < MAX_REPLACEMENTS; attempt++) {
       if (holder !== undefined) {
-        const removed = await removeIfNotStarted(queue, holder, digest);
-        if (removed === 'removed') {
+        const removed = await this.removeIfNotStarted(queue, holder, digest);
+        if (removed === 'removed' || removed === 'removedByAnother') {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
-          replaced = holder;
+          if (removed === 'removed') replaced.push(holder);
         } else {
           // Started, finished, or not found in this queue: it stays. Another holder of the lock (lockLimit > 1, or the
           // lock changed hands meanwhile: another producer replaced it, or it started and gave the lock up) may be one
@@ -57,7 +62,10 @@ export class Replacer {
           // another digest (a caller's jobId), never this lock's to remove; the reaper frees that hold.
           if (removed === 'kept' || removed === 'foreign') kept.add(holder);
           const live = await lock.holders(queue, digest);
-          if (live.length > 0 && live.every((id) => kept.has(id) || id === holder)) return undefined;
+          if (live.length > 0 && live.every((id) => kept.has(id) || id === holder)) {
+            this.reportReplaced(definition.queue, name, digest, replaced, live.includes(holder) ? holder : live[0]);
+            return undefined;
+          }
           holder = live.find((id) => !kept.has(id) && id !== holder);
           continue;
         }
@@ -67,14 +75,56 @@ export class Replacer {
       const request = { queue, name, data, opts, digest, jobId };
       const taken = await takeEnqueueLock(definition, request, add, this.events);
       if ('job' in taken) {
-        if (replaced === undefined) return { status: 'enqueued', job: taken.job, digest };
-        const replacedJobId = replaced;
-        this.events.emit({ type: 'replaced', queue: definition.queue, jobName: name, digest, jobId, replacedJobId });
-        return { status: 'enqueued', job: taken.job, digest, replacedJobId };
+        this.reportReplaced(definition.queue, name, digest, replaced, jobId);
+        const replacedJobId = replaced.at(-1);
+        return {
+          status: 'enqueued',
+          job: taken.job,
+          digest,
+          ...(replacedJobId === undefined ? {} : { replacedJobId }),
+        };
       }
       holder = taken.existingJobId; // another producer got in between: replace that one
     }
+    this.reportReplaced(definition.queue, name, digest, replaced, holder ?? (await lock.holders(queue, digest))[0]);
     return undefined;
+  }
+
+  /**
+   * A `replaced` event for each holder this call removed (every one, not only the last: other producers may take the
+   * lock between a removal and the add), naming the job in their place: this call's own, or, when it gives up, the
+   * holder that stays (another producer's job, which took the freed lock).
+   */
+  private reportReplaced(queue: string, jobName: string, digest: string, removed: string[], jobId?: string): void {
+    if (jobId === undefined) return;
+    for (const replacedJobId of removed) {
+      this.events.emit({ type: 'replaced', queue, jobName, digest, jobId, replacedJobId });
+    }
+  }
+
+  /**
+   * Removes a job of this queue and this digest that never started. `'removed'`: this call removed it;
+   * `'removedByAnother'`: it is gone, another caller removing it at the same time (it reports it); `'gone'`: it no
+   * longer exists; `'kept'`: it started or finished, or is a flow child; `'foreign'`: a job of another digest (or none)
+   * has that id.
+   */
+  private async removeIfNotStarted(
+    queue: Queue,
+    jobId: string,
+    digest: string,
+  ): Promise<'removed' | 'removedByAnother' | 'gone' | 'kept' | 'foreign'> {
+    const job = await Job.fromId(queue, jobId);
+    if (!job) return 'gone';
+    if (lockedDigest(job) !== digest) return 'foreign';
+    // A flow child: removing it takes it out of its parent's dependencies, and BullMQ then runs the parent without it
+    // (the replacement is no child of that parent).
+    if (job.attemptsStarted > 0 || job.parentKey !== undefined) return 'kept';
+    const state = await job.getState();
+    if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
+      return state === 'unknown' ? 'gone' : 'kept';
+    const marked = await this.store.markRemoval(bullKeys.job(queue.qualifiedName, jobId), REMOVAL_MARK_MS);
+    if ((await queue.remove(jobId)) === 1) return marked ? 'removed' : 'removedByAnother';
+    return (await Job.fromId(queue, jobId)) ? 'kept' : 'gone'; // it became active meanwhile, or someone removed it
   }
 }
 
@@ -101,24 +151,5 @@ export async function callerIdHolds(lock: EnqueueLock, { queue, digest, opts }: 
   return opts.jobId !== undefined && (await lock.holders(queue, digest)).includes(opts.jobId);
 }
 
-/**
- * Removes a job of this queue and this digest that never started. `'gone'`: it no longer exists; `'kept'`: it started
- * or finished, or is a flow child; `'foreign'`: a job of another digest (or none) has that id.
- */
-async function removeIfNotStarted(
-  queue: Queue,
-  jobId: string,
-  digest: string,
-): Promise<'removed' | 'gone' | 'kept' | 'foreign'> {
-  const job = await Job.fromId(queue, jobId);
-  if (!job) return 'gone';
-  if (lockedDigest(job) !== digest) return 'foreign';
-  // A flow child: removing it takes it out of its parent's dependencies, and BullMQ then runs the parent without it
-  // (the replacement is no child of that parent).
-  if (job.attemptsStarted > 0 || job.parentKey !== undefined) return 'kept';
-  const state = await job.getState();
-  if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
-    return state === 'unknown' ? 'gone' : 'kept';
-  if ((await queue.remove(jobId)) === 1) return 'removed';
-  return (await Job.fromId(queue, jobId)) ? 'kept' : 'gone'; // it became active meanwhile, or someone removed it
-}
+/** How long a removal mark keeps other callers from reporting the job (a caller whose removal failed lets go then). */
+const REMOVAL_MARK_MS = 10_000;

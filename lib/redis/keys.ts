@@ -154,6 +154,9 @@ export function digestOfDeduplicationId(id: string | undefined): string | undefi
 /** The field of a job's hash counting its reschedules (the `reschedule` strategy's `maxReschedules`). */
 export const RESCHEDULES_FIELD = 'ujReschedules';
 
+/** The field of a job's hash marking which `replace` call removes it (see `LockStore.markRemoval`). */
+export const REMOVAL_FIELD = 'ujRemoving';
+
 /** How a run-time lock owner written as a JSON pair begins. */
 const PAIR_START = '["';
 

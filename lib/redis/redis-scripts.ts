@@ -26,7 +26,8 @@ export type ScriptName =
   | 'reapDeduplication'
   | 'reapIdempotencyClaim'
   | 'registerQueue'
-  | 'countReschedule';
+  | 'countReschedule'
+  | 'markRemoval';
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;
