@@ -11,7 +11,11 @@ const DELAY_MARGIN_MS = 50;
 
 /**
  * The key is held by a live record: replay it (completed, or failed and kept), refuse a different payload, or wait
- * for the holder (back to delayed, woken when it settles) or fail at once (`onInProgress: 'fail'`).
+ * for the holder (back to delayed, woken when it settles) or fail at once (`onInProgress: 'fail'`). A live record of
+ * this very job (its job id) is never a different payload: the job's handler may have changed its data since it
+ * claimed (`job.updateData`, BullMQ's step jobs), and a redelivery of it replays or waits as any duplicate. An ended
+ * claim the store would not let this delivery take over (answered with `expiresInMs` 0) is a mismatch: the store
+ * found it to be another job's (on Redis it compares the jobs' keys too, which the record read here does not carry).
  */
 export async function answerHeldKey(
   attempt: Attempt,
@@ -22,7 +26,8 @@ export async function answerHeldKey(
   const { record, expiresInMs } = claim;
   const { scope, key } = attempt.ref;
   const { report } = attempt;
-  if (fingerprint !== undefined && record.fingerprint !== undefined && fingerprint !== record.fingerprint) {
+  const ownJob = expiresInMs > 0 && record.jobId !== undefined && record.jobId === attempt.job.id;
+  if (fingerprint !== undefined && record.fingerprint !== undefined && fingerprint !== record.fingerprint && !ownJob) {
     report.emit({ type: 'idempotencyMismatch' });
     throw new IdempotencyKeyMismatchError(scope, key, fingerprint, record.fingerprint);
   }

@@ -21,7 +21,12 @@ export interface IdempotencyStore<Transaction = unknown> {
    * record whose lease had ended: its holder crashed or stalled). Otherwise changes nothing and answers the live record.
    * Exactly one of any number of concurrent claimants wins. An `in_progress` record whose lease ended is NOT taken over
    * by a claim with a different fingerprint (both present) for ten minutes after its lease ended: that claim answers the
-   * record (with `expiresInMs` 0) so the caller reports a mismatch instead of running another payload.
+   * record (with `expiresInMs` 0) so the caller reports a mismatch instead of running another payload. Except by the
+   * job the record names, whose fingerprint is not compared (its handler may have changed its data with
+   * `job.updateData` before its worker died; a redelivery of the same job is no mismatch): the record's job id equals
+   * `request.jobId` and, when the store keeps the job's key too, its key equals `request.jobKey` when both are known
+   * (jobs of two queues sharing a scope may have the same id). Custom stores must apply the same rule; the SQL stores
+   * keep only the job id and compare that.
    */
   claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult>;
 
@@ -147,11 +152,15 @@ export interface IdempotencyClaim extends IdempotencyRecordRef {
   leaseMs: number;
   /** Fingerprint of the payload, stored with the record, or `undefined` when payloads are not compared. */
   fingerprint: string | undefined;
-  /** The job that claims (for operators: who holds the key). */
+  /**
+   * The job that claims (for operators: who holds the key). A record naming this job is its own: a claim of it takes
+   * an ended claim of another fingerprint over (see {@link IdempotencyStore.claim}).
+   */
   jobId: string | undefined;
   /**
    * The Redis key of the claiming BullMQ job (`<queue prefix>:<queue>:<job id>`), so the orphan reaper can tell a
-   * claim whose job was removed or finished without settling it. Stores may ignore it.
+   * claim whose job was removed or finished without settling it, and a claim of the same job from one of another
+   * queue with the same id. Stores may ignore it (then they tell the job by {@link jobId} alone).
    */
   jobKey?: string;
   /**

@@ -83,7 +83,7 @@ export async function claimInTransaction<T, Transaction>(
           (await tx.execute(sql.claimInTransaction(request, request.ttlMs))).rows[0];
         if (row?.tx === null || row?.tx === undefined) {
           // Lost: what stopped it, read in this transaction (its advisory lock, when taken, ends with it).
-          const current = (await tx.execute(sql.blocking(request.scope, request.key, request.fingerprint))).rows[0];
+          const current = (await tx.execute(sql.blocking(request))).rows[0];
           if (current) return lostTo(current);
           return row?.got === false ? heldUncommitted(elsewhere, sql, request) : undefined;
         }

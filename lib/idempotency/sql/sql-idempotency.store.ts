@@ -142,7 +142,7 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
 
   /** @inheritDoc */
   async claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult> {
-    const { scope, key, fingerprint } = request;
+    const { scope, key } = request;
     return this.exclusive(
       async () => {
         for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
@@ -169,7 +169,7 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           }
           const row = claimed.rows[0];
           if (row) return { claimed: true, takeover: truthy(row.takeover) };
-          const blocking = await this.adapter.execute(this.sql.blocking(scope, key, fingerprint));
+          const blocking = await this.adapter.execute(this.sql.blocking(request));
           const current = blocking.rows[0];
           if (current) return lostTo(current);
           // The record that stopped the claim expired or was deleted before it could be read: claim again.

@@ -74,7 +74,8 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
   const owned = `scope = @scope AND key = @key AND owner = @owner AND state = 'in_progress'`;
   // One statement: inserts, or overwrites a record that is no longer live (SET expressions read the old row). No row
   // back: a live record stopped it. A takeover counts one more attempt and keeps created_at, so attempts > 1 tells
-  // exactly that the claim replaced an in_progress record.
+  // exactly that the claim replaced an in_progress record. An ended claim of another payload is taken over only by
+  // the job it names (job_id; the table stores no queue), whose data may have changed since (job.updateData).
   const claim = named(
     `INSERT INTO ${t}
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
@@ -92,15 +93,18 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       updated_at = excluded.updated_at
     WHERE expires_at <= excluded.updated_at
       AND (state <> 'in_progress' OR fingerprint IS NULL OR excluded.fingerprint IS NULL
-        OR fingerprint = excluded.fingerprint OR expires_at <= excluded.updated_at - ${ABANDONED_CLAIM_MS})
+        OR fingerprint = excluded.fingerprint OR job_id = excluded.job_id
+        OR expires_at <= excluded.updated_at - ${ABANDONED_CLAIM_MS})
     RETURNING attempts > 1 AS takeover`,
     true,
   );
-  // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
+  // What stopped a claim: the live record, or an ended claim of another payload by another job (not taken over: a
+  // mismatch).
   const blocking = named(
     `SELECT ${columns}, max(0, expires_at - @now) AS expires_in_ms FROM ${t}
     WHERE scope = @scope AND key = @key AND (expires_at > @now
-      OR (state = 'in_progress' AND fingerprint <> @fingerprint AND expires_at > @now - ${ABANDONED_CLAIM_MS}))`,
+      OR (state = 'in_progress' AND fingerprint <> @fingerprint AND coalesce(job_id = @jobId, 0) = 0
+        AND expires_at > @now - ${ABANDONED_CLAIM_MS}))`,
     true,
   );
   const live = named(
@@ -161,7 +165,14 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
         expiresAt: now + r.leaseMs,
       });
     },
-    blocking: (scope, key, fingerprint) => blocking({ scope, key, fingerprint: fingerprint ?? null, now: Date.now() }),
+    blocking: (c) =>
+      blocking({
+        scope: c.scope,
+        key: c.key,
+        fingerprint: c.fingerprint ?? null,
+        jobId: c.jobId ?? null,
+        now: Date.now(),
+      }),
     live: (scope, key) => live({ scope, key, now: Date.now() }),
     current: (scope, key) => current({ scope, key, now: Date.now() }),
     renew: (ref, leaseMs) => {

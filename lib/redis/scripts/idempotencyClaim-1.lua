@@ -18,14 +18,25 @@ local record = KEYS[1]
 local lease = tonumber(ARGV[4])
 local now = nowMs()
 
-local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp')
+local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'job', 'jobKey')
 local state, expiresAt = current[1], tonumber(current[2])
 if state and expiresAt and expiresAt > now then
   return {0, expiresAt - now, redis.call('HGETALL', record)}
 end
--- An ended claim of another payload is not taken over: that delivery is a mismatch, not a retry. (The record itself
--- lives ten minutes past its lease: after that any payload may claim the key.)
-if state == 'in_progress' and current[5] and ARGV[5] ~= '' and current[5] ~= ARGV[5] then
+
+-- Whether the record names the claimant's job: the same Redis key when both are known (two queues sharing a scope may
+-- both have a job "5"), else the same job id when both are known.
+local function namesClaimant()
+  local jobKey, job = current[7], current[6]
+  if jobKey and jobKey ~= '' and ARGV[7] ~= '' then return jobKey == ARGV[7] end
+  return job and job ~= '' and ARGV[6] ~= '' and job == ARGV[6]
+end
+
+-- An ended claim of another payload is not taken over: that delivery is a mismatch, not a retry. Unless it is the
+-- claimant's own job, delivered again after its worker died: its data may have changed since (job.updateData, BullMQ's
+-- step jobs), it is still the same job. (The record itself lives ten minutes past its lease: after that any payload
+-- may claim the key.)
+if state == 'in_progress' and current[5] and ARGV[5] ~= '' and current[5] ~= ARGV[5] and not namesClaimant() then
   return {0, 0, redis.call('HGETALL', record)}
 end
 
