@@ -119,6 +119,10 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
       expect(record).toMatchObject({ state: 'completed', attempts: 2, jobId: job.id });
       expect(JSON.parse(record!.result!)).toEqual(result);
 
+      // The record kept the fingerprint of the payload the producer sent (not of the data at step 2): another job
+      // sending that payload again is a duplicate, replayed.
+      const again = await queue.add('step', { key: 'K', amount: 10 } satisfies StepData);
+      expect(await again.waitUntilFinished(events, 30_000)).toEqual(result);
       // Another job of the key with another payload is a producer's mistake, not the same job: refused, nothing runs.
       const other = await queue.add('step', { key: 'K', amount: 99 } satisfies StepData);
       await expect(other.waitUntilFinished(events, 30_000)).rejects.toThrow(MISMATCH);
@@ -202,7 +206,13 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
       // The job the claim names (its data at step 2 now), delivered again: takes its claim over and completes.
       const mine = await app.queue.add('step', { key: 'K', amount: 1, step: 2 }, { jobId: 'mine' });
       expect(await app.finished(mine)).toEqual({ ranIn: 'mine', takeover: true });
-      expect(await store.get(scope, 'K')).toMatchObject({ state: 'completed', attempts: 2, jobId: 'mine' });
+      // It keeps the fingerprint of the payload its claim was first made with.
+      expect(await store.get(scope, 'K')).toMatchObject({
+        state: 'completed',
+        attempts: 2,
+        jobId: 'mine',
+        fingerprint: 'sha256:step-1',
+      });
       // A job of this queue with the id of a job of another queue that shares the scope: Redis keeps the claim's job key
       // and tells them apart (a mismatch); the SQL stores keep only the job id, so it is taken as the same job.
       const twin = await app.queue.add('step', { key: 'T', amount: 1 }, { jobId: 'twin' });

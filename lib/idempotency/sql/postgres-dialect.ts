@@ -83,7 +83,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     ].join(', ');
   // When a claim overwrites the record it met: no longer live, and not an ended claim of another payload by another
   // job. The job the record names (its job_id; the table stores no queue) takes its own claim over whatever its data
-  // became since (job.updateData, BullMQ's step jobs).
+  // became since (job.updateData, BullMQ's step jobs), and keeps the fingerprint of the payload the producer sent.
   const takeoverAllowed = `cur.expires_at <= excluded.updated_at
       AND (cur.state <> 'in_progress' OR cur.fingerprint IS NULL OR excluded.fingerprint IS NULL
         OR cur.fingerprint = excluded.fingerprint OR cur.job_id = excluded.job_id
@@ -103,7 +103,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       state = '${state}',
       owner = excluded.owner,
       job_id = excluded.job_id,
-      fingerprint = excluded.fingerprint,
+      fingerprint = CASE WHEN cur.state = 'in_progress' AND cur.job_id = excluded.job_id
+        THEN coalesce(cur.fingerprint, excluded.fingerprint) ELSE excluded.fingerprint END,
       result = NULL,
       error = NULL,
       attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,

@@ -75,7 +75,8 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
   // One statement: inserts, or overwrites a record that is no longer live (SET expressions read the old row). No row
   // back: a live record stopped it. A takeover counts one more attempt and keeps created_at, so attempts > 1 tells
   // exactly that the claim replaced an in_progress record. An ended claim of another payload is taken over only by
-  // the job it names (job_id; the table stores no queue), whose data may have changed since (job.updateData).
+  // the job it names (job_id; the table stores no queue), whose data may have changed since (job.updateData); it keeps
+  // the fingerprint of the payload the producer sent.
   const claim = named(
     `INSERT INTO ${t}
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
@@ -84,7 +85,8 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       state = 'in_progress',
       owner = excluded.owner,
       job_id = excluded.job_id,
-      fingerprint = excluded.fingerprint,
+      fingerprint = CASE WHEN state = 'in_progress' AND job_id = excluded.job_id
+        THEN coalesce(fingerprint, excluded.fingerprint) ELSE excluded.fingerprint END,
       result = NULL,
       error = NULL,
       attempts = CASE WHEN state = 'in_progress' THEN attempts + 1 ELSE 1 END,

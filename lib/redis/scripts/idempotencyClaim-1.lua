@@ -53,7 +53,12 @@ end
 redis.call('DEL', record)
 local fields = {'scope', ARGV[1], 'key', ARGV[2], 'state', 'in_progress', 'owner', ARGV[3], 'until', now + lease,
   'attempts', attempts, 'created', created}
-if ARGV[5] ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = ARGV[5] end
+-- The claimant's own ended claim keeps the fingerprint it was first claimed with: that of the payload the producer
+-- sent, not of what the handler made of the job's data since (a later delivery of that payload by another job is then
+-- a duplicate, not a mismatch).
+local fp = ARGV[5]
+if takeover and current[5] and namesClaimant() then fp = current[5] end
+if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
 if ARGV[6] ~= '' then fields[#fields + 1] = 'job'; fields[#fields + 1] = ARGV[6] end
 if ARGV[7] ~= '' then fields[#fields + 1] = 'jobKey'; fields[#fields + 1] = ARGV[7] end
 redis.call('HSET', record, unpack(fields))
