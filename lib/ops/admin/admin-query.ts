@@ -2,6 +2,7 @@ import { BadRequestException } from '@nestjs/common';
 import { isLockDigest, parseDigestPattern, parseDigestPrefix } from '../inspection/digest-format.js';
 import type { HeldLockKind, LockFilter } from '../inspection/lock-inspection.interface.js';
 import { stringParam } from './http.js';
+import { DEFAULT_REJECTED, MAX_REJECTED } from './lock-detail.js';
 import type { UniqueJobsAdminService } from './unique-jobs-admin.service.js';
 import type { KeyQuery } from './views/keys.view.js';
 import type { Notice } from './views/layout.view.js';
@@ -28,6 +29,17 @@ export class AdminQuery {
     const limit = Number(text);
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 500) {
       throw new BadRequestException('"limit" must be an integer from 1 to 500');
+    }
+    return limit;
+  }
+
+  /** `limit` of `api/locks/:digest`: rejected duplicates listed, 1-100 (default 20). */
+  rejectedLimitOf(value: unknown): number {
+    const text = stringParam(value);
+    if (text === undefined || text === '') return DEFAULT_REJECTED;
+    const limit = Number(text);
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_REJECTED) {
+      throw new BadRequestException(`"limit" must be an integer from 1 to ${MAX_REJECTED}`);
     }
     return limit;
   }

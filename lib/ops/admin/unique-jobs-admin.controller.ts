@@ -178,9 +178,13 @@ export class UniqueJobsAdminController {
   }
 
   @Get('api/locks/:digest')
-  async lockApi(@Res() res: AdminResponse, @Param('digest') digest: string): Promise<void> {
-    const detail = await this.admin.showLock(parseLockDigest(digest));
-    if (detail.locks.length === 0 && detail.rejected.length === 0) {
+  async lockApi(
+    @Res() res: AdminResponse,
+    @Param('digest') digest: string,
+    @Query() query: QueryParams,
+  ): Promise<void> {
+    const detail = await this.admin.showLock(parseLockDigest(digest), this.query.rejectedLimitOf(query.limit));
+    if (detail.locks.length === 0 && detail.rejectedTotal === 0) {
       throw new NotFoundException(`No lock and no rejected duplicate with digest ${detail.digest}`);
     }
     sendJson(res, 200, detail);

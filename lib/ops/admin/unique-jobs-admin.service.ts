@@ -1,8 +1,7 @@
 import { Inject, Injectable, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, ModuleRef } from '@nestjs/core';
-import { Job, Queue } from 'bullmq';
+import { Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
-import type { DeadSetEntry } from '../../dead-set/dead-set-entry.interface.js';
 import { UniqueJobsError } from '../../errors/unique-jobs.error.js';
 import { lookUpStored } from '../../idempotency/stored-key.js';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
@@ -23,19 +22,14 @@ import { UNIQUE_JOBS_REDIS } from '../../nest/unique-jobs.constants.js';
 import { UniqueJobsService } from '../../nest/unique-jobs.service.js';
 import type {
   AdminDeadSetPage,
-  AdminJobEvent,
-  AdminJobView,
   AdminKeyLookup,
   AdminLockDetail,
   AdminRetryResult,
 } from './interfaces/admin-views.interface.js';
 import type { UniqueJobsAdminModuleOptions } from './interfaces/unique-jobs-admin-options.interface.js';
 import { UNIQUE_JOBS_ADMIN_OPTIONS } from './unique-jobs-admin.constants.js';
+import { DEFAULT_REJECTED, LockDetailReader } from './lock-detail.js';
 
-/** Dead-set entries searched for the rejected duplicates of one lock. */
-const DEAD_SET_SEARCH = 2000;
-/** Log lines shown per owner job. */
-const LOG_LINES = 50;
 /** How long (ms) the admin's counts are reused by page views and `api/counts` calls. */
 const COUNTS_CACHE_MS = 5_000;
 
@@ -47,6 +41,7 @@ const COUNTS_CACHE_MS = 5_000;
 export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
   private inspector!: LockInspector;
   private countCache!: LockCountCache;
+  private details!: LockDetailReader;
   private readonly queues = new Map<string, Queue>();
   /** Queues this service created (from names in the `queues` option), closed on shutdown. */
   private readonly ownQueues: Queue[] = [];
@@ -84,6 +79,7 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
     }));
     this.inspector = new LockInspector({ client, prefix, queues: inspected });
     this.countCache = new LockCountCache(() => this.inspector.counts(), COUNTS_CACHE_MS);
+    this.details = new LockDetailReader(this.inspector, this.queues, this.uniqueJobs.deadSet);
   }
 
   /** A provider of the application's UniqueJobsModule (global), or `undefined` when it is not there. */
@@ -124,19 +120,13 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
     return this.inspector.listLocks(filter, { cursor, limit });
   }
 
-  /** Everything about one digest: its keys, its owner jobs (with their history) and its rejected duplicates. */
-  async showLock(digest: string): Promise<AdminLockDetail> {
-    const locks = await this.inspector.showLock(digest);
-    const owners = new Map<string, string | undefined>();
-    for (const lock of locks) {
-      for (const owner of lock.owners) {
-        if (!owners.has(owner.jobId) || owners.get(owner.jobId) === undefined) {
-          owners.set(owner.jobId, owner.queue ?? lock.queue);
-        }
-      }
-    }
-    const jobs = await Promise.all([...owners].map(([id, queue]) => this.jobView(id, queue)));
-    return { digest, locks, jobs, rejected: await this.rejectedUnder(digest) };
+  /**
+   * Everything about one digest: its keys, its owner jobs (with their history) and its rejected duplicates, bounded:
+   * at most 20 owners a key and 20 owner jobs, the newest `rejectedLimit` (default 20) rejected duplicates found in
+   * the newest 2000 dead-set entries, the others counted (see {@link AdminLockDetail}).
+   */
+  showLock(digest: string, rejectedLimit = DEFAULT_REJECTED): Promise<AdminLockDetail> {
+    return this.details.read(digest, rejectedLimit);
   }
 
   /** Deletes the lock keys of a digest (one kind, or both); resolves how many keys were removed. */
@@ -229,58 +219,4 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
   private changing<T>(change: Promise<T>): Promise<T> {
     return change.finally(() => this.countCache.clear());
   }
-
-  private async jobView(id: string, queueName: string | undefined): Promise<AdminJobView> {
-    const candidates = queueName !== undefined ? [this.queues.get(queueName)] : [...this.queues.values()];
-    for (const queue of candidates) {
-      if (!queue) continue;
-      const job = await Job.fromId(queue, id);
-      if (!job) continue;
-      const [state, logs] = await Promise.all([job.getState(), queue.getJobLogs(id, -LOG_LINES, -1)]);
-      return {
-        queue: queue.name,
-        id,
-        found: true,
-        name: job.name,
-        state,
-        data: job.data as unknown,
-        opts: job.opts,
-        attemptsMade: job.attemptsMade,
-        ...(job.failedReason ? { failedReason: job.failedReason } : {}),
-        ...(job.returnvalue !== undefined && job.returnvalue !== null
-          ? { returnValue: job.returnvalue as unknown }
-          : {}),
-        timeline: timelineOf(job, state),
-        logs: logs.logs,
-      };
-    }
-    return { queue: queueName, id, found: false, timeline: [], logs: [] };
-  }
-
-  private async rejectedUnder(digest: string): Promise<DeadSetEntry[]> {
-    const found: DeadSetEntry[] = [];
-    const page = 200;
-    for (let offset = 0; offset < DEAD_SET_SEARCH; offset += page) {
-      const entries = await this.uniqueJobs!.deadSet.list({ offset, limit: page });
-      found.push(...entries.filter((entry) => entry.digest === digest));
-      if (entries.length < page) break;
-    }
-    return found;
-  }
-}
-
-function timelineOf(job: Job, state: string): AdminJobEvent[] {
-  const events: AdminJobEvent[] = [{ at: job.timestamp, event: 'added' }];
-  if (job.delay > 0) events.push({ at: job.timestamp + job.delay, event: 'delayed until' });
-  if (job.processedOn) {
-    events.push({ at: job.processedOn, event: 'started', detail: `attempt ${job.attemptsStarted || 1}` });
-  }
-  if (job.finishedOn) {
-    events.push({
-      at: job.finishedOn,
-      event: state === 'failed' ? 'failed' : 'completed',
-      ...(state === 'failed' && job.failedReason ? { detail: job.failedReason } : {}),
-    });
-  }
-  return events.sort((a, b) => a.at - b.at);
 }

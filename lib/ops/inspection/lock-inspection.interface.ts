@@ -54,8 +54,16 @@ export interface HeldLock {
   key: string;
   /** The queue, when known: the queue of a deduplication key, or the queue an owner job was found in. */
   queue?: string;
-  /** The jobs holding it (a lock with `lockLimit` > 1 may have several). */
+  /**
+   * The jobs holding it (a lock with `lockLimit` > 1 may have several): at most 20 of them (the earliest leases first),
+   * plus the job a `jobId` filter asked for. The others are counted in {@link moreOwners}, not read.
+   */
   owners: LockOwner[];
+  /**
+   * How many more jobs hold the key than {@link owners} lists (its sorted set's cardinality minus the owners listed);
+   * absent when every holder is listed.
+   */
+  moreOwners?: number;
   /** Remaining time to live of the key (ms), `undefined` when the key has none. */
   ttlMs?: number;
 }

@@ -1,13 +1,13 @@
 import { connectedScanNodes, discoverQueues, nodeAddress } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
-import { bullKeys, KEY_SHAPES, KEY_SUFFIX, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
+import { bullKeys, KEY_SHAPES, KEY_SUFFIX, UniqueJobsKeys } from '../../redis/keys.js';
 import { digestPatternMatcher, parseDigestPattern, parseDigestPrefix, parseLockDigest } from './digest-format.js';
-import { JobOwners, type Candidate } from './job-owners.js';
+import { HeldLockReader, kindOf } from './held-lock-reader.js';
+import type { Candidate } from './job-owners.js';
 import { decodeCursor, encodeCursor, topologyOf } from './page-cursor.js';
 import type {
   HeldLock,
   HeldLockKind,
-  HeldLockStorage,
   InspectedQueue,
   LockCountOptions,
   LockCounts,
@@ -39,19 +39,20 @@ interface ScanPlan {
  *
  * Listing is SCAN based and bounded: each call makes at most a fixed number of SCAN calls and returns at most `limit`
  * locks, with a cursor to continue. As with SCAN, a lock that appears or disappears while paging may be missed or
- * seen twice. On Redis Cluster every master is scanned.
+ * seen twice. On Redis Cluster every master is scanned. Each lock lists at most 20 (`MAX_OWNERS_PER_LOCK`) of its
+ * owners and counts the others ({@link HeldLock.moreOwners}), so a lock's cost does not grow with its holders.
  */
 export class LockInspector {
   private readonly client: Redis | Cluster;
   private readonly keys: UniqueJobsKeys;
   private readonly queues: readonly InspectedQueue[];
-  private readonly owners: JobOwners;
+  private readonly reader: HeldLockReader;
 
   constructor(options: LockInspectorOptions) {
     this.client = options.client;
-    this.owners = new JobOwners(options.client);
     this.keys = new UniqueJobsKeys(options.prefix);
     this.queues = [...options.queues];
+    this.reader = new HeldLockReader(options.client, this.queues);
   }
 
   /**
@@ -89,7 +90,7 @@ export class LockInspector {
       let index = position.skip;
       while (index < candidates.length && locks.length < limit) {
         const chunk = candidates.slice(index, index + (limit - locks.length));
-        const described = await Promise.all(chunk.map((candidate) => this.describe(candidate, filter, false)));
+        const described = await Promise.all(chunk.map((candidate) => this.reader.describe(candidate, filter, false)));
         locks.push(...described.filter((lock) => lock !== undefined));
         index += chunk.length;
       }
@@ -104,13 +105,16 @@ export class LockInspector {
 
   /**
    * Every key of one digest (general-path enqueue locks, run-time lock, deduplication keys of the inspected queues),
-   * with its owner jobs: state, name, creation time and the beginning of their data. `[]` when nothing holds it.
+   * with its owner jobs: state, name, creation time and the beginning of their data (at most 20 owners a key, the
+   * others counted in {@link HeldLock.moreOwners}). `[]` when nothing holds it.
    *
    * @throws InvalidDigestError when `digest` is not `v1:` + 64 hex characters (or the bare hex).
    */
   async showLock(digest: string): Promise<HeldLock[]> {
     const value = parseLockDigest(digest);
-    const found = await Promise.all(this.candidatesOf(value).map((candidate) => this.describe(candidate, {}, true)));
+    const found = await Promise.all(
+      this.candidatesOf(value).map((candidate) => this.reader.describe(candidate, {}, true)),
+    );
     return found.filter((lock) => lock !== undefined);
   }
 
@@ -226,61 +230,6 @@ export class LockInspector {
       })),
     ];
   }
-
-  /** Reads a lock key and its owners; `undefined` when it is gone or the filter leaves it out. */
-  private async describe(candidate: Candidate, filter: LockFilter, withData: boolean): Promise<HeldLock | undefined> {
-    const { key, storage } = candidate;
-    let owners: { jobId: string; leaseExpiresAt?: number; queue?: string }[];
-    let ttl: number;
-    if (storage === 'deduplication') {
-      const [holder, pttl] = await Promise.all([this.client.get(key), this.client.pttl(key)]);
-      if (holder === null) return undefined;
-      owners = [{ jobId: holder }];
-      ttl = pttl;
-    } else {
-      const [members, pttl] = await Promise.all([
-        this.client.zrange(key, 0, '-1', 'WITHSCORES'),
-        this.client.pttl(key),
-      ]);
-      owners = [];
-      for (let i = 0; i + 1 < members.length; i += 2) {
-        owners.push({ ...parseRuntimeLockOwner(members[i]), leaseExpiresAt: Number(members[i + 1]) });
-      }
-      if (owners.length === 0) return undefined;
-      ttl = pttl;
-    }
-    if (filter.jobId !== undefined && !owners.some((owner) => owner.jobId === filter.jobId)) return undefined;
-    const searched = candidate.queue
-      ? [candidate.queue]
-      : this.queues.filter((queue) => filter.queue === undefined || queue.name === filter.queue);
-    const resolved = await Promise.all(
-      // An owner of a lock across queues names its queue: its job is read there, inspected or not.
-      owners.map(({ queue: ownerQueue, ...owner }) =>
-        this.owners.resolve(owner, candidate, ownerQueue === undefined ? searched : [queueOf(ownerQueue)], withData),
-      ),
-    );
-    const queue = candidate.queue?.name ?? resolved.find((owner) => owner.queue !== undefined)?.queue;
-    if (filter.queue !== undefined && queue !== filter.queue) return undefined;
-    return {
-      digest: candidate.digest,
-      kind: kindOf(storage),
-      storage,
-      key,
-      ...(queue === undefined ? {} : { queue }),
-      owners: resolved,
-      ...(ttl >= 0 ? { ttlMs: ttl } : {}),
-    };
-  }
-}
-
-/** The queue of a qualified name (`<prefix>:<name>`; queue names hold no `:`). */
-function queueOf(qualifiedName: string): InspectedQueue {
-  const at = qualifiedName.lastIndexOf(':');
-  return { prefix: qualifiedName.slice(0, Math.max(at, 0)), name: qualifiedName.slice(at + 1) };
-}
-
-function kindOf(storage: HeldLockStorage): HeldLockKind {
-  return storage === 'running' ? 'runtime' : 'enqueue';
 }
 
 /** `value` truncated when it is a finite number ≥ 1, else `fallback`. */

@@ -33,15 +33,27 @@ export interface AdminJobView {
   logs: string[];
 }
 
-/** A lock opened in the admin: its keys, its owner jobs and the duplicates rejected under its digest. */
+/**
+ * A lock opened in the admin: its keys, its owner jobs and the duplicates rejected under its digest. Bounded whatever
+ * the data: at most 20 owners a key and 20 owner jobs, and a `limit` of rejected duplicates, the rest counted.
+ */
 export interface AdminLockDetail {
   digest: string;
-  /** Every key of the digest (enqueue and run-time). */
+  /** Every key of the digest (enqueue and run-time), each with at most 20 owners (`moreOwners`: the others). */
   locks: HeldLock[];
-  /** The jobs holding it. */
+  /** The jobs holding it, loaded whole (data, options, last 50 log lines, history): at most 20. */
   jobs: AdminJobView[];
-  /** Dead-set entries of this digest (newest first, from the newest 2000 entries). */
+  /**
+   * Holders of the digest's keys whose jobs are not in {@link jobs} (counted per key: a job holding two keys of the
+   * digest counts in each); absent when every holder is there.
+   */
+  moreOwners?: number;
+  /** Dead-set entries of this digest, newest first: the newest `limit` (default 20) of {@link rejectedTotal}. */
   rejected: DeadSetEntry[];
+  /** How many entries of this digest the searched part of the dead set holds. */
+  rejectedTotal: number;
+  /** How many of the newest dead-set entries were searched: at most 2000 (fewer when the dead set holds fewer). */
+  rejectedSearched: number;
 }
 
 /** A page of the dead set. */

@@ -5,6 +5,7 @@ import { adminUrl, html, type SafeHtml } from './html.js';
 import { countsStrip, csrfField, layout, type Notice, type PageContext } from './layout.view.js';
 import type { LockCounts } from '../../inspection/lock-inspection.interface.js';
 import { entryQueueLabel } from '../../../dead-set/entry-queue.js';
+import { cutText, MAX_NAME, MAX_REASON, shortened } from './text.js';
 
 function actionForm(context: PageContext, entry: DeadSetEntry, action: 'retry' | 'delete'): SafeHtml {
   return html`<form class="inline" method="post" action="${adminUrl(context.base, ['dead', entry.id, action])}">
@@ -41,15 +42,15 @@ export function deadEntriesTable(context: PageContext, entries: readonly DeadSet
               >
             </td>
             <td class="wrap">
-              ${entryQueueLabel(entry)}<br /><span class="job-name">${entry.jobName}</span
-              >${entry.jobId ? html`<br /><code>${entry.jobId}</code>` : ''}
+              ${shortened(entryQueueLabel(entry))}<br /><span class="job-name">${cutText(entry.jobName, MAX_NAME)}</span
+              >${entry.jobId ? html`<br /><code>${shortened(entry.jobId)}</code>` : ''}
             </td>
             <td class="lockref">
-              <a href="${adminUrl(context.base, ['locks', entry.digest])}" title="${entry.digest}"
+              <a href="${adminUrl(context.base, ['locks', shortened(entry.digest)])}" title="${shortened(entry.digest)}"
                 >${shortDigest(entry.digest)}</a
-              >${entry.existingJobId ? html`<br /><span class="muted">held by </span><code>${entry.existingJobId}</code>` : ''}
+              >${entry.existingJobId ? html`<br /><span class="muted">held by </span><code>${shortened(entry.existingJobId)}</code>` : ''}
             </td>
-            <td class="reason">${entry.reason}</td>
+            <td class="reason">${cutText(entry.reason, MAX_REASON)}</td>
             <td class="data">
               ${
                 entry.truncated

@@ -1,5 +1,6 @@
 import { jsonText } from '../../../common/json-text.js';
 import { html, type SafeHtml } from './html.js';
+import { cutText } from './text.js';
 
 /** A time as `2025-01-31 12:00:00Z` plus how long ago (or ahead) it is. */
 export function formatTime(ms: number | undefined, now = Date.now()): SafeHtml {
@@ -46,13 +47,13 @@ export function jsonBlock(value: unknown): SafeHtml {
     ${cut ? html`<p class="muted">Cut at ${MAX_JSON} characters; the JSON API returns it whole.</p>` : ''}`;
 }
 
-/** Stored JSON text (an idempotency result or error) pretty-printed when it parses, as is otherwise. */
+/** Stored JSON text (an idempotency result or error) pretty-printed when it parses, as is (cut) otherwise. */
 export function storedJson(text: string | undefined): SafeHtml {
   if (text === undefined) return html`<span class="muted">—</span>`;
   try {
     return jsonBlock(JSON.parse(text));
   } catch {
-    return html`<pre class="json">${text}</pre>`;
+    return html`<pre class="json">${cutText(text, MAX_JSON)}</pre>`;
   }
 }
 

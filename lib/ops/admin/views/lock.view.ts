@@ -1,33 +1,36 @@
 import type { AdminJobView, AdminLockDetail } from '../interfaces/admin-views.interface.js';
+import { DEAD_SET_SEARCH, MAX_OWNER_JOBS } from '../lock-detail.js';
 import { formatDuration, formatTime, jsonBlock, stateBadge } from './format.js';
 import { adminUrl, html, type SafeHtml } from './html.js';
 import { layout, type Notice, type PageContext } from './layout.view.js';
 import { lockKindLabel, ownersCell, releaseForm } from './locks.view.js';
 import { deadEntriesTable } from './dead-set.view.js';
+import { cutText, logBlock, MAX_NAME, MAX_REASON, shortened } from './text.js';
 
 function jobSection(job: AdminJobView): SafeHtml {
   if (!job.found) {
-    return html`<div class="card job" data-job-id="${job.id}">
-      <h3>Job <code>${job.id}</code> ${stateBadge('missing')}</h3>
+    return html`<div class="card job" data-job-id="${shortened(job.id)}">
+      <h3>Job <code>${cutText(job.id, MAX_NAME)}</code> ${stateBadge('missing')}</h3>
       <p>
-        No job with this id exists${job.queue ? html` in queue <b>${job.queue}</b>` : ' in the inspected queues'}: the
-        lock outlived its job (an orphan). Release it, or let the reaper do it.
+        No job with this id
+        exists${job.queue ? html` in queue <b>${shortened(job.queue)}</b>` : ' in the inspected queues'}: the lock
+        outlived its job (an orphan). Release it, or let the reaper do it.
       </p>
     </div>`;
   }
-  return html`<div class="card job" data-job-id="${job.id}">
-    <h3>Job <code>${job.id}</code> ${stateBadge(job.state)}</h3>
+  return html`<div class="card job" data-job-id="${shortened(job.id)}">
+    <h3>Job <code>${cutText(job.id, MAX_NAME)}</code> ${stateBadge(job.state)}</h3>
     <dl>
       <dt>Queue</dt>
-      <dd>${job.queue}</dd>
+      <dd>${job.queue === undefined ? '' : shortened(job.queue)}</dd>
       <dt>Name</dt>
-      <dd class="job-name">${job.name}</dd>
+      <dd class="job-name">${cutText(job.name, MAX_NAME)}</dd>
       <dt>Attempts made</dt>
       <dd>${job.attemptsMade}</dd>
       ${
         job.failedReason
           ? html`<dt>Failed reason</dt>
-              <dd class="failed-reason">${job.failedReason}</dd>`
+              <dd class="failed-reason">${cutText(job.failedReason, MAX_REASON)}</dd>`
           : ''
       }
     </dl>
@@ -46,7 +49,7 @@ function jobSection(job: AdminJobView): SafeHtml {
             html`<tr>
               <td>${formatTime(event.at)}</td>
               <td>${event.event}</td>
-              <td>${event.detail ?? ''}</td>
+              <td>${cutText(event.detail, MAX_REASON)}</td>
             </tr>`,
         )}
       </tbody>
@@ -64,10 +67,25 @@ function jobSection(job: AdminJobView): SafeHtml {
     ${
       job.logs.length
         ? html`<h3>Logs</h3>
-            <pre class="json">${job.logs.join('\n')}</pre>`
+            ${logBlock(job.logs)}`
         : ''
     }
   </div>`;
+}
+
+/** The newest rejected duplicates of the digest, how many there are, and where to see them all. */
+function rejectedSection(context: PageContext, detail: AdminLockDetail): SafeHtml {
+  const { rejected, rejectedTotal: total, rejectedSearched: searched } = detail;
+  const where =
+    `found in the newest ${searched} entries of the dead set` +
+    (searched >= DEAD_SET_SEARCH ? ' (older entries were not searched)' : '');
+  if (rejected.length === 0) return html`<p class="muted">None ${where}.</p>`;
+  const shown = rejected.length < total ? `The newest ${rejected.length} of ${total}` : `${total}`;
+  const count = `${shown} rejected duplicate${total === 1 ? '' : 's'} of this digest, ${where}.`;
+  return html`<p class="muted rejected-count">
+      ${count} <a href="${adminUrl(context.base, ['dead'])}">All rejected duplicates</a>
+    </p>
+    ${deadEntriesTable(context, rejected)}`;
 }
 
 /** A lock opened: its keys (each releasable), its owner jobs with their history, its rejected duplicates. */
@@ -116,7 +134,15 @@ export function lockPage(context: PageContext, detail: AdminLockDetail, notice?:
     }
     <h3>Owner jobs</h3>
     ${detail.jobs.length ? detail.jobs.map(jobSection) : html`<p class="muted">No owner.</p>`}
+    ${
+      detail.moreOwners
+        ? html`<p class="muted more-owners">
+            +${detail.moreOwners} more holders, whose jobs are not shown: this page loads ${MAX_OWNER_JOBS} owner jobs
+            at most (a job holding two keys of the digest counts in each).
+          </p>`
+        : ''
+    }
     <h3>Rejected duplicates of this digest</h3>
-    ${detail.rejected.length ? deadEntriesTable(context, detail.rejected) : html`<p class="muted">None.</p>`}`;
+    ${rejectedSection(context, detail)}`;
   return layout(context, 'locks', `Lock ${detail.digest}`, content, notice);
 }

@@ -2,6 +2,7 @@ import type { HeldLock, LockCounts, LockPage } from '../../inspection/lock-inspe
 import { formatDuration, formatTime, shortDigest, stateBadge } from './format.js';
 import { adminUrl, html, type SafeHtml } from './html.js';
 import { countsStrip, csrfField, layout, type Notice, type PageContext } from './layout.view.js';
+import { shortened } from './text.js';
 
 /** The filter of the locks page, as typed (redisplayed in the form). */
 export interface LocksQuery {
@@ -29,18 +30,19 @@ export function lockKindLabel(lock: HeldLock): SafeHtml {
     >`;
 }
 
-/** The owners of a lock: job id, name, state, since. */
+/** The owners of a lock: job id, name, state, since (at most 20, then how many more hold it). */
 export function ownersCell(lock: HeldLock): SafeHtml {
   if (lock.owners.length === 0) return html`<span class="muted">none</span>`;
   return html`<div class="owners">
     ${lock.owners.map(
       (owner) =>
         html`<div>
-          <code class="job-id">${owner.jobId}</code>
-          ${owner.jobName !== undefined ? html`<span class="job-name">${owner.jobName}</span>` : ''}
+          <code class="job-id">${shortened(owner.jobId)}</code>
+          ${owner.jobName !== undefined ? html`<span class="job-name">${shortened(owner.jobName)}</span>` : ''}
           ${stateBadge(owner.jobState)}${owner.leaseExpiresAt !== undefined ? html`<br /><span class="muted">lease ends </span>${formatTime(owner.leaseExpiresAt)}` : ''}
         </div>`,
     )}
+    ${lock.moreOwners ? html`<div class="muted more-owners">+${lock.moreOwners} more</div>` : ''}
   </div>`;
 }
 

@@ -1,4 +1,5 @@
 import { parseLockDigest } from '../../inspection/digest-format.js';
+import { MAX_OWNERS_PER_LOCK } from '../../inspection/held-lock-reader.js';
 import type { SurveyedQueue } from '../../inspection/key-survey.js';
 import type { HeldLock, HeldLockKind, LockFilter, LockOwner } from '../../inspection/lock-inspection.interface.js';
 import { bullKeys, KEY_SUFFIX, UniqueJobsKeys } from '../../../redis/keys.js';
@@ -70,7 +71,8 @@ async function list(context: CliContext, args: readonly string[]): Promise<numbe
     const now = Date.now();
     const rows = locks.map((lock) => {
       const [first] = lock.owners;
-      const more = lock.owners.length > 1 ? ` +${lock.owners.length - 1}` : '';
+      const others = lock.owners.length - 1 + (lock.moreOwners ?? 0);
+      const more = others > 0 ? ` +${others} more` : '';
       return [
         lock.digest,
         lock.kind,
@@ -141,7 +143,9 @@ async function release(context: CliContext, args: readonly string[]): Promise<nu
         ? nothing()
         : [
             `Would delete ${held.length} key${held.length === 1 ? '' : 's'}:`,
-            ...held.map((lock) => `  ${clean(lock.key)}  (${lock.kind}, held by ${ownersText(lock.owners)})`),
+            ...held.map(
+              (lock) => `  ${clean(lock.key)}  (${lock.kind}, held by ${ownersText(lock.owners, lock.moreOwners)})`,
+            ),
             'Nothing was deleted: run again with --yes to release.',
           ].join('\n'),
     );
@@ -252,9 +256,16 @@ function describeLock(lock: HeldLock): string {
     }
     if (owner.dataSummary !== undefined) lines.push(`           data     ${clean(owner.dataSummary)}`);
   }
+  const more = lock.moreOwners ?? 0;
+  if (more > 0) {
+    lines.push(
+      `  +${more} more owner${more === 1 ? '' : 's'}, not read (a lock shows its first ${MAX_OWNERS_PER_LOCK})`,
+    );
+  }
   return lines.join('\n');
 }
 
-function ownersText(owners: readonly LockOwner[]): string {
-  return owners.map((owner) => `job ${clean(owner.jobId)} (${clean(owner.jobState)})`).join(', ');
+function ownersText(owners: readonly LockOwner[], more = 0): string {
+  const listed = owners.map((owner) => `job ${clean(owner.jobId)} (${clean(owner.jobState)})`).join(', ');
+  return more > 0 ? `${listed}, +${more} more` : listed;
 }

@@ -1,0 +1,127 @@
+import type { Cluster, Redis } from 'ioredis';
+import { parseRuntimeLockOwner, runtimeLockOwner, bullKeys } from '../../redis/keys.js';
+import { JobOwners, type Candidate } from './job-owners.js';
+import type {
+  HeldLock,
+  HeldLockKind,
+  HeldLockStorage,
+  InspectedQueue,
+  LockFilter,
+} from './lock-inspection.interface.js';
+
+/**
+ * Owners of one lock key read and resolved at most (a lock with `lockLimit` > 1 may have any number of holders):
+ * the rest are counted ({@link HeldLock.moreOwners}, one ZCARD), not read, so that a lock of 10,000 holders costs a
+ * page what a lock of 20 does.
+ */
+export const MAX_OWNERS_PER_LOCK = 20;
+
+/** An owner as the lock key names it: its job id, its lease (sorted sets) and, across queues, its queue. */
+interface RawOwner {
+  jobId: string;
+  leaseExpiresAt?: number;
+  queue?: string;
+}
+
+/**
+ * Reads one lock key and its owners for the {@link LockInspector}: the key's holder (a deduplication key) or its first
+ * {@link MAX_OWNERS_PER_LOCK} members by score (a sorted set: earliest lease first) and how many there are, then each
+ * owner's job in the queues. A lock costs at most three commands (with a job-id filter not met among the owners read:
+ * plus one ZSCORE per form of the job's member, its id and its queue and id for each inspected queue) and one
+ * transaction per owner read and queue searched, whatever its number of holders.
+ */
+export class HeldLockReader {
+  private readonly owners: JobOwners;
+
+  constructor(
+    private readonly client: Redis | Cluster,
+    private readonly queues: readonly InspectedQueue[],
+  ) {
+    this.owners = new JobOwners(client);
+  }
+
+  /** Reads a lock key and its owners; `undefined` when it is gone or the filter leaves it out. */
+  async describe(candidate: Candidate, filter: LockFilter, withData: boolean): Promise<HeldLock | undefined> {
+    const { key, storage } = candidate;
+    let owners: RawOwner[];
+    let total: number;
+    let ttl: number;
+    if (storage === 'deduplication') {
+      const [holder, pttl] = await Promise.all([this.client.get(key), this.client.pttl(key)]);
+      if (holder === null) return undefined;
+      owners = [{ jobId: holder }];
+      total = 1;
+      ttl = pttl;
+    } else {
+      const [members, count, pttl] = await Promise.all([
+        this.client.zrange(key, 0, String(MAX_OWNERS_PER_LOCK - 1), 'WITHSCORES'),
+        this.client.zcard(key),
+        this.client.pttl(key),
+      ]);
+      owners = [];
+      for (let i = 0; i + 1 < members.length; i += 2) {
+        owners.push({ ...parseRuntimeLockOwner(members[i]), leaseExpiresAt: Number(members[i + 1]) });
+      }
+      if (owners.length === 0) return undefined;
+      total = Math.max(count, owners.length);
+      ttl = pttl;
+      if (filter.jobId !== undefined && total > owners.length) {
+        const wanted = await this.unreadOwner(key, filter.jobId, owners);
+        if (wanted) owners.push(wanted);
+      }
+    }
+    if (filter.jobId !== undefined && !owners.some((owner) => owner.jobId === filter.jobId)) return undefined;
+    const searched = candidate.queue
+      ? [candidate.queue]
+      : this.queues.filter((queue) => filter.queue === undefined || queue.name === filter.queue);
+    const resolved = await Promise.all(
+      // An owner of a lock across queues names its queue: its job is read there, inspected or not.
+      owners.map(({ queue: ownerQueue, ...owner }) =>
+        this.owners.resolve(owner, candidate, ownerQueue === undefined ? searched : [queueOf(ownerQueue)], withData),
+      ),
+    );
+    const queue = candidate.queue?.name ?? resolved.find((owner) => owner.queue !== undefined)?.queue;
+    if (filter.queue !== undefined && queue !== filter.queue) return undefined;
+    return {
+      digest: candidate.digest,
+      kind: kindOf(storage),
+      storage,
+      key,
+      ...(queue === undefined ? {} : { queue }),
+      owners: resolved,
+      ...(total > resolved.length ? { moreOwners: total - resolved.length } : {}),
+      ...(ttl >= 0 ? { ttlMs: ttl } : {}),
+    };
+  }
+
+  /**
+   * A job's membership of a sorted-set lock beyond the members read: by the member it writes (its id; or, for a lock
+   * across queues, its queue's qualified name and id), one ZSCORE per form, so that a job-id filter finds the job
+   * holding a lock of any number of holders. A job of a queue not inspected, holding a lock across queues past the
+   * members read, is not found.
+   */
+  private async unreadOwner(key: string, jobId: string, read: readonly RawOwner[]): Promise<RawOwner | undefined> {
+    if (read.some((owner) => owner.jobId === jobId)) return undefined;
+    const forms = [
+      ...new Set([
+        jobId,
+        runtimeLockOwner(jobId),
+        ...this.queues.map((queue) => runtimeLockOwner(jobId, bullKeys.qualifiedName(queue.prefix, queue.name))),
+      ]),
+    ];
+    const scores = await Promise.all(forms.map((member) => this.client.zscore(key, member)));
+    const at = scores.findIndex((score) => score !== null);
+    return at === -1 ? undefined : { ...parseRuntimeLockOwner(forms[at]), leaseExpiresAt: Number(scores[at]) };
+  }
+}
+
+/** The queue of a qualified name (`<prefix>:<name>`; queue names hold no `:`). */
+function queueOf(qualifiedName: string): InspectedQueue {
+  const at = qualifiedName.lastIndexOf(':');
+  return { prefix: qualifiedName.slice(0, Math.max(at, 0)), name: qualifiedName.slice(at + 1) };
+}
+
+/** Which kind of lock a key of this storage is. */
+export function kindOf(storage: HeldLockStorage): HeldLockKind {
+  return storage === 'running' ? 'runtime' : 'enqueue';
+}
