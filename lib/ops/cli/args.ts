@@ -129,3 +129,14 @@ export function required(positionals: readonly string[], index: number, what: st
   if (value === undefined || value === '') throw new CliError(`Missing ${what}`, undefined, true);
   return value;
 }
+
+/**
+ * Refuses positional arguments past the `count` a command takes: a script passing several ids must never see the
+ * first handled and the others silently ignored (exit 0 while they are left as they were).
+ */
+export function noMoreThan(positionals: readonly string[], count: number, usage: string): void {
+  if (positionals.length <= count) return;
+  const extra = positionals[count];
+  const shown = extra.length > 80 ? `${JSON.stringify(extra.slice(0, 80))}…` : JSON.stringify(extra);
+  throw new CliError(`Unexpected argument ${shown}: ${usage}`, undefined, true);
+}

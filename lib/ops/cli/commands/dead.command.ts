@@ -3,7 +3,7 @@ import type { DeadSetEntry } from '../../../dead-set/dead-set-entry.interface.js
 import { TruncatedDeadSetEntryError } from '../../../errors/truncated-dead-set-entry.error.js';
 import { UniqueJobsKeys } from '../../../redis/keys.js';
 import { RedisScripts } from '../../../redis/redis-scripts.js';
-import { integerOption, required } from '../args.js';
+import { integerOption, noMoreThan, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
 import { jsonText } from '../../../common/json-text.js';
@@ -19,11 +19,12 @@ export async function deadCommand(context: CliContext, args: readonly string[]):
   const [sub, ...rest] = args;
   switch (sub) {
     case 'list':
+      noMoreThan(rest, 0, 'dead list takes no arguments (--limit, --offset)');
       return list(context);
     case 'retry':
-      return retry(context, entryId(rest));
+      return retry(context, entryId(rest, 'retry'));
     case 'delete':
-      return remove(context, entryId(rest));
+      return remove(context, entryId(rest, 'delete'));
     default:
       throw new CliError(
         sub === undefined ? 'Missing subcommand: dead list|retry|delete' : `Unknown subcommand "dead ${sub}"`,
@@ -53,8 +54,9 @@ async function deadSetOf(
   );
 }
 
-function entryId(args: readonly string[]): string {
+function entryId(args: readonly string[], sub: string): string {
   const id = required(args, 0, 'dead-set entry id');
+  noMoreThan(args, 1, `dead ${sub} takes one entry id a call`);
   const normalized = id.trim().toLowerCase();
   if (!ENTRY_ID.test(normalized)) {
     throw new CliError(`Invalid dead-set entry id ${JSON.stringify(truncate(id, 80))}: entry ids are UUIDs`);

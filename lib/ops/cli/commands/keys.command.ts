@@ -1,6 +1,6 @@
 import { describeMatch, lookUpStored } from '../../../idempotency/stored-key.js';
 import { RedisIdempotencyStore } from '../../../idempotency/stores/redis-idempotency.store.js';
-import { required } from '../args.js';
+import { noMoreThan, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
 import { DEFAULT_IDEMPOTENCY_TABLE } from '../../../idempotency/stores/sql-records.js';
@@ -18,6 +18,7 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
     );
   }
   const values = context.args.values;
+  noMoreThan(rest, 1, 'keys show takes one key a call (quote a key holding spaces)');
   const raw =
     values['key-json'] === undefined
       ? required(rest, 0, 'idempotency key: keys show <key> (--scope <scope> | --queue <queue> --name <name>)')

@@ -3,7 +3,7 @@ import { MAX_OWNERS_PER_LOCK } from '../../inspection/held-lock-reader.js';
 import type { SurveyedQueue } from '../../inspection/key-survey.js';
 import type { HeldLock, HeldLockKind, LockFilter, LockOwner } from '../../inspection/lock-inspection.interface.js';
 import { bullKeys, KEY_SUFFIX, UniqueJobsKeys } from '../../../redis/keys.js';
-import { integerOption, kindOption, required } from '../args.js';
+import { integerOption, kindOption, noMoreThan, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
 import { ago, clean, duration, table, truncate } from '../output.js';
@@ -38,6 +38,7 @@ export async function locksCommand(context: CliContext, args: readonly string[])
 async function list(context: CliContext, args: readonly string[]): Promise<number> {
   const { values } = context.args;
   const filter: LockFilter = {};
+  noMoreThan(args, 1, 'locks list takes one digest or pattern (quote a pattern, or the shell expands it)');
   const pattern = args[0];
   if (pattern !== undefined) {
     if (/[*?]/.test(pattern)) filter.pattern = pattern;
@@ -106,6 +107,7 @@ async function list(context: CliContext, args: readonly string[]): Promise<numbe
 
 async function show(context: CliContext, args: readonly string[]): Promise<number> {
   const digest = parseLockDigest(required(args, 0, 'digest: locks show <digest>'));
+  noMoreThan(args, 1, 'locks show takes one digest a call');
   const locks = await (await context.inspector()).showLock(digest);
   const queues = (await context.queues()).map((queue) => queue.name);
   const searched = await context.searched({ keys: keyNames(context, digest, undefined, queues) });
@@ -124,6 +126,7 @@ async function show(context: CliContext, args: readonly string[]): Promise<numbe
 
 async function release(context: CliContext, args: readonly string[]): Promise<number> {
   const digest = parseLockDigest(required(args, 0, 'digest: locks release <digest>'));
+  noMoreThan(args, 1, 'locks release takes one digest a call');
   const kind = kindOption(context.args.values.kind);
   const inspector = await context.inspector();
   const held = (await inspector.showLock(digest)).filter((lock) => kind === undefined || lock.kind === kind);
