@@ -1,4 +1,4 @@
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import type { Job } from 'bullmq';
@@ -12,19 +12,9 @@ import {
   type LockCounts,
   type LockPage,
 } from '../../lib/index.js';
-import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
+import { bullPrefix, uniqueName } from '../support/redis.js';
 import { nestedPayload } from '../support/payloads.js';
-import {
-  ADMIN_PATH,
-  csrfOf,
-  http,
-  INTRUDER,
-  OPS,
-  OTHER,
-  startAdminApp,
-  TestAdminGuard,
-  type AdminTestApp,
-} from './admin-app.js';
+import { ADMIN_PATH, csrfOf, http, INTRUDER, OPS, OTHER, TestAdminGuard, useAdminApp } from './admin-app.js';
 
 /** A guard that lets everyone in and refreshes a sliding session cookie on each answer, as login middleware does. */
 @Injectable()
@@ -50,18 +40,12 @@ function lockedQueue(queue: string) {
 }
 
 describe('admin JSON API', () => {
-  const redis = redisClient();
-  let app: AdminTestApp | undefined;
-  afterEach(async () => {
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { redis, start, current } = useAdminApp();
 
   /** Starts an app with one locked queue and enqueues `orders`; resolves each order's digest, key and job. */
   async function lockedApp(...orders: Order[]) {
     const queueName = uniqueName('adm');
-    app = await startAdminApp({ queues: [lockedQueue(queueName)] });
+    const app = await start({ queues: [lockedQueue(queueName)] });
     const queue = app.queue(queueName);
     const locks: { digest: string; key: string; job: Job }[] = [];
     for (const order of orders) {
@@ -74,7 +58,7 @@ describe('admin JSON API', () => {
     return { app, queueName, queue, locks };
   }
 
-  const api = (path: string) => `${app!.adminUrl}/api/${path}`;
+  const api = (path: string) => `${current().adminUrl}/api/${path}`;
 
   function expectSecurityHeaders(headers: Headers): void {
     const csp = headers.get('content-security-policy') ?? '';
@@ -87,8 +71,8 @@ describe('admin JSON API', () => {
   it('sends every route through the guard: 401 without credentials, 403 with refused ones, and a refused POST changes nothing', async () => {
     const { locks } = await lockedApp({ id: 'order-1', amount: 5 });
     const { digest, key, job } = locks[0];
-    const csrf = await csrfOf(app!);
-    const base = app!.adminUrl;
+    const csrf = await csrfOf(current());
+    const base = current().adminUrl;
     const routes: [string, string][] = [
       ['GET', base],
       ['GET', `${base}/locks/${digest}`],
@@ -194,8 +178,8 @@ describe('admin JSON API', () => {
     const { queue } = await lockedApp({ id: 'order-1', amount: 5 });
     const payload = nestedPayload(2_000, 20_000);
     const size = JSON.stringify(payload).length;
-    const holder = await app!.service.enqueue(queue, 'charge', { id: 'order-2', amount: 1, payload });
-    await app!.service.enqueue(queue, 'charge', { id: 'order-2', amount: 2, payload });
+    const holder = await current().service.enqueue(queue, 'charge', { id: 'order-2', amount: 1, payload });
+    await current().service.enqueue(queue, 'charge', { id: 'order-2', amount: 2, payload });
     if (holder.status !== 'enqueued') throw new Error('the holder was not enqueued');
     const auth = { authorization: OPS };
     // The dead set's page carries the rejected duplicate's payload; the lock's, the holder's and the duplicate's.
@@ -203,7 +187,7 @@ describe('admin JSON API', () => {
       ['dead', 1],
       [`locks/${holder.digest}`, 2],
     ] as const) {
-      const page = await http(`${app!.adminUrl}/${path}`, { headers: auth });
+      const page = await http(`${current().adminUrl}/${path}`, { headers: auth });
       expect([path, page.status, page.text]).toEqual([path, 200, expect.stringContaining('Cut at 20000 characters')]);
       expect(page.text.length).toBeLessThan(size);
       const answer = await http(api(path), { headers: auth });
@@ -214,7 +198,7 @@ describe('admin JSON API', () => {
   });
 
   it("keeps the cookies the application's guard set on the response beside its CSRF cookie", async () => {
-    app = await startAdminApp({ queues: [lockedQueue(uniqueName('adm'))], admin: { guard: SessionRefreshingGuard } });
+    const app = await start({ queues: [lockedQueue(uniqueName('adm'))], admin: { guard: SessionRefreshingGuard } });
     const page = await http(`${app.adminUrl}/dead`);
     expect(page.status).toBe(200);
     expect(page.headers.getSetCookie().map((cookie) => cookie.split('=')[0])).toEqual(['session', 'ujadmin_csrf']);
@@ -224,7 +208,7 @@ describe('admin JSON API', () => {
     const { queue, locks } = await lockedApp({ id: 'order-1', amount: 5 });
     const { digest, key, job } = locks[0];
     await job.log('received from the webhook');
-    const duplicate = await app!.service.enqueue(queue, 'charge', { id: 'order-1', amount: 6 });
+    const duplicate = await current().service.enqueue(queue, 'charge', { id: 'order-1', amount: 6 });
     expect(duplicate).toMatchObject({ status: 'duplicate', strategy: 'reject', existingJobId: job.id });
 
     const answer = await http(api(`locks/${digest}`), { headers: { authorization: OPS } });
@@ -265,8 +249,8 @@ describe('admin JSON API', () => {
     const { queue, locks } = await lockedApp({ id: 'order-1', amount: 5 });
     const { digest, key, job } = locks[0];
     const url = api(`locks/${digest}/release`);
-    const mine = await csrfOf(app!, OPS);
-    const theirs = await csrfOf(app!, OTHER);
+    const mine = await csrfOf(current(), OPS);
+    const theirs = await csrfOf(current(), OTHER);
     expect(theirs.cookie).not.toBe(mine.cookie);
     const flipped = `${mine.token.slice(0, -1)}${mine.token.endsWith('A') ? 'B' : 'A'}`;
     const attempts: [string, Record<string, string>][] = [
@@ -285,14 +269,14 @@ describe('admin JSON API', () => {
       expect([what, answer.status]).toEqual([what, 403]);
       expect(await redis.get(key)).toBe(job.id);
     }
-    const formWithoutToken = await http(`${app!.adminUrl}/locks/${digest}/release`, {
+    const formWithoutToken = await http(`${current().adminUrl}/locks/${digest}/release`, {
       method: 'POST',
       headers: { authorization: OPS, cookie: mine.cookie, 'content-type': 'application/x-www-form-urlencoded' },
       body: 'kind=enqueue',
     });
     expect(formWithoutToken.status).toBe(403);
     for (const method of ['GET', 'HEAD']) {
-      for (const path of [url, `${app!.adminUrl}/locks/${digest}/release`]) {
+      for (const path of [url, `${current().adminUrl}/locks/${digest}/release`]) {
         const answer = await http(path, { method, headers: { authorization: OPS, cookie: mine.cookie } });
         expect([method, path, answer.status]).toEqual([method, path, 405]);
         expect(answer.headers.get('allow')).toBe('POST');
@@ -302,13 +286,13 @@ describe('admin JSON API', () => {
 
     const released = await http(url, {
       method: 'POST',
-      headers: { authorization: OPS, cookie: mine.cookie, 'x-csrf-token': mine.token, origin: app!.origin },
+      headers: { authorization: OPS, cookie: mine.cookie, 'x-csrf-token': mine.token, origin: current().origin },
     });
     expect(released.status).toBe(200);
     expect(released.json).toEqual({ digest, released: 1 });
     expect(await redis.exists(key)).toBe(0);
     // The lock is free: the same order can be enqueued again.
-    await expect(app!.service.enqueue(queue, 'charge', { id: 'order-1', amount: 5 })).resolves.toMatchObject({
+    await expect(current().service.enqueue(queue, 'charge', { id: 'order-1', amount: 5 })).resolves.toMatchObject({
       status: 'enqueued',
     });
   });
@@ -316,7 +300,7 @@ describe('admin JSON API', () => {
   it("releases through the page's form (urlencoded _csrf field) and redirects back to a notice", async () => {
     const { locks } = await lockedApp({ id: 'order-1', amount: 5 });
     const { digest, key } = locks[0];
-    const page = await http(`${app!.adminUrl}/`, { headers: { authorization: OPS, accept: 'text/html' } });
+    const page = await http(`${current().adminUrl}/`, { headers: { authorization: OPS, accept: 'text/html' } });
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toContain('text/html');
     const setCookie = page.headers.getSetCookie()[0];
@@ -325,13 +309,13 @@ describe('admin JSON API', () => {
     expect(page.text).toContain(`data-digest="${digest}"`);
     expect(page.text).toContain('<b data-count="enqueue">1</b>');
 
-    const posted = await http(`${app!.adminUrl}/locks/${encodeURIComponent(digest)}/release`, {
+    const posted = await http(`${current().adminUrl}/locks/${encodeURIComponent(digest)}/release`, {
       method: 'POST',
       headers: {
         authorization: OPS,
         cookie: setCookie.split(';')[0],
         'content-type': 'application/x-www-form-urlencoded',
-        origin: app!.origin,
+        origin: current().origin,
       },
       body: new URLSearchParams({ _csrf: token, kind: 'enqueue', from: 'list' }).toString(),
     });
@@ -339,7 +323,9 @@ describe('admin JSON API', () => {
     const location = posted.headers.get('location')!;
     expect(location).toBe(`/${ADMIN_PATH}?notice=released&n=1&lock=${encodeURIComponent(digest)}`);
     expect(await redis.exists(key)).toBe(0);
-    const after = await http(`${app!.origin}${location}`, { headers: { authorization: OPS, accept: 'text/html' } });
+    const after = await http(`${current().origin}${location}`, {
+      headers: { authorization: OPS, accept: 'text/html' },
+    });
     expect(after.text).toContain(`Released lock ${digest}: 1 key deleted.`);
     expect(after.text).not.toContain(`data-digest="${digest}"`);
     // The counts are reused between views for a few seconds, but never across a change made through the admin.
@@ -348,7 +334,7 @@ describe('admin JSON API', () => {
 
   it('under a global prefix, links, form actions, the cookie path and redirects include it', async () => {
     const queueName = uniqueName('adm');
-    app = await startAdminApp({ queues: [lockedQueue(queueName)], globalPrefix: 'internal' });
+    const app = await start({ queues: [lockedQueue(queueName)], globalPrefix: 'internal' });
     const result = await app.service.enqueue(app.queue(queueName), 'charge', { id: 'order-1', amount: 5 });
     if (result.status !== 'enqueued' || !result.digest) throw new Error('not enqueued');
     const digest = result.digest;
@@ -382,10 +368,10 @@ describe('admin JSON API', () => {
     const auth = { authorization: OPS };
     const counts = async () => (await http(api('counts'), { headers: auth })).json as LockCounts;
     expect(await counts()).toEqual({ enqueueLocks: 1, runtimeLocks: 0, deadSet: 0, complete: true });
-    await app!.service.enqueue(queue, 'charge', { id: 'order-1', amount: 6 });
+    await current().service.enqueue(queue, 'charge', { id: 'order-1', amount: 6 });
     // The lock counts may be reused for a few seconds; the rejected-duplicate count is read each time.
     expect((await counts()).deadSet).toBe(1);
-    const csrf = await csrfOf(app!);
+    const csrf = await csrfOf(current());
     const mutate = (path: string, withToken = true) =>
       http(api(path), {
         method: 'POST',
@@ -399,7 +385,7 @@ describe('admin JSON API', () => {
 
     expect((await mutate(`dead/${entry.id}/retry`, false)).status).toBe(403);
     expect((await mutate(`dead/${entry.id}/delete`, false)).status).toBe(403);
-    expect(await app!.service.deadSet.get(entry.id)).toMatchObject({ id: entry.id });
+    expect(await current().service.deadSet.get(entry.id)).toMatchObject({ id: entry.id });
 
     const again = await mutate(`dead/${entry.id}/retry`);
     expect(again.status).toBe(200);
@@ -407,9 +393,9 @@ describe('admin JSON API', () => {
       id: entry.id,
       result: { status: 'duplicate', existingJobId: job.id, strategy: 'reject' },
     });
-    const [readded] = await app!.service.deadSet.list();
+    const [readded] = await current().service.deadSet.list();
     expect(readded.id).not.toBe(entry.id);
-    expect(await app!.service.deadSet.size()).toBe(1);
+    expect(await current().service.deadSet.size()).toBe(1);
 
     expect((await mutate(`locks/${digest}/release`)).json).toEqual({ digest, released: 1 });
     const retried = await mutate(`dead/${readded.id}/retry`);
@@ -417,12 +403,12 @@ describe('admin JSON API', () => {
     const result = (retried.json as { result: { status: string; jobId: string } }).result;
     expect(result.status).toBe('enqueued');
     expect((await queue.getJob(result.jobId))?.data).toEqual({ id: 'order-1', amount: 6 });
-    expect(await app!.service.deadSet.size()).toBe(0);
+    expect(await current().service.deadSet.size()).toBe(0);
 
-    await app!.service.enqueue(queue, 'charge', { id: 'order-1', amount: 7 });
-    const [third] = await app!.service.deadSet.list();
+    await current().service.enqueue(queue, 'charge', { id: 'order-1', amount: 7 });
+    const [third] = await current().service.deadSet.list();
     expect((await mutate(`dead/${third.id}/delete`)).json).toEqual({ id: third.id, deleted: true });
-    expect(await app!.service.deadSet.size()).toBe(0);
+    expect(await current().service.deadSet.size()).toBe(0);
     expect((await mutate(`dead/${third.id}/delete`)).status).toBe(404);
     expect((await mutate(`dead/${third.id}/retry`)).status).toBe(404);
     expect((await mutate('dead/not-an-id/delete')).status).toBe(400);
@@ -430,7 +416,7 @@ describe('admin JSON API', () => {
 
   it('looks up an idempotency key in the configured store: state, result, fingerprint (never the owner token)', async () => {
     const queueName = uniqueName('admkeys');
-    app = await startAdminApp({
+    const app = await start({
       queues: [
         {
           queue: queueName,

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { afterAll, afterEach } from '@jest/globals';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { BullModule, getQueueToken } from '@nestjs/bullmq';
@@ -169,4 +170,30 @@ export async function csrfOf(app: AdminTestApp, auth = OPS): Promise<{ token: st
   if (answer.status !== 200) throw new Error(`GET api/csrf answered ${answer.status}: ${answer.text}`);
   const setCookie = answer.headers.getSetCookie()[0];
   return { token: (answer.json as { token: string }).token, cookie: setCookie.split(';')[0] };
+}
+
+/**
+ * The admin app lifecycle of a test file: `start` boots an app (the one a test started is closed after it, and
+ * `current()` answers it); `redis` is a plain client for assertions, quit after the file. Call once, in a `describe`.
+ */
+export function useAdminApp(): {
+  redis: ReturnType<typeof redisClient>;
+  start(options: AdminTestAppOptions): Promise<AdminTestApp>;
+  current(): AdminTestApp;
+} {
+  const redis = redisClient();
+  let app: AdminTestApp | undefined;
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+  afterAll(async () => void (await redis.quit()));
+  return {
+    redis,
+    start: async (options) => (app = await startAdminApp(options)),
+    current: () => {
+      if (!app) throw new Error('no admin app started in this test');
+      return app;
+    },
+  };
 }

@@ -3,13 +3,14 @@
 // reasons and dead-set names and reasons are cut as job data is; a lock page lists the newest rejected duplicates of
 // its digest with how many there are; a lock of thousands of holders shows 20 of them and "+N more" (the admin's
 // pages, its JSON API, the inspector and the CLI). Sizes are asserted, not timings (flaky on a loaded machine).
-import { afterAll, afterEach, describe, expect, it, jest } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { LockInspector } from '../../lib/index.js';
 import { runCli, runCliJson } from '../cli/run-cli.js';
-import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
-import { http, OPS, startAdminApp, type AdminTestApp } from './admin-app.js';
+import type { Redis } from 'ioredis';
+import { bullPrefix, uniqueName } from '../support/redis.js';
+import { http, OPS, useAdminApp } from './admin-app.js';
 
 jest.setTimeout(120_000);
 
@@ -25,7 +26,7 @@ interface LockAnswer {
 }
 
 /** `count` holders `holder-0…` of a general-path enqueue lock of `digest` (as `lockLimit` > 1 admits). */
-async function manyHolders(redis: ReturnType<typeof redisClient>, key: string, count: number): Promise<void> {
+async function manyHolders(redis: Redis, key: string, count: number): Promise<void> {
   for (let i = 0; i < count; i += 1000) {
     const args: (string | number)[] = [];
     for (let j = i; j < Math.min(count, i + 1000); j++) args.push(Date.now() + j, `holder-${j}`);
@@ -36,17 +37,11 @@ async function manyHolders(redis: ReturnType<typeof redisClient>, key: string, c
 const occurrences = (text: string, part: string) => text.split(part).length - 1;
 
 describe('admin: a page costs bounded bytes whatever the data', () => {
-  const redis = redisClient();
-  let app: AdminTestApp | undefined;
-  afterEach(async () => {
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { redis, start } = useAdminApp();
 
   async function lockedApp() {
     const queueName = uniqueName('adb');
-    app = await startAdminApp({
+    const app = await start({
       queues: [
         {
           queue: queueName,

@@ -1,12 +1,12 @@
 // The admin's digest glob (`?pattern=` of the locks page and of `api/locks`) against real locks: patterns that made the
 // old regular expression backtrack for minutes (freezing the whole process, workers' lease renewals included) are
 // answered at once with the right locks, and the page keeps the glob in its filter form and its paging links.
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import type { LockPage } from '../../lib/index.js';
 import { mountPath, type AdminRequest } from '../../lib/ops/admin/http.js';
 import { adminUrl } from '../../lib/ops/admin/views/html.js';
-import { redisClient, uniqueName } from '../support/redis.js';
-import { http, OPS, startAdminApp, type AdminTestApp } from './admin-app.js';
+import { uniqueName } from '../support/redis.js';
+import { http, OPS, useAdminApp } from './admin-app.js';
 
 interface Order {
   id: string;
@@ -24,17 +24,11 @@ const holdsInOrder = (digests: readonly string[], chars: string) =>
   });
 
 describe('admin digest patterns', () => {
-  const redis = redisClient();
-  let app: AdminTestApp | undefined;
-  afterEach(async () => {
-    await app?.close();
-    app = undefined;
-  });
-  afterAll(async () => redis.quit());
+  const { start } = useAdminApp();
 
   it('answers pathological globs at once, on the JSON API and the page', async () => {
     const queueName = uniqueName('admpat');
-    app = await startAdminApp({
+    const app = await start({
       queues: [{ queue: queueName, paused: true, unique: { lock: 'until_executed', lockArgs: (d: Order) => d.id } }],
     });
     const digests: string[] = [];
