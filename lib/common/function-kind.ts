@@ -1,3 +1,5 @@
+import { types } from 'node:util';
+
 /**
  * Why a function the library calls synchronously for a value cannot be one, or `undefined`: an async function (it
  * returns a Promise), a generator (an iterator), a class (it cannot be called without `new`). `option` names it in the
@@ -11,29 +13,28 @@ export function uncallable(fn: (...args: never[]) => unknown, option: string, re
   if (kind === 'GeneratorFunction') {
     return `a generator function, which returns an iterator: ${option} must return ${returns}`;
   }
-  if (Function.prototype.toString.call(fn).startsWith('class')) {
+  // A class's source starts with the keyword; a method named `classroomId` starts with its name.
+  if (/^class[\s{]/.test(Function.prototype.toString.call(fn))) {
     return `a class, which cannot be called: ${option} must be a plain function`;
   }
   return undefined;
 }
 
 /**
- * Whether `value` is a Promise or another thenable, which a synchronous callback of the user returned by mistake. Its
- * rejection, if any, is handled here (a rejection nobody handles ends a Node process): the caller reports the mistake.
+ * Whether `value` is a Promise or another thenable, which a synchronous callback of the user returned by mistake. A
+ * native Promise's rejection, if any, is handled here (a rejection nobody handles ends a Node process; Node tracks
+ * only native promises): the caller reports the mistake. Another thenable's `then` is never called: a lazy query
+ * builder (Prisma, Knex, Mongoose) runs its query when it is.
  */
 export function isThenable(value: unknown): boolean {
   if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false;
-  let then: unknown;
+  if (types.isPromise(value)) {
+    value.then(undefined, () => undefined);
+    return true;
+  }
   try {
-    then = (value as { then?: unknown }).then;
+    return typeof (value as { then?: unknown }).then === 'function';
   } catch {
     return false; // a getter that throws: not a thenable the caller can tell apart (it reports the throw itself)
   }
-  if (typeof then !== 'function') return false;
-  try {
-    (then as (ok: unknown, no: unknown) => unknown).call(value, undefined, () => undefined);
-  } catch {
-    // a thenable whose `then` throws: no rejection to handle
-  }
-  return true;
 }

@@ -92,7 +92,10 @@ export function jsonText(value: unknown, options: JsonTextOptions = {}): JsonTex
   }
   const whole = parts.join('');
   const cut = stack.length > 0 || whole.length > maxChars;
-  return { text: cut ? whole.slice(0, maxChars) : whole, cut };
+  if (!cut) return { text: whole, cut };
+  // Never half of a surrogate pair at the end (a lone half shows as a replacement character).
+  const end = isHighSurrogate(whole.charCodeAt(maxChars - 1)) ? maxChars - 1 : maxChars;
+  return { text: whole.slice(0, end), cut };
 }
 
 const CONTAINER = Symbol('container');
@@ -125,4 +128,8 @@ function prepared(value: unknown, key: string): unknown {
   if (result instanceof String) return String(result);
   if (result instanceof Boolean) return result.valueOf();
   return result;
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
 }

@@ -1,6 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { adminUrl, escapeHtml, html, styleSheet } from '../../lib/ops/admin/views/html.js';
 import { countsStrip } from '../../lib/ops/admin/views/layout.view.js';
+import { jsonBlock, storedJson } from '../../lib/ops/admin/views/format.js';
+import { cutText, shortened } from '../../lib/ops/admin/views/text.js';
 
 describe('admin views: escaping', () => {
   it('escapes every interpolated value, passes nested html fragments and arrays of them through', () => {
@@ -43,5 +45,17 @@ describe('admin views: counts', () => {
     expect(cut).toContain('<b data-count="runtime">12+</b>');
     expect(cut).toContain('<b data-count="dead">2</b>');
     expect(cut).toMatch(/data-count="partial">\s*Lock counts stop after a bounded part of the key space/);
+  });
+});
+
+// Review of session 26: jsonBlock cut job data with slice(), which could leave half of an emoji's surrogate pair.
+describe('admin views: cuts never split a surrogate pair', () => {
+  const lone = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+  it.each([0, 1])('data of emoji, %i character(s) of padding before them', (pad) => {
+    const text = 'a'.repeat(pad) + '😀'.repeat(30_000);
+    for (const shown of [jsonBlock(text), jsonBlock({ note: text }), storedJson(text), cutText(text, 2_000)]) {
+      expect(String(shown)).not.toMatch(lone);
+    }
+    expect(shortened(text)).not.toMatch(lone);
   });
 });

@@ -13,7 +13,10 @@ import {
   type IdempotencyJob,
   type IdempotencyKeyOptions,
 } from '../../lib/index.js';
+import { strategyRegistry } from '../../lib/conflicts/index.js';
+import { canonicalJson } from '../../lib/digest/canonical-json.js';
 import { resolveIdempotencyOptions } from '../../lib/idempotency/idempotency-options.js';
+import { resolveJobOptions } from '../../lib/options/job-options.js';
 import { workerOf } from '../conflicts/helpers.js';
 import { useApps } from '../support/apps.js';
 import { Outcomes } from '../support/outcomes.js';
@@ -55,6 +58,46 @@ describe('async callbacks refused at bootstrap', () => {
     expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
     expect((error as InvalidUniqueJobOptionsError).option).toBe(option);
     expect((error as InvalidUniqueJobOptionsError).problem).toMatch(problem);
+  });
+});
+
+describe('what is not refused', () => {
+  const client = redisClient({ lazyConnect: true });
+  const stores = { default: new RedisIdempotencyStore({ client, prefix: uniqueName('prom') }), named: new Map() };
+  afterAll(() => client.disconnect());
+
+  // Review of session 26: a class was told by its source starting with "class", which a method named classroomId's
+  // source does too.
+  it('a method shorthand named class… is a function, not a class', () => {
+    const methods = {
+      classroomId(job: IdempotencyJob<{ classroomId: string }>) {
+        return job.data.classroomId;
+      },
+      classify(data: { amount: number }) {
+        return [data.amount];
+      },
+    };
+    const options = { key: methods.classroomId, fingerprint: methods.classify };
+    expect(() =>
+      resolveIdempotencyOptions('Test', options as unknown as IdempotencyKeyOptions, undefined, stores),
+    ).not.toThrow();
+    expect(() =>
+      resolveJobOptions(
+        'Test',
+        { lock: 'until_executed', lockArgs: methods.classify },
+        {},
+        strategyRegistry(),
+        undefined,
+      ),
+    ).not.toThrow();
+  });
+
+  // Review of session 26: a lazy thenable (a Prisma, Knex or Mongoose query) runs its query when its `then` is called.
+  it('a lazy thenable among lock arguments is refused without its then being called', () => {
+    let runs = 0;
+    const query = { then: (ok: (value: unknown) => unknown) => ok((runs += 1)) };
+    expect(() => canonicalJson({ order: query })).toThrow(UnserializableLockArgsError);
+    expect(runs).toBe(0);
   });
 });
 

@@ -1,4 +1,5 @@
 import { jsonText } from '../../../common/json-text.js';
+import { cut } from '../../../errors/thrown.js';
 import { html, type SafeHtml } from './html.js';
 import { cutText } from './text.js';
 
@@ -36,15 +37,16 @@ const MAX_JSON = 20_000;
  */
 export function jsonBlock(value: unknown): SafeHtml {
   let text: string;
-  let cut: boolean;
+  let wasCut: boolean;
   try {
-    ({ text, cut } = jsonText(value, { indent: 2, maxChars: MAX_JSON }));
+    ({ text, cut: wasCut } = jsonText(value, { indent: 2, maxChars: MAX_JSON }));
   } catch {
     text = String(value);
-    cut = text.length > MAX_JSON;
+    wasCut = text.length > MAX_JSON;
   }
-  return html`<pre class="json">${cut ? text.slice(0, MAX_JSON) : text}</pre>
-    ${cut ? html`<p class="muted">Cut at ${MAX_JSON} characters; the JSON API returns it whole.</p>` : ''}`;
+  // Cut where a surrogate pair is never split (a lone half would show as a replacement character).
+  return html`<pre class="json">${wasCut ? cut(text, MAX_JSON) : text}</pre>
+    ${wasCut ? html`<p class="muted">Cut at ${MAX_JSON} characters; the JSON API returns it whole.</p>` : ''}`;
 }
 
 /** Stored JSON text (an idempotency result or error) pretty-printed when it parses, as is (cut) otherwise. */
