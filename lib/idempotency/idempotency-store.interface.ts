@@ -23,10 +23,11 @@ export interface IdempotencyStore<Transaction = unknown> {
    * by a claim with a different fingerprint (both present) for ten minutes after its lease ended: that claim answers the
    * record (with `expiresInMs` 0) so the caller reports a mismatch instead of running another payload. Except by the
    * job the record names, whose fingerprint is not compared (its handler may have changed its data with
-   * `job.updateData` before its worker died; a redelivery of the same job is no mismatch): the record's job id equals
-   * `request.jobId` and, when the store keeps the job's key too, its key equals `request.jobKey` when both are known
-   * (jobs of two queues sharing a scope may have the same id). Custom stores must apply the same rule; the SQL stores
-   * keep only the job id and compare that.
+   * `job.updateData` before its worker died; a redelivery of the same job is no mismatch) and whose takeover keeps the
+   * stored fingerprint: a store that keeps the claiming job's key (`request.jobKey`: its queue and id) applies this
+   * when the record's key equals the request's, both known, and answers it as the record's `jobKey`. A job id alone
+   * cannot tell two queues' jobs apart (both have a job "5"): a store that keeps no job key (the SQL stores) compares
+   * fingerprints whoever claims, as stores written before this rule do.
    */
   claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult>;
 
@@ -152,15 +153,13 @@ export interface IdempotencyClaim extends IdempotencyRecordRef {
   leaseMs: number;
   /** Fingerprint of the payload, stored with the record, or `undefined` when payloads are not compared. */
   fingerprint: string | undefined;
-  /**
-   * The job that claims (for operators: who holds the key). A record naming this job is its own: a claim of it takes
-   * an ended claim of another fingerprint over (see {@link IdempotencyStore.claim}).
-   */
+  /** The job that claims (for operators: who holds the key). */
   jobId: string | undefined;
   /**
    * The Redis key of the claiming BullMQ job (`<queue prefix>:<queue>:<job id>`), so the orphan reaper can tell a
-   * claim whose job was removed or finished without settling it, and a claim of the same job from one of another
-   * queue with the same id. Stores may ignore it (then they tell the job by {@link jobId} alone).
+   * claim whose job was removed or finished without settling it, and a store can tell a claim of the job that holds
+   * a record from any other (see {@link IdempotencyStore.claim}). Stores may ignore it (then they compare fingerprints
+   * whoever claims).
    */
   jobKey?: string;
   /**
@@ -223,6 +222,11 @@ export interface IdempotencyRecord {
   owner: string | undefined;
   /** The job that claimed it. */
   jobId: string | undefined;
+  /**
+   * The Redis key of the job that claimed it (its queue and id), when the store keeps it (the Redis store does; the SQL
+   * stores do not). A record of the claimant's own job key is that job's own: see {@link IdempotencyStore.claim}.
+   */
+  jobKey?: string;
   fingerprint: string | undefined;
   /** Stored return value (JSON text) of a completed record. */
   result: string | undefined;

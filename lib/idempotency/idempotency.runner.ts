@@ -14,6 +14,7 @@ import { LeaseKeeper } from '../locks/lease-keeper.js';
 import { AttemptContext } from './idempotency-context.js';
 import { completedBy, keyOf, serializeResult } from './attempt-values.js';
 import type { WaitingDuplicates, WorkerLike } from './waiting-duplicates.js';
+import { bullKeys } from '../redis/keys.js';
 import { recordIdOf } from './stored-key.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import { claimThenTransaction } from './claim-then-transaction.js';
@@ -103,7 +104,7 @@ export class IdempotencyRunner {
       }),
     };
     const fingerprint = definition.fingerprintOf(job);
-    const jobKey = `${job.queueQualifiedName}:${job.id}`;
+    const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
     const request = {
       scope,
       key,

@@ -1,9 +1,12 @@
 // Regression (hostile review): BullMQ's step jobs. A handler under @IdempotencyKey records its progress with
 // `job.updateData({ ...job.data, step: 2 })`, so the payload's fingerprint, read from the job's data at each delivery,
 // no longer matches the one its claim stored. When BullMQ delivers that same job again (its worker died; or after its
-// record was completed), the job failed for good with IdempotencyKeyMismatchError and could never finish. A claim of
-// the job the record names is now that job's own (same job id; on Redis also the same job key, so the same queue); a
-// different job with another payload and the same key is still refused as a mismatch.
+// record was completed), the job failed for good with IdempotencyKeyMismatchError and could never finish. On the Redis
+// store, which keeps the claiming job's key (queue and id), a claim of the job the record names is now that job's own;
+// a different job with another payload and the same key is still refused as a mismatch. The SQL stores keep a job id
+// only, which cannot tell two queues' jobs apart (the review of this very change found a job "1" of another queue
+// sharing the scope replayed or taken over): there payloads are compared whoever claims, and a step job takes
+// `fingerprint` fields its handler does not update.
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,9 +55,12 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
     rmSync(directory, { recursive: true, force: true });
   });
 
-  it.each(['redis', 'postgres'] as const)(
-    '%s store (plain mode): its worker SIGKILLed after updateData, BullMQ delivers the same job again; it takes its claim over and completes, one effect; a different job with another payload is still a mismatch',
-    async (storeKind) => {
+  it.each([
+    ['redis', 'the whole data'],
+    ['postgres', "fields the handler does not update (['key', 'amount'])"],
+  ] as const)(
+    '%s store (plain mode), fingerprint of %s: its worker SIGKILLed after updateData, BullMQ delivers the same job again; it takes its claim over and completes, one effect; a different job with another payload is still a mismatch',
+    async (storeKind, _fingerprint) => {
       const queueName = uniqueName('idem-step');
       const prefix = uniqueName('ujstep');
       const probe = uniqueName('probe-step');
@@ -83,6 +89,7 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
         // A's job lock lasts 1 s, so its job comes back about a second after the kill (as in crash-recovery.spec.ts).
         LOCK_DURATION: '1000',
         STALLED_INTERVAL: '300',
+        ...(storeKind === 'postgres' ? { FINGERPRINT: 'key,amount' } : {}),
       };
       const worker = (extra: Record<string, string>) => {
         const fixture = spawnFixture('idempotency-worker', { ...env, ...extra });
@@ -131,17 +138,28 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
     60_000,
   );
 
-  /** An app whose handler does step 1 (counted in `steps`), records step 2 with updateData, and returns its job id. */
-  const startStepApp = async (storeKind: 'redis' | 'postgres' | 'postgres transactional' | 'sqlite') => {
+  type StoreKind = 'redis' | 'postgres' | 'postgres transactional' | 'sqlite';
+
+  /**
+   * An app whose handler does step 1 (counted in `steps`), records step 2 with updateData, and returns its job id. On
+   * the SQL stores the fingerprint is of fields the handler does not update (they compare payloads whoever claims).
+   */
+  const startStepApp = async (storeKind: StoreKind, options: { prefix?: string; scope?: string } = {}) => {
     const store = { redis: undefined, postgres: pgStore, 'postgres transactional': pgStore, sqlite: sqliteStore }[
       storeKind
     ];
     const steps: string[] = [];
     const app = await apps.start({
-      module: store ? { idempotency: { stores: { sql: store } } } : {},
+      module: {
+        ...(options.prefix ? { prefix: options.prefix } : {}),
+        ...(store ? { idempotency: { stores: { sql: store } } } : {}),
+      },
       idempotency: {
         key: (job) => (job.data as StepData).key,
-        ...(store ? { store: 'sql', transactional: storeKind === 'postgres transactional' } : {}),
+        ...(options.scope ? { scope: options.scope } : {}),
+        ...(store
+          ? { store: 'sql', transactional: storeKind === 'postgres transactional', fingerprint: ['key', 'amount'] }
+          : {}),
       },
       handler: async (job: Job<StepData>) => {
         if (job.data.step === undefined) {
@@ -152,7 +170,7 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
       },
     });
     const reader: IdempotencyStore = store ?? new RedisIdempotencyStore({ client: apps.redis, prefix: app.prefix });
-    return { app, steps, store: reader, scope: `${app.queue.name}:step` };
+    return { app, steps, store: reader, scope: options.scope ?? `${app.queue.name}:step` };
   };
 
   it.each(['redis', 'postgres', 'postgres transactional', 'sqlite'] as const)(
@@ -180,45 +198,59 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
     },
   );
 
+  // Found by the review of this change: BullMQ numbers each queue's jobs from 1, so two queues sharing a scope both
+  // have a job "1"; a job id alone took one for the other (a replay of another payload's result, or its ended claim
+  // taken over).
   it.each(['redis', 'postgres', 'sqlite'] as const)(
-    '%s: an ended claim (its holder died) of another payload is taken over by the job it names, and refused to any other job',
+    '%s: job "1" of another queue sharing the scope, with another payload, is a mismatch',
     async (storeKind) => {
-      const { app, steps, store, scope } = await startStepApp(storeKind);
-      const jobKey = (queue: string, id: string) => `${app.queue.qualifiedName.replace(app.queue.name, queue)}:${id}`;
-      // A claim of a delivery that died, its lease ended; the payload it was claimed with is not the job's data now.
-      const crashed = (key: string, jobId: string, queue = app.queue.name) =>
-        store.claim({
-          scope,
-          key,
-          owner: `crashed-${key}`,
-          leaseMs: 100,
-          fingerprint: 'sha256:step-1',
-          jobId,
-          jobKey: jobKey(queue, jobId),
-        });
-      await crashed('K', 'mine');
-      await crashed('T', 'twin', uniqueName('other-queue'));
-      await sleep(250);
-
-      // Another job of the key: a mismatch, nothing runs (the claim is not taken over).
-      const theirs = await app.queue.add('step', { key: 'K', amount: 2 }, { jobId: 'theirs' });
-      await expect(app.finished(theirs)).rejects.toThrow(MISMATCH);
-      // The job the claim names (its data at step 2 now), delivered again: takes its claim over and completes.
-      const mine = await app.queue.add('step', { key: 'K', amount: 1, step: 2 }, { jobId: 'mine' });
-      expect(await app.finished(mine)).toEqual({ ranIn: 'mine', takeover: true });
-      // It keeps the fingerprint of the payload its claim was first made with.
-      expect(await store.get(scope, 'K')).toMatchObject({
-        state: 'completed',
-        attempts: 2,
-        jobId: 'mine',
-        fingerprint: 'sha256:step-1',
-      });
-      // A job of this queue with the id of a job of another queue that shares the scope: Redis keeps the claim's job key
-      // and tells them apart (a mismatch); the SQL stores keep only the job id, so it is taken as the same job.
-      const twin = await app.queue.add('step', { key: 'T', amount: 1 }, { jobId: 'twin' });
-      if (storeKind === 'redis') await expect(app.finished(twin)).rejects.toThrow(MISMATCH);
-      else expect(await app.finished(twin)).toEqual({ ranIn: 'twin', takeover: true });
-      expect(steps).toEqual(storeKind === 'redis' ? [] : ['twin']);
+      const prefix = uniqueName('ujstep');
+      const scope = uniqueName('shared-scope');
+      const a = await startStepApp(storeKind, { prefix, scope });
+      const b = await startStepApp(storeKind, { prefix, scope });
+      const first = await a.app.queue.add('step', { key: 'E', amount: 10 } satisfies StepData);
+      expect(await a.app.finished(first)).toEqual({ ranIn: '1', takeover: false });
+      const second = await b.app.queue.add('step', { key: 'E', amount: 99 } satisfies StepData);
+      expect(second.id).toBe('1');
+      await expect(b.app.finished(second)).rejects.toThrow(MISMATCH);
+      expect(b.steps).toEqual([]);
     },
   );
+
+  it('redis: an ended claim (its holder died) of another payload is taken over by the job it names, keeping its fingerprint, and refused to any other job, one of another queue with the same id included', async () => {
+    const { app, steps, store, scope } = await startStepApp('redis');
+    const jobKey = (queue: string, id: string) => `${app.queue.qualifiedName.replace(app.queue.name, queue)}:${id}`;
+    // A claim of a delivery that died, its lease ended; the payload it was claimed with is not the job's data now.
+    const crashed = (key: string, jobId: string, queue = app.queue.name) =>
+      store.claim({
+        scope,
+        key,
+        owner: `crashed-${key}`,
+        leaseMs: 100,
+        fingerprint: 'sha256:step-1',
+        jobId,
+        jobKey: jobKey(queue, jobId),
+      });
+    await crashed('K', 'mine');
+    await crashed('T', 'twin', uniqueName('other-queue'));
+    await sleep(250);
+
+    // Another job of the key: a mismatch, nothing runs (the claim is not taken over).
+    const theirs = await app.queue.add('step', { key: 'K', amount: 2 }, { jobId: 'theirs' });
+    await expect(app.finished(theirs)).rejects.toThrow(MISMATCH);
+    // The job the claim names (its data at step 2 now), delivered again: takes its claim over and completes, keeping
+    // the fingerprint of the payload its claim was first made with.
+    const mine = await app.queue.add('step', { key: 'K', amount: 1, step: 2 }, { jobId: 'mine' });
+    expect(await app.finished(mine)).toEqual({ ranIn: 'mine', takeover: true });
+    expect(await store.get(scope, 'K')).toMatchObject({
+      state: 'completed',
+      attempts: 2,
+      jobId: 'mine',
+      fingerprint: 'sha256:step-1',
+    });
+    // A job of this queue with the id of a job of another queue that shares the scope: told apart by the job key.
+    const twin = await app.queue.add('step', { key: 'T', amount: 1 }, { jobId: 'twin' });
+    await expect(app.finished(twin)).rejects.toThrow(MISMATCH);
+    expect(steps).toEqual([]);
+  });
 });

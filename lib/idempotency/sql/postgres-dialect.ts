@@ -81,12 +81,12 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       `set_config('lock_timeout', '${CLAIM_LOCK_TIMEOUT_MS}ms', true) AS lt`,
       ...(asynchronous ? [`set_config('synchronous_commit', 'off', true) AS sc`] : []),
     ].join(', ');
-  // When a claim overwrites the record it met: no longer live, and not an ended claim of another payload by another
-  // job. The job the record names (its job_id; the table stores no queue) takes its own claim over whatever its data
-  // became since (job.updateData, BullMQ's step jobs), and keeps the fingerprint of the payload the producer sent.
+  // When a claim overwrites the record it met: no longer live, and not an ended claim of another payload. (The table
+  // keeps a job's id, not its queue: a job id alone cannot tell the job that claimed from one of another queue sharing
+  // the scope, so payloads are compared whoever claims; see IdempotencyStore.claim.)
   const takeoverAllowed = `cur.expires_at <= excluded.updated_at
       AND (cur.state <> 'in_progress' OR cur.fingerprint IS NULL OR excluded.fingerprint IS NULL
-        OR cur.fingerprint = excluded.fingerprint OR cur.job_id = excluded.job_id
+        OR cur.fingerprint = excluded.fingerprint
         OR cur.expires_at <= excluded.updated_at - ${ABANDONED_INTERVAL})`;
   // Inserts the record of a claim in `state`; `from` (with the clock as `n`) and `where` choose whether.
   const insertRecord = (state: 'in_progress' | 'completed', from: string, where: string) => `INSERT INTO ${t} AS cur
@@ -103,8 +103,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       state = '${state}',
       owner = excluded.owner,
       job_id = excluded.job_id,
-      fingerprint = CASE WHEN cur.state = 'in_progress' AND cur.job_id = excluded.job_id
-        THEN coalesce(cur.fingerprint, excluded.fingerprint) ELSE excluded.fingerprint END,
+      fingerprint = excluded.fingerprint,
       result = NULL,
       error = NULL,
       attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,
@@ -154,14 +153,12 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       created_at = excluded.created_at, expires_at = excluded.expires_at, updated_at = excluded.updated_at
     WHERE cur.expires_at <= excluded.updated_at OR ($8::boolean AND cur.owner = excluded.owner)`;
   const keyHeld = `SELECT NOT pg_try_advisory_xact_lock(${keyLock}) AS held`;
-  // What stopped a claim: the live record, or an ended claim of another payload by another job (not taken over: a
-  // mismatch).
+  // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
   const blocking = `SELECT ${RECORD_COLUMNS},
       greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
     FROM ${t}, (SELECT clock_timestamp() AS now) AS n
     WHERE scope = $1 AND key = $2 AND (expires_at > n.now
-      OR (state = 'in_progress' AND fingerprint <> $3 AND (job_id = $4) IS NOT TRUE
-        AND expires_at > n.now - ${ABANDONED_INTERVAL}))`;
+      OR (state = 'in_progress' AND fingerprint <> $3 AND expires_at > n.now - ${ABANDONED_INTERVAL}))`;
   const live = `SELECT ${RECORD_COLUMNS},
       greatest(0, ceil(extract(epoch from (expires_at - n.now)) * 1000))::float8 AS expires_in_ms
     FROM ${t}, (SELECT clock_timestamp() AS now) AS n
@@ -230,7 +227,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     keyHeld: (scope, key) => query(keyHeld, [scope, key]),
     // 40001: serialization_failure; 26000: invalid_sql_statement_name (a prepared statement gone: DISCARD ALL).
     claimAgain: (error) => ['40001', '26000'].includes(sqlState(error) ?? ''),
-    blocking: (c) => query(blocking, [c.scope, c.key, c.fingerprint ?? null, jobIdText(c.jobId)]),
+    blocking: (c) => query(blocking, [c.scope, c.key, c.fingerprint ?? null]),
     live: (scope, key) => query(live, [scope, key]),
     current: (scope, key) => query(current, [scope, key]),
     // 55P03: the claim's lock_timeout. 57014: a statement_timeout of the application's (its pool's, its role's),

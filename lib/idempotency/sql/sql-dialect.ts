@@ -15,11 +15,8 @@ export interface SqlDialect {
   readonly name: SqlDialectName;
   /** Inserts an `in_progress` record, or takes over one that is no longer live. Rows: `[{ takeover }]` when claimed. */
   claim(request: IdempotencyClaim): SqlStatement;
-  /**
-   * The record that stopped `claim` (live, or an ended claim of another payload by another job: a claim of the job the
-   * record names, by `job_id`, takes it over whatever its payload), with `expires_in_ms`.
-   */
-  blocking(claim: Pick<IdempotencyClaim, 'scope' | 'key' | 'fingerprint' | 'jobId'>): SqlStatement;
+  /** The record that stopped `claim` (live, or an ended claim of another payload), with `expires_in_ms`. */
+  blocking(claim: Pick<IdempotencyClaim, 'scope' | 'key' | 'fingerprint'>): SqlStatement;
   /** The live record of a key, with `expires_in_ms`. */
   live(scope: string, key: string): SqlStatement;
   /** The record of a key whatever its state and expiry, with `expires_in_ms` (a claim that found it locked). */

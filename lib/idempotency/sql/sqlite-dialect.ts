@@ -74,9 +74,8 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
   const owned = `scope = @scope AND key = @key AND owner = @owner AND state = 'in_progress'`;
   // One statement: inserts, or overwrites a record that is no longer live (SET expressions read the old row). No row
   // back: a live record stopped it. A takeover counts one more attempt and keeps created_at, so attempts > 1 tells
-  // exactly that the claim replaced an in_progress record. An ended claim of another payload is taken over only by
-  // the job it names (job_id; the table stores no queue), whose data may have changed since (job.updateData); it keeps
-  // the fingerprint of the payload the producer sent.
+  // exactly that the claim replaced an in_progress record. An ended claim of another payload is not taken over (the
+  // table keeps a job's id, not its queue: payloads are compared whoever claims; see IdempotencyStore.claim).
   const claim = named(
     `INSERT INTO ${t}
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
@@ -85,8 +84,7 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       state = 'in_progress',
       owner = excluded.owner,
       job_id = excluded.job_id,
-      fingerprint = CASE WHEN state = 'in_progress' AND job_id = excluded.job_id
-        THEN coalesce(fingerprint, excluded.fingerprint) ELSE excluded.fingerprint END,
+      fingerprint = excluded.fingerprint,
       result = NULL,
       error = NULL,
       attempts = CASE WHEN state = 'in_progress' THEN attempts + 1 ELSE 1 END,
@@ -95,18 +93,16 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       updated_at = excluded.updated_at
     WHERE expires_at <= excluded.updated_at
       AND (state <> 'in_progress' OR fingerprint IS NULL OR excluded.fingerprint IS NULL
-        OR fingerprint = excluded.fingerprint OR job_id = excluded.job_id
+        OR fingerprint = excluded.fingerprint
         OR expires_at <= excluded.updated_at - ${ABANDONED_CLAIM_MS})
     RETURNING attempts > 1 AS takeover`,
     true,
   );
-  // What stopped a claim: the live record, or an ended claim of another payload by another job (not taken over: a
-  // mismatch).
+  // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
   const blocking = named(
     `SELECT ${columns}, max(0, expires_at - @now) AS expires_in_ms FROM ${t}
     WHERE scope = @scope AND key = @key AND (expires_at > @now
-      OR (state = 'in_progress' AND fingerprint <> @fingerprint AND coalesce(job_id = @jobId, 0) = 0
-        AND expires_at > @now - ${ABANDONED_CLAIM_MS}))`,
+      OR (state = 'in_progress' AND fingerprint <> @fingerprint AND expires_at > @now - ${ABANDONED_CLAIM_MS}))`,
     true,
   );
   const live = named(
@@ -167,14 +163,7 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
         expiresAt: now + r.leaseMs,
       });
     },
-    blocking: (c) =>
-      blocking({
-        scope: c.scope,
-        key: c.key,
-        fingerprint: c.fingerprint ?? null,
-        jobId: c.jobId ?? null,
-        now: Date.now(),
-      }),
+    blocking: (c) => blocking({ scope: c.scope, key: c.key, fingerprint: c.fingerprint ?? null, now: Date.now() }),
     live: (scope, key) => live({ scope, key, now: Date.now() }),
     current: (scope, key) => current({ scope, key, now: Date.now() }),
     renew: (ref, leaseMs) => {

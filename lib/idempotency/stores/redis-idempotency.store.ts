@@ -140,6 +140,7 @@ function toRecord(fields: Record<string, string>): IdempotencyRecord {
     state: fields.state as IdempotencyState,
     owner: fields.owner,
     jobId: fields.job,
+    ...(fields.jobKey ? { jobKey: fields.jobKey } : {}),
     fingerprint: fields.fp,
     result: fields.result,
     error: fields.error,

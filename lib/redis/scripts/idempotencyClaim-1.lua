@@ -24,12 +24,11 @@ if state and expiresAt and expiresAt > now then
   return {0, expiresAt - now, redis.call('HGETALL', record)}
 end
 
--- Whether the record names the claimant's job: the same Redis key when both are known (two queues sharing a scope may
--- both have a job "5"), else the same job id when both are known.
+-- Whether the record names the claimant's job: the same Redis key (queue and id), both known. (A job id alone would
+-- not do: two queues sharing a scope both have a job "5".)
 local function namesClaimant()
-  local jobKey, job = current[7], current[6]
-  if jobKey and jobKey ~= '' and ARGV[7] ~= '' then return jobKey == ARGV[7] end
-  return job and job ~= '' and ARGV[6] ~= '' and job == ARGV[6]
+  local jobKey = current[7]
+  return jobKey and jobKey ~= '' and ARGV[7] ~= '' and jobKey == ARGV[7]
 end
 
 -- An ended claim of another payload is not taken over: that delivery is a mismatch, not a retry. Unless it is the
