@@ -86,8 +86,8 @@ export function claimRaceError(store: string, scope: string, key: string): Error
 }
 
 /**
- * How long after its lease ended an `in_progress` record still refuses a takeover by a different payload of another
- * job (a claim whose fingerprint differs, by a job the record does not name): that delivery fails as a mismatch
+ * How long after its lease ended an `in_progress` record still refuses a takeover by a different payload (a claim
+ * whose fingerprint differs; on the Redis store, of a job the record does not name): that delivery fails as a mismatch
  * instead of running. Past this, the claim counts as
  * abandoned and any payload may take the key. The Redis store keeps in-progress records exactly this long.
  */
