@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { bullKeys, REMOVAL_FIELD } from '../redis/keys.js';
+import { bullKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
@@ -59,12 +59,12 @@ export class LockStore {
   }
 
   /**
-   * Marks a job as being removed by this caller: `true` for one caller only of those that ask within `windowMs`, and
-   * only while the job exists. (BullMQ's removal answers `1` for a job that is already gone, so producers removing one
-   * job at once cannot tell which of them removed it.)
+   * Takes `key` for `ttlMs` if nobody holds it (`SET NX PX`): `true` for one caller only of those that ask while it
+   * lives. (BullMQ's removal answers `1` for a job that is already gone, so producers removing one job at once cannot
+   * tell from it which of them removed it: the one that takes its report key reports it.)
    */
-  async markRemoval(jobKey: string, windowMs: number): Promise<boolean> {
-    return (await this.scripts.run('markRemoval', [jobKey], [REMOVAL_FIELD, windowMs])) === 1;
+  async takeOnce(key: string, ttlMs: number): Promise<boolean> {
+    return (await this.scripts.client.set(key, '1', 'PX', ttlMs, 'NX')) === 'OK';
   }
 
   /** Whether a job's hash exists. */

@@ -73,7 +73,7 @@ export class JobInterceptor {
       (entry) => this.requeue(entry),
       logger,
     );
-    const replacer = new Replacer(definitions, this.queues, events, deps.store);
+    const replacer = new Replacer(definitions, this.queues, events, deps.store, deps.keys);
     const tools: ConflictTools = {
       logger,
       events,

@@ -5,7 +5,8 @@ import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { EnqueueLock } from '../locks/enqueue-lock.js';
 import type { LockStore } from '../locks/lock-store.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
-import { bullKeys } from '../redis/keys.js';
+import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
+import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { GuardedQueues } from './guarded-queues.js';
 import { lockedDigest } from '../locks/locked-digest.js';
 import { newJobId } from './job-ids.js';
@@ -25,6 +26,7 @@ export class Replacer {
     private readonly queues: GuardedQueues,
     private readonly events: UniqueJobsEvents,
     private readonly store: LockStore,
+    private readonly keys: UniqueJobsKeys,
   ) {}
 
   /**
@@ -43,6 +45,13 @@ export class Replacer {
     // A job BullMQ refuses before sending anything (options it rejects, data it cannot serialize) must not cost the
     // holder its place: BullMQ's own checks first (found by a hostile review: the holder was removed, the add refused).
     checkAsBullMQAdds(queue, name, data, opts);
+    // One refusal BullMQ makes inside its add script, after the holder would be gone: a parent that does not exist.
+    const { parent } = opts;
+    if (parent && !(await this.store.jobExists(bullKeys.job(parent.queue, parent.id)))) {
+      throw new UniqueJobsError(
+        `Job "${name}" on queue "${queue.name}" names parent job ${parent.id} of ${parent.queue}, which does not exist: BullMQ refuses it; replace removed nothing`,
+      );
+    }
     let holder = conflict.existingJobId;
     // The holders this call removed, each reported by one call only (producers removing one holder at once all see
     // BullMQ answer that it is removed: the one that marked it first reports it).
@@ -122,8 +131,12 @@ export class Replacer {
     const state = await job.getState();
     if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
       return state === 'unknown' ? 'gone' : 'kept';
-    const marked = await this.store.markRemoval(bullKeys.job(queue.qualifiedName, jobId), REMOVAL_MARK_MS);
-    if ((await queue.remove(jobId)) === 1) return marked ? 'removed' : 'removedByAnother';
+    if ((await queue.remove(jobId)) === 1) {
+      // Answered `1` also when another producer removed it a moment before: the caller that takes the job's report key
+      // reports it (taken only after a removal was answered, so a caller that died before removing blocks nobody).
+      const report = this.keys.removalReport(queue.qualifiedName, jobId, job.timestamp);
+      return (await this.store.takeOnce(report, REPORT_MS)) ? 'removed' : 'removedByAnother';
+    }
     return (await Job.fromId(queue, jobId)) ? 'kept' : 'gone'; // it became active meanwhile, or someone removed it
   }
 }
@@ -151,5 +164,5 @@ export async function callerIdHolds(lock: EnqueueLock, { queue, digest, opts }: 
   return opts.jobId !== undefined && (await lock.holders(queue, digest)).includes(opts.jobId);
 }
 
-/** How long a removal mark keeps other callers from reporting the job (a caller whose removal failed lets go then). */
-const REMOVAL_MARK_MS = 10_000;
+/** How long a removed job's report key lives: longer than producers removing the same job at once can be apart. */
+const REPORT_MS = 10_000;

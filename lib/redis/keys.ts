@@ -1,3 +1,5 @@
+import { hash } from 'node:crypto';
+
 /** Escapes Redis glob characters (`* ? [ ] \\`) so a literal part of a MATCH pattern matches only itself. */
 export function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
@@ -13,6 +15,8 @@ export const KEY_SUFFIX = {
   running: 'running',
   /** A record of the Redis idempotency store. */
   idempotency: 'idempotency',
+  /** Which `replace` call reports a job removed (short-lived). */
+  removed: 'removed',
 } as const;
 
 /**
@@ -100,6 +104,15 @@ export class UniqueJobsKeys {
   }
 
   /**
+   * The mark, kept a few seconds, of the `replace` call that reports a job it removed: one key per job instance (its
+   * queue, id and creation time, hashed: a job id is user data when the producer chose it).
+   */
+  removalReport(qualifiedName: string, jobId: string, timestamp: number): string {
+    const tag = hash('sha256', JSON.stringify([qualifiedName, jobId, timestamp]), 'base64url');
+    return `${this.prefix}:{${tag}}:${KEY_SUFFIX.removed}`;
+  }
+
+  /**
    * The channel on which a delivery waiting for an idempotency key in progress announces itself to the key's holder
    * (one channel per prefix; messages name the record by its hashed id).
    */
@@ -153,9 +166,6 @@ export function digestOfDeduplicationId(id: string | undefined): string | undefi
 
 /** The field of a job's hash counting its reschedules (the `reschedule` strategy's `maxReschedules`). */
 export const RESCHEDULES_FIELD = 'ujReschedules';
-
-/** The field of a job's hash marking which `replace` call removes it (see `LockStore.markRemoval`). */
-export const REMOVAL_FIELD = 'ujRemoving';
 
 /** How a run-time lock owner written as a JSON pair begins. */
 const PAIR_START = '["';

@@ -26,8 +26,7 @@ export type ScriptName =
   | 'reapDeduplication'
   | 'reapIdempotencyClaim'
   | 'registerQueue'
-  | 'countReschedule'
-  | 'markRemoval';
+  | 'countReschedule';
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;

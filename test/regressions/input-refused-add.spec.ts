@@ -40,6 +40,26 @@ describe('a job BullMQ refuses before Redis', () => {
     },
   );
 
+  // Review of session 26: one refusal is made inside BullMQ's add script, after a removal: a parent that is missing.
+  it.each(slotSetLocks)(
+    '%s, replace, a parent that does not exist: refused, the holders stay',
+    async (_lock, unique) => {
+      const app = await start({ unique: { ...unique, onConflict: 'replace', lockArgs: byId }, paused: true });
+      const limit = 'lockLimit' in unique ? unique.lockLimit : 1;
+      const holders: string[] = [];
+      for (let i = 0; i < limit; i++)
+        holders.push(asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: i })).job.id!);
+      const parent = { id: 'nope', queue: app.queue.qualifiedName };
+      await expect(app.queue.add('price', { id: 'a', n: 99 }, { parent })).rejects.toThrow(
+        /parent job nope .* does not exist/,
+      );
+      const left = (await app.queue.getJobs(['waiting', 'delayed', 'prioritized', 'waiting-children'])).map(
+        (j) => j.id,
+      );
+      expect(left.sort()).toEqual(holders.sort());
+    },
+  );
+
   it.each([
     ['until_executed', { lock: 'until_executed' }],
     ['lockLimit 2', { lock: 'until_executed', lockLimit: 2 }],

@@ -213,6 +213,9 @@ export async function prefixKeys(client: Redis | Cluster, prefix: string): Promi
 
 /** The lock keys the library holds for a queue and prefix: its own keys and BullMQ deduplication keys. */
 export async function lockKeys(client: Redis, prefix: string, queue: string): Promise<string[]> {
-  const own = (await prefixKeys(client, prefix)).filter((key) => !key.includes(':{dead}:'));
+  // Not the dead set, nor the few-second marks of which `replace` call reports a job it removed.
+  const own = (await prefixKeys(client, prefix)).filter(
+    (key) => !key.includes(':{dead}:') && !key.endsWith(':removed'),
+  );
   return [...own, ...(await scanKeys(client, `${bullPrefix()}:${queue}:de:*`))];
 }
