@@ -54,7 +54,7 @@ export class Replacer {
     }
     let holder = conflict.existingJobId;
     // The holders this call removed, each reported by one call only (producers removing one holder at once all see
-    // BullMQ answer that it is removed: the one that marked it first reports it).
+    // BullMQ answer that it is removed: the one that takes the job's report key reports it).
     const replaced: string[] = [];
     const kept = new Set<string>(); // holders met that started or finished: they stay
     for (let attempt = 0; attempt < MAX_REPLACEMENTS; attempt++) {

@@ -18,7 +18,7 @@ local record = KEYS[1]
 local lease = tonumber(ARGV[4])
 local now = nowMs()
 
-local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'job', 'jobKey')
+local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'jobKey')
 local state, expiresAt = current[1], tonumber(current[2])
 if state and expiresAt and expiresAt > now then
   return {0, expiresAt - now, redis.call('HGETALL', record)}
@@ -27,7 +27,7 @@ end
 -- Whether the record names the claimant's job: the same Redis key (queue and id), both known. (A job id alone would
 -- not do: two queues sharing a scope both have a job "5".)
 local function namesClaimant()
-  local jobKey = current[7]
+  local jobKey = current[6]
   return jobKey and jobKey ~= '' and ARGV[7] ~= '' and jobKey == ARGV[7]
 end
 
