@@ -13,8 +13,9 @@ export function uncallable(fn: (...args: never[]) => unknown, option: string, re
   if (kind === 'GeneratorFunction') {
     return `a generator function, which returns an iterator: ${option} must return ${returns}`;
   }
-  // A class's source starts with the keyword; a method named `classroomId` starts with its name.
-  if (/^class[\s{]/.test(Function.prototype.toString.call(fn))) {
+  // A class's `prototype` cannot be reassigned; a function's can, and a method or an arrow has none. (Its source text
+  // would not do: a method named `classroomId`, or `class (d) {…}`, starts with "class" too.)
+  if (Object.getOwnPropertyDescriptor(fn, 'prototype')?.writable === false) {
     return `a class, which cannot be called: ${option} must be a plain function`;
   }
   return undefined;

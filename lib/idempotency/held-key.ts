@@ -2,7 +2,6 @@ import { DelayedError } from 'bullmq';
 import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
 import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
 import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.error.js';
-import { bullKeys } from '../redis/keys.js';
 import type { Attempt } from './attempt.js';
 import type { IdempotencyClaimLost } from './idempotency-store.interface.js';
 import type { WaitingDuplicates } from './waiting-duplicates.js';
@@ -13,7 +12,7 @@ const DELAY_MARGIN_MS = 50;
 /**
  * The key is held by a live record: replay it (completed, or failed and kept), refuse a different payload, or wait
  * for the holder (back to delayed, woken when it settles) or fail at once (`onInProgress: 'fail'`). A live record of
- * this very job (the job key the store keeps: its queue and id) is never a different payload: the job's handler may
+ * this very job (the store says so: `ownJob`) is never a different payload: the job's handler may
  * have changed its data since it claimed (`job.updateData`, BullMQ's step jobs), and a redelivery of it replays or
  * waits as any duplicate. An ended claim the store would not let this delivery take over (answered with `expiresInMs`
  * 0) is a mismatch: the store found it to be another job's.
@@ -26,11 +25,8 @@ export async function answerHeldKey(
 ): Promise<unknown> {
   const { record, expiresInMs } = claim;
   const { scope, key } = attempt.ref;
-  const { report, job: delivered } = attempt;
-  const ownJob =
-    expiresInMs > 0 &&
-    record.jobKey !== undefined &&
-    record.jobKey === bullKeys.job(delivered.queueQualifiedName, delivered.id!);
+  const { report } = attempt;
+  const ownJob = expiresInMs > 0 && claim.ownJob === true;
   if (fingerprint !== undefined && record.fingerprint !== undefined && fingerprint !== record.fingerprint && !ownJob) {
     report.emit({ type: 'idempotencyMismatch' });
     throw new IdempotencyKeyMismatchError(scope, key, fingerprint, record.fingerprint);

@@ -24,10 +24,11 @@ export interface IdempotencyStore<Transaction = unknown> {
    * record (with `expiresInMs` 0) so the caller reports a mismatch instead of running another payload. Except by the
    * job the record names, whose fingerprint is not compared (its handler may have changed its data with
    * `job.updateData` before its worker died; a redelivery of the same job is no mismatch) and whose takeover keeps the
-   * stored fingerprint: a store that keeps the claiming job's key (`request.jobKey`: its queue and id) applies this
-   * when the record's key equals the request's, both known, and answers it as the record's `jobKey`. A job id alone
-   * cannot tell two queues' jobs apart (both have a job "5"): a store that keeps no job key (the SQL stores) compares
-   * fingerprints whoever claims, as stores written before this rule do.
+   * stored fingerprint: a store that keeps the claiming job's key and creation time (`request.jobKey`,
+   * `request.jobCreatedAt`) applies this when both equal the request's, all known, and answers a live record of that
+   * job with `ownJob: true`. A job id alone cannot tell two queues' jobs apart (both have a job "5"), nor a key alone a
+   * job from a later one given the same id: a store that keeps no such identity (the SQL stores) compares fingerprints
+   * whoever claims, as stores written before this rule do.
    */
   claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult>;
 
@@ -163,6 +164,11 @@ export interface IdempotencyClaim extends IdempotencyRecordRef {
    */
   jobKey?: string;
   /**
+   * The claiming job's creation time (BullMQ's `timestamp`, ms): with {@link jobKey}, the job itself and not a later one
+   * given the same id. Stores may ignore it.
+   */
+  jobCreatedAt?: number;
+  /**
    * The claim is followed by the handler's transaction in this store (`runInTransaction`), which completes the record
    * and commits with the database's full durability. A store may then commit the claim without waiting for it to be
    * durable (PostgreSQL: `synchronous_commit` off for the claim's own transaction): a claim lost in a database crash
@@ -195,6 +201,11 @@ export interface IdempotencyClaimLost {
    * that has not committed: `record.owner` is then `undefined`). Absent: {@link IdempotencyStore.get} tells.
    */
   stillHeld?: () => Promise<boolean>;
+  /**
+   * The live record is the claiming job's own (its key and creation time match: see {@link IdempotencyStore.claim}):
+   * its data may have changed since it claimed, and it is replayed or waited for whatever its fingerprint.
+   */
+  ownJob?: boolean;
 }
 
 /** What `complete` stores. */
@@ -222,11 +233,6 @@ export interface IdempotencyRecord {
   owner: string | undefined;
   /** The job that claimed it. */
   jobId: string | undefined;
-  /**
-   * The Redis key of the job that claimed it (its queue and id), when the store keeps it (the Redis store does; the SQL
-   * stores do not). A record of the claimant's own job key is that job's own: see {@link IdempotencyStore.claim}.
-   */
-  jobKey?: string;
   fingerprint: string | undefined;
   /** Stored return value (JSON text) of a completed record. */
   result: string | undefined;

@@ -113,6 +113,7 @@ export class IdempotencyRunner {
       fingerprint,
       jobId: job.id,
       jobKey,
+      jobCreatedAt: job.timestamp,
       ttlMs: options.ttl,
     };
     if (options.transactional) return this.runInTransaction(attempt, request, next);

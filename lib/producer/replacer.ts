@@ -45,13 +45,6 @@ export class Replacer {
     // A job BullMQ refuses before sending anything (options it rejects, data it cannot serialize) must not cost the
     // holder its place: BullMQ's own checks first (found by a hostile review: the holder was removed, the add refused).
     checkAsBullMQAdds(queue, name, data, opts);
-    // One refusal BullMQ makes inside its add script, after the holder would be gone: a parent that does not exist.
-    const { parent } = opts;
-    if (parent && !(await this.store.jobExists(bullKeys.job(parent.queue, parent.id)))) {
-      throw new UniqueJobsError(
-        `Job "${name}" on queue "${queue.name}" names parent job ${parent.id} of ${parent.queue}, which does not exist: BullMQ refuses it; replace removed nothing`,
-      );
-    }
     let holder = conflict.existingJobId;
     // The holders this call removed, each reported by one call only (producers removing one holder at once all see
     // BullMQ answer that it is removed: the one that takes the job's report key reports it).
@@ -59,7 +52,7 @@ export class Replacer {
     const kept = new Set<string>(); // holders met that started or finished: they stay
     for (let attempt = 0; attempt < MAX_REPLACEMENTS; attempt++) {
       if (holder !== undefined) {
-        const removed = await this.removeIfNotStarted(queue, holder, digest);
+        const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.parentExists(conflict));
         if (removed === 'removed' || removed === 'removedByAnother') {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
           if (removed === 'removed') replaced.push(holder);
@@ -100,6 +93,17 @@ export class Replacer {
   }
 
   /**
+   * Throws when the new job names a parent that does not exist: BullMQ refuses such a job only inside its add script,
+   * after a holder would be removed. Asked before each removal (a parent may be removed meanwhile).
+   */
+  private async parentExists({ queue, name, opts: { parent } }: ClientConflict): Promise<void> {
+    if (!parent || (await this.store.jobExists(bullKeys.job(parent.queue, parent.id)))) return;
+    throw new UniqueJobsError(
+      `Job "${name}" on queue "${queue.name}" names parent job ${parent.id} of ${parent.queue}, which does not exist: BullMQ refuses it; replace removed nothing`,
+    );
+  }
+
+  /**
    * A `replaced` event for each holder this call removed (every one, not only the last: other producers may take the
    * lock between a removal and the add), naming the job in their place: this call's own, or, when it gives up, the
    * holder that stays (another producer's job, which took the freed lock).
@@ -121,6 +125,7 @@ export class Replacer {
     queue: Queue,
     jobId: string,
     digest: string,
+    beforeRemoving: () => Promise<void>,
   ): Promise<'removed' | 'removedByAnother' | 'gone' | 'kept' | 'foreign'> {
     const job = await Job.fromId(queue, jobId);
     if (!job) return 'gone';
@@ -131,6 +136,7 @@ export class Replacer {
     const state = await job.getState();
     if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
       return state === 'unknown' ? 'gone' : 'kept';
+    await beforeRemoving();
     if ((await queue.remove(jobId)) === 1) {
       // Answered `1` also when another producer removed it a moment before: the caller that takes the job's report key
       // reports it (taken only after a removal was answered, so a caller that died before removing blocks nobody).

@@ -3,6 +3,7 @@ import { adminUrl, escapeHtml, html, styleSheet } from '../../lib/ops/admin/view
 import { countsStrip } from '../../lib/ops/admin/views/layout.view.js';
 import { jsonBlock, storedJson } from '../../lib/ops/admin/views/format.js';
 import { cutText, shortened } from '../../lib/ops/admin/views/text.js';
+import { truncate } from '../../lib/ops/cli/output.js';
 
 describe('admin views: escaping', () => {
   it('escapes every interpolated value, passes nested html fragments and arrays of them through', () => {
@@ -57,5 +58,6 @@ describe('admin views: cuts never split a surrogate pair', () => {
       expect(String(shown)).not.toMatch(lone);
     }
     expect(shortened(text)).not.toMatch(lone);
+    expect(truncate(text, 101)).not.toMatch(lone); // the CLI's cut
   });
 });

@@ -92,6 +92,38 @@ describe('what is not refused', () => {
     ).not.toThrow();
   });
 
+  // The second look at that fix: a method named `class` (`class (d) {…}`) is a function too, and a class with a comment
+  // after the keyword is still a class.
+  it.each([
+    [
+      'a method named class',
+      (
+        {
+          class(d: { id: string }) {
+            return [d.id];
+          },
+        } as Record<string, (d: { id: string }) => unknown>
+      ).class,
+      undefined,
+    ],
+    ['a class with a comment after the keyword', class /* c */ Foo {}, /is a class, which cannot be called/],
+  ])('lockArgs: %s', (_label, lockArgs, problem) => {
+    let error: unknown;
+    try {
+      resolveJobOptions(
+        'Test',
+        { lock: 'until_executed', lockArgs: lockArgs as never },
+        {},
+        strategyRegistry(),
+        undefined,
+      );
+    } catch (caught) {
+      error = caught;
+    }
+    if (problem === undefined) expect(error).toBeUndefined();
+    else expect((error as InvalidUniqueJobOptionsError).problem).toMatch(problem);
+  });
+
   // Review of session 26: a lazy thenable (a Prisma, Knex or Mongoose query) runs its query when its `then` is called.
   it('a lazy thenable among lock arguments is refused without its then being called', () => {
     let runs = 0;

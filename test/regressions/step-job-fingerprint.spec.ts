@@ -217,10 +217,30 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
     },
   );
 
+  // Found by the second look at this change: the job key alone took a new job given a removed job's custom id for it
+  // (its record replayed to another payload); the job's creation time tells them apart.
+  it('redis: a new job given the custom id of a removed one, with another payload, is a mismatch', async () => {
+    const { app, store, scope } = await startStepApp('redis');
+    const log = new EventLog(app);
+    const first = await app.queue.add(
+      'step',
+      { key: 'K', amount: 10, step: 2 },
+      { jobId: 'order-1', removeOnComplete: true },
+    );
+    expect(await app.finished(first)).toEqual({ ranIn: 'order-1', takeover: false });
+    expect(await store.get(scope, 'K')).toMatchObject({ state: 'completed', jobId: 'order-1' });
+    expect(await app.queue.getJob('order-1')).toBeUndefined();
+    const reused = await app.queue.add('step', { key: 'K', amount: 99, step: 2 }, { jobId: 'order-1' });
+    await expect(app.finished(reused)).rejects.toThrow(MISMATCH);
+    expect(log.of('idempotencyReplayed')).toEqual([]);
+  });
+
   it('redis: an ended claim (its holder died) of another payload is taken over by the job it names, keeping its fingerprint, and refused to any other job, one of another queue with the same id included', async () => {
     const { app, steps, store, scope } = await startStepApp('redis');
     const jobKey = (queue: string, id: string) => `${app.queue.qualifiedName.replace(app.queue.name, queue)}:${id}`;
-    // A claim of a delivery that died, its lease ended; the payload it was claimed with is not the job's data now.
+    // A claim of a delivery that died, its lease ended; the payload it was claimed with is not the job's data now. The
+    // jobs below are added with that creation time (BullMQ's `timestamp` option), as the job that claimed would have.
+    const createdAt = Date.now() - 60_000;
     const crashed = (key: string, jobId: string, queue = app.queue.name) =>
       store.claim({
         scope,
@@ -230,17 +250,18 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
         fingerprint: 'sha256:step-1',
         jobId,
         jobKey: jobKey(queue, jobId),
+        jobCreatedAt: createdAt,
       });
     await crashed('K', 'mine');
     await crashed('T', 'twin', uniqueName('other-queue'));
     await sleep(250);
 
     // Another job of the key: a mismatch, nothing runs (the claim is not taken over).
-    const theirs = await app.queue.add('step', { key: 'K', amount: 2 }, { jobId: 'theirs' });
+    const theirs = await app.queue.add('step', { key: 'K', amount: 2 }, { jobId: 'theirs', timestamp: createdAt });
     await expect(app.finished(theirs)).rejects.toThrow(MISMATCH);
     // The job the claim names (its data at step 2 now), delivered again: takes its claim over and completes, keeping
     // the fingerprint of the payload its claim was first made with.
-    const mine = await app.queue.add('step', { key: 'K', amount: 1, step: 2 }, { jobId: 'mine' });
+    const mine = await app.queue.add('step', { key: 'K', amount: 1, step: 2 }, { jobId: 'mine', timestamp: createdAt });
     expect(await app.finished(mine)).toEqual({ ranIn: 'mine', takeover: true });
     expect(await store.get(scope, 'K')).toMatchObject({
       state: 'completed',
@@ -249,7 +270,7 @@ describe('a step job (job.updateData) under @IdempotencyKey', () => {
       fingerprint: 'sha256:step-1',
     });
     // A job of this queue with the id of a job of another queue that shares the scope: told apart by the job key.
-    const twin = await app.queue.add('step', { key: 'T', amount: 1 }, { jobId: 'twin' });
+    const twin = await app.queue.add('step', { key: 'T', amount: 1 }, { jobId: 'twin', timestamp: createdAt });
     await expect(app.finished(twin)).rejects.toThrow(MISMATCH);
     expect(steps).toEqual([]);
   });

@@ -48,14 +48,15 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
   }
 
   async claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult> {
-    const { scope, key, owner, leaseMs, fingerprint, jobId, jobKey } = request;
+    const { scope, key, owner, leaseMs, fingerprint, jobId, jobKey, jobCreatedAt } = request;
     const reply = (await this.scripts.run(
       'idempotencyClaim',
       [this.recordKey(scope, key)],
-      [scope, key, owner, leaseMs, fingerprint ?? '', jobId ?? '', jobKey ?? ''],
-    )) as [1, number] | [0, number, string[]];
+      [scope, key, owner, leaseMs, fingerprint ?? '', jobId ?? '', jobKey ?? '', jobCreatedAt ?? ''],
+    )) as [1, number] | [0, number, string[], number?];
     if (reply[0] === 1) return { claimed: true, takeover: reply[1] === 1 };
-    return { claimed: false, record: toRecord(pairs(reply[2])), expiresInMs: reply[1] };
+    const record = toRecord(pairs(reply[2]));
+    return { claimed: false, record, expiresInMs: reply[1], ...(reply[3] === 1 ? { ownJob: true } : {}) };
   }
 
   async renew(ref: IdempotencyRecordRef, leaseMs: number): Promise<boolean> {
@@ -140,7 +141,6 @@ function toRecord(fields: Record<string, string>): IdempotencyRecord {
     state: fields.state as IdempotencyState,
     owner: fields.owner,
     jobId: fields.job,
-    ...(fields.jobKey ? { jobKey: fields.jobKey } : {}),
     fingerprint: fields.fp,
     result: fields.result,
     error: fields.error,

@@ -1,3 +1,4 @@
+import { cut } from '../../errors/thrown.js';
 import { jsonText } from '../../common/json-text.js';
 /** Where the CLI writes, and its environment (a parameter, so tests and embedders can run it in process). */
 export interface CliIo {
@@ -38,9 +39,9 @@ export function clean(text: string | number | undefined): string {
   );
 }
 
-/** Shortens text to `max` characters. */
+/** Shortens text to `max` characters (`…` marks the cut; a surrogate pair is never split). */
 export function truncate(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  return cut(text, max);
 }
 
 /** A table: a header row and rows, columns padded to their widest cell. Cells must be {@link clean} already. */

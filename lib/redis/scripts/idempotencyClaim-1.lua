@@ -9,8 +9,11 @@
   ARGV[5] fingerprint ('' when payloads are not compared)
   ARGV[6] job id ('' when unknown)
   ARGV[7] the job's Redis key ('' when unknown; the orphan reaper checks it)
+  ARGV[8] the job's creation time, BullMQ's `timestamp` ('' when unknown): with its key, this job and not a later one
+          given the same id
 
-  Returns {1, takeover (0/1)} when claimed, else {0, ms until the live record ends, field, value, …}.
+  Returns {1, takeover (0/1)} when claimed, else {0, ms until the live record ends, {field, value, …}, own (0/1): the
+  record is the claimant's job's}.
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/keepClaim"
@@ -18,17 +21,19 @@ local record = KEYS[1]
 local lease = tonumber(ARGV[4])
 local now = nowMs()
 
-local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'jobKey')
+local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'jobKey', 'jobAt')
 local state, expiresAt = current[1], tonumber(current[2])
-if state and expiresAt and expiresAt > now then
-  return {0, expiresAt - now, redis.call('HGETALL', record)}
+
+-- Whether the record is the claimant's job's: the same Redis key (queue and id) and the same creation time, all known.
+-- (A job id alone would not do: two queues sharing a scope both have a job "5"; nor a key alone: a producer's jobId is
+-- given again to a new job once the first is removed.)
+local function namesClaimant()
+  local jobKey, jobAt = current[6], current[7]
+  return jobKey and jobAt and ARGV[7] ~= '' and ARGV[8] ~= '' and jobKey == ARGV[7] and jobAt == ARGV[8]
 end
 
--- Whether the record names the claimant's job: the same Redis key (queue and id), both known. (A job id alone would
--- not do: two queues sharing a scope both have a job "5".)
-local function namesClaimant()
-  local jobKey = current[6]
-  return jobKey and jobKey ~= '' and ARGV[7] ~= '' and jobKey == ARGV[7]
+if state and expiresAt and expiresAt > now then
+  return {0, expiresAt - now, redis.call('HGETALL', record), namesClaimant() and 1 or 0}
 end
 
 -- An ended claim of another payload is not taken over: that delivery is a mismatch, not a retry. Unless it is the
@@ -60,6 +65,7 @@ if takeover and current[5] and namesClaimant() then fp = current[5] end
 if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
 if ARGV[6] ~= '' then fields[#fields + 1] = 'job'; fields[#fields + 1] = ARGV[6] end
 if ARGV[7] ~= '' then fields[#fields + 1] = 'jobKey'; fields[#fields + 1] = ARGV[7] end
+if ARGV[8] ~= '' then fields[#fields + 1] = 'jobAt'; fields[#fields + 1] = ARGV[8] end
 redis.call('HSET', record, unpack(fields))
 keepClaim(record, lease)
 return {1, takeover and 1 or 0}
