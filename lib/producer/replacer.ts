@@ -50,8 +50,11 @@ export class Replacer {
     // BullMQ answer that it is removed: the one that takes the job's report key reports it).
     const replaced: string[] = [];
     const kept = new Set<string>(); // holders met that started or finished: they stay
-    for (let attempt = 0; attempt < MAX_REPLACEMENTS; attempt++) {
+    // The bound is on removals: a lock seen free is tried once more past it (else a call that ran out with the lock
+    // free would name no job in the place of those it removed).
+    for (let attempt = 0; attempt < 2 * MAX_REPLACEMENTS; attempt++) {
       if (holder !== undefined) {
+        if (attempt >= MAX_REPLACEMENTS) break;
         const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.parentExists(conflict));
         if (removed === 'removed' || removed === 'removedByAnother') {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
@@ -88,7 +91,7 @@ export class Replacer {
       }
       holder = taken.existingJobId; // another producer got in between: replace that one
     }
-    this.reportReplaced(definition.queue, name, digest, replaced, holder ?? (await lock.holders(queue, digest))[0]);
+    if (holder !== undefined) this.reportReplaced(definition.queue, name, digest, replaced, holder);
     return undefined;
   }
 
@@ -108,8 +111,7 @@ export class Replacer {
    * lock between a removal and the add), naming the job in their place: this call's own, or, when it gives up, the
    * holder that stays (another producer's job, which took the freed lock).
    */
-  private reportReplaced(queue: string, jobName: string, digest: string, removed: string[], jobId?: string): void {
-    if (jobId === undefined) return;
+  private reportReplaced(queue: string, jobName: string, digest: string, removed: string[], jobId: string): void {
     for (const replacedJobId of removed) {
       this.events.emit({ type: 'replaced', queue, jobName, digest, jobId, replacedJobId });
     }
