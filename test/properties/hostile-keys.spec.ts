@@ -174,9 +174,9 @@ describe('hostile job data never reaches a Redis key (real Redis, real workers)'
     );
     // The first run is one job of every name (every lock path), hostile all the same: the generated batches are
     // random, and may leave a path out (a CI run once saw no semaphore key in 7 of them).
-    const everyPath = ['charge', 'refund', 'settle', 'sync', 'batch'].map((name, i) => ({
+    const everyPath = (['charge', 'refund', 'settle', 'sync', 'batch'] as const).map((name, i) => ({
       name,
-      data: { key: `${HOSTILE_SCOPE}${i}`, payload: { [HOSTILE_SCOPE]: HOSTILE_SCOPE } } as HostileData,
+      data: { key: `${HOSTILE_SCOPE}${i}`, payload: { [HOSTILE_SCOPE]: HOSTILE_SCOPE } },
     }));
     await fc.assert(
       fc.asyncProperty(jobs, (batch) => runAndCheck(scoped, batch)),
