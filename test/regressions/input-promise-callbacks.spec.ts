@@ -136,33 +136,31 @@ describe('what is not refused', () => {
 describe('a Promise returned at run time', () => {
   const { start } = useApps('prom');
 
-  it('key: the job fails with MissingIdempotencyKeyError naming a Promise; the rejection is handled', async () => {
-    const app = await start({
+  it.each([
+    {
+      part: 'key',
+      // A missing key: the job fails with MissingIdempotencyKeyError naming a Promise.
       idempotency: { key: rejecting('key') as unknown as (job: IdempotencyJob) => string },
-      handler: async () => 'ran',
-    });
-    const outcomes = new Outcomes(workerOf(app));
-    const job = await app.queue.add('charge', { id: 'a1' });
-    const [error] = await outcomes.failures(job.id!);
-    expect(error).toBeInstanceOf(MissingIdempotencyKeyError);
-    expect(error.message).toContain('a Promise (key functions must be synchronous)');
-    expect(app.runs).toHaveLength(0);
-    expect(unhandled).toEqual([]);
-  });
-
-  it('fingerprint: the job fails for good (the fingerprint cannot be computed); the rejection is handled', async () => {
-    const app = await start({
+      error: MissingIdempotencyKeyError,
+      message: 'a Promise (key functions must be synchronous)',
+    },
+    {
+      part: 'fingerprint',
+      // The fingerprint cannot be computed: the job fails for good.
       idempotency: {
         key: (job: IdempotencyJob<{ id: string }>) => job.data.id,
         fingerprint: rejecting('fingerprint') as unknown as (data: unknown) => unknown,
       },
-      handler: async () => 'ran',
-    });
+      error: UnrecoverableUniqueJobsError,
+      message: 'a Promise',
+    },
+  ])('$part: the job fails ($error.name) without running; the rejection is handled', async (row) => {
+    const app = await start({ idempotency: row.idempotency, handler: async () => 'ran' });
     const outcomes = new Outcomes(workerOf(app));
-    const job = await app.queue.add('charge', { id: 'a2' });
+    const job = await app.queue.add('charge', { id: `a-${row.part}` });
     const [error] = await outcomes.failures(job.id!);
-    expect(error).toBeInstanceOf(UnrecoverableUniqueJobsError);
-    expect(error.message).toContain('a Promise');
+    expect(error).toBeInstanceOf(row.error);
+    expect(error.message).toContain(row.message);
     expect(app.runs).toHaveLength(0);
     expect(unhandled).toEqual([]);
   });
