@@ -1,6 +1,9 @@
 // A worker process SIGKILLed in the middle of a job: BullMQ recovers the job (same id) in another process, and the
 // job's lock is held through the crash and released when the recovered run completes.
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { lockKey, type LockType } from '../lib/index.js';
@@ -82,5 +85,87 @@ describe('a worker process killed mid-job', () => {
       const again = await app.service.enqueue(app.queue, 'settle', { id: 'evt_1' });
       expect(again.status).toBe('enqueued');
     },
+  );
+});
+
+// Found by a hostile review (session 27): a worker whose event loop stalled past BullMQ's job lock (CPU-bound work, a
+// long GC, a paused VM) lost the job to BullMQ's stalled-job check; another worker ran it again. When the stalled
+// worker woke, its handler returned and it gave the job's lock back — the lock the job's new run held (the owner is the
+// job, so the new run had re-entered it). A duplicate of the digest was then admitted and ran beside that run. Now a
+// run-time lock is given back only with the lease its take wrote, and a deduplication key only while the worker still
+// holds BullMQ's job lock: the stalled worker leaves both to the new run, as BullMQ refuses its record of the end.
+describe('a worker process that stalls past its job lock', () => {
+  const redis = redisClient();
+  const blocking = new Redis(redisOptions());
+  let app: TestApp | undefined;
+  let events: QueueEvents | undefined;
+  const probes: string[] = [];
+
+  afterEach(async () => {
+    await killFixturesAndWait();
+    await events?.close();
+    events = undefined;
+    await app?.close();
+    await deleteNamespaces(redis, { prefixes: probes.splice(0) });
+  });
+  afterAll(async () => {
+    await redis.quit();
+    await blocking.quit();
+  });
+
+  it.each<[string, LockType, 'enqueue' | 'runtime', Record<string, string>]>([
+    ['while_executing', 'while_executing', 'runtime', { RUNTIME_LEASE: '20000' }],
+    ['until_executed with a lockTtl', 'until_executed', 'enqueue', { LOCK_TTL: '60000' }],
+  ])(
+    '%s: the stalled worker leaves the lock to the job’s new run; a duplicate is still refused',
+    async (_label, lock, kind, extra) => {
+      const queue = uniqueName('stall');
+      const prefix = uniqueName('ujstall');
+      const probe = uniqueName('probe');
+      probes.push(probe);
+      const lockTtl = extra.LOCK_TTL === undefined ? {} : { lockTtl: Number(extra.LOCK_TTL) };
+      app = await startApp({
+        queue,
+        module: { prefix, jobs: [{ queue, lock, lockArgs: (d: { id: string }) => d.id, ...lockTtl }] },
+      });
+      const key = lockKey({ queue, name: 'settle', lockArgs: 'evt_1', prefix, kind });
+      const holders = async () => (kind === 'enqueue' ? [await redis.get(key)] : await redis.zrange(key, '0', '-1'));
+      const fixtureEnv = { QUEUE: queue, PREFIX: prefix, PROBE: probe, LOCK: lock, ...extra };
+
+      // Worker A takes the job and blocks its event loop until told: its BullMQ job lock (1 s) lapses.
+      const wake = join(mkdtempSync(join(tmpdir(), 'stall-')), 'wake');
+      const a = spawnFixture('crash-worker', { ...fixtureEnv, LABEL: 'A', STALL_UNTIL: wake });
+      await a.waitFor((m) => m.ready === true);
+      const first = await app.service.enqueue(app.queue, 'settle', { id: 'evt_1' });
+      if (first.status !== 'enqueued') throw new Error('not enqueued');
+      const jobId = first.job.id!;
+      expect(await blocking.blpop(`${probe}:started`, 20)).toEqual([`${probe}:started`, `A:${jobId}`]);
+      // Worker B's stalled-job check hands the job over; B runs it (and holds it: HANG).
+      const b = spawnFixture('crash-worker', { ...fixtureEnv, LABEL: 'B', HANG: '1' });
+      await b.waitFor((m) => m.ready === true);
+      expect(await blocking.blpop(`${probe}:started`, 20)).toEqual([`${probe}:started`, `B:${jobId}`]);
+      expect(await holders()).toEqual([jobId]);
+
+      // A wakes: its handler returns, its release is sent, then BullMQ refuses its record of the job's end.
+      writeFileSync(wake, '');
+      await a.waitFor((m) => typeof m.workerError === 'string' && m.workerError.includes(jobId));
+      expect(await holders()).toEqual([jobId]); // still the job's: its run on B holds it
+      if (kind === 'enqueue') {
+        await expect(app.service.enqueue(app.queue, 'settle', { id: 'evt_1' })).resolves.toMatchObject({
+          status: 'duplicate',
+          existingJobId: jobId,
+        });
+      } else {
+        // A duplicate job reaches worker A, which meets the lock the job's run on B holds (onConflict 'log': the
+        // duplicate ends without running).
+        events = await openQueueEvents(queue);
+        await events.waitUntilReady();
+        const duplicate = await app.queue.add('settle', { id: 'evt_1' });
+        await duplicate.waitUntilFinished(events);
+        expect(await blocking.lrange(`${probe}:started`, 0, -1)).toEqual([]); // it never started
+        expect(await holders()).toEqual([jobId]);
+      }
+    },
+    60_000,
   );
 });

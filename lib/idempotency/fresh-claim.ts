@@ -1,13 +1,14 @@
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
 import type { IdempotencyClaim, IdempotencyClaimResult, IdempotencyStore } from './idempotency-store.interface.js';
+import { performance } from 'node:perf_hooks';
 
 /** A claim's answer, and when the command its lease counts from was sent. */
 export interface FreshClaim {
   /** The store's answer: won (or this attempt's own record), or the record that holds the key. */
   claim: IdempotencyClaimResult;
   /**
-   * When the command that last gave this attempt its lease was sent (ms): the claim, or the renewal that confirmed a
+   * When the command that last gave this attempt its lease was sent (`performance.now()`, ms): the claim, or the renewal that confirmed a
    * claim answered late. The lease keeper counts from it.
    */
   sentAt: number;
@@ -42,24 +43,24 @@ const MAX_LATE_ANSWERS = 5;
 export async function claimFresh(store: IdempotencyStore, request: IdempotencyClaim): Promise<FreshClaim> {
   const { scope, key, owner, leaseMs } = request;
   const due = LeaseKeeper.renewalPeriod(leaseMs);
-  let sentAt = Date.now();
+  let sentAt = performance.now();
   let claim = await store.claim(request);
   // How late an answer may be read and still be relied on: a claim's, until its first renewal is due; a renewal's,
   // until the lease it extended could have ended.
   let inTime = due;
-  for (let late = 1; heldBy(claim, owner) && Date.now() - sentAt >= inTime; late++) {
+  for (let late = 1; heldBy(claim, owner) && performance.now() - sentAt >= inTime; late++) {
     if (late > MAX_LATE_ANSWERS) {
       throw new UniqueJobsError(
         `Idempotency key "${key}" (scope "${scope}"): the store's answers came back later than the lease (${leaseMs} ms) ${MAX_LATE_ANSWERS} times in a row; the claim could not be confirmed and the handler did not start (raise the lease, or see to the store's latency)`,
       );
     }
-    sentAt = Date.now();
+    sentAt = performance.now();
     if (await store.renew({ scope, key, owner }, leaseMs)) {
       inTime = leaseMs;
       continue;
     }
     // Lost before the handler started (taken over, or settled or released by the one who took it over): ask again.
-    sentAt = Date.now();
+    sentAt = performance.now();
     claim = await store.claim(request);
     inTime = due;
   }

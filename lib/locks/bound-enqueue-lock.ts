@@ -37,11 +37,12 @@ export class BoundEnqueueLock implements JobEnqueueLock {
     if (await this.lock.release(this.locked)) this.report.released();
   }
 
-  async releaseAtEnd(): Promise<void> {
+  async releaseAtEnd(byAttempt = false): Promise<void> {
     if (!this.held) return;
     this.held = false;
     const inOrderOn = this.inOrderOn();
-    const released = this.lock.releaseAtEnd(this.locked, inOrderOn).then((done) => {
+    const token = byAttempt && this.running ? this.locked.job.token : undefined;
+    const released = this.lock.releaseAtEnd(this.locked, inOrderOn, token).then((done) => {
       if (done === 'with-job') this.withJob = true;
       else if (done) this.report.released();
     });

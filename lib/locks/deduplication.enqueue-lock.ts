@@ -1,4 +1,5 @@
 import type { Job, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import { bullKeys, deduplicationId } from '../redis/keys.js';
 import { ContendedDigests } from './contended-digests.js';
@@ -88,10 +89,16 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     return job.removeDeduplicationKey();
   }
 
-  async releaseAtEnd(locked: LockedJob): Promise<boolean | 'with-job'> {
-    // Without a TTL BullMQ deletes the key in the script that moves the job to completed or failed. With one, the
-    // release goes on the job's connection (the worker's), ahead of BullMQ's record of the end.
-    return this.lockTtl === undefined ? 'with-job' : this.release(locked);
+  async releaseAtEnd(locked: LockedJob, inOrderOn?: Redis, token?: string): Promise<boolean | 'with-job'> {
+    // Without a TTL BullMQ deletes the key in the script that moves the job to completed or failed, which it refuses
+    // to a worker that no longer holds the job's lock. With one, the release goes ahead of BullMQ's record of the end,
+    // on the worker's connection, with the same condition when the attempt's token is known.
+    if (this.lockTtl === undefined) return 'with-job';
+    if (token === undefined) return this.release(locked);
+    const { job, digest } = locked;
+    const key = bullKeys.deduplication(job.queueQualifiedName, digest);
+    const jobLock = bullKeys.jobLock(job.queueQualifiedName, job.id!);
+    return this.store.releaseDeduplication(key, jobLock, job.id!, token, inOrderOn);
   }
 
   async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {

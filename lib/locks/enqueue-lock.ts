@@ -71,9 +71,12 @@ export interface EnqueueLock {
    * Releases the job's hold at its end: after its handler returned (BullMQ records it completed next), or after BullMQ
    * recorded it failed for good. `'with-job'`: BullMQ deletes the lock itself, in the script that records the end
    * (nothing is sent). `inOrderOn`: the worker's connection, to send the release on without waiting for its answer
-   * (it lands before BullMQ's record of the end, sent next on it).
+   * (it lands before BullMQ's record of the end, sent next on it). `token`: released by the attempt that ran the job,
+   * before BullMQ records its end: a lock that can tell (the deduplication key, in the job's slot) releases only while
+   * the job's BullMQ lock holds this token, so a worker that stalled past it (the job recovered elsewhere) leaves the
+   * lock to the job's new run.
    */
-  releaseAtEnd(locked: LockedJob, inOrderOn?: Redis): Promise<boolean | 'with-job'>;
+  releaseAtEnd(locked: LockedJob, inOrderOn?: Redis, token?: string): Promise<boolean | 'with-job'>;
   /**
    * The job's run time moved (`changeDelay`, `promote`): a lock that lives `lockTtl` past the run time follows it.
    * `runInMs`: how far the run time now is.

@@ -1,3 +1,5 @@
+import { performance } from 'node:perf_hooks';
+
 /**
  * Renews a lease (a run-time lock, an idempotency claim) every third of its length while a handler runs (a BullMQ job has no deadline, so a lease is
  * what keeps a crashed holder from blocking forever). Reports a lost lease once: the lease ended before a renewal (an
@@ -28,10 +30,10 @@ export class LeaseKeeper {
     private readonly leaseMs: number,
     private readonly report: { lost(): void; error(error: unknown): void },
     /**
-     * When the command that took the lease was sent (ms; default now): its answer too can be read only after a stall
+     * When the command that took the lease was sent (`performance.now()`, ms; default now): its answer too can be read only after a stall
      * (another job's CPU-bound handler in the same process).
      */
-    takenAt = Date.now(),
+    takenAt = performance.now(),
   ) {
     this.heldAt = takenAt;
     // The first renewal is due a period after the take was sent, not after its answer was read (at once when that
@@ -43,14 +45,14 @@ export class LeaseKeeper {
         this.timer.unref();
         void this.renew();
       },
-      Math.max(0, takenAt + period - Date.now()),
+      Math.max(0, takenAt + period - performance.now()),
     );
     this.timer.unref();
   }
 
   private async renew(): Promise<void> {
     if (this.lost || this.stopped) return;
-    const sentAt = Date.now();
+    const sentAt = performance.now();
     try {
       if (await this.renewOnce()) this.heldAt = Math.max(this.heldAt, sentAt);
       else if (!this.stopped) this.reportLost();
@@ -61,14 +63,14 @@ export class LeaseKeeper {
   }
 
   /**
-   * Whether the lease has ended (by this process's clock): no renewal sent within the last lease succeeded. A holder
+   * Whether the lease has ended (by this process's monotonic clock: a step of the wall clock, NTP's, moves nothing): no renewal sent within the last lease succeeded. A holder
    * whose handler returns right after an event-loop stall sees this before any renewal could tell it. It can answer
    * early when renewals take longer than two thirds of a lease to be answered (Redis away or overloaded): each one
    * extended the lease on the server after it was sent. A short `runtimeLockLease` on a slow link can then report a
    * lease lost that the server still held.
    */
   get expired(): boolean {
-    return Date.now() - this.heldAt > this.leaseMs;
+    return performance.now() - this.heldAt > this.leaseMs;
   }
 
   /** Reports the lease lost, unless already reported (by a renewal, or by a holder that found it {@link expired}). */

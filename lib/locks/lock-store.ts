@@ -1,10 +1,19 @@
 import type { Redis } from 'ioredis';
 import { bullKeys } from '../redis/keys.js';
-import type { RedisScripts } from '../redis/redis-scripts.js';
+import { runInOrder, type RedisScripts } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
-export type AcquireResult = { acquired: true } | { acquired: false; holder: string | undefined; retryAfter: number };
+export type AcquireResult =
+  | {
+      acquired: true;
+      /**
+       * The lease expiry the slot was taken with (server ms), when the lock is a slot set: what a renewal or release
+       * names to change only this take's slot ({@link LockStore.renewLease}, {@link LockStore.releaseLease}).
+       */
+      lease?: number;
+    }
+  | { acquired: false; holder: string | undefined; retryAfter: number };
 
 /**
  * The lock operations on Redis, each one call (a script, or a plain command where one does): counted slots with owner
@@ -24,19 +33,28 @@ export class LockStore {
    */
   async acquire(key: string, owner: string, leaseMs: number, limit: number, reentrant = true): Promise<AcquireResult> {
     const args = [owner, leaseMs, limit, reentrant ? 1 : 0];
-    const [held, holder, retryAfter] = (await this.scripts.run('acquireLock', [key], args)) as [
+    const [held, holder, third] = (await this.scripts.run('acquireLock', [key], args)) as [
       number,
       string | null,
       number | undefined,
     ];
     return held === 1
-      ? { acquired: true }
-      : { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
+      ? { acquired: true, lease: third }
+      : { acquired: false, holder: holder ?? undefined, retryAfter: third ?? 0 };
   }
 
   /** Renews the owner's lease; `false` when the owner no longer holds the lock. */
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
-    return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) === 1;
+    return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) !== 0;
+  }
+
+  /**
+   * Renews the owner's lease only while its slot holds `lease` (the expiry its take or last renewal returned): the new
+   * expiry, or `undefined` when the owner no longer holds the slot or another delivery of it re-took it since.
+   */
+  async renewLease(key: string, owner: string, leaseMs: number, lease: number): Promise<number | undefined> {
+    const renewed = (await this.scripts.run('renewLock', [key], [owner, leaseMs, lease])) as number;
+    return renewed === 0 ? undefined : renewed;
   }
 
   /**
@@ -53,9 +71,16 @@ export class LockStore {
     return (await this.scripts.client.zscore(key, owner)) ?? undefined;
   }
 
-  /** Releases the owner's slot only if it still holds it with `lease` (compare-and-set on owner and lease). */
-  async releaseLease(key: string, owner: string, lease: string): Promise<boolean> {
-    return (await this.scripts.run('reapLockOwner', [key], [owner, lease])) === 1;
+  /**
+   * Releases the owner's slot only if it still holds it with `lease` (compare-and-set on owner and lease). `inOrderOn`:
+   * send it on that connection, by source (see `runInOrder`), so it takes effect before whatever is sent there next.
+   */
+  async releaseLease(key: string, owner: string, lease: string | number, inOrderOn?: Redis): Promise<boolean> {
+    const args = [owner, lease];
+    const released = inOrderOn
+      ? runInOrder(inOrderOn, 'reapLockOwner', [key], args)
+      : this.scripts.run('reapLockOwner', [key], args);
+    return (await released) === 1;
   }
 
   /**
@@ -103,6 +128,24 @@ export class LockStore {
     for (let i = 0; i + 1 < found.length; i += 2)
       holders.push({ holder: String(found[i]), leftMs: Number(found[i + 1]) });
     return holders;
+  }
+
+  /**
+   * Deletes a deduplication key held by `jobId` at the end of an attempt, only while the attempt's worker still runs
+   * the job (`jobLockKey` holds `token`); `inOrderOn` as in {@link releaseLease}.
+   */
+  async releaseDeduplication(
+    key: string,
+    jobLockKey: string,
+    jobId: string,
+    token: string,
+    inOrderOn?: Redis,
+  ): Promise<boolean> {
+    const keys = [key, jobLockKey];
+    const released = inOrderOn
+      ? runInOrder(inOrderOn, 'releaseDeduplication', keys, [jobId, token])
+      : this.scripts.run('releaseDeduplication', keys, [jobId, token]);
+    return (await released) === 1;
   }
 
   /** Moves the end of a deduplication key's TTL to `ttlMs` from now, for `owner` only, if the key has a TTL. */

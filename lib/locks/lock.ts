@@ -11,9 +11,10 @@ export interface JobEnqueueLock {
   /**
    * Releases it, if the job still holds it, at the job's end: when its handler returned (before BullMQ records the
    * completion, on the same connection when it can) or when BullMQ recorded its end. Nothing is sent when BullMQ deletes
-   * it with the job.
+   * it with the job. `byAttempt`: released by the attempt whose handler returned or threw, before BullMQ records the
+   * end: only while the attempt's worker still holds the job (see `EnqueueLock.releaseAtEnd`).
    */
-  releaseAtEnd(): Promise<void>;
+  releaseAtEnd(byAttempt?: boolean): Promise<void>;
   /** Takes it (back) for the job, unless another live job holds it. */
   retake(): Promise<AcquireResult>;
   /** While held, moves its TTL (when it has one) to the job's new run time, `runInMs` from now (owner-checked). */

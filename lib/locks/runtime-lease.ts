@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
+import { performance } from 'node:perf_hooks';
 
 /** The options of a run-time lock. */
 export interface RuntimeLeaseSettings {
@@ -16,7 +17,9 @@ export interface RuntimeLeaseSettings {
 /**
  * One job's run-time lock: a slot of `<prefix>:{<digest>}:running` with a lease, renewed while the handler runs, so
  * a crashed holder blocks its digest at most one lease. The owner is the job (`runtimeLockOwner`): a retried or
- * recovered job re-enters its own slot at once.
+ * recovered job re-enters its own slot at once. Each take is told apart by the lease expiry it wrote: renewals and the
+ * release name it, so a delivery that stalled past BullMQ's job lock (its job recovered and running elsewhere, in the
+ * slot re-taken) neither renews nor gives back the slot the other delivery now holds.
  */
 export class RuntimeLease {
   private keeper: LeaseKeeper | undefined;
@@ -24,6 +27,10 @@ export class RuntimeLease {
   takenAt = 0;
   /** Whether an acquire failed without an answer (it may have been applied). */
   private unanswered = false;
+  /** The lease expiry this take last wrote (server ms): what its renewals and release name. */
+  private lease = 0;
+  /** A renewal sent and not answered yet: the release waits for it, since it changes the lease expiry. */
+  private renewing: Promise<unknown> | undefined;
 
   constructor(
     private readonly store: LockStore,
@@ -41,10 +48,10 @@ export class RuntimeLease {
   /** Waits up to `lockTimeout` for a slot, backing off (25 ms doubling to 1 s) rather than polling hot. */
   async take(): Promise<AcquireResult> {
     const { lockTimeout, runtimeLockLease, lockLimit } = this.settings;
-    const deadline = Date.now() + lockTimeout;
+    const deadline = performance.now() + lockTimeout;
     let wait = 25;
     for (;;) {
-      const sentAt = Date.now();
+      const sentAt = performance.now();
       let held: AcquireResult;
       try {
         held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit);
@@ -55,21 +62,35 @@ export class RuntimeLease {
         this.unanswered = true;
         throw error;
       }
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (held.acquired) {
         this.takenAt = Date.now();
-        this.keeper = new LeaseKeeper(
-          () => this.store.renew(this.key, this.owner, runtimeLockLease),
-          runtimeLockLease,
-          this.report,
-          sentAt,
-        );
+        this.lease = held.lease ?? 0;
+        this.keeper = new LeaseKeeper(() => this.renew(runtimeLockLease), runtimeLockLease, this.report, sentAt);
         return held;
       }
       if (left <= 0) return held;
       await sleep(Math.min(wait, left));
       wait = Math.min(wait * 2, 1000);
     }
+  }
+
+  /** Renews this take's lease, only while the slot holds the expiry it last wrote. */
+  private renew(leaseMs: number): Promise<boolean> {
+    const renewing = this.store.renewLease(this.key, this.owner, leaseMs, this.lease).then(
+      (lease) => {
+        if (this.renewing === renewing) this.renewing = undefined;
+        if (lease === undefined) return false;
+        this.lease = lease;
+        return true;
+      },
+      (error: unknown) => {
+        if (this.renewing === renewing) this.renewing = undefined;
+        throw error;
+      },
+    );
+    this.renewing = renewing;
+    return renewing;
   }
 
   /**
@@ -108,6 +129,10 @@ export class RuntimeLease {
     if (!keeper) return Promise.resolve(false);
     keeper.stop();
     if (keeper.expired) keeper.reportLost();
-    return this.store.release(this.key, this.owner, inOrderOn);
+    const send = () => this.store.releaseLease(this.key, this.owner, this.lease, inOrderOn);
+    // Sent at once (before BullMQ's record of the attempt) unless a renewal is still unanswered: its expiry is the one
+    // to name. A failed renewal leaves the expiry as it was.
+    const renewing = this.renewing;
+    return renewing ? renewing.then(send, send) : send();
   }
 }

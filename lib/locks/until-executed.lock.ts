@@ -15,12 +15,12 @@ export class UntilExecutedLock extends Lock {
 
   /** Success: release (it lands before BullMQ records the completion). */
   override async succeeded(run: LockRun) {
-    await run.enqueueLock?.releaseAtEnd();
+    await run.enqueueLock?.releaseAtEnd(true);
   }
 
   /** Failed attempt: keep the lock while the job waits for its retry; release it if BullMQ fails the job for good. */
   override async attemptFailed(run: LockRun, attempt: FailedAttempt) {
-    if (await attempt.endsJob()) await run.enqueueLock?.releaseAtEnd();
+    if (await attempt.endsJob()) await run.enqueueLock?.releaseAtEnd(true);
     return ADMITTED;
   }
 

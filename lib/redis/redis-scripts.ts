@@ -10,6 +10,7 @@ export type ScriptName =
   | 'acquireLock'
   | 'renewLock'
   | 'relockDeduplication'
+  | 'releaseDeduplication'
   | 'retimeDeduplication'
   | 'peekDeduplication'
   | 'lockHolder'

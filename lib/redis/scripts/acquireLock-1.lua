@@ -10,7 +10,9 @@
   ARGV[4] '1': re-entrant (an owner that holds a slot takes it again: a retried or recovered job); '0': an owner that
           holds a slot is answered as the holder (a new job reusing the id of one that still holds its lock)
 
-  Returns {1, owner} when held, {0, oldest holder, ms until its lease ends} when full.
+  Returns {1, owner, lease expiry (server ms)} when held, {0, oldest holder, ms until its lease ends} when full. The
+  expiry written is what this take holds the slot with: a renewal or release that names it changes the slot only while
+  no other delivery of the same owner (a job recovered elsewhere after a stall) has taken it since.
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/extendKeyTtl"
@@ -25,7 +27,7 @@ local now = nowMs()
 if limit > 0 and redis.call('EXISTS', key) == 0 then
   redis.call('ZADD', key, now + lease, owner)
   redis.call('PEXPIRE', key, lease)
-  return {1, owner}
+  return {1, owner, now + lease}
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local own = redis.call('ZSCORE', key, owner)
@@ -35,7 +37,7 @@ end
 if own or redis.call('ZCARD', key) < limit then
   redis.call('ZADD', key, now + lease, owner)
   extendKeyTtl(key, lease)
-  return {1, owner}
+  return {1, owner, now + lease}
 end
 local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
 return {0, oldest[1], tonumber(oldest[2]) - now}

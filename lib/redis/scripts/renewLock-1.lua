@@ -1,11 +1,15 @@
 --[[
-  Renews an owner's lease, only if the owner still holds the lock.
+  Renews an owner's lease, only if the owner still holds the lock (and, when ARGV[3] is given, holds it with that lease
+  expiry: the one its holder last wrote, so that a delivery whose slot another delivery of the same job re-took after a
+  stall does not renew the other's).
 
   KEYS[1] the lock
   ARGV[1] owner
   ARGV[2] lease, ms
+  ARGV[3] optional: the lease expiry the owner's slot must hold (server ms, as the take or last renewal returned it)
 
-  Returns 1 when renewed, 0 when the owner no longer holds the lock (its lease ended or it was released).
+  Returns the new lease expiry (server ms, > 0) when renewed, 0 when the owner no longer holds the lock (its lease
+  ended, it was released, or another delivery re-took it).
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/extendKeyTtl"
@@ -15,9 +19,9 @@ local lease = tonumber(ARGV[2])
 local now = nowMs()
 
 local expiry = redis.call('ZSCORE', key, owner)
-if not expiry or tonumber(expiry) <= now then
+if not expiry or tonumber(expiry) <= now or (ARGV[3] and tonumber(expiry) ~= tonumber(ARGV[3])) then
   return 0
 end
 redis.call('ZADD', key, 'XX', now + lease, owner)
 extendKeyTtl(key, lease)
-return 1
+return now + lease
