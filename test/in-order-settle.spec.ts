@@ -151,9 +151,9 @@ describe('settling in order on the worker connection', () => {
     const events = new EventLog(app);
     const monitor = await monitorFor();
     const lockOf = (job: Job) => runningKey(app.prefix, digestOf(app, 'sync', job.data));
-    // A plain ZREM of the job's own slot (no script: Redis deletes the key with its last member).
+    // The job's own slot removed by the compare-and-set script (owner and the lease its take wrote), sent by source.
     const releases = (command: Seen, job: Job) =>
-      command.args[0]?.toLowerCase() === 'zrem' && command.args[1] === lockOf(job) && command.args[2] === job.id;
+      isScript(command, 'eval') && command.args.includes(lockOf(job)) && command.args.includes(job.id!);
 
     const jobs = await runUntilInOrder(app, monitor, releases, 5);
 

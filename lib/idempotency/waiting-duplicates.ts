@@ -84,6 +84,8 @@ export class WaitingDuplicates {
   /** Failed starts of the subscriber in a row, and when the next one may be tried. */
   private failedStarts = 0;
   private retryAt = 0;
+  /** When a waiting delivery that could not be announced was last said (ms). */
+  private unannouncedWarnedAt = -Infinity;
 
   constructor(
     private readonly client: Redis | Cluster,
@@ -142,9 +144,26 @@ export class WaitingDuplicates {
     const message: SettledMessage = { settled: recordId };
     this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify(message)).catch((error: unknown) => {
       this.logger.warn(
-        `Deliveries of another queue waiting for an idempotency key will wait for the holder's lease: could not announce it settled (${(error as Error).message})`,
+        `Deliveries of another queue waiting for an idempotency key will wait for the holder's lease: could not announce it settled (${this.describe(error)})`,
       );
     });
+  }
+
+  /** A waiting delivery could not be announced to the holder: said at most once a minute. */
+  private warnUnannounced(error: unknown): void {
+    const now = Date.now();
+    if (now < this.unannouncedWarnedAt + RESUBSCRIBE_MAX_MS) return;
+    this.unannouncedWarnedAt = now;
+    this.logger.warn(
+      `Deliveries waiting for an idempotency key in progress wait for the holder's lease: could not announce them to the holder (${this.describe(error)}; not repeated for a minute)`,
+    );
+  }
+
+  /** An error's message, with what a Redis user refused the channel (ACL) lacks. */
+  private describe(error: unknown): string {
+    const message = error instanceof Error ? error.message : String(error);
+    if (!message.includes('NOPERM')) return message;
+    return `${message}: the Redis user needs the channel ${this.keys.idempotencyWaitersChannel}, ACL rule "&${this.keys.idempotencyWaitersChannel}"`;
   }
 
   /**
@@ -162,7 +181,10 @@ export class WaitingDuplicates {
     const waiter: Waiter = { queue: job.queueQualifiedName, jobId: job.id! };
     void this.listen(); // a holder of another queue tells this process on the channel when it settles the key
     this.remember(recordId, worker, waiter.jobId, delayMs);
-    await this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify({ recordId, ...waiter }));
+    // Not announced (a Redis user without the channel, Redis away): it still waits, for the holder's lease at most.
+    await this.client
+      .publish(this.keys.idempotencyWaitersChannel, JSON.stringify({ recordId, ...waiter }))
+      .catch((error: unknown) => this.warnUnannounced(error));
     await job.moveToDelayed(Date.now() + delayMs, token);
     // Settled before the holder heard of this delivery: nobody will promote it, so it promotes itself.
     if (!(await stillHeld())) await promote(worker, waiter.jobId);
@@ -207,7 +229,7 @@ export class WaitingDuplicates {
         this.failedStarts === 1 ? 0 : Math.min(RESUBSCRIBE_MIN_MS * 2 ** (this.failedStarts - 2), RESUBSCRIBE_MAX_MS);
       this.retryAt = Date.now() + wait;
       this.logger.warn(
-        `Waiting duplicates of keys in progress will wait for the holder's lease: could not subscribe (${(error as Error).message}); the next key held tries again${wait > 0 ? ` after ${wait} ms` : ''}`,
+        `Waiting duplicates of keys in progress will wait for the holder's lease: could not subscribe (${this.describe(error)}); the next key held tries again${wait > 0 ? ` after ${wait} ms` : ''}`,
       );
     }
   }

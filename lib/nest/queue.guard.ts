@@ -16,6 +16,7 @@ import { UniqueJobsWorkerGuard } from './worker.guard.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
 import { loggerOf, type LoggerLike } from '../common/logger.js';
+import { warnIfEvicting } from '../redis/eviction-policy.js';
 import { sameServerWithin } from '../redis/same-server.js';
 import type { Cluster, Redis } from 'ioredis';
 
@@ -122,9 +123,11 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
    * default one (BullModule.forRoot's default configuration, else 127.0.0.1:6379: a Bull configuration registered only
    * under a `configKey`, or a queue with a connection of its own, is not read); with a `connection` given to `forRoot`
    * it is logged as an error. A server that does not answer within a few seconds is not checked (a Redis out of reach
-   * at bootstrap is the availability check's).
+   * at bootstrap is the availability check's). Also logs an error, without waiting for it, when that server evicts
+   * keys when full (`warnIfEvicting`).
    */
   async checkServers(library: Redis | Cluster, given: boolean): Promise<void> {
+    void warnIfEvicting(library, this.logger);
     const answers = await Promise.all(
       this.installed.map(async (queue) => {
         const client = (queue.getBackend() as { client?: Promise<unknown> }).client;

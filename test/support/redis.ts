@@ -5,11 +5,18 @@ import { createIORedisClient, QueueEvents, RedisConnection } from 'bullmq';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 
 /** The Redis of this test run (`npm test` sets REDIS_URL; it falls back to the local default). */
-export function redisOptions(): { host: string; port: number; password?: string; maxRetriesPerRequest: null } {
+export function redisOptions(): {
+  host: string;
+  port: number;
+  username?: string;
+  password?: string;
+  maxRetriesPerRequest: null;
+} {
   const url = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
   return {
     host: url.hostname,
     port: Number(url.port || 6379),
+    ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
     ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
     maxRetriesPerRequest: null,
   };

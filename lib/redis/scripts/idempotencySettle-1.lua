@@ -17,9 +17,11 @@ local ttl = tonumber(ARGV[5])
 if not ownsClaim(record, ARGV[1]) then
   return 0
 end
+-- Its first write never grows memory: at maxmemory (policy noeviction) Redis refuses a script at a write that can grow
+-- memory only when the script has written nothing before it, so an outcome lands: refused, the effect that ran would run again when Redis is full.
+redis.call('PEXPIRE', record, ttl)
 redis.call('HSET', record, 'state', ARGV[2], 'until', nowMs() + ttl)
 if ARGV[3] == '1' then
   redis.call('HSET', record, ARGV[2] == 'completed' and 'result' or 'error', ARGV[4])
 end
-redis.call('PEXPIRE', record, ttl)
 return 1

@@ -12,7 +12,6 @@
   ended, it was released, or another delivery re-took it).
 ]]
 --- @include "includes/nowMs"
---- @include "includes/extendKeyTtl"
 local key = KEYS[1]
 local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
@@ -22,6 +21,8 @@ local expiry = redis.call('ZSCORE', key, owner)
 if not expiry or tonumber(expiry) <= now or (ARGV[3] and tonumber(expiry) ~= tonumber(ARGV[3])) then
   return 0
 end
+-- Its first write never grows memory: at maxmemory (policy noeviction) Redis refuses a script at a write that can grow
+-- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is full.
+redis.call('PEXPIRE', key, math.max(redis.call('PTTL', key), lease))
 redis.call('ZADD', key, 'XX', now + lease, owner)
-extendKeyTtl(key, lease)
 return now + lease

@@ -1,0 +1,121 @@
+// Found by a hostile review (session 27): at maxmemory with `noeviction`, Redis refuses a script at a write that can
+// grow memory when the script has written nothing before it. The idempotency completion's first write was an HSET: a
+// handler whose effect had run failed at its completion, its record stayed in progress, and the next delivery took
+// the claim over and ran the effect again. A run-time lock's renewal began with `ZADD XX`: every renewal was refused,
+// the lease ran out under the running handler and a duplicate of the digest ran beside it. Both now write first what
+// grows no memory (the record's or lock's TTL), so they land on a full Redis. (Enqueues and new claims are still
+// refused there, with Redis' own "OOM command not allowed" error, and nothing half-written.)
+import { afterAll, describe, expect, it } from '@jest/globals';
+import type { Job } from 'bullmq';
+import type { IdempotencyJob } from '../../lib/index.js';
+import { useApps } from '../support/apps.js';
+import { deferred } from '../support/deferred.js';
+import { captureLogger, EventLog } from '../support/events.js';
+import { hold } from '../support/gates.js';
+import { byId, digestOf, runningKey } from '../support/locks.js';
+import { PrivateRedis } from '../support/private-redis.js';
+import { waitFor } from '../support/wait.js';
+
+// maxmemory is a server setting: this file gets a server of its own.
+const server = await PrivateRedis.start();
+const sharedRedisUrl = process.env.REDIS_URL;
+process.env.REDIS_URL = server.url;
+afterAll(async () => {
+  process.env.REDIS_URL = sharedRedisUrl;
+  await server.stop();
+});
+
+/** Full: every write that can grow memory is refused (`noeviction`, Redis' default policy). */
+const full = (on: boolean) => server.admin.config('SET', 'maxmemory', on ? '1' : '0');
+
+describe('Redis at maxmemory (noeviction) while a handler runs', () => {
+  const { redis, start, onCleanup } = useApps('full');
+
+  it('@IdempotencyKey on Redis: the completion lands; the next delivery replays it, the effect ran once', async () => {
+    const gate = hold();
+    const started = deferred();
+    let effects = 0;
+    const app = await start({
+      idempotency: { key: (job: IdempotencyJob<{ id: string }>) => job.data.id, fingerprint: false },
+      handler: async (job: Job<{ id: string; first?: boolean }>) => {
+        effects++;
+        if (job.data.first) {
+          started.resolve();
+          await gate.promise;
+        }
+        return { charged: job.data.id };
+      },
+    });
+    onCleanup(() => full(false).then(() => undefined));
+    const first = await app.queue.add('charge', { id: 'evt_1', first: true });
+    await started.promise;
+    await full(true);
+    gate.resolve();
+    await expect(app.finished(first)).resolves.toEqual({ charged: 'evt_1' });
+    await full(false);
+    const again = await app.queue.add('charge', { id: 'evt_1' });
+    await expect(app.finished(again)).resolves.toEqual({ charged: 'evt_1' });
+    expect(effects).toBe(1);
+  });
+
+  it('while_executing: renewals land while Redis is full; the lease outlives its first term and no duplicate runs beside it', async () => {
+    const gate = hold();
+    const started = deferred();
+    const lease = 1_500;
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, runtimeLockLease: lease },
+      handler: async (job: Job<{ id: string; n: number }>) => {
+        if (job.data.n !== 1) return 'duplicate ran';
+        started.resolve();
+        await gate.promise;
+        return 'first';
+      },
+      worker: { concurrency: 2 },
+    });
+    onCleanup(() => full(false).then(() => undefined));
+    const log = new EventLog(app);
+    onCleanup(async () => log.stop());
+    const key = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add('sync', { id: 'a', n: 1 });
+    await started.promise;
+    const takenUntil = Number(await redis.zscore(key, first.id!));
+    await full(true);
+    // Renewed (every third of the lease) past the end of the lease first taken, all while Redis is full.
+    await waitFor(
+      'a renewal past the first lease',
+      async () => Number(await redis.zscore(key, first.id!)) > takenUntil + lease,
+    );
+    await full(false);
+    const duplicate = await app.queue.add('sync', { id: 'a', n: 2 });
+    await app.finished(duplicate); // met the lock the first job holds (onConflict 'log': ended without running)
+    gate.resolve();
+    await expect(app.finished(first)).resolves.toBe('first');
+    expect(log.of('lockLost')).toEqual([]);
+    expect(app.runs.map((job) => job.id)).toEqual([first.id]);
+  });
+});
+
+// Same review: under an eviction policy Redis deletes keys to make room — under `volatile-*` the library's first, as
+// they have TTLs and BullMQ's do not — and an evicted lock or record let a duplicate in. BullMQ warns; the library
+// said nothing, in logs or docs. It now logs an error at bootstrap naming the policy (docs/operations.md).
+describe('Redis with an eviction policy', () => {
+  const { start, onCleanup } = useApps('evict');
+
+  it.each(['volatile-lru', 'allkeys-lru'])('%s: the bootstrap logs an error naming the policy', async (policy) => {
+    await server.admin.config('SET', 'maxmemory-policy', policy);
+    onCleanup(async () => void (await server.admin.config('SET', 'maxmemory-policy', 'noeviction')));
+    const { logger, lines } = captureLogger();
+    await start({ module: { logger }, unique: { lock: 'until_executed', lockArgs: byId } });
+    const line = await waitFor('the eviction error', () => lines.error.find((text) => text.includes('evicts keys')));
+    expect(line).toContain(`maxmemory-policy ${policy}`);
+    expect(line).toContain('set maxmemory-policy noeviction');
+  });
+
+  it('noeviction: nothing is logged about it', async () => {
+    const { logger, lines } = captureLogger();
+    const app = await start({ module: { logger }, unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 } });
+    // A general-path enqueue runs a script on the library's connection: answered after the bootstrap's INFO, sent first.
+    expect((await app.service.enqueue(app.queue, 'sync', { id: 'n1' })).status).toBe('enqueued');
+    expect(lines.error).toEqual([]);
+  });
+});
