@@ -116,11 +116,15 @@ export class JobInterceptor {
       reportError: (job, digest, error) => this.reportError(job, digest, error),
     });
     this.moves = new JobMovesGuard(definitions, client, events, logger, enabled);
-    this.registry = new QueueRegistry(deps.scripts, deps.keys, (error) =>
-      logger.debug?.(
-        `Could not record a queue in the registry the CLI and the reaper read: ${(error as Error).message}`,
-      ),
-    );
+    this.registry = new QueueRegistry(deps.scripts, deps.keys, (error) => {
+      const message = error instanceof Error ? error.message : String(error);
+      // Refused, not out of reach: the Redis user lacks the library's keys, which every lock beyond a first job needs.
+      if (message.includes('NOPERM')) {
+        logger.error(
+          `The Redis user may not write the library's keys (${message}): grant it the ACL rule "~${deps.keys.prefix}:*" (docs/operations.md, "What the library needs of Redis")`,
+        );
+      } else logger.debug?.(`Could not record a queue in the registry the CLI and the reaper read: ${message}`);
+    });
   }
 
   /** Remembers a queue's own `add`/`addBulk` (guarded calls reach BullMQ through them) and guards its retries. */
