@@ -82,6 +82,12 @@ export class UniqueJobsReaper implements OnApplicationBootstrap {
     if (this.interval === false || this.stopped) return;
     this.timer = setTimeout(() => {
       this.run()
+        .then((report) => {
+          if (report.failedKeys === 0) return;
+          loggerOf(this.options.logger).warn(
+            `Orphan reaper: ${report.failedKeys} key(s) could not be checked and were left alone (${report.firstFailure ?? 'no message'}); they are checked again next run`,
+          );
+        })
         .catch((error: unknown) =>
           loggerOf(this.options.logger).error(`Orphan reaper run failed: ${asError(error).message}`),
         )

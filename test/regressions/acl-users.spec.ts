@@ -6,10 +6,14 @@
 //   delivery waits all the same (for the holder's lease at most) and the warning names the ACL rule to add;
 // - granted BullMQ's keys only (the library's prefix forgotten): the bootstrap and a first job went through, the
 //   refusal was logged at debug level, and the first duplicate failed with a bare NOPERM. Now the bootstrap logs an
-//   error naming the rule.
+//   error naming the rule;
+// - on a server shared with another application whose queues the user may not read: the orphan reaper looked a
+//   general-path lock's owner up in every queue on the server, met NOPERM on the other application's, and kept the
+//   orphan forever (counted in `failedKeys`, logged nowhere). A queue only discovered, that the user may not read,
+//   now holds none of the owner's jobs.
 import { afterAll, describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
-import type { IdempotencyJob } from '../../lib/index.js';
+import { UniqueJobsReaper, type IdempotencyJob } from '../../lib/index.js';
 import type { TestApp, TestAppOptions } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
@@ -17,7 +21,7 @@ import { captureLogger } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import { byId } from '../support/locks.js';
 import { PrivateRedis } from '../support/private-redis.js';
-import { bullPrefix } from '../support/redis.js';
+import { bullPrefix, uniqueName } from '../support/redis.js';
 import { queueEvent, waitFor } from '../support/wait.js';
 
 // ACL users are a server setting: this file gets a server of its own (its default user cleans up after the tests).
@@ -91,5 +95,29 @@ describe('a Redis user granted BullMQ’s keys only', () => {
     });
     const line = await waitFor('the ACL error', () => lines.error.find((text) => text.includes('ACL rule')));
     expect(line).toContain(`"~${app.prefix}:*"`);
+  });
+});
+
+describe('a Redis user who may not read another application’s queues', () => {
+  const { start, onCleanup } = useApps('shared');
+
+  it('the reaper releases a general-path orphan; the unreadable queue holds none of its jobs', async () => {
+    const prefix = uniqueName('ujacl');
+    const foreignMeta = `${uniqueName('otherapp')}:mail:meta`; // another application's BullMQ queue
+    await server.admin.hset(foreignMeta, 'opts.maxLenEvents', '10000');
+    onCleanup(async () => void (await server.admin.del(foreignMeta)));
+    const app = await startAs(start, 'ownkeys', [`~${bullPrefix()}:*`, `~${prefix}:*`, '&*', '+@all'], {
+      module: { prefix, reaper: { interval: false, grace: 0 } },
+      unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+      paused: true,
+    });
+    const result = await app.service.enqueue(app.queue, 'sync', { id: 'o1' });
+    if (result.status !== 'enqueued') throw new Error(result.status);
+    // Removed behind the library's back: its lock is an orphan.
+    await server.admin.del(`${app.queue.qualifiedName}:${result.job.id}`);
+    const report = await app.moduleRef.get(UniqueJobsReaper).run();
+    expect(report.failedKeys).toBe(0);
+    expect(report.reaped.enqueueLocks).toBe(1);
+    expect(await server.admin.keys(`${prefix}:*:queued`)).toEqual([]);
   });
 });

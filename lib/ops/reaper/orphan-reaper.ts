@@ -3,11 +3,11 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { LockStore } from '../../locks/lock-store.js';
-import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
-import { bullKeys, KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
+import { KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
 import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
+import { jobStatus, ownerStatuses, type JobStatus } from './job-statuses.js';
 import { ReaperPass } from './reaper-pass.js';
 
 /** What the reaper needs: the library's Redis and prefix, and where to find the jobs that own locks. */
@@ -31,14 +31,10 @@ export interface OrphanReaperDeps {
 /** An orphan seen once: released only if it is still orphaned after the grace period. */
 interface Suspect {
   item: ReapedItem;
-  /** Job keys to check again: the suspect is released only when no live job is behind any of them. */
-  jobKeys: () => Promise<string[]>;
-  /** A slot-set lock's digest: a job behind a key that is marked with another digest does not own it. */
-  digest?: string;
+  /** The statuses of its job (one per queue it may live in), read again: released only when none is live. */
+  statuses: () => Promise<JobStatus[]>;
   release: () => Promise<boolean>;
 }
-
-type JobStatus = 'live' | 'finished' | 'gone' | 'another';
 
 const MAX_ITEMS = 1000;
 const MAX_LOCK_OWNERS = 100;
@@ -119,14 +115,18 @@ export class OrphanReaper {
       if (report.items.length < MAX_ITEMS) report.items.push(item);
       if (!dryRun) this.deps.onReaped?.(item);
     };
+    const failed = (error: unknown) => {
+      report.failedKeys += 1;
+      report.firstFailure ??= error instanceof Error ? error.message : String(error);
+    };
     do {
       // A dry run goes on where the last one stopped only if that was a moment ago (an operator's run after run).
       const found = await pass.next(dryRun ? DRY_PASS_IDLE_MS : Infinity);
       report.scannedKeys += found.length;
       await Promise.all(
         found.map((key) =>
-          this.inspect(key, pass, dryRun, record, suspects).catch(() => {
-            report.failedKeys += 1; // one odd key must not cost the run what it found
+          this.inspect(key, pass, dryRun, record, suspects).catch((error: unknown) => {
+            failed(error); // one odd key must not cost the run what it found
           }),
         ),
       );
@@ -144,12 +144,10 @@ export class OrphanReaper {
         await Promise.all(
           suspects.slice(i, i + this.batchSize).map(async (suspect) => {
             try {
-              const statuses = await Promise.all(
-                (await suspect.jobKeys()).map((key) => this.jobStatus(key, suspect.digest)),
-              );
+              const statuses = await suspect.statuses();
               if (!statuses.includes('live') && (await suspect.release())) record(suspect.item);
-            } catch {
-              report.failedKeys += 1; // kept (a failed discovery of queues, a node away): the next pass looks again
+            } catch (error) {
+              failed(error); // kept (a failed discovery of queues, a node away): the next pass looks again
             }
           }),
         );
@@ -215,8 +213,8 @@ export class OrphanReaper {
       const [jobId, score] = [owners[i], owners[i + 1]];
       if (expired.includes(jobId)) continue;
       const digest = parseOwnKey(key)?.tag;
-      const jobKeys = async () => (await pass.queueNames()).map((queue) => bullKeys.job(queue, jobId));
-      const statuses = await Promise.all((await jobKeys()).map((jobKey) => this.jobStatus(jobKey, digest)));
+      const statusesOf = () => ownerStatuses(this.deps.client, pass, jobId, digest);
+      const statuses = await statusesOf();
       if (statuses.includes('live')) continue;
       const reason = statuses.includes('finished')
         ? 'job finished'
@@ -225,8 +223,7 @@ export class OrphanReaper {
           : 'job gone';
       suspects.push({
         item: { key, kind: 'enqueueLock', jobId, reason },
-        jobKeys,
-        ...(digest === undefined ? {} : { digest }),
+        statuses: statusesOf,
         release: () => this.locks.releaseLease(key, jobId, score),
       });
     }
@@ -243,25 +240,13 @@ export class OrphanReaper {
     );
     // Only a claim whose lease ended: a live lease may belong to a handler still running after its job was removed.
     if (state !== 'in_progress' || !owner || !jobKey || Number(until) > Date.now()) return;
-    const status = await this.jobStatus(jobKey);
+    const status = await jobStatus(this.deps.client, jobKey);
     if (status === 'live') return;
     suspects.push({
       item: { key, kind: 'idempotencyClaim', jobId: jobId ?? undefined, reason: `job ${status}` },
-      jobKeys: () => Promise.resolve([jobKey]),
+      statuses: async () => [await jobStatus(this.deps.client, jobKey)],
       release: async () => (await this.scripts.run('reapIdempotencyClaim', [key], [owner])) === 1,
     });
-  }
-
-  /**
-   * A BullMQ job's status from its hash: every job has a `timestamp`; a finished one has `finishedOn`. With `digest`
-   * (a slot-set lock's), a job whose marker names another digest is `'another'`: its id was reused by a job that does
-   * not own this lock.
-   */
-  private async jobStatus(jobKey: string, digest?: string): Promise<JobStatus> {
-    const [timestamp, finishedOn, opts] = await this.deps.client.hmget(jobKey, 'timestamp', 'finishedOn', 'opts');
-    if (timestamp === null) return 'gone';
-    if (digest !== undefined && markedDigestIn(opts) !== digest) return 'another';
-    return finishedOn === null ? 'live' : 'finished';
   }
 
   /** Prunes the SQL stores in batches until they have nothing more or the time budget ends. */

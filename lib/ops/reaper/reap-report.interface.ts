@@ -27,10 +27,12 @@ export interface ReapReport {
   /** Keys looked at by this run: every key of the walk (each node's key space), the library's or not. */
   scannedKeys: number;
   /**
-   * Keys whose check failed (e.g. a key of the wrong type under the library's prefix, or a script error): left alone,
-   * and the run goes on with the others.
+   * Keys whose check failed (e.g. a key of the wrong type under the library's prefix, a script error, a queue of this
+   * application its Redis user may not read): left alone, and the run goes on with the others.
    */
   failedKeys: number;
+  /** The first failure's message, when {@link failedKeys} is not 0. */
+  firstFailure?: string;
   /** Counts of what was released (or would be, in a dry run). */
   reaped: {
     enqueueLocks: number;

@@ -36,6 +36,8 @@ export class ReaperPass {
   private discovered: Promise<string[]> | undefined;
   /** Queues the library's registry named at the last {@link refreshQueues} that the discovery had not found. */
   private registered: Promise<readonly string[]> | undefined;
+  /** The queues this application vouches for, read once a pass ({@link vouchedNames}). */
+  private vouched: Promise<Set<string>> | undefined;
   /** When a batch was last read. */
   private readAt = 0;
 
@@ -104,6 +106,7 @@ export class ReaperPass {
    * A registry that is full (it may miss queues) or that cannot be read: the queues are discovered again instead.
    */
   refreshQueues(): void {
+    this.vouched = undefined;
     this.registered = this.newlyRegistered().catch(() => {
       this.discovered = undefined;
       return [];
@@ -118,6 +121,19 @@ export class ReaperPass {
     const fresh = names.filter((name) => !seen.has(name));
     const found = await Promise.all(fresh.map((name) => this.client.exists(bullKeys.meta(name))));
     return fresh.filter((_, i) => found[i] === 1);
+  }
+
+  /**
+   * The queues this application vouches for: its own and those in the library's registry (read once a pass, when first
+   * asked; an unreadable registry vouches for none). A queue only discovered may be another application's, on a
+   * shared server.
+   */
+  vouchedNames(): Promise<Set<string>> {
+    this.vouched ??= this.readRegistry().then(
+      ({ names }) => new Set([...this.knownNames(), ...names]),
+      () => new Set(this.knownNames()),
+    );
+    return this.vouched;
   }
 
   private knownNames(): string[] {
@@ -136,5 +152,6 @@ export class ReaperPass {
     this.streams = nodes.map((node) => ({ node, cursor: '0' }));
     this.discovered = undefined;
     this.registered = undefined;
+    this.vouched = undefined;
   }
 }

@@ -1,0 +1,43 @@
+import type { Cluster, Redis } from 'ioredis';
+import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
+import { bullKeys } from '../../redis/keys.js';
+import type { ReaperPass } from './reaper-pass.js';
+
+/** Where a lock owner's job stands, as the reaper reads it from BullMQ's job hash. */
+export type JobStatus = 'live' | 'finished' | 'gone' | 'another';
+
+/**
+ * A BullMQ job's status from its hash: every job has a `timestamp`; a finished one has `finishedOn`. With `digest`
+ * (a slot-set lock's), a job whose marker names another digest is `'another'`: its id was reused by a job that does
+ * not own this lock.
+ */
+export async function jobStatus(client: Redis | Cluster, jobKey: string, digest?: string): Promise<JobStatus> {
+  const [timestamp, finishedOn, opts] = await client.hmget(jobKey, 'timestamp', 'finishedOn', 'opts');
+  if (timestamp === null) return 'gone';
+  if (digest !== undefined && markedDigestIn(opts) !== digest) return 'another';
+  return finishedOn === null ? 'live' : 'finished';
+}
+
+/**
+ * The status of a general-path lock owner's job in every queue it may live in. A queue found only by discovery
+ * (neither this application's nor in the library's registry) whose keys this application's Redis user may not read
+ * (ACL: another application's queue on a shared server) holds none of its jobs; a refusal on one of this
+ * application's queues is an error (the owner is kept).
+ */
+export async function ownerStatuses(
+  client: Redis | Cluster,
+  pass: ReaperPass,
+  jobId: string,
+  digest: string | undefined,
+): Promise<JobStatus[]> {
+  const names = await pass.queueNames();
+  const answers = await Promise.allSettled(names.map((queue) => jobStatus(client, bullKeys.job(queue, jobId), digest)));
+  const refused = (answer: PromiseSettledResult<JobStatus>) =>
+    answer.status === 'rejected' && String((answer.reason as Error | undefined)?.message).startsWith('NOPERM');
+  const vouched = answers.some(refused) ? await pass.vouchedNames() : new Set<string>();
+  return answers.map((answer, i) => {
+    if (answer.status === 'fulfilled') return answer.value;
+    if (refused(answer) && !vouched.has(names[i])) return 'gone';
+    throw answer.reason;
+  });
+}
