@@ -9,7 +9,7 @@ import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
 import { byId, dedupKey, digestOf, queuedKey, runningKey } from '../support/locks.js';
-import { runCli, runCliJson } from './run-cli.js';
+import { runCli, runCliJson, skewedClock } from './run-cli.js';
 import { bullOptions, bullPrefix, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
@@ -306,5 +306,30 @@ describe('unique-jobs digest', () => {
     expect(usage.code).toBe(1);
     expect(usage.stderr).toContain('Missing job name');
     expect(usage.stderr).toContain('Usage: unique-jobs');
+  });
+
+  // Found by a hostile review (session 27): the CLI told lease ends (written on Redis' clock) against the operator's
+  // clock, so on a laptop 5 minutes ahead a live, renewed run-time lock showed "lease ended 4m 30s ago" — an operator
+  // could release it on that word. The CLI now tells them against Redis' clock (one TIME).
+  it('shows a live lease as live when the operator’s clock is 5 minutes ahead', async () => {
+    const started = deferred();
+    const gate = hold();
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId },
+      paused: false,
+      handler: async () => {
+        started.resolve();
+        await gate.promise;
+      },
+    });
+    await app.queue.add('job', { id: 'a' }, { jobId: uniqueName('skew') });
+    await started.promise;
+    const digest = digestOf(app, 'job', { id: 'a' });
+    const shown = await runCli(['locks', 'show', digest, '--prefix', app.prefix], {
+      nodeArgs: [skewedClock(5 * 60_000)],
+    });
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/lease {4}ends in /);
+    expect(shown.stdout).not.toContain('ended');
   });
 });

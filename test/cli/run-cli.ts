@@ -23,17 +23,27 @@ function connectionArgs(): string[] {
 }
 
 /**
+ * A Node option that shifts the wall clock (`Date.now()`, `new Date()`) of the process it starts by `ms`, as on a
+ * machine whose clock is off; its timers, monotonic, are untouched.
+ */
+export function skewedClock(ms: number): string {
+  const source = `const R = Date, n = R.now.bind(R); globalThis.Date = class extends R { constructor(...a) { a.length ? super(...a) : super(n() + ${ms}); } static now() { return n() + ${ms}; } };`;
+  return `--import=data:text/javascript,${encodeURIComponent(source)}`;
+}
+
+/**
  * Runs `unique-jobs <args>` and resolves when it exits (killed after `timeoutMs`). `connect: false` leaves the Redis
- * options out (for tests of them); `closeStdout: true` closes the reading end of its standard output at once.
+ * options out (for tests of them); `closeStdout: true` closes the reading end of its standard output at once;
+ * `nodeArgs`: options for Node itself (e.g. {@link skewedClock}).
  */
 export function runCli(
   args: readonly string[],
-  options: { connect?: boolean; timeoutMs?: number; closeStdout?: boolean } = {},
+  options: { connect?: boolean; timeoutMs?: number; closeStdout?: boolean; nodeArgs?: readonly string[] } = {},
 ): Promise<CliRun> {
   if (!existsSync(BIN))
     throw new Error(`${BIN} is missing: run the tests with \`npm test\` (it compiles lib/ into .build/)`);
   const argv = [...(options.connect === false ? [] : connectionArgs()), ...args];
-  const child = spawn(process.execPath, [BIN, ...argv], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), BIN, ...argv], {
     env: { ...process.env, NODE_OPTIONS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -71,6 +71,15 @@ export class CliContext {
     return this.connecting;
   }
 
+  /**
+   * Now on Redis' clock (ms, one `TIME`): what lease ends and record times, written on that clock, are told against, so
+   * an operator's machine whose clock is off shows no live lease as ended (or the reverse).
+   */
+  async serverNow(): Promise<number> {
+    const [seconds, micros] = await (await this.redis()).time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+
   private async connect(): Promise<Redis | Cluster> {
     const url = this.redisUrl();
     const common = {

@@ -63,8 +63,8 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
     );
     return EXIT.ok;
   }
+  const now = await context.serverNow(); // the record's times are on Redis' clock
   context.print({ scope, key, found: true, matchedAs, record, searched }, () => {
-    const now = Date.now();
     const left = record.expiresAt - now;
     const lines = [
       `Key       ${clean(record.key)}`,

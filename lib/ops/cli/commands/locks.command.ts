@@ -62,6 +62,7 @@ async function list(context: CliContext, args: readonly string[]): Promise<numbe
     filter,
   });
   const elsewhere = locks.length === 0 && cursor === '0' ? await lookElsewhere(context, ['locks']) : undefined;
+  const now = await context.serverNow();
   context.print({ locks, cursor, searched, ...(elsewhere ? { elsewhere } : {}) }, () => {
     if (elsewhere) {
       return [
@@ -69,7 +70,6 @@ async function list(context: CliContext, args: readonly string[]): Promise<numbe
         ...elsewhereText(elsewhere),
       ].join('\n');
     }
-    const now = Date.now();
     const rows = locks.map((lock) => {
       const [first] = lock.owners;
       const others = lock.owners.length - 1 + (lock.moreOwners ?? 0);
@@ -112,6 +112,7 @@ async function show(context: CliContext, args: readonly string[]): Promise<numbe
   const queues = (await context.queues()).map((queue) => queue.name);
   const searched = await context.searched({ keys: keyNames(context, digest, undefined, queues) });
   const elsewhere = locks.length === 0 ? await lookElsewhere(context, ['locks'], digestTarget(digest)) : undefined;
+  const now = await context.serverNow();
   context.print({ digest, locks, searched, ...(elsewhere ? { elsewhere } : {}) }, () => {
     if (elsewhere) {
       return [
@@ -119,7 +120,7 @@ async function show(context: CliContext, args: readonly string[]): Promise<numbe
         ...elsewhereText(elsewhere),
       ].join('\n');
     }
-    return [`Digest ${digest}`, ...locks.map((lock) => describeLock(lock))].join('\n\n');
+    return [`Digest ${digest}`, ...locks.map((lock) => describeLock(lock, now))].join('\n\n');
   });
   return EXIT.ok;
 }
@@ -239,8 +240,8 @@ function short(digest: string): string {
   return `${digest.slice(0, 11)}…`;
 }
 
-function describeLock(lock: HeldLock): string {
-  const now = Date.now();
+/** A lock in words; `now` on Redis' clock (lease ends are written on it). */
+function describeLock(lock: HeldLock, now: number): string {
   const lines = [
     `${lock.kind === 'runtime' ? 'Run-time' : 'Enqueue'} lock, ${STORAGE_LABEL[lock.storage]}`,
     `  key    ${clean(lock.key)}`,
