@@ -1,9 +1,9 @@
 import type { Job, MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
-import { nextReadyOrEnd } from '../redis/client-ready.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import { promote, promoteAll } from './promote-delayed.js';
+import { WaitersChannel } from './waiters-channel.js';
 
 /** A delivery waiting for a key in progress elsewhere: its queue (qualified name) and job id. */
 interface Waiter {
@@ -42,14 +42,6 @@ const MAX_WAITERS_PER_KEY = 1_000;
  * each, so at most ~20 MB whatever the traffic. Beyond that, a delivery waits for the holder's lease.
  */
 const MAX_REMEMBERED = 100_000;
-/**
- * After a failed start of the subscriber, how long the next one waits (ms): none after the first failure (the next key
- * held tries again at once), then doubling from 1 s to at most a minute while it keeps failing (a SUBSCRIBE the server
- * refuses must not cost a connection and a log line per job).
- */
-const RESUBSCRIBE_MIN_MS = 1_000;
-const RESUBSCRIBE_MAX_MS = 60_000;
-
 /** What the holder of a key publishes when it settles a key that deliveries of another queue wait for. */
 interface SettledMessage {
   settled: string;
@@ -79,19 +71,12 @@ export class WaitingDuplicates {
   private readonly delayed = new Map<string, { until: number; jobs: Map<string, DelayedJob> }>();
   /** Entries in the waiter maps of {@link held}, {@link pending} and {@link delayed} together. */
   private remembered = 0;
-  private subscriber: Redis | Cluster | undefined;
-  private started: Promise<void> | undefined;
-  /** Failed starts of the subscriber in a row, and when the next one may be tried. */
-  private failedStarts = 0;
-  private retryAt = 0;
-  /** When a waiting delivery that could not be announced was last said (ms). */
-  private unannouncedWarnedAt = -Infinity;
+  /** Where deliveries announce themselves and holders say a key settled. */
+  private readonly channel: WaitersChannel;
 
-  constructor(
-    private readonly client: Redis | Cluster,
-    private readonly keys: UniqueJobsKeys,
-    private readonly logger: LoggerLike,
-  ) {}
+  constructor(client: Redis | Cluster, keys: UniqueJobsKeys, logger: LoggerLike) {
+    this.channel = new WaitersChannel(client, keys, logger, (message) => this.heard(message));
+  }
 
   /**
    * A delivery of this process got its claim's answer for `recordId`: it is no longer waiting, so a later "settled" of
@@ -121,9 +106,7 @@ export class WaitingDuplicates {
    * that failed is forgotten: the next key this process holds, or the next delivery it delays, tries again.
    */
   listen(): Promise<void> {
-    if (!this.started && Date.now() < this.retryAt) return Promise.resolve();
-    this.started ??= this.subscribe();
-    return this.started;
+    return this.channel.listen();
   }
 
   /** The holder settled the record (completed, failed or released it): the waiting deliveries of its queue run now. */
@@ -142,28 +125,7 @@ export class WaitingDuplicates {
     // A waiter of another queue (a scope shared across queues): its own process promotes it, through its worker.
     if (!elsewhere) return;
     const message: SettledMessage = { settled: recordId };
-    this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify(message)).catch((error: unknown) => {
-      this.logger.warn(
-        `Deliveries of another queue waiting for an idempotency key will wait for the holder's lease: could not announce it settled (${this.describe(error)})`,
-      );
-    });
-  }
-
-  /** A waiting delivery could not be announced to the holder: said at most once a minute. */
-  private warnUnannounced(error: unknown): void {
-    const now = Date.now();
-    if (now < this.unannouncedWarnedAt + RESUBSCRIBE_MAX_MS) return;
-    this.unannouncedWarnedAt = now;
-    this.logger.warn(
-      `Deliveries waiting for an idempotency key in progress wait for the holder's lease: could not announce them to the holder (${this.describe(error)}; not repeated for a minute)`,
-    );
-  }
-
-  /** An error's message, with what a Redis user refused the channel (ACL) lacks. */
-  private describe(error: unknown): string {
-    const message = error instanceof Error ? error.message : String(error);
-    if (!message.includes('NOPERM')) return message;
-    return `${message}: the Redis user needs the channel ${this.keys.idempotencyWaitersChannel}, ACL rule "&${this.keys.idempotencyWaitersChannel}"`;
+    this.channel.announceSettled(message);
   }
 
   /**
@@ -182,9 +144,7 @@ export class WaitingDuplicates {
     void this.listen(); // a holder of another queue tells this process on the channel when it settles the key
     this.remember(recordId, worker, waiter.jobId, delayMs);
     // Not announced (a Redis user without the channel, Redis away): it still waits, for the holder's lease at most.
-    await this.client
-      .publish(this.keys.idempotencyWaitersChannel, JSON.stringify({ recordId, ...waiter }))
-      .catch((error: unknown) => this.warnUnannounced(error));
+    await this.channel.announce({ recordId, ...waiter });
     await job.moveToDelayed(Date.now() + delayMs, token);
     // Settled before the holder heard of this delivery: nobody will promote it, so it promotes itself.
     if (!(await stillHeld())) await promote(worker, waiter.jobId);
@@ -192,46 +152,11 @@ export class WaitingDuplicates {
 
   /** Stops listening (module shutdown). */
   async close(): Promise<void> {
-    const subscriber = this.subscriber;
-    this.subscriber = undefined;
-    this.started = undefined;
-    this.failedStarts = 0;
-    this.retryAt = 0;
+    this.channel.close();
     this.held.clear();
     this.pending.clear();
     this.delayed.clear();
     this.remembered = 0;
-    // Nothing to flush on a subscriber: disconnect, rather than QUIT, which a reconnecting client keeps queued until the
-    // server is back (a shutdown during an outage would wait for it).
-    subscriber?.disconnect();
-  }
-
-  private async subscribe(): Promise<void> {
-    // A Cluster client duplicates as a Cluster; both are event emitters of the same events.
-    const subscriber = (this.client as Redis).duplicate();
-    subscriber.on('error', () => undefined); // the library's client reports the outage; the lease bounds the wait
-    this.subscriber = subscriber;
-    subscriber.on('message', (_channel: string, message: string) => this.heard(message));
-    try {
-      // Sent once connected: queued before, it would fail at once without an offline queue, or after
-      // `maxRetriesPerRequest` reconnections while Redis is down.
-      await whenReady(subscriber);
-      await subscriber.subscribe(this.keys.idempotencyWaitersChannel);
-      if (this.subscriber === subscriber) this.failedStarts = 0;
-    } catch (error) {
-      if (this.subscriber !== subscriber) return; // closed meanwhile
-      // Forgotten, so that a later start tries again on a new connection.
-      this.subscriber = undefined;
-      this.started = undefined;
-      subscriber.disconnect();
-      this.failedStarts++;
-      const wait =
-        this.failedStarts === 1 ? 0 : Math.min(RESUBSCRIBE_MIN_MS * 2 ** (this.failedStarts - 2), RESUBSCRIBE_MAX_MS);
-      this.retryAt = Date.now() + wait;
-      this.logger.warn(
-        `Waiting duplicates of keys in progress will wait for the holder's lease: could not subscribe (${this.describe(error)}); the next key held tries again${wait > 0 ? ` after ${wait} ms` : ''}`,
-      );
-    }
   }
 
   /** Remembers a delivery of this process delayed for `recordId` (for at most `delayMs`). */
@@ -309,16 +234,4 @@ export class WaitingDuplicates {
     const early = this.pending.get(waiter.recordId) ?? { at: now, waiters: new Map<string, Waiter>() };
     if (this.add(early.waiters, id, entry)) this.pending.set(waiter.recordId, early);
   }
-}
-
-/**
- * Resolves once `client` is ready (connecting a lazy one); rejects when it ends first (its reconnections gave up, or it
- * was closed).
- */
-async function whenReady(client: Redis | Cluster): Promise<void> {
-  if (client.status === 'ready') return;
-  const next = nextReadyOrEnd(client);
-  // A lazy client (`lazyConnect`) connects on its first command; its failures reach `end` or its reconnections.
-  if (client.status === 'wait') client.connect().catch(() => undefined);
-  if ((await next) === 'end') throw new Error('Connection is closed.');
 }
