@@ -3,7 +3,7 @@
 // worker waiting for their answers (docs/performance.md). Observed with Redis MONITOR, which streams the commands in
 // the order the server ran them and names the connection that sent each. On a single Redis only: on a cluster the
 // library waits for both answers instead (the lock and idempotency suites run there).
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { RedisIdempotencyStore } from '../lib/index.js';
@@ -11,18 +11,12 @@ import type { TestApp } from './support/app.js';
 import { useApps } from './support/apps.js';
 import { EventLog } from './support/events.js';
 import { byId, digestOf, runningKey } from './support/locks.js';
-import { PrivateRedis } from './support/private-redis.js';
+import { ownRedisForFile } from './support/own-redis.js';
 import { deleteKeys, redisClient, redisOptions, scanKeys, uniqueName } from './support/redis.js';
 
 // MONITOR streams every command the server runs: on a Redis that other clients use, their traffic interleaves with
 // its replies and ioredis loses track of them. This suite gets a server of its own for the file.
-const quiet = await PrivateRedis.start();
-const sharedRedisUrl = process.env.REDIS_URL;
-process.env.REDIS_URL = quiet.url;
-afterAll(async () => {
-  process.env.REDIS_URL = sharedRedisUrl;
-  await quiet.stop();
-});
+await ownRedisForFile();
 
 /** One command as MONITOR reports it. */
 interface Seen {

@@ -11,7 +11,7 @@
 //   general-path lock's owner up in every queue on the server, met NOPERM on the other application's, and kept the
 //   orphan forever (counted in `failedKeys`, logged nowhere). A queue only discovered, that the user may not read,
 //   now holds none of the owner's jobs.
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { UniqueJobsReaper, type IdempotencyJob } from '../../lib/index.js';
 import type { TestApp, TestAppOptions } from '../support/app.js';
@@ -20,18 +20,12 @@ import { deferred } from '../support/deferred.js';
 import { captureLogger } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import { byId } from '../support/locks.js';
-import { PrivateRedis } from '../support/private-redis.js';
+import { ownRedisForFile } from '../support/own-redis.js';
 import { bullPrefix, uniqueName } from '../support/redis.js';
 import { queueEvent, waitFor } from '../support/wait.js';
 
 // ACL users are a server setting: this file gets a server of its own (its default user cleans up after the tests).
-const server = await PrivateRedis.start();
-const sharedRedisUrl = process.env.REDIS_URL;
-process.env.REDIS_URL = server.url;
-afterAll(async () => {
-  process.env.REDIS_URL = sharedRedisUrl;
-  await server.stop();
-});
+const server = await ownRedisForFile();
 
 /** Starts an app whose connections log in as a user with `rules` (ACL SETUSER), on the file's server. */
 async function startAs(

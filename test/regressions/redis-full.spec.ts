@@ -5,7 +5,7 @@
 // the lease ran out under the running handler and a duplicate of the digest ran beside it. Both now write first what
 // grows no memory (the record's or lock's TTL), so they land on a full Redis. (Enqueues and new claims are still
 // refused there, with Redis' own "OOM command not allowed" error, and nothing half-written.)
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import type { IdempotencyJob } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
@@ -13,17 +13,11 @@ import { deferred } from '../support/deferred.js';
 import { captureLogger, EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import { byId, digestOf, runningKey } from '../support/locks.js';
-import { PrivateRedis } from '../support/private-redis.js';
+import { ownRedisForFile } from '../support/own-redis.js';
 import { waitFor } from '../support/wait.js';
 
 // maxmemory is a server setting: this file gets a server of its own.
-const server = await PrivateRedis.start();
-const sharedRedisUrl = process.env.REDIS_URL;
-process.env.REDIS_URL = server.url;
-afterAll(async () => {
-  process.env.REDIS_URL = sharedRedisUrl;
-  await server.stop();
-});
+const server = await ownRedisForFile();
 
 /** Full: every write that can grow memory is refused (`noeviction`, Redis' default policy). */
 const full = (on: boolean) => server.admin.config('SET', 'maxmemory', on ? '1' : '0');
