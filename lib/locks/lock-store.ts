@@ -1,19 +1,11 @@
+import { randomInt } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { bullKeys } from '../redis/keys.js';
 import { runInOrder, type RedisScripts } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
-export type AcquireResult =
-  | {
-      acquired: true;
-      /**
-       * The lease expiry the slot was taken with (server ms), when the lock is a slot set: what a renewal or release
-       * names to change only this take's slot ({@link LockStore.renewLease}, {@link LockStore.releaseLease}).
-       */
-      lease?: number;
-    }
-  | { acquired: false; holder: string | undefined; retryAfter: number };
+export type AcquireResult = { acquired: true } | { acquired: false; holder: string | undefined; retryAfter: number };
 
 /**
  * The lock operations on Redis, each one call (a script, or a plain command where one does): counted slots with owner
@@ -29,32 +21,48 @@ export class LockStore {
 
   /**
    * Takes one of `limit` slots of `key` for `owner` with a lease of `leaseMs`. `reentrant` (default): an owner that
-   * holds a slot takes it again (a retried or recovered job); else it is answered as the holder.
+   * holds a slot takes it again (a retried or recovered job); else it is answered as the holder. `mark`: this take's
+   * mark ({@link takeMark}), which its renewals and release name ({@link renewMarked}, {@link releaseMarked}).
    */
-  async acquire(key: string, owner: string, leaseMs: number, limit: number, reentrant = true): Promise<AcquireResult> {
-    const args = [owner, leaseMs, limit, reentrant ? 1 : 0];
-    const [held, holder, third] = (await this.scripts.run('acquireLock', [key], args)) as [
+  async acquire(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    limit: number,
+    reentrant = true,
+    mark?: string,
+  ): Promise<AcquireResult> {
+    const args = [owner, leaseMs, limit, reentrant ? 1 : 0, ...(mark === undefined ? [] : [mark])];
+    const [held, holder, retryAfter] = (await this.scripts.run('acquireLock', [key], args)) as [
       number,
       string | null,
       number | undefined,
     ];
     return held === 1
-      ? { acquired: true, lease: third }
-      : { acquired: false, holder: holder ?? undefined, retryAfter: third ?? 0 };
+      ? { acquired: true }
+      : { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
   }
 
   /** Renews the owner's lease; `false` when the owner no longer holds the lock. */
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
-    return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) !== 0;
+    return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) === 1;
+  }
+
+  /** Renews the owner's lease only while its slot is the one the take marked `mark` took; `false` otherwise. */
+  async renewMarked(key: string, owner: string, leaseMs: number, mark: string): Promise<boolean> {
+    return (await this.scripts.run('renewLock', [key], [owner, leaseMs, mark])) === 1;
   }
 
   /**
-   * Renews the owner's lease only while its slot holds `lease` (the expiry its take or last renewal returned): the new
-   * expiry, or `undefined` when the owner no longer holds the slot or another delivery of it re-took it since.
+   * Releases the owner's slot only while it is the one the take marked `mark` took (a take of the same owner since,
+   * a job recovered elsewhere after a stall, keeps its slot). `inOrderOn`: send it on that connection, by source (see
+   * `runInOrder`), so it takes effect before whatever is sent there next.
    */
-  async renewLease(key: string, owner: string, leaseMs: number, lease: number): Promise<number | undefined> {
-    const renewed = (await this.scripts.run('renewLock', [key], [owner, leaseMs, lease])) as number;
-    return renewed === 0 ? undefined : renewed;
+  async releaseMarked(key: string, owner: string, mark: string, inOrderOn?: Redis): Promise<boolean> {
+    const released = inOrderOn
+      ? runInOrder(inOrderOn, 'releaseMarked', [key], [owner, mark])
+      : this.scripts.run('releaseMarked', [key], [owner, mark]);
+    return (await released) === 1;
   }
 
   /**
@@ -71,16 +79,9 @@ export class LockStore {
     return (await this.scripts.client.zscore(key, owner)) ?? undefined;
   }
 
-  /**
-   * Releases the owner's slot only if it still holds it with `lease` (compare-and-set on owner and lease). `inOrderOn`:
-   * send it on that connection, by source (see `runInOrder`), so it takes effect before whatever is sent there next.
-   */
-  async releaseLease(key: string, owner: string, lease: string | number, inOrderOn?: Redis): Promise<boolean> {
-    const args = [owner, lease];
-    const released = inOrderOn
-      ? runInOrder(inOrderOn, 'reapLockOwner', [key], args)
-      : this.scripts.run('reapLockOwner', [key], args);
-    return (await released) === 1;
+  /** Releases the owner's slot only if it still holds it with `lease` (compare-and-set on owner and lease). */
+  async releaseLease(key: string, owner: string, lease: string): Promise<boolean> {
+    return (await this.scripts.run('reapLockOwner', [key], [owner, lease])) === 1;
   }
 
   /**
@@ -177,4 +178,13 @@ export class LockStore {
     const answer = await this.scripts.run('relockDeduplication', [key], [owner, ttl ?? 0, jobKeyPrefix, ...live]);
     return answer === 1 ? 'held' : answer === 2 ? 'ended' : 'other';
   }
+}
+
+/**
+ * A new take's mark: a fraction k/1024 (0 < k < 1024) its lease expiry carries, kept by its renewals, so that two takes
+ * of one owner (a job and its copy recovered after a stall) are told apart whatever answers were lost. Two takes draw
+ * the same mark once in 1,023.
+ */
+export function takeMark(): string {
+  return String(randomInt(1, 1024) / 1024);
 }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { LeaseKeeper } from './lease-keeper.js';
-import type { AcquireResult, LockStore } from './lock-store.js';
+import { takeMark, type AcquireResult, type LockStore } from './lock-store.js';
 import { performance } from 'node:perf_hooks';
 
 /** The options of a run-time lock. */
@@ -17,9 +17,10 @@ export interface RuntimeLeaseSettings {
 /**
  * One job's run-time lock: a slot of `<prefix>:{<digest>}:running` with a lease, renewed while the handler runs, so
  * a crashed holder blocks its digest at most one lease. The owner is the job (`runtimeLockOwner`): a retried or
- * recovered job re-enters its own slot at once. Each take is told apart by the lease expiry it wrote: renewals and the
- * release name it, so a delivery that stalled past BullMQ's job lock (its job recovered and running elsewhere, in the
- * slot re-taken) neither renews nor gives back the slot the other delivery now holds.
+ * recovered job re-enters its own slot at once. Each take is told apart by a mark its lease expiry carries
+ * (`takeMark`): renewals keep it and the release names it, so a delivery that stalled past BullMQ's job lock (its job
+ * recovered and running elsewhere, in the slot re-taken) neither renews nor gives back the slot the other delivery now
+ * holds, and a renewal whose answer was lost changes nothing of it.
  */
 export class RuntimeLease {
   private keeper: LeaseKeeper | undefined;
@@ -27,10 +28,8 @@ export class RuntimeLease {
   takenAt = 0;
   /** Whether an acquire failed without an answer (it may have been applied). */
   private unanswered = false;
-  /** The lease expiry this take last wrote (server ms): what its renewals and release name. */
-  private lease = 0;
-  /** A renewal sent and not answered yet: the release waits for it, since it changes the lease expiry. */
-  private renewing: Promise<unknown> | undefined;
+  /** This take's mark (see `takeMark`): what its renewals and release name. */
+  private readonly mark = takeMark();
 
   constructor(
     private readonly store: LockStore,
@@ -54,7 +53,7 @@ export class RuntimeLease {
       const sentAt = performance.now();
       let held: AcquireResult;
       try {
-        held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit);
+        held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit, true, this.mark);
       } catch (error) {
         // The acquire may have been applied although its answer failed (a command timeout, a connection lost after it
         // was sent): the slot may stay held by this job. Not given back here: the owner is the job, shared by its other
@@ -65,32 +64,18 @@ export class RuntimeLease {
       const left = deadline - performance.now();
       if (held.acquired) {
         this.takenAt = Date.now();
-        this.lease = held.lease ?? 0;
-        this.keeper = new LeaseKeeper(() => this.renew(runtimeLockLease), runtimeLockLease, this.report, sentAt);
+        this.keeper = new LeaseKeeper(
+          () => this.store.renewMarked(this.key, this.owner, runtimeLockLease, this.mark),
+          runtimeLockLease,
+          this.report,
+          sentAt,
+        );
         return held;
       }
       if (left <= 0) return held;
       await sleep(Math.min(wait, left));
       wait = Math.min(wait * 2, 1000);
     }
-  }
-
-  /** Renews this take's lease, only while the slot holds the expiry it last wrote. */
-  private renew(leaseMs: number): Promise<boolean> {
-    const renewing = this.store.renewLease(this.key, this.owner, leaseMs, this.lease).then(
-      (lease) => {
-        if (this.renewing === renewing) this.renewing = undefined;
-        if (lease === undefined) return false;
-        this.lease = lease;
-        return true;
-      },
-      (error: unknown) => {
-        if (this.renewing === renewing) this.renewing = undefined;
-        throw error;
-      },
-    );
-    this.renewing = renewing;
-    return renewing;
   }
 
   /**
@@ -129,10 +114,6 @@ export class RuntimeLease {
     if (!keeper) return Promise.resolve(false);
     keeper.stop();
     if (keeper.expired) keeper.reportLost();
-    const send = () => this.store.releaseLease(this.key, this.owner, this.lease, inOrderOn);
-    // Sent at once (before BullMQ's record of the attempt) unless a renewal is still unanswered: its expiry is the one
-    // to name. A failed renewal leaves the expiry as it was.
-    const renewing = this.renewing;
-    return renewing ? renewing.then(send, send) : send();
+    return this.store.releaseMarked(this.key, this.owner, this.mark, inOrderOn);
   }
 }

@@ -11,6 +11,7 @@ export type ScriptName =
   | 'renewLock'
   | 'relockDeduplication'
   | 'releaseDeduplication'
+  | 'releaseMarked'
   | 'retimeDeduplication'
   | 'peekDeduplication'
   | 'lockHolder'

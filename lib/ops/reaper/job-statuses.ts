@@ -22,7 +22,8 @@ export async function jobStatus(client: Redis | Cluster, jobKey: string, digest?
  * The status of a general-path lock owner's job in every queue it may live in. A queue found only by discovery
  * (neither this application's nor in the library's registry) whose keys this application's Redis user may not read
  * (ACL: another application's queue on a shared server) holds none of its jobs; a refusal on one of this
- * application's queues is an error (the owner is kept).
+ * application's queues, or while the registry cannot say which queues are (unreadable, full), is an error (the owner is
+ * kept).
  */
 export async function ownerStatuses(
   client: Redis | Cluster,
@@ -34,10 +35,10 @@ export async function ownerStatuses(
   const answers = await Promise.allSettled(names.map((queue) => jobStatus(client, bullKeys.job(queue, jobId), digest)));
   const refused = (answer: PromiseSettledResult<JobStatus>) =>
     answer.status === 'rejected' && String((answer.reason as Error | undefined)?.message).startsWith('NOPERM');
-  const vouched = answers.some(refused) ? await pass.vouchedNames() : new Set<string>();
+  const vouched = answers.some(refused) ? await pass.vouchedNames() : 'all';
   return answers.map((answer, i) => {
     if (answer.status === 'fulfilled') return answer.value;
-    if (refused(answer) && !vouched.has(names[i])) return 'gone';
+    if (refused(answer) && vouched !== 'all' && !vouched.has(names[i])) return 'gone';
     throw answer.reason;
   });
 }

@@ -37,7 +37,7 @@ export class ReaperPass {
   /** Queues the library's registry named at the last {@link refreshQueues} that the discovery had not found. */
   private registered: Promise<readonly string[]> | undefined;
   /** The queues this application vouches for, read once a pass ({@link vouchedNames}). */
-  private vouched: Promise<Set<string>> | undefined;
+  private vouched: Promise<Set<string> | 'all'> | undefined;
   /** When a batch was last read. */
   private readAt = 0;
 
@@ -125,13 +125,13 @@ export class ReaperPass {
 
   /**
    * The queues this application vouches for: its own and those in the library's registry (read once a pass, when first
-   * asked; an unreadable registry vouches for none). A queue only discovered may be another application's, on a
-   * shared server.
+   * asked). `'all'` when the registry cannot be read or is full (it may miss some): then no queue is taken for another
+   * application's. A queue only discovered may be another application's, on a shared server.
    */
-  vouchedNames(): Promise<Set<string>> {
+  vouchedNames(): Promise<Set<string> | 'all'> {
     this.vouched ??= this.readRegistry().then(
-      ({ names }) => new Set([...this.knownNames(), ...names]),
-      () => new Set(this.knownNames()),
+      ({ names, full }) => (full ? 'all' : new Set([...this.knownNames(), ...names])),
+      () => 'all' as const,
     );
     return this.vouched;
   }

@@ -9,10 +9,12 @@
   ARGV[3] limit (holders admitted)
   ARGV[4] '1': re-entrant (an owner that holds a slot takes it again: a retried or recovered job); '0': an owner that
           holds a slot is answered as the holder (a new job reusing the id of one that still holds its lock)
+  ARGV[5] optional: this take's mark, a fraction k/1024 (0 < k < 1024) added to the lease expiry. Renewals keep it, so
+          a renewal or release that names it changes the slot only while no other take of the same owner (a job
+          recovered elsewhere after a stall) has taken it since, whatever answers were lost. (Exact in a double until
+          2^43 ms, the year 2248.)
 
-  Returns {1, owner, lease expiry (server ms)} when held, {0, oldest holder, ms until its lease ends} when full. The
-  expiry written is what this take holds the slot with: a renewal or release that names it changes the slot only while
-  no other delivery of the same owner (a job recovered elsewhere after a stall) has taken it since.
+  Returns {1, owner} when held, {0, oldest holder, ms until its lease ends} when full.
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/extendKeyTtl"
@@ -20,14 +22,15 @@ local key = KEYS[1]
 local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
+local mark = tonumber(ARGV[5] or '0')
 local now = nowMs()
 
 -- No lock yet, the usual case: taken with the fewest calls (each call inside a script costs the server about as much
 -- as a small command). The same as the path below for the leases (> 0) and limits (>= 1) the callers validate.
 if limit > 0 and redis.call('EXISTS', key) == 0 then
-  redis.call('ZADD', key, now + lease, owner)
+  redis.call('ZADD', key, now + lease + mark, owner)
   redis.call('PEXPIRE', key, lease)
-  return {1, owner, now + lease}
+  return {1, owner}
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local own = redis.call('ZSCORE', key, owner)
@@ -35,9 +38,9 @@ if own and ARGV[4] == '0' then
   return {0, owner, tonumber(own) - now}
 end
 if own or redis.call('ZCARD', key) < limit then
-  redis.call('ZADD', key, now + lease, owner)
+  redis.call('ZADD', key, now + lease + mark, owner)
   extendKeyTtl(key, lease)
-  return {1, owner, now + lease}
+  return {1, owner}
 end
 local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
 return {0, oldest[1], tonumber(oldest[2]) - now}

@@ -1,28 +1,28 @@
 --[[
-  Renews an owner's lease, only if the owner still holds the lock (and, when ARGV[3] is given, holds it with that lease
-  expiry: the one its holder last wrote, so that a delivery whose slot another delivery of the same job re-took after a
-  stall does not renew the other's).
+  Renews an owner's lease, only if the owner still holds the lock (and, when ARGV[3] is given, holds it by the take
+  that marked it so: see acquireLock's ARGV[5]; a take of the same owner re-taken after a stall is not renewed).
 
   KEYS[1] the lock
   ARGV[1] owner
   ARGV[2] lease, ms
-  ARGV[3] optional: the lease expiry the owner's slot must hold (server ms, as the take or last renewal returned it)
+  ARGV[3] optional: the take's mark (the fraction of its lease expiry), kept by the renewal
 
-  Returns the new lease expiry (server ms, > 0) when renewed, 0 when the owner no longer holds the lock (its lease
-  ended, it was released, or another delivery re-took it).
+  Returns 1 when renewed, 0 when the owner no longer holds the lock (its lease ended, it was released, or another take
+  of it holds the slot).
 ]]
 --- @include "includes/nowMs"
 local key = KEYS[1]
 local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
+local mark = tonumber(ARGV[3] or '0')
 local now = nowMs()
 
 local expiry = redis.call('ZSCORE', key, owner)
-if not expiry or tonumber(expiry) <= now or (ARGV[3] and tonumber(expiry) ~= tonumber(ARGV[3])) then
+if not expiry or tonumber(expiry) <= now or (ARGV[3] and math.fmod(tonumber(expiry), 1) ~= mark) then
   return 0
 end
 -- Its first write never grows memory: at maxmemory (policy noeviction) Redis refuses a script at a write that can grow
 -- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is full.
 redis.call('PEXPIRE', key, math.max(redis.call('PTTL', key), lease))
-redis.call('ZADD', key, 'XX', now + lease, owner)
-return now + lease
+redis.call('ZADD', key, 'XX', now + lease + mark, owner)
+return 1
