@@ -133,7 +133,7 @@ export class LockStore {
 
   /**
    * Deletes a deduplication key held by `jobId` at the end of an attempt, only while the attempt's worker still runs
-   * the job (`jobLockKey` holds `token`); `inOrderOn` as in {@link releaseLease}.
+   * the job (`jobLockKey` holds `token`); `inOrderOn` as in {@link releaseMarked}.
    */
   async releaseDeduplication(
     key: string,

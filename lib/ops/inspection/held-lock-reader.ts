@@ -60,7 +60,7 @@ export class HeldLockReader {
       ]);
       owners = [];
       for (let i = 0; i + 1 < members.length; i += 2) {
-        owners.push({ ...parseRuntimeLockOwner(members[i]), leaseExpiresAt: Number(members[i + 1]) });
+        owners.push({ ...parseRuntimeLockOwner(members[i]), leaseExpiresAt: leaseEnd(members[i + 1]) });
       }
       if (owners.length === 0) return undefined;
       total = Math.max(count, owners.length);
@@ -111,7 +111,7 @@ export class HeldLockReader {
     ];
     const scores = await Promise.all(forms.map((member) => this.client.zscore(key, member)));
     const at = scores.findIndex((score) => score !== null);
-    return at === -1 ? undefined : { ...parseRuntimeLockOwner(forms[at]), leaseExpiresAt: Number(scores[at]) };
+    return at === -1 ? undefined : { ...parseRuntimeLockOwner(forms[at]), leaseExpiresAt: leaseEnd(scores[at]!) };
   }
 }
 
@@ -124,4 +124,9 @@ function queueOf(qualifiedName: string): InspectedQueue {
 /** Which kind of lock a key of this storage is. */
 export function kindOf(storage: HeldLockStorage): HeldLockKind {
   return storage === 'running' ? 'runtime' : 'enqueue';
+}
+
+/** A lease's end from its score, in whole ms (a run-time lock's score carries its take's mark as a fraction). */
+function leaseEnd(score: string): number {
+  return Math.floor(Number(score));
 }

@@ -16,7 +16,8 @@ if not ownsClaim(record, ARGV[1]) then
   return 0
 end
 -- Its first write never grows memory: at maxmemory (policy noeviction) Redis refuses a script at a write that can grow
--- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is full.
+-- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is
+-- full.
 keepClaim(record, lease)
 redis.call('HSET', record, 'until', nowMs() + lease)
 return 1

@@ -18,7 +18,8 @@ if not ownsClaim(record, ARGV[1]) then
   return 0
 end
 -- Its first write never grows memory: at maxmemory (policy noeviction) Redis refuses a script at a write that can grow
--- memory only when the script has written nothing before it, so an outcome lands: refused, the effect that ran would run again when Redis is full.
+-- memory only when the script has written nothing before it, so an outcome lands when Redis is full (refused, the
+-- effect that ran would run again).
 redis.call('PEXPIRE', record, ttl)
 redis.call('HSET', record, 'state', ARGV[2], 'until', nowMs() + ttl)
 if ARGV[3] == '1' then

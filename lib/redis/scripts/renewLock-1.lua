@@ -22,7 +22,8 @@ if not expiry or tonumber(expiry) <= now or (ARGV[3] and math.fmod(tonumber(expi
   return 0
 end
 -- Its first write never grows memory: at maxmemory (policy noeviction) Redis refuses a script at a write that can grow
--- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is full.
+-- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is
+-- full.
 redis.call('PEXPIRE', key, math.max(redis.call('PTTL', key), lease))
 redis.call('ZADD', key, 'XX', now + lease + mark, owner)
 return 1
