@@ -11,25 +11,27 @@ import { startApp, type TestApp } from './support/app.js';
 import { killFixturesAndWait, spawnFixture } from './support/fixtures.js';
 import { deleteNamespaces, lockKeys, openQueueEvents, redisClient, redisOptions, uniqueName } from './support/redis.js';
 
+// Both suites: the fixtures' probes, the app and its QueueEvents of the test, cleaned after each.
+const redis = redisClient();
+const blocking = new Redis(redisOptions());
+let app: TestApp | undefined;
+let events: QueueEvents | undefined;
+const probes: string[] = [];
+
+afterEach(async () => {
+  // A worker may still be running the last job: wait until it is gone before deleting the keys.
+  await killFixturesAndWait();
+  await events?.close();
+  events = undefined;
+  await app?.close();
+  await deleteNamespaces(redis, { prefixes: probes.splice(0) });
+});
+afterAll(async () => {
+  await redis.quit();
+  await blocking.quit();
+});
+
 describe('a worker process killed mid-job', () => {
-  const redis = redisClient();
-  const blocking = new Redis(redisOptions());
-  let app: TestApp | undefined;
-  let events: QueueEvents | undefined;
-  const probes: string[] = [];
-
-  afterEach(async () => {
-    // Worker B may still be running the last job: wait until it is gone before deleting the keys.
-    await killFixturesAndWait();
-    await events?.close();
-    await app?.close();
-    await deleteNamespaces(redis, { prefixes: probes.splice(0) });
-  });
-  afterAll(async () => {
-    await redis.quit();
-    await blocking.quit();
-  });
-
   it.each<[LockType, string]>([
     ['until_executed', 'enqueue'],
     ['while_executing', 'runtime'],
@@ -92,27 +94,9 @@ describe('a worker process killed mid-job', () => {
 // long GC, a paused VM) lost the job to BullMQ's stalled-job check; another worker ran it again. When the stalled
 // worker woke, its handler returned and it gave the job's lock back — the lock the job's new run held (the owner is the
 // job, so the new run had re-entered it). A duplicate of the digest was then admitted and ran beside that run. Now a
-// run-time lock is given back only with the lease its take wrote, and a deduplication key only while the worker still
+// run-time lock is given back only by the take that marked its lease, and a deduplication key only while the worker still
 // holds BullMQ's job lock: the stalled worker leaves both to the new run, as BullMQ refuses its record of the end.
 describe('a worker process that stalls past its job lock', () => {
-  const redis = redisClient();
-  const blocking = new Redis(redisOptions());
-  let app: TestApp | undefined;
-  let events: QueueEvents | undefined;
-  const probes: string[] = [];
-
-  afterEach(async () => {
-    await killFixturesAndWait();
-    await events?.close();
-    events = undefined;
-    await app?.close();
-    await deleteNamespaces(redis, { prefixes: probes.splice(0) });
-  });
-  afterAll(async () => {
-    await redis.quit();
-    await blocking.quit();
-  });
-
   it.each<[string, LockType, 'enqueue' | 'runtime', Record<string, string>]>([
     ['while_executing', 'while_executing', 'runtime', { RUNTIME_LEASE: '20000' }],
     ['until_executed with a lockTtl', 'until_executed', 'enqueue', { LOCK_TTL: '60000' }],
