@@ -1,8 +1,8 @@
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { LeaseKeeper } from './lease-keeper.js';
 import { takeMark, type AcquireResult, type LockStore } from './lock-store.js';
-import { performance } from 'node:perf_hooks';
 
 /** The options of a run-time lock. */
 export interface RuntimeLeaseSettings {

@@ -55,7 +55,7 @@ export class Replacer {
     for (let attempt = 0; attempt < 2 * MAX_REPLACEMENTS; attempt++) {
       if (holder !== undefined) {
         if (attempt >= MAX_REPLACEMENTS) break;
-        const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.parentExists(conflict));
+        const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.requireParent(conflict));
         if (removed === 'removed' || removed === 'removedByAnother') {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
           if (removed === 'removed') replaced.push(holder);
@@ -99,7 +99,7 @@ export class Replacer {
    * Throws when the new job names a parent that does not exist: BullMQ refuses such a job only inside its add script,
    * after a holder would be removed. Asked before each removal (a parent may be removed meanwhile).
    */
-  private async parentExists({ queue, name, opts: { parent } }: ClientConflict): Promise<void> {
+  private async requireParent({ queue, name, opts: { parent } }: ClientConflict): Promise<void> {
     if (!parent || (await this.store.jobExists(bullKeys.job(parent.queue, parent.id)))) return;
     throw new UniqueJobsError(
       `Job "${name}" on queue "${queue.name}" names parent job ${parent.id} of ${parent.queue}, which does not exist: BullMQ refuses it; replace removed nothing`,
