@@ -93,6 +93,14 @@ export class LockStore {
     return (await this.scripts.client.set(key, '1', 'PX', ttlMs, 'NX')) === 'OK';
   }
 
+  /**
+   * Throws Redis' own `OOM command not allowed` error when the server refuses writes that can grow memory (full, with
+   * `noeviction`); writes nothing (`probeKey` never exists: `SET … XX`).
+   */
+  async requireWritable(probeKey: string): Promise<void> {
+    await this.scripts.client.set(probeKey, '', 'XX');
+  }
+
   /** Whether a job's hash exists. */
   async jobExists(jobKey: string): Promise<boolean> {
     return (await this.scripts.client.exists(jobKey)) === 1;

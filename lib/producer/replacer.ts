@@ -55,7 +55,7 @@ export class Replacer {
     for (let attempt = 0; attempt < 2 * MAX_REPLACEMENTS; attempt++) {
       if (holder !== undefined) {
         if (attempt >= MAX_REPLACEMENTS) break;
-        const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.requireParent(conflict));
+        const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.checkBeforeRemoving(conflict));
         if (removed === 'removed' || removed === 'removedByAnother') {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
           if (removed === 'removed') replaced.push(holder);
@@ -93,6 +93,18 @@ export class Replacer {
     }
     if (holder !== undefined) this.reportReplaced(definition.queue, name, digest, replaced, holder);
     return undefined;
+  }
+
+  /**
+   * What must hold before a holder is removed, else the add that follows would fail with the holder gone: the new job's
+   * parent exists, and Redis takes writes (a full Redis, `noeviction`, refuses the add: it refuses the probe first, and
+   * the holder stays; Redis' own OOM error).
+   */
+  private async checkBeforeRemoving(conflict: ClientConflict): Promise<void> {
+    await Promise.all([
+      this.requireParent(conflict),
+      this.store.requireWritable(this.keys.writeProbe(conflict.digest)),
+    ]);
   }
 
   /**

@@ -17,6 +17,8 @@ export const KEY_SUFFIX = {
   idempotency: 'idempotency',
   /** Which `replace` call reports a job removed (short-lived). */
   removed: 'removed',
+  /** Never written: `replace` asks Redis whether it takes writes with `SET … XX` on it (see `writeProbe`). */
+  probe: 'probe',
 } as const;
 
 /**
@@ -110,6 +112,14 @@ export class UniqueJobsKeys {
   removalReport(qualifiedName: string, jobId: string, timestamp: number): string {
     const tag = hash('sha256', JSON.stringify([qualifiedName, jobId, timestamp]), 'base64url');
     return `${this.prefix}:{${tag}}:${KEY_SUFFIX.removed}`;
+  }
+
+  /**
+   * A key that never exists, in a lock's hash slot: a `SET` on it with `XX` writes nothing, and is refused, as any write
+   * that can grow memory, by a Redis at `maxmemory` (`noeviction`). `replace` asks it before it removes a holder.
+   */
+  writeProbe(digest: string): string {
+    return `${this.prefix}:{${digest}}:${KEY_SUFFIX.probe}`;
   }
 
   /**

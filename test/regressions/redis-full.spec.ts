@@ -12,7 +12,9 @@ import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { captureLogger, EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
-import { byId, digestOf, runningKey } from '../support/locks.js';
+import type { Redis } from 'ioredis';
+import type { TestApp } from '../support/app.js';
+import { byId, dedupKey, digestOf, expiringKey, queuedKey, runningKey } from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
 import { waitFor } from '../support/wait.js';
 
@@ -88,6 +90,52 @@ describe('Redis at maxmemory (noeviction) while a handler runs', () => {
     expect(app.runs.map((job) => job.id)).toEqual([first.id]);
   });
 });
+
+// Same review: `replace` on the slot-set path removed the waiting holder, then its add was refused by the full Redis:
+// the enqueue failed and the holder was gone — neither job was left. It now asks Redis whether it takes writes before
+// it removes anything (`SET … XX` on a key that never exists: refused like any write that can grow memory).
+describe('Redis at maxmemory (noeviction): replace', () => {
+  const { redis, start, onCleanup } = useApps('fullrep');
+
+  it.each([
+    ['the deduplication key (lockLimit 1)', {}],
+    ['the slot set (lockLimit 2)', { lockLimit: 2 }],
+    ['an until_expired period', { lock: 'until_expired' as const, lockTtl: 60_000 }],
+  ])('%s: the enqueue fails with Redis OOM error, the holders stay with their locks', async (_path, options) => {
+    const app = await start({
+      paused: true,
+      unique: { lock: 'until_executed', lockArgs: byId, onConflict: 'replace', ...options },
+    });
+    onCleanup(() => full(false).then(() => undefined));
+    const holders = [await app.queue.add('price', { id: 'a', n: 1 })];
+    if ('lockLimit' in options) holders.push(await app.queue.add('price', { id: 'a', n: 2 }));
+    const locksBefore = await heldLocks(redis, app);
+    await full(true);
+    await expect(app.queue.add('price', { id: 'a', n: 3 })).rejects.toThrow('OOM command not allowed');
+    await full(false);
+    const waiting = (await app.queue.getJobs(['waiting'])).map((job) => job.data as { n: number });
+    expect(waiting.sort(byN)).toEqual(holders.map((job) => job.data as { n: number }));
+    expect(await heldLocks(redis, app)).toEqual(locksBefore);
+    // Room again: the replacement goes in.
+    const replacement = await app.queue.add('price', { id: 'a', n: 3 });
+    expect((await app.queue.getJobs(['waiting'])).map((job) => job.id)).toContain(replacement.id);
+  });
+});
+
+const byN = (a: { n: number }, b: { n: number }) => a.n - b.n;
+
+/** Every lock key of the app's digest `{ id: 'a' }` with what it holds (a deduplication key's job, a slot set's). */
+async function heldLocks(redis: Redis, app: TestApp): Promise<Record<string, string[]>> {
+  const digest = digestOf(app, 'price', { id: 'a' });
+  const keys = [dedupKey(app.queue.name, digest), queuedKey(app.prefix, digest), expiringKey(app.prefix, digest)];
+  const held: Record<string, string[]> = {};
+  for (const key of keys) {
+    const type = await redis.type(key);
+    if (type === 'string') held[key] = [(await redis.get(key))!];
+    if (type === 'zset') held[key] = (await redis.zrange(key, 0, -1)).sort();
+  }
+  return held;
+}
 
 // Same review: under an eviction policy Redis deletes keys to make room — under `volatile-*` the library's first, as
 // they have TTLs and BullMQ's do not — and an evicted lock or record let a duplicate in. BullMQ warns; the library
