@@ -44,8 +44,12 @@ export class RuntimeLease {
     return this.keeper !== undefined;
   }
 
-  /** Waits up to `lockTimeout` for a slot, backing off (25 ms doubling to 1 s) rather than polling hot. */
-  async take(): Promise<AcquireResult> {
+  /**
+   * Waits up to `lockTimeout` for a slot, backing off (25 ms doubling to 1 s) rather than polling hot. `signal` (the
+   * job's, aborted by BullMQ's `worker.cancelJob`): the wait ends when it is aborted, with an `AbortError` whose
+   * `cause` is the signal's reason; a slot taken is kept (the handler sees the signal).
+   */
+  async take(signal?: AbortSignal): Promise<AcquireResult> {
     const { lockTimeout, runtimeLockLease, lockLimit } = this.settings;
     const deadline = performance.now() + lockTimeout;
     let wait = 25;
@@ -73,7 +77,10 @@ export class RuntimeLease {
         return held;
       }
       if (left <= 0) return held;
-      await sleep(Math.min(wait, left));
+      if (signal?.aborted) throw cancelled(signal);
+      await sleep(Math.min(wait, left), undefined, signal && { signal }).catch((error: unknown) => {
+        throw signal?.aborted ? cancelled(signal) : error;
+      });
       wait = Math.min(wait * 2, 1000);
     }
   }
@@ -84,13 +91,13 @@ export class RuntimeLease {
    * meanwhile, so it is asked once more, at once. The acquire drops ended leases first: it then refuses while another
    * holds the slot, else takes it anew (re-entrant: this owner, with a fresh lease).
    */
-  async takeFresh(): Promise<AcquireResult> {
-    const held = await this.take();
+  async takeFresh(signal?: AbortSignal): Promise<AcquireResult> {
+    const held = await this.take(signal);
     const keeper = this.keeper;
     if (!held.acquired || !keeper?.expired) return held;
     keeper.stop();
     this.keeper = undefined;
-    return this.take();
+    return this.take(signal);
   }
 
   /**
@@ -116,4 +123,11 @@ export class RuntimeLease {
     if (keeper.expired) keeper.reportLost();
     return this.store.releaseMarked(this.key, this.owner, this.mark, inOrderOn);
   }
+}
+
+/** The error a wait for the lock ends with when the job is cancelled: a handler honouring its signal throws alike. */
+function cancelled(signal: AbortSignal): Error {
+  const error = new Error('The job was cancelled while it waited for its run-time lock', { cause: signal.reason });
+  error.name = 'AbortError';
+  return error;
 }

@@ -119,7 +119,7 @@ export class JobRunner {
     const locked = lockedDigest(job);
     const digest = locked ?? digestInWorker(definition, job);
     annotate({ digest });
-    const run = new JobRun(job, definition, digest, locked !== undefined, this.deps, connection);
+    const run = new JobRun(job, definition, digest, locked !== undefined, this.deps, connection, signal);
     this.runs.set(job, run);
     try {
       const admitted = await definition.lock.start(run);

@@ -14,7 +14,7 @@ import { captureLogger, EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import type { Redis } from 'ioredis';
 import type { TestApp } from '../support/app.js';
-import { byId, dedupKey, digestOf, expiringKey, queuedKey, runningKey } from '../support/locks.js';
+import { byId, dedupKey, digestOf, expiringKey, owners, queuedKey, runningKey } from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
 import { waitFor } from '../support/wait.js';
 
@@ -132,7 +132,7 @@ async function heldLocks(redis: Redis, app: TestApp): Promise<Record<string, str
   for (const key of keys) {
     const type = await redis.type(key);
     if (type === 'string') held[key] = [(await redis.get(key))!];
-    if (type === 'zset') held[key] = (await redis.zrange(key, 0, -1)).sort();
+    if (type === 'zset') held[key] = await owners(redis, key);
   }
   return held;
 }

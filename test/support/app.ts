@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
-import { QueueEvents, type Job, type Queue, type WorkerOptions } from 'bullmq';
+import { QueueEvents, type Job, type Queue, type Worker, type WorkerOptions } from 'bullmq';
 import {
   IdempotencyKey,
   UniqueJob,
@@ -43,6 +43,11 @@ export interface TestAppOptions {
   worker?: Partial<WorkerOptions>;
   /** Leave the worker paused (not fetching) until `start()` is called. */
   paused?: boolean;
+  /**
+   * Declare `process(job, token, signal)`: BullMQ gives a processor of three parameters an abort signal (and
+   * `worker.cancelJob` acts on its jobs); the handler still gets the job alone.
+   */
+  acceptsSignal?: boolean;
 }
 
 export interface TestApp {
@@ -53,6 +58,8 @@ export interface TestApp {
   prefix: string;
   /** Jobs the handler was called with, in order. */
   runs: Job[];
+  /** The processor's worker (`undefined` for an app with no processor). */
+  worker: Worker | undefined;
   /** Starts the worker when created with `paused`. */
   start(): void;
   /** Waits for a job to finish; resolves its return value or rejects with its failure. */
@@ -81,6 +88,13 @@ export function processorClass(options: TestAppOptions, runs: Job[]): new () => 
       runs.push(job);
       return handler(job);
     }
+  }
+  if (options.acceptsSignal) {
+    const process = TestProcessor.prototype.process;
+    // BullMQ reads the arity.
+    TestProcessor.prototype.process = function (job: Job, _token?: string, _signal?: AbortSignal) {
+      return process.call(this, job);
+    };
   }
   Object.assign(TestProcessor, options.statics ?? {});
   for (const unique of [options.unique ?? []].flat().reverse()) UniqueJob(unique)(TestProcessor);
@@ -122,6 +136,7 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     service: moduleRef.get(UniqueJobsService),
     prefix,
     runs,
+    worker: processor?.worker,
     start: () => {
       void processor?.worker.run();
     },
