@@ -6,7 +6,9 @@ import type { Job } from 'bullmq';
 import {
   defineUniqueJob,
   digest,
+  IdempotencyKey,
   UniqueJob,
+  type IdempotencyJob,
   type LockType,
   type UniqueJobDefinition,
   type UniqueJobOptions,
@@ -453,6 +455,43 @@ describe('invalid unique-job options fail the bootstrap', () => {
     expect(error.option).toBe('@UniqueJob');
     expect(error.message).toContain(queue);
     expect(error.message).toContain('is missing');
+  });
+
+  // Found by a hostile review (session 28): a queue consumed by registerQueue's `processors` (callbacks or sandboxed
+  // files) booted silently, and its jobs ran without run-time locks (while_executing duplicates overlapped).
+  describe('a queue with unique job definitions consumed by BullModule.registerQueue processors', () => {
+    const consumed = (name: string) => ({ name, processors: [{ callback: async () => undefined, autorun: false }] });
+
+    it('definitions in forRoot jobs', async () => {
+      const queue = uniqueName('val');
+      const error = await invalidOptions({
+        queues: [consumed(queue)],
+        module: { jobs: [defineUniqueJob({ queue, lock: 'while_executing', lockArgs: (d: { id: string }) => d.id })] },
+      });
+      expect(error.source).toBe(`BullModule.registerQueue({ name: "${queue}" })`);
+      expect(error.option).toBe('processors');
+      expect(error.message).toContain(`@Processor("${queue}")`);
+    });
+
+    it('definitions on a @Processor class of the queue, and an @IdempotencyKey alone', async () => {
+      const [guardedQueue, keyedQueue] = [uniqueName('val'), uniqueName('val')];
+      @Processor(keyedQueue, { autorun: false })
+      @IdempotencyKey({ key: (job: IdempotencyJob<{ id: string }>) => job.data.id })
+      class KeyedProcessor extends WorkerHost {
+        async process(): Promise<void> {}
+      }
+      for (const [queue, decorated] of [
+        [guardedQueue, processor('GuardedProcessor', guardedQueue, [{ lock: 'while_executing' }])],
+        [keyedQueue, KeyedProcessor],
+      ] as const) {
+        const error = await invalidOptions({ queues: [consumed(queue)], providers: [decorated] });
+        expect(error.option).toBe('processors');
+      }
+    });
+
+    it('a queue without definitions boots (control)', async () => {
+      expect(await bootstrapError({ queues: [consumed(uniqueName('val'))] })).toBeUndefined();
+    });
   });
 
   it('a valid configuration boots (control for the cases above)', async () => {

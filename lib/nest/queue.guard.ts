@@ -1,6 +1,6 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
-import { QueueEventsHost } from '@nestjs/bullmq';
+import { getQueueOptionsToken, QueueEventsHost } from '@nestjs/bullmq';
 import { FlowProducer, Queue, QueueEvents, type JobsOptions } from 'bullmq';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import {
@@ -45,6 +45,8 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
 
   private readonly logger: LoggerLike;
   private readonly jobs: UniqueJobsModuleOptions['jobs'];
+  /** The queues of processors carrying `@UniqueJob` or `@IdempotencyKey`. */
+  private readonly decorated = new Set<string>();
   /** The queues this guard installed itself on. */
   private readonly installed: { readonly name: string; getBackend(): unknown }[] = [];
 
@@ -62,9 +64,11 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       );
     }
     const registered = new Set<string>();
+    const queueOptions = new Map<unknown, unknown>();
     for (const wrapper of this.discovery.getProviders()) {
       const isStatic = wrapper.isDependencyTreeStatic();
       const instance: unknown = isStatic ? wrapper.instance : undefined;
+      queueOptions.set(wrapper.token, instance);
       if (instance instanceof Queue) {
         this.install(instance);
         this.installed.push(instance);
@@ -81,6 +85,23 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       }
     }
     this.warnUnregistered(registered);
+    for (const queue of registered) this.checkQueueProcessors(queue, queueOptions.get(getQueueOptionsToken(queue)));
+  }
+
+  /**
+   * Fails the bootstrap when a queue with unique job definitions (`forRoot` jobs, or a processor's decorators) is
+   * consumed by `BullModule.registerQueue({ processors })`: @nestjs/bullmq builds those workers (callbacks, sandboxed
+   * files) inside the queue's provider, out of the library's reach, so their jobs would run with no run-time lock, no
+   * idempotency claim, and no enqueue lock given back by the worker.
+   */
+  private checkQueueProcessors(queue: string, options: unknown): void {
+    const processors = (options as { processors?: unknown[] } | undefined)?.processors;
+    if (!processors?.length || !(this.definitions.hasQueue(queue) || this.decorated.has(queue))) return;
+    throw new InvalidUniqueJobOptionsError(
+      `BullModule.registerQueue({ name: "${queue}" })`,
+      'processors',
+      `is not supported on a queue with unique job definitions or @IdempotencyKey: @nestjs/bullmq runs them (callbacks and sandboxed files alike) on workers the library never sees, so their jobs would run without run-time locks or idempotency claims and keep their enqueue locks; consume the queue with a @Processor("${queue}") class carrying @UniqueJob instead`,
+    );
   }
 
   /**
@@ -182,6 +203,7 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
         'is not supported on a Scope.TRANSIENT processor (@nestjs/bullmq runs it on an instance Nest never builds, so its jobs would pass unguarded): use the default scope or Scope.REQUEST',
       );
     }
+    if (guarded || keyed) this.decorated.add(queue);
     if ((guarded || keyed) && !isStatic) this.workerGuard.register(providerClass);
     if (!guarded && this.definitions.hasQueue(queue)) {
       throw new InvalidUniqueJobOptionsError(

@@ -1,15 +1,47 @@
 // Moves that reach BullMQ without going through the library's producer side: FlowProducer children and the jobs of a
 // job scheduler. The run-time lock still applies in the worker (the digest is computed from the job's data there); an
-// enqueue lock cannot be taken for them (docs/how-locks-move.md says what to do instead).
+// enqueue lock cannot be taken for them (docs/how-locks-move.md says what to do instead). And jobs processed without
+// its worker side (by hand, `getNextJob`): what is left of their enqueue locks, and who gives it back.
 import { describe, expect, it } from '@jest/globals';
 import { FlowProducer } from 'bullmq';
+import { OrphanReaper } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { Gates } from '../support/gates.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 describe('moves that bypass the producer side', () => {
-  const { start, keysOf, onCleanup } = useApps('byp');
+  const { redis, start, keysOf, onCleanup } = useApps('byp');
+
+  it.each([
+    { lockLimit: 1, fate: 'BullMQ deletes it with the job (fast path)' },
+    { lockLimit: 2, fate: 'the reaper gives it back (slot set)' },
+  ])(
+    'until_executed, a job processed by hand (getNextJob, moveToCompleted), lockLimit $lockLimit: its enqueue lock — $fate',
+    async ({ lockLimit }) => {
+      const app = await start({
+        unique: { lock: 'until_executed', lockArgs: (data: { id: string }) => data.id, lockLimit },
+        paused: true,
+      });
+      const added = await app.queue.add('sync', { id: 'u1' });
+      const token = 'by-hand';
+      const job = await app.worker!.getNextJob(token);
+      expect(job.id).toBe(added.id);
+      await job.moveToCompleted('done', token, false);
+      expect(app.runs).toEqual([]); // the processor never ran: no worker side
+      if (lockLimit === 1) {
+        expect(await keysOf(app)).toEqual([]);
+        return;
+      }
+      expect(await keysOf(app)).toHaveLength(1);
+      const reaper = new OrphanReaper({ client: redis, prefix: app.prefix, options: { grace: 0 } });
+      expect((await reaper.run()).items).toEqual([
+        expect.objectContaining({ jobId: added.id, reason: 'job finished' }),
+      ]);
+      await reaper.resign();
+      expect(await keysOf(app)).toEqual([]);
+    },
+  );
 
   it('FlowProducer children of a while_executing queue: two of one digest never run at once', async () => {
     const gates = new Gates().hold('a');

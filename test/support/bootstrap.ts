@@ -1,14 +1,15 @@
 import 'reflect-metadata';
 import { expect } from '@jest/globals';
 import type { Provider } from '@nestjs/common';
-import { BullModule } from '@nestjs/bullmq';
+import { BullModule, type RegisterQueueOptions } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
 import { InvalidUniqueJobOptionsError, UniqueJobsModule, type UniqueJobsModuleOptions } from '../../lib/index.js';
 import { deleteNamespaces, redisClient, uniqueName } from './redis.js';
 
 export interface BootOptions {
-  queues: string[];
+  /** The queues registered with `BullModule.registerQueue`: names, or registration options. */
+  queues: (string | RegisterQueueOptions)[];
   providers?: Provider[];
   /** Module options; a function gets the test's Redis client (to build stores on it). */
   module?: Partial<UniqueJobsModuleOptions> | ((client: Redis) => Partial<UniqueJobsModuleOptions>);
@@ -28,7 +29,7 @@ export async function bootstrapError(options: BootOptions): Promise<unknown> {
     moduleRef = await Test.createTestingModule({
       imports: [
         BullModule.forRoot({ connection }),
-        ...options.queues.map((name) => BullModule.registerQueue({ name })),
+        ...options.queues.map((queue) => BullModule.registerQueue(typeof queue === 'string' ? { name: queue } : queue)),
         UniqueJobsModule.forRoot({ logger: false, prefix, ...module }),
       ],
       providers: options.providers ?? [],
@@ -45,7 +46,8 @@ export async function bootstrapError(options: BootOptions): Promise<unknown> {
     // What the half-booted app wrote (BullMQ's queue meta, a worker's keys) goes with it: the shared Redis stays clean.
     // On a client of its own: the app's may be closed by now, and nothing of the app writes once it is.
     const cleaner = redisClient();
-    await deleteNamespaces(cleaner, { queues: options.queues, prefixes: [prefix] });
+    const queues = options.queues.map((queue) => (typeof queue === 'string' ? queue : queue.name!));
+    await deleteNamespaces(cleaner, { queues, prefixes: [prefix] });
     cleaner.disconnect();
   }
 }
