@@ -11,3 +11,4 @@ export * from './unserializable-idempotency-result.error.js';
 export * from './idempotency-key-failed.error.js';
 export * from './truncated-dead-set-entry.error.js';
 export * from './redis-unavailable.error.js';
+export * from './redis-login-refused.error.js';

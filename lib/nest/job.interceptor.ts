@@ -5,6 +5,7 @@ import { OperationTracer } from '../common/operation-tracer.js';
 import type { ClientResolution, ConflictStrategy, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { DeadSetService, type DeadSetBounds } from '../dead-set/dead-set.service.js';
 import type { DeadSetEntry } from '../dead-set/dead-set-entry.interface.js';
+import type { RedisLoginRefusedError } from '../errors/redis-login-refused.error.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
@@ -44,6 +45,8 @@ export interface JobInterceptorDeps {
   enqueueTimeout?: number | false;
   /** How long a shutdown waits for an unreachable Redis before it disconnects (ms), or `false`. Default 5 s. */
   shutdownTimeout?: number | false;
+  /** Whether `forRoot` names `client`'s connection (else BullModule.forRoot's): a refused login names the option. */
+  connectionGiven?: boolean;
 }
 
 /**
@@ -97,7 +100,7 @@ export class JobInterceptor {
     };
     const tracer = this.tracer;
     this.availability = new RedisAvailability(logger, deps.enqueueTimeout ?? DEFAULT_ENQUEUE_TIMEOUT);
-    this.availability.watchClient(client);
+    this.availability.watchClient(client, deps.connectionGiven ?? true);
     const availability = this.availability;
     this.enqueuer = new Enqueuer({
       definitions,
@@ -203,6 +206,15 @@ export class JobInterceptor {
    */
   start(): void {
     if (this.deps.idempotencyDefinitions.any) void this.deps.idempotency.listen();
+  }
+
+  /**
+   * At bootstrap: the error of a refused login of the library's connection (`RedisLoginRefusedError`), as soon as Redis
+   * answers it; `undefined` when it gets through, is out of reach (an outage: the application starts) or is silent for
+   * `withinMs`.
+   */
+  loginSettled(withinMs: number): Promise<RedisLoginRefusedError | undefined> {
+    return this.availability.loginSettled(withinMs);
   }
 
   /** Follows the connection of a flow producer or queue-events listener (outages logged once, let go at shutdown). */

@@ -144,17 +144,24 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
    * default one (BullModule.forRoot's default configuration, else 127.0.0.1:6379: a Bull configuration registered only
    * under a `configKey`, or a queue with a connection of its own, is not read); with a `connection` given to `forRoot`
    * it is logged as an error. A server that does not answer within a few seconds is not checked (a Redis out of reach
-   * at bootstrap is the availability check's). Also logs an error, without waiting for it, when that server evicts
-   * keys when full (`warnIfEvicting`).
+   * at bootstrap is the availability check's). Fails the bootstrap with `RedisLoginRefusedError` when Redis refuses the
+   * login of the library's connection (a wrong password, a user that does not exist: a configuration error, where a
+   * Redis merely out of reach is an outage the application starts through). Also logs an error, without waiting for it,
+   * when that server evicts keys when full (`warnIfEvicting`).
    */
   async checkServers(library: Redis | Cluster, given: boolean): Promise<void> {
+    const login = this.interceptor.loginSettled(SERVER_CHECK_MS);
     void warnIfEvicting(library, this.logger);
-    const answers = await Promise.all(
-      this.installed.map(async (queue) => {
-        const client = (queue.getBackend() as { client?: Promise<unknown> }).client;
-        return { queue, same: await sameServerWithin(library, Promise.resolve(client), SERVER_CHECK_MS) };
-      }),
-    );
+    const [refused, answers] = await Promise.all([
+      login,
+      Promise.all(
+        this.installed.map(async (queue) => {
+          const client = (queue.getBackend() as { client?: Promise<unknown> }).client;
+          return { queue, same: await sameServerWithin(library, Promise.resolve(client), SERVER_CHECK_MS) };
+        }),
+      ),
+    ]);
+    if (refused) throw refused;
     const apart = answers.find(({ same }) => same === false);
     if (!apart) return;
     const problem = `reaches another Redis server or database than queue "${apart.queue.name}" lives on: the library's locks, dead set and reaper must use the queues' Redis`;

@@ -181,6 +181,7 @@ interface LockStorage {
           enabled: options.enabled ?? true,
           ...(options.enqueueTimeout === undefined ? {} : { enqueueTimeout: options.enqueueTimeout }),
           ...(options.shutdownTimeout === undefined ? {} : { shutdownTimeout: options.shutdownTimeout }),
+          connectionGiven: redis.given,
           ...(options.deadSet ? { deadSetBounds: options.deadSet } : {}),
         });
       },
@@ -227,8 +228,8 @@ export class UniqueJobsModule
   }
 
   /**
-   * Fails the bootstrap when a guarded queue lives on another Redis than the library's connection, or a configured
-   * idempotency store is not ready (a SQL store whose table is missing).
+   * Fails the bootstrap when Redis refuses the login of the library's connection, a guarded queue lives on another Redis
+   * than that connection, or a configured idempotency store is not ready (a SQL store whose table is missing).
    */
   async onModuleInit(): Promise<void> {
     try {

@@ -44,9 +44,10 @@ export class Enqueuer {
    */
   async enqueue(queue: Queue, name: string, data: unknown, options?: JobsOptions): Promise<ClientResolution> {
     const opts = options ?? {};
+    const definition = this.definitionOf(queue, name);
+    this.failIfLoginRefused(definition);
     const connected = this.deps.availability.ready(queue);
     if (connected) await connected;
-    const definition = this.definitionOf(queue, name);
     if (!definition) {
       return { result: { status: 'enqueued', job: await this.deps.queues.originals(queue).add(name, data, opts) } };
     }
@@ -123,6 +124,7 @@ export class Enqueuer {
         digest: definition && digestAtEnqueue(definition, queue, entry.name, entry.data, opts),
       };
     });
+    for (const request of requests) this.failIfLoginRefused(request.definition);
     const { entries, abandon } = await readyBulk(queue, requests, (send) => writingTogether(this.deps.client, send));
     const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
     let added: Job[];
@@ -186,6 +188,16 @@ export class Enqueuer {
     if (error) throw error;
     if (result.status === 'enqueued') return result.job;
     return new Job(queue, name, data, opts ?? {}, result.existingJobId);
+  }
+
+  /**
+   * Fails a unique job's enqueue, before anything is sent, while Redis refuses the login of the library's connection:
+   * its lock, dead set and records could not be written (a job whose lock rides in BullMQ's add would get through with
+   * the rest of the library out of order).
+   */
+  private failIfLoginRefused(definition: JobDefinition | undefined): void {
+    const refused = definition && this.deps.availability.loginRefused();
+    if (refused) throw refused;
   }
 
   private definitionOf(queue: Queue, name: string): JobDefinition | undefined {

@@ -1,7 +1,10 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
+import type { RedisLoginRefusedError } from '../errors/redis-login-refused.error.js';
 import { nextReadyOrEnd } from './client-ready.js';
+import { describeConnection, isClient, isUnreachable } from './connections.js';
+import { LoginWatch } from './login-watch.js';
 import { releaseAtShutdown } from './shutdown-release.js';
 
 type Client = Redis | Cluster;
@@ -12,10 +15,6 @@ export interface ConnectionOwner {
   getBackend(): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
 }
-
-/** Error codes and messages that mean the server is out of reach (not that a command failed). */
-const UNREACHABLE =
-  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|Connection is closed|connect ETIMEDOUT|MaxRetriesPerRequest|Stream isn't writeable/i;
 
 /**
  * Follows the Redis connections of guarded queues, workers and the library's own client: one log line when a server
@@ -50,6 +49,8 @@ export class RedisAvailability {
   private readonly epochs = new Map<string, number>();
   private readonly readyIn = new WeakMap<Client, number>();
   private letGo = false;
+  /** The login of the library's own connection. */
+  private login: LoginWatch | undefined;
 
   constructor(
     private readonly logger: LoggerLike,
@@ -93,12 +94,40 @@ export class RedisAvailability {
     });
   }
 
-  /** Follows the library's own client (which otherwise has no `error` listener: ioredis would print every attempt). */
-  watchClient(client: Client): void {
+  /**
+   * Follows the library's own client (which otherwise has no `error` listener: ioredis would print every attempt), and
+   * its login. `given`: `UniqueJobsModule.forRoot` names the connection (a refused login names the option it comes from).
+   */
+  watchClient(client: Client, given = true): void {
     if (this.watched.has(client)) return;
     this.watched.add(client);
     this.nonBlocking.add(client);
-    this.follow(client, describeConnection(client), true);
+    const endpoint = describeConnection(client);
+    this.login ??= new LoginWatch(client, endpoint, given, this.logger, this.repeatAfterMs);
+    this.follow(client, endpoint, true);
+  }
+
+  /**
+   * The error an enqueue of a unique job fails with, having sent nothing, while Redis refuses the login of the library's
+   * connection (its locks, dead set and records cannot be written); `undefined` otherwise.
+   */
+  loginRefused(): RedisLoginRefusedError | undefined {
+    return this.login?.error(
+      '— the enqueue sent nothing: every enqueue of a unique job fails so until Redis accepts the login',
+    );
+  }
+
+  /**
+   * At bootstrap: the error of a refused login of the library's connection, as soon as Redis answers it; `undefined`
+   * when it is ready, out of reach (an outage: the application starts and waits for it) or silent for `withinMs`.
+   */
+  loginSettled(withinMs: number): Promise<RedisLoginRefusedError | undefined> {
+    return (
+      this.login?.settled(
+        withinMs,
+        '— the application does not start: give that connection the username and password of an ACL user that exists and is enabled (docs/operations.md, "What the library needs of Redis")',
+      ) ?? Promise.resolve(undefined)
+    );
   }
 
   /**
@@ -199,7 +228,13 @@ export class RedisAvailability {
    */
   private failed(endpoint: string, error: Error, source?: Client | 'noted', logsOthers = true): void {
     const text = error?.message ?? String(error);
-    if (!UNREACHABLE.test(`${(error as { code?: string })?.code ?? ''} ${text}`)) {
+    // A refused login of the library's own connection is a wrong configuration, which its watch logs, naming the option
+    // (queues sharing the client repeat it: not logged again).
+    if (this.login && source === this.login.client && this.login.note(error)) {
+      this.lastOther.set(endpoint, { text, at: Date.now() });
+      return;
+    }
+    if (!isUnreachable(error)) {
       // One client shared by several queues reaches this once per queue, and a refused login once per reconnect.
       const last = this.lastOther.get(endpoint);
       const now = Date.now();
@@ -243,34 +278,4 @@ function closedError(endpoint: string): Error {
   return new Error(
     `Connection is closed. (Redis ${endpoint}: the queue's connection has ended: closed by queue.close() or the application's shutdown, or its reconnections gave up; the enqueue sent nothing)`,
   );
-}
-
-export function isClient(value: unknown): value is Client {
-  return typeof value === 'object' && value !== null && typeof (value as { status?: unknown }).status === 'string';
-}
-
-/** `host:port` of a connection given as ioredis options or a client (`cluster host:port,…` for a Cluster). */
-export function describeConnection(connection: unknown): string {
-  const client = connection as { options?: object; isCluster?: boolean; startupNodes?: unknown[] } | undefined;
-  if (client?.isCluster) {
-    const nodes = (client.startupNodes ?? []).map((node) =>
-      typeof node === 'object' && node !== null
-        ? `${(node as { host?: string }).host ?? '127.0.0.1'}:${(node as { port?: number }).port ?? 6379}`
-        : String(node),
-    );
-    return `cluster ${nodes.join(',')}`;
-  }
-  const options = (
-    client && typeof (client as { status?: unknown }).status === 'string' ? client.options : connection
-  ) as { host?: string; port?: number; path?: string; url?: unknown } | undefined;
-  if (typeof options?.url === 'string') {
-    try {
-      const url = new URL(options.url);
-      return `${url.hostname || '127.0.0.1'}:${url.port || 6379}`;
-    } catch {
-      return 'an unparsable url';
-    }
-  }
-  if (options?.path) return options.path;
-  return `${options?.host ?? '127.0.0.1'}:${options?.port ?? 6379}`;
 }

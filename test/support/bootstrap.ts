@@ -13,6 +13,8 @@ export interface BootOptions {
   providers?: Provider[];
   /** Module options; a function gets the test's Redis client (to build stores on it). */
   module?: Partial<UniqueJobsModuleOptions> | ((client: Redis) => Partial<UniqueJobsModuleOptions>);
+  /** The client BullMQ and the library share (default: the run's, `redisClient()`); disconnected at the end. */
+  connection?: Redis;
 }
 
 /**
@@ -21,7 +23,7 @@ export interface BootOptions {
  * test owns, so a bootstrap that fails half-way leaves no connection open.
  */
 export async function bootstrapError(options: BootOptions): Promise<unknown> {
-  const connection = redisClient();
+  const connection = options.connection ?? redisClient();
   let moduleRef: TestingModule | undefined;
   const prefix = uniqueName('ujv');
   try {

@@ -1,0 +1,158 @@
+// Found by a review: the library's own Redis connection (forRoot "connection") logging in with a wrong password, or as
+// a user that does not exist, while BullMQ's connections log in fine. The bootstrap succeeded and the library logged
+// "Redis host:port: WRONGPASS …" two or three times, then nothing: a unique job whose lock rides in BullMQ's add was
+// enqueued and ran; one on the general path (until_expired, lockLimit > 1) or a `reject` duplicate failed with a bare
+// ReplyError; a while_executing or @IdempotencyKey job was enqueued and failed in the worker; the dead set, the reaper
+// and the queue registry never worked. Now the bootstrap fails with RedisLoginRefusedError naming the option, the user
+// and Redis' answer, and a login refused after the start (a rotated password) fails every enqueue of a unique job at
+// once with it, having sent nothing, until Redis accepts the login again. On a Redis of the file's own (ACL users).
+import { describe, expect, it } from '@jest/globals';
+import type { Job } from 'bullmq';
+import { RedisLoginRefusedError, UniqueJobsError, type UniqueJobsModuleOptions } from '../../lib/index.js';
+import { processorClass } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { bootstrapError } from '../support/bootstrap.js';
+import { deferred, type Deferred } from '../support/deferred.js';
+import { byId } from '../support/locks.js';
+import { ownRedisForFile } from '../support/own-redis.js';
+import { redisClient, uniqueName } from '../support/redis.js';
+
+const server = await ownRedisForFile();
+
+/** Creates (or resets) an ACL user with every key, channel and command, and `password`. */
+async function aclUser(user: string, password: string): Promise<void> {
+  await server.admin.call('ACL', 'SETUSER', user, 'reset', 'on', `>${password}`, '~*', '&*', '+@all');
+}
+
+/** Runs `body` with BullMQ's connections (REDIS_URL) logging in as `user`. */
+async function bullAs<T>(user: string, password: string, body: () => Promise<T>): Promise<T> {
+  process.env.REDIS_URL = server.url.replace('redis://', `redis://${user}:${password}@`);
+  try {
+    return await body();
+  } finally {
+    process.env.REDIS_URL = server.url;
+  }
+}
+
+/** The library's own connection, to the file's server, as `username`. */
+function libraryConnection(username: string, password: string): UniqueJobsModuleOptions['connection'] {
+  return { host: '127.0.0.1', port: server.port, username, password };
+}
+
+/** A logger that keeps every line and resolves `next(pattern)` at the first line (written from then on) matching it. */
+function watchedLogger() {
+  const lines: string[] = [];
+  const waiting: { pattern: RegExp; seen: Deferred<string> }[] = [];
+  const add = (message: unknown) => {
+    const line = String(message);
+    lines.push(line);
+    for (const waiter of waiting.filter(({ pattern }) => pattern.test(line))) {
+      waiting.splice(waiting.indexOf(waiter), 1);
+      waiter.seen.resolve(line);
+    }
+  };
+  return {
+    lines,
+    logger: { log: add, warn: add, error: add },
+    next(pattern: RegExp): Promise<string> {
+      const seen = deferred<string>();
+      waiting.push({ pattern, seen });
+      return seen.promise;
+    },
+  };
+}
+
+/**
+ * The bootstrap error of an app whose BullMQ logs in as `app` with `bullPassword` and whose library connection is
+ * `connection` (else BullMQ's).
+ */
+function bootWith(
+  connection: UniqueJobsModuleOptions['connection'] | undefined,
+  bullPassword = 'pw',
+): Promise<unknown> {
+  const queue = uniqueName('wrongpw');
+  const processor = processorClass({ queue, unique: { lock: 'until_executed', lockArgs: byId }, paused: true }, []);
+  return bootstrapError({
+    queues: [queue],
+    providers: [processor],
+    module: connection ? { connection } : {},
+    // Lazy: it connects once the app listens to it (else ioredis prints a refusal no one listened to yet).
+    connection: redisClient({ username: 'app', password: bullPassword, lazyConnect: true }),
+  });
+}
+
+describe('a library connection whose login Redis refuses at bootstrap', () => {
+  it.each([
+    ['a wrong password', 'app', 'wrong'],
+    ['a user that does not exist', 'nobody', 'pw'],
+  ])(
+    '%s fails the bootstrap with RedisLoginRefusedError naming the option, the user and WRONGPASS',
+    async (_, user, password) => {
+      await aclUser('app', 'pw');
+      const error = await bootWith(libraryConnection(user, password));
+      expect(error).toBeInstanceOf(RedisLoginRefusedError);
+      expect(error).toBeInstanceOf(UniqueJobsError);
+      const refused = error as RedisLoginRefusedError;
+      expect(refused.user).toBe(user);
+      expect(refused.reply).toMatch(/^WRONGPASS/);
+      expect(refused.connection).toBe(`127.0.0.1:${server.port}`);
+      expect(refused.message).toContain('UniqueJobsModule.forRoot "connection"');
+      expect(refused.message).toContain(`as user "${user}"`);
+      expect(refused.message).toContain('the application does not start');
+    },
+  );
+
+  it('the default connection (BullModule.forRoot’s) refused: the message says where it comes from', async () => {
+    await aclUser('app', 'pw');
+    const error = await bootWith(undefined, 'stale');
+    expect(error).toBeInstanceOf(RedisLoginRefusedError);
+    expect((error as Error).message).toContain(
+      'UniqueJobsModule.forRoot "connection" not given: BullModule.forRoot\'s connection',
+    );
+  });
+});
+
+describe('a library connection whose login Redis refuses after the start', () => {
+  const { start } = useApps('wrongpw');
+
+  it('every enqueue of a unique job fails at once with RedisLoginRefusedError, sending nothing, until Redis accepts the login again', async () => {
+    await aclUser('app', 'pw');
+    await aclUser('lib', 'pw');
+    const watched = watchedLogger();
+    const app = await bullAs('app', 'pw', () =>
+      start({
+        module: { logger: watched.logger, connection: libraryConnection('lib', 'pw'), enqueueTimeout: 30_000 },
+        unique: { lock: 'until_executed', lockArgs: byId },
+        handler: async (job: Job<{ id: string }>) => job.data.id,
+      }),
+    );
+    await expect(app.finished(await app.queue.add('sync', { id: 'before' }))).resolves.toBe('before');
+
+    // The password is rotated and the library's connection dropped: it logs in again with the old one.
+    const refusedLine = watched.next(/WRONGPASS/);
+    await server.admin.call('ACL', 'SETUSER', 'lib', 'resetpass', '>rotated');
+    await server.admin.call('CLIENT', 'KILL', 'USER', 'lib');
+    const line = await refusedLine;
+    expect(line).toContain('UniqueJobsModule.forRoot "connection"');
+    expect(line).toContain('as user "lib"');
+    expect(line).toMatch(/WRONGPASS/);
+
+    const started = Date.now();
+    const error = await app.queue.add('sync', { id: 'during' }, { jobId: 'during' }).catch((e: unknown) => e);
+    const waited = Date.now() - started;
+    expect(error).toBeInstanceOf(RedisLoginRefusedError);
+    expect((error as Error).message).toContain('the enqueue sent nothing');
+    expect(waited).toBeLessThan(5_000); // at once, not after enqueueTimeout (30 s)
+    await expect(app.service.enqueue(app.queue, 'sync', { id: 'explicit' })).rejects.toBeInstanceOf(
+      RedisLoginRefusedError,
+    );
+    expect(await app.queue.getJob('during')).toBeUndefined();
+    // ioredis tries again every 2 s at most: the refusal is logged once, not once per attempt.
+    expect(watched.lines.filter((text) => /WRONGPASS/.test(text))).toHaveLength(1);
+
+    const accepted = watched.next(/accepts the login of the library's connection again/);
+    await server.admin.call('ACL', 'SETUSER', 'lib', '>pw');
+    await accepted;
+    await expect(app.finished(await app.queue.add('sync', { id: 'after' }))).resolves.toBe('after');
+  });
+});
