@@ -136,8 +136,11 @@ describe('UniqueJobsModule wiring', () => {
   it('fails the bootstrap of a decorated processor without UniqueJobsModule, naming the module to import', async () => {
     const queueName = newQueueName('nomodule');
     const Processor = processorClass({ queue: queueName, unique: { lock: 'until_executed' }, paused: true }, []);
+    // No BullModule.registerQueue (a processor needs none: its worker is made at init): the queue would open its Redis
+    // connection during compile(), and a compile() that fails hands back no module to close it with (the open socket
+    // kept the jest worker alive after the run).
     const compiled = Test.createTestingModule({
-      imports: [BullModule.forRoot({ connection: redisOptions() }), BullModule.registerQueue({ name: queueName })],
+      imports: [BullModule.forRoot({ connection: redisOptions() })],
       providers: [Processor],
     }).compile();
     await expect(compiled).rejects.toThrow(/UniqueJobsModule\.forRoot\(\) or forRootAsync\(\), imported once/);
