@@ -74,10 +74,6 @@ function openRedis(options: UniqueJobsModuleOptions, bullConfig: { connection?: 
   return { client, owned: true, given };
 }
 
-/**
- * Unique jobs for `@nestjs/bullmq`: import it once with `UniqueJobsModule.forRoot(options)` (or `forRootAsync`),
- * annotate processors with `@UniqueJob`, and keep calling `queue.add`. Global by default (`isGlobal: true`).
- */
 /** Where the locks live: the scripts on the library's client, the lock operations and the key names. */
 interface LockStorage {
   scripts: RedisScripts;
