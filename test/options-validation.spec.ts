@@ -489,6 +489,26 @@ describe('invalid unique-job options fail the bootstrap', () => {
       }
     });
 
+    it('registered twice (a worker module and a producer module), in either order', async () => {
+      for (const order of ['processors first', 'processors last']) {
+        const queue = uniqueName('val');
+        const registrations = order === 'processors first' ? [consumed(queue), queue] : [queue, consumed(queue)];
+        const error = await invalidOptions({
+          queues: registrations,
+          module: {
+            jobs: [defineUniqueJob({ queue, lock: 'while_executing', lockArgs: (d: { id: string }) => d.id })],
+          },
+        });
+        expect(error.option).toBe('processors');
+      }
+    });
+
+    it('enabled: false (the library is off: jobs pass straight through) boots', async () => {
+      const queue = uniqueName('val');
+      const jobs = [defineUniqueJob({ queue, lock: 'while_executing', lockArgs: (d: { id: string }) => d.id })];
+      expect(await bootstrapError({ queues: [consumed(queue)], module: { jobs, enabled: false } })).toBeUndefined();
+    });
+
     it('a queue without definitions boots (control)', async () => {
       expect(await bootstrapError({ queues: [consumed(uniqueName('val'))] })).toBeUndefined();
     });

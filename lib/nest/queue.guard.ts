@@ -41,10 +41,13 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   ) {
     this.logger = loggerOf(options.logger);
     this.jobs = options.jobs;
+    this.enabled = options.enabled ?? true;
   }
 
   private readonly logger: LoggerLike;
   private readonly jobs: UniqueJobsModuleOptions['jobs'];
+  /** `enabled: false`: the library is off, jobs pass straight through (nothing of its own to check). */
+  private readonly enabled: boolean;
   /** The queues of processors carrying `@UniqueJob` or `@IdempotencyKey`. */
   private readonly decorated = new Set<string>();
   /** The queues this guard installed itself on. */
@@ -64,11 +67,12 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       );
     }
     const registered = new Set<string>();
-    const queueOptions = new Map<unknown, unknown>();
+    // Every registration's options: a queue registered twice (a producer module and a worker module) has two.
+    const queueOptions: { token: unknown; options: unknown }[] = [];
     for (const wrapper of this.discovery.getProviders()) {
       const isStatic = wrapper.isDependencyTreeStatic();
       const instance: unknown = isStatic ? wrapper.instance : undefined;
-      queueOptions.set(wrapper.token, instance);
+      if (typeof wrapper.token === 'string') queueOptions.push({ token: wrapper.token, options: instance });
       if (instance instanceof Queue) {
         this.install(instance);
         this.installed.push(instance);
@@ -85,7 +89,10 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       }
     }
     this.warnUnregistered(registered);
-    for (const queue of registered) this.checkQueueProcessors(queue, queueOptions.get(getQueueOptionsToken(queue)));
+    for (const queue of registered) {
+      const token = getQueueOptionsToken(queue);
+      for (const entry of queueOptions) if (entry.token === token) this.checkQueueProcessors(queue, entry.options);
+    }
   }
 
   /**
@@ -96,7 +103,8 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
    */
   private checkQueueProcessors(queue: string, options: unknown): void {
     const processors = (options as { processors?: unknown[] } | undefined)?.processors;
-    if (!processors?.length || !(this.definitions.hasQueue(queue) || this.decorated.has(queue))) return;
+    if (!this.enabled || !processors?.length || !(this.definitions.hasQueue(queue) || this.decorated.has(queue)))
+      return;
     throw new InvalidUniqueJobOptionsError(
       `BullModule.registerQueue({ name: "${queue}" })`,
       'processors',
@@ -150,7 +158,7 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
    * when that server evicts keys when full (`warnIfEvicting`).
    */
   async checkServers(library: Redis | Cluster, given: boolean): Promise<void> {
-    const login = this.interceptor.loginSettled(SERVER_CHECK_MS);
+    const login = this.enabled ? this.interceptor.loginSettled(SERVER_CHECK_MS) : undefined;
     void warnIfEvicting(library, this.logger);
     const [refused, answers] = await Promise.all([
       login,

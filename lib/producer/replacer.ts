@@ -101,9 +101,12 @@ export class Replacer {
    * the holder stays; Redis' own OOM error).
    */
   private async checkBeforeRemoving(conflict: ClientConflict): Promise<void> {
+    const { queue, digest } = conflict;
     await Promise.all([
       this.requireParent(conflict),
-      this.store.requireWritable(this.keys.writeProbe(conflict.digest)),
+      // Where the new job and a deduplication key go (on a Cluster, the queue's slot), and a slot set's lock.
+      this.store.requireWritable(bullKeys.writeProbe(queue.qualifiedName)),
+      this.store.requireWritable(this.keys.writeProbe(digest)),
     ]);
   }
 

@@ -115,8 +115,9 @@ export class UniqueJobsKeys {
   }
 
   /**
-   * A key that never exists, in a lock's hash slot: a `SET` on it with `XX` writes nothing, and is refused, as any write
-   * that can grow memory, by a Redis at `maxmemory` (`noeviction`). `replace` asks it before it removes a holder.
+   * A key that never exists, in a slot-set lock's hash slot: a `SET` on it with `XX` writes nothing, and is refused,
+   * as any write that can grow memory, by a Redis at `maxmemory` (`noeviction`). `replace` asks it (and
+   * {@link bullKeys.writeProbe}, in the queue's slot) before it removes a holder.
    */
   writeProbe(digest: string): string {
     return `${this.prefix}:{${digest}}:${KEY_SUFFIX.probe}`;
@@ -236,6 +237,12 @@ export const bullKeys = {
   events: (qualifiedName: string): string => `${qualifiedName}:events`,
   /** A job's hash. */
   job: (qualifiedName: string, jobId: string): string => `${qualifiedName}:${jobId}`,
+  /**
+   * A key that never exists in a queue's hash slot, beside its jobs: `replace` probes it (as `writeProbe` of the
+   * library's keys) before it removes a holder. It cannot name a job (a custom id holding a `:` must hold two; counter
+   * ids hold none) nor any key BullMQ writes.
+   */
+  writeProbe: (qualifiedName: string): string => `${qualifiedName}:uj:probe`,
   /** A job's lock while a worker runs it (value: that attempt's token). */
   jobLock: (qualifiedName: string, jobId: string): string => `${qualifiedName}:${jobId}:lock`,
   /** The deduplication key holding a digest's fast-path enqueue lock. */

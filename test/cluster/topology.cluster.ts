@@ -10,6 +10,7 @@ import { hold } from '../support/gates.js';
 import { byId, digestOf, runningKey } from '../support/locks.js';
 import { bullPrefix, clusterNodes, onCluster, prefixKeys, scanKeys } from '../support/redis.js';
 import { InvalidCursorError, LockInspector } from '../../lib/index.js';
+import { bullKeys, UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { runCli } from '../cli/run-cli.js';
 
 const JOBS = 30;
@@ -101,5 +102,22 @@ describe('on a 3-master Redis Cluster', () => {
     expect(a.runs).toHaveLength(JOBS);
     // Every run-time lock was released (on whichever master held it); only the completed records remain.
     expect(await keysOf(a)).toEqual(own.filter((key) => key.endsWith(':idempotency')).sort());
+  });
+
+  // Review of session 28: `replace` probes that Redis takes writes before it removes a holder; on a Cluster the probe
+  // must ask the master its add writes to — the queue's slot, where BullMQ's job and deduplication key go — and the
+  // slot-set lock's, not only the latter.
+  it("replace's write probes sit in the slots it then writes: the queue's and the slot-set lock's", async () => {
+    const a = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const digest = digestOf(a, 'sync', { id: 'p' });
+    const keys = new UniqueJobsKeys(a.prefix);
+    const [queueProbe, job, lockProbe, lock] = await slots([
+      bullKeys.writeProbe(a.queue.qualifiedName),
+      bullKeys.job(a.queue.qualifiedName, 'any'),
+      keys.writeProbe(digest),
+      keys.enqueueLock(digest),
+    ]);
+    expect(queueProbe).toBe(job);
+    expect(lockProbe).toBe(lock);
   });
 });

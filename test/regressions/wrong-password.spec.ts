@@ -69,13 +69,14 @@ function watchedLogger() {
 function bootWith(
   connection: UniqueJobsModuleOptions['connection'] | undefined,
   bullPassword = 'pw',
+  module: Partial<UniqueJobsModuleOptions> = {},
 ): Promise<unknown> {
   const queue = uniqueName('wrongpw');
   const processor = processorClass({ queue, unique: { lock: 'until_executed', lockArgs: byId }, paused: true }, []);
   return bootstrapError({
     queues: [queue],
     providers: [processor],
-    module: connection ? { connection } : {},
+    module: { ...module, ...(connection ? { connection } : {}) },
     // Lazy: it connects once the app listens to it (else ioredis prints a refusal no one listened to yet).
     connection: redisClient({ username: 'app', password: bullPassword, lazyConnect: true }),
   });
@@ -110,6 +111,13 @@ describe('a library connection whose login Redis refuses at bootstrap', () => {
       'UniqueJobsModule.forRoot "connection" not given: BullModule.forRoot\'s connection',
     );
   });
+});
+
+// Review of session 28: `enabled: false` turns the library off (jobs pass straight through): its connection's login
+// is not its to check then.
+it('enabled: false: a refused login of the library connection does not stop the application', async () => {
+  await aclUser('app', 'pw');
+  expect(await bootWith(libraryConnection('app', 'wrong'), 'pw', { enabled: false })).toBeUndefined();
 });
 
 describe('a library connection whose login Redis refuses after the start', () => {
