@@ -68,7 +68,7 @@ export class LoginWatch {
 
   /**
    * At bootstrap: connects a lazy client and resolves the error of a refused login as soon as Redis answers one;
-   * `undefined` once the connection is ready, out of reach (that is an outage: the application starts and waits for
+   * `undefined` once the connection is ready, closed, out of reach (that is an outage: the application starts and waits for
    * it), or still not through after `withinMs`.
    */
   settled(withinMs: number, consequence: string): Promise<RedisLoginRefusedError | undefined> {
@@ -79,6 +79,7 @@ export class LoginWatch {
       const done = (reply: string | undefined) => {
         clearTimeout(timer);
         client.off('ready', ready);
+        client.off('end', ready);
         client.off('error', failed);
         resolve(reply === undefined ? undefined : this.refusedWith(reply, consequence));
       };
@@ -89,6 +90,7 @@ export class LoginWatch {
       };
       const timer = setTimeout(() => done(undefined), withinMs);
       client.on('ready', ready);
+      client.on('end', ready); // closed meanwhile (the application shutting down): nothing left to check
       client.on('error', failed);
       if (client.status === 'wait') client.connect().catch(() => undefined); // its failure comes as an `error` event
     });
