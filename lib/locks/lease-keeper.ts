@@ -2,8 +2,8 @@ import { performance } from 'node:perf_hooks';
 
 /**
  * Renews a lease (a run-time lock, an idempotency claim) every third of its length while a handler runs (a BullMQ job
- * has no deadline, so a lease is what keeps a crashed holder from blocking forever). Reports a lost lease once: the lease ended before a renewal (an
- * event-loop stall longer than the lease, or Redis unreachable for that long).
+ * has no deadline, so a lease is what keeps a crashed holder from blocking forever). Reports a lost lease once: the
+ * lease ended before a renewal (an event-loop stall longer than the lease, or Redis unreachable for that long).
  */
 export class LeaseKeeper {
   /**
@@ -65,10 +65,9 @@ export class LeaseKeeper {
   /**
    * Whether the lease has ended (by this process's monotonic clock: a step of the wall clock, NTP's, moves nothing): no
    * renewal sent within the last lease succeeded. A holder whose handler returns right after an event-loop stall sees
-   * this before any renewal could tell it. It can answer
-   * early when renewals take longer than two thirds of a lease to be answered (Redis away or overloaded): each one
-   * extended the lease on the server after it was sent. A short `runtimeLockLease` on a slow link can then report a
-   * lease lost that the server still held.
+   * this before any renewal could tell it. It can answer early when renewals take longer than two thirds of a lease to
+   * be answered (Redis away or overloaded): each one extended the lease on the server after it was sent. A short
+   * `runtimeLockLease` on a slow link can then report a lease lost that the server still held.
    */
   get expired(): boolean {
     return performance.now() - this.heldAt > this.leaseMs;
