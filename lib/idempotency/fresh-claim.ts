@@ -8,8 +8,8 @@ export interface FreshClaim {
   /** The store's answer: won (or this attempt's own record), or the record that holds the key. */
   claim: IdempotencyClaimResult;
   /**
-   * When the command that last gave this attempt its lease was sent (`performance.now()`, ms): the claim, or the renewal that confirmed a
-   * claim answered late. The lease keeper counts from it.
+   * When the command that last gave this attempt its lease was sent (`performance.now()`, ms): the claim, or the
+   * renewal that confirmed a claim answered late. The lease keeper counts from it.
    */
   sentAt: number;
 }

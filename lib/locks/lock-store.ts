@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { bullKeys } from '../redis/keys.js';
-import { runInOrder, type RedisScripts } from '../redis/redis-scripts.js';
+import { runInOrder, type RedisScripts, type ScriptName } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
@@ -59,10 +59,7 @@ export class LockStore {
    * `runInOrder`), so it takes effect before whatever is sent there next.
    */
   async releaseMarked(key: string, owner: string, mark: string, inOrderOn?: Redis): Promise<boolean> {
-    const released = inOrderOn
-      ? runInOrder(inOrderOn, 'releaseMarked', [key], [owner, mark])
-      : this.scripts.run('releaseMarked', [key], [owner, mark]);
-    return (await released) === 1;
+    return (await this.runOn(inOrderOn, 'releaseMarked', [key], [owner, mark])) === 1;
   }
 
   /**
@@ -150,11 +147,7 @@ export class LockStore {
     token: string,
     inOrderOn?: Redis,
   ): Promise<boolean> {
-    const keys = [key, jobLockKey];
-    const released = inOrderOn
-      ? runInOrder(inOrderOn, 'releaseDeduplication', keys, [jobId, token])
-      : this.scripts.run('releaseDeduplication', keys, [jobId, token]);
-    return (await released) === 1;
+    return (await this.runOn(inOrderOn, 'releaseDeduplication', [key, jobLockKey], [jobId, token])) === 1;
   }
 
   /** Moves the end of a deduplication key's TTL to `ttlMs` from now, for `owner` only, if the key has a TTL. */
@@ -185,6 +178,16 @@ export class LockStore {
     const live = whileLive ? [1, whileLive.token ?? ''] : [0, ''];
     const answer = await this.scripts.run('relockDeduplication', [key], [owner, ttl ?? 0, jobKeyPrefix, ...live]);
     return answer === 1 ? 'held' : answer === 2 ? 'ended' : 'other';
+  }
+
+  /** Runs a script on the library's client, or by source on `inOrderOn` (see `runInOrder`). */
+  private runOn(
+    inOrderOn: Redis | undefined,
+    name: ScriptName,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
+    return inOrderOn ? runInOrder(inOrderOn, name, keys, args) : this.scripts.run(name, keys, args);
   }
 }
 

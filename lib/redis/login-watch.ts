@@ -68,8 +68,8 @@ export class LoginWatch {
 
   /**
    * At bootstrap: connects a lazy client and resolves the error of a refused login as soon as Redis answers one;
-   * `undefined` once the connection is ready, closed, out of reach (that is an outage: the application starts and waits for
-   * it), or still not through after `withinMs`.
+   * `undefined` once the connection is ready, closed, out of reach (that is an outage: the application starts and
+   * waits for it), or still not through after `withinMs`.
    */
   settled(withinMs: number, consequence: string): Promise<RedisLoginRefusedError | undefined> {
     const { client } = this;

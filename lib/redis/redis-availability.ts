@@ -96,7 +96,8 @@ export class RedisAvailability {
 
   /**
    * Follows the library's own client (which otherwise has no `error` listener: ioredis would print every attempt), and
-   * its login. `given`: `UniqueJobsModule.forRoot` names the connection (a refused login names the option it comes from).
+   * its login. `given`: `UniqueJobsModule.forRoot` names the connection (a refused login names the option it comes
+   * from).
    */
   watchClient(client: Client, given = true): void {
     if (this.watched.has(client)) return;
