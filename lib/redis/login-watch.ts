@@ -47,7 +47,7 @@ export class LoginWatch {
     const now = Date.now();
     if (this.refused === undefined || now - this.loggedAt >= this.repeatAfterMs) {
       this.loggedAt = now;
-      const consequence = `— every enqueue of a unique job fails with RedisLoginRefusedError until Redis accepts it (repeats within ${this.repeatAfterMs} ms are not logged)`;
+      const consequence = `— every enqueue of a unique job fails with RedisLoginRefusedError, and a job whose start needs it in the worker goes back to delayed, until Redis accepts it (repeats within ${this.repeatAfterMs} ms are not logged)`;
       this.logger.error(this.refusedWith(refusal, consequence).message);
     }
     this.refused = refusal;

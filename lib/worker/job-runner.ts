@@ -12,6 +12,7 @@ import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedDigest } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
+import { postponeIfLoginRefused } from './refused-login.js';
 import { workerConnection } from './worker-connection.js';
 
 /** A processor's `process`, as BullMQ calls it. */
@@ -47,21 +48,28 @@ export class JobRunner {
 
   /** Runs a job's handler inside its locks, then under its idempotency key. */
   process(job: Job, token: string | undefined, signal: AbortSignal | undefined, run: ProcessFn, worker?: Worker) {
-    const handler: ProcessFn = (j, t, s) => this.counted(run, j, t, s);
     const { enabled, idempotencyDefinitions, tracer } = this.deps;
     const keyed = enabled ? idempotencyDefinitions.find(job.queueName, job.name) : undefined;
     const definition = this.definitionOf(job);
-    if (!keyed && !definition) return handler(job, token, signal);
+    if (!keyed && !definition) return this.counted(run, job, token, signal);
+    let handled = false;
+    const handler: ProcessFn = (j, t, s) => {
+      handled = true;
+      return this.counted(run, j, t, s);
+    };
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
     const connection = workerConnection(worker);
     const next: ProcessFn = keyed ? this.underKey(keyed, handler, connection, worker) : handler;
-    if (!definition)
-      return tracer.run('process', { queue: job.queueName, jobName: job.name }, () => next(job, token, signal));
-    return tracer.run(
-      'process',
-      { queue: job.queueName, jobName: job.name, lock: definition.options.lock },
-      (annotate) => this.runLocked(job, token, signal, next, definition, connection, annotate),
-    );
+    const processed = definition
+      ? tracer.run('process', { queue: job.queueName, jobName: job.name, lock: definition.options.lock }, (annotate) =>
+          this.runLocked(job, token, signal, next, definition, connection, annotate),
+        )
+      : tracer.run('process', { queue: job.queueName, jobName: job.name }, () => next(job, token, signal));
+    // Failed before its handler ran because Redis refused the library's login: put back, its attempts untouched.
+    return processed.catch((error: unknown) => {
+      if (handled) throw error;
+      return postponeIfLoginRefused(job, token, error);
+    });
   }
 
   /** Calls a handler, counted in {@link handlersRunning} until it settles. */

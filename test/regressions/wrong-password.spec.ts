@@ -5,7 +5,8 @@
 // ReplyError; a while_executing or @IdempotencyKey job was enqueued and failed in the worker; the dead set, the reaper
 // and the queue registry never worked. Now the bootstrap fails with RedisLoginRefusedError naming the option, the user
 // and Redis' answer, and a login refused after the start (a rotated password) fails every enqueue of a unique job at
-// once with it, having sent nothing, until Redis accepts the login again. On a Redis of the file's own (ACL users).
+// once with it, having sent nothing, until Redis accepts the login again; a job whose start in the worker meets the
+// refusal goes back to delayed, its attempts untouched. On a Redis of the file's own (ACL users).
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { RedisLoginRefusedError, UniqueJobsError, type UniqueJobsModuleOptions } from '../../lib/index.js';
@@ -163,4 +164,59 @@ describe('a library connection whose login Redis refuses after the start', () =>
     await accepted;
     await expect(app.finished(await app.queue.add('sync', { id: 'after' }))).resolves.toBe('after');
   });
+});
+
+describe('a job whose library connection is refused its login when a worker starts it', () => {
+  const { start } = useApps('wrongpw');
+  const cases = [
+    { name: 'while_executing', unique: { lock: 'while_executing' as const, lockArgs: byId } },
+    { name: 'until_and_while_executing', unique: { lock: 'until_and_while_executing' as const, lockArgs: byId } },
+    { name: '@IdempotencyKey, Redis store', idempotency: { key: (job: Job) => (job.data as { id: string }).id } },
+  ];
+
+  it.each(cases)(
+    '$name: goes back to delayed, its attempts untouched, and runs once Redis accepts the login again',
+    async ({ unique, idempotency }) => {
+      await aclUser('app', 'pw');
+      await aclUser('lib', 'pw');
+      const watched = watchedLogger();
+      const app = await bullAs('app', 'pw', () =>
+        start({
+          module: { logger: watched.logger, connection: libraryConnection('lib', 'pw') },
+          unique,
+          idempotency,
+          paused: true,
+          handler: async (job: Job<{ id: string }>) => job.data.id,
+        }),
+      );
+      const job = await app.queue.add('sync', { id: 'refused' }, { attempts: 2, backoff: 1 });
+
+      const refusedLine = watched.next(/WRONGPASS/);
+      await server.admin.call('ACL', 'SETUSER', 'lib', 'resetpass', '>rotated');
+      await server.admin.call('CLIENT', 'KILL', 'USER', 'lib');
+      await refusedLine;
+      const postponed = new Promise<void>((resolve) =>
+        app.queueEvents.on('delayed', ({ jobId }) => jobId === job.id && resolve()),
+      );
+      app.start();
+      await postponed;
+      const [delay, attemptsMade, failedReason] = await server.admin.hmget(
+        `${app.queue.qualifiedName}:${job.id}`,
+        'delay',
+        'atm',
+        'failedReason',
+      );
+      expect(await job.getState()).toBe('delayed');
+      expect(Number(delay)).toBeGreaterThan(0);
+      expect(attemptsMade ?? '0').toBe('0'); // no attempt spent on the refused login
+      expect(failedReason).toBeNull();
+      expect(app.runs).toHaveLength(0);
+
+      const accepted = watched.next(/accepts the login of the library's connection again/);
+      await server.admin.call('ACL', 'SETUSER', 'lib', '>pw');
+      await accepted;
+      await expect(app.finished(job)).resolves.toBe('refused');
+      expect(app.runs).toHaveLength(1);
+    },
+  );
 });
