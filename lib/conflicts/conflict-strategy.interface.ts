@@ -45,8 +45,11 @@ export interface ClientResolution {
 
 /** What the library hands a strategy to act with. */
 export interface ConflictTools {
+  /** The module's logger (`forRoot({ logger })`; silent with `logger: false`). */
   readonly logger: { warn(message: string): void; log(message: string): void };
+  /** The event stream: `events.emit(…)` publishes an event of the library's types (e.g. a `duplicate`). */
   readonly events: UniqueJobsEvents;
+  /** The dead set, where `reject` keeps duplicates. */
   readonly deadSet: DeadSetService;
   /**
    * Removes the job holding the lock if it has not started, then enqueues the duplicate in its place. Resolves to

@@ -3,6 +3,10 @@ import type { Job } from 'bullmq';
 /** A job that was added to the queue (or replaced the job that held its lock). */
 export interface EnqueuedResult<DataType = unknown> {
   status: 'enqueued';
+  /**
+   * The job added; or, when the `jobId` you passed already exists, a handle with that id and the data you passed
+   * (BullMQ's own id deduplication, answered before any lock: nothing was added).
+   */
   job: Job<DataType>;
   /** The digest the job is locked under, when it has an enqueue lock. */
   digest?: string;
@@ -20,6 +24,7 @@ export interface DuplicateResult {
   existingJobId: string | undefined;
   /** The strategy that handled the duplicate. */
   strategy: string;
+  /** The digest the duplicate was locked out of (`v1:` + 64 hex digits). */
   digest: string;
   /** The dead-set entry holding the duplicate (`reject` strategy). */
   deadSetEntryId?: string;

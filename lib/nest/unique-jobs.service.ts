@@ -67,7 +67,11 @@ export class UniqueJobsService {
     return this.interceptor.deadSet;
   }
 
-  /** Every lock transition (locked, unlocked, duplicate, rescheduled, rejected, replaced, lockLost, error). */
+  /**
+   * Every event of the library, as an Observable: lock transitions (`locked`, `unlocked`, `duplicate`, `rescheduled`,
+   * `rejected`, `replaced`, `lockLost`), the reaper's `reaped`, the idempotency events (`idempotencyClaimed`, …) and
+   * `error`. See {@link UniqueJobEvent}.
+   */
   get events$(): Observable<UniqueJobEvent> {
     return this.events.events$;
   }
