@@ -269,7 +269,7 @@ describe('UniqueJobsModule wiring', () => {
     }).compile();
     await moduleRef.init();
     expect(warnings).toEqual([
-      `Queue "${unregistered}" has forRoot job definitions but is not registered with BullModule.registerQueue in this application: only a registered queue, or one passed to UniqueJobsQueueGuard.install(), is guarded (a new Queue("${unregistered}") of your own adds unguarded)`,
+      `Queue "${unregistered}" has forRoot job definitions but is not registered with BullModule.registerQueue in this application: only a registered queue, or one passed to UniqueJobsService.guardQueue(queue), is guarded (a new Queue("${unregistered}") of your own adds unguarded)`,
     ]);
     await moduleRef.close();
   });

@@ -94,6 +94,11 @@ export interface UniqueJobDefinition<DataType = unknown> extends UniqueJobOption
 
 /** Per-job options with every default applied and `uniqueAcross` normalized. */
 export interface EffectiveJobOptions extends UniqueJobDefaults {
+  /**
+   * Each side's strategy as resolved, the lock type's defaults applied: one name when every side the lock has uses it,
+   * else `{ client, server }` (e.g. `until_and_while_executing` left unset: `{ client: 'log', server: 'reschedule' }`).
+   */
+  onConflict: OnConflict;
   lock: LockType;
   uniqueAcross: readonly UniqueAcross[];
 }

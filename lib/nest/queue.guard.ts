@@ -115,13 +115,13 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   /**
    * Warns of the queues of `forRoot` job definitions (the producer side's) with no queue registered with
    * `BullModule.registerQueue` in the application: a `new Queue(name)` of the application's own adds to them unguarded
-   * unless passed to {@link install}.
+   * unless passed to {@link install} (`UniqueJobsService.guardQueue`).
    */
   private warnUnregistered(registered: ReadonlySet<string>): void {
     const missing = new Set((this.jobs ?? []).map((job) => job.queue).filter((queue) => !registered.has(queue)));
     for (const queue of [...missing].sort()) {
       this.logger.warn(
-        `Queue "${queue}" has forRoot job definitions but is not registered with BullModule.registerQueue in this application: only a registered queue, or one passed to UniqueJobsQueueGuard.install(), is guarded (a new Queue("${queue}") of your own adds unguarded)`,
+        `Queue "${queue}" has forRoot job definitions but is not registered with BullModule.registerQueue in this application: only a registered queue, or one passed to UniqueJobsService.guardQueue(queue), is guarded (a new Queue("${queue}") of your own adds unguarded)`,
       );
     }
   }

@@ -123,10 +123,20 @@ export function resolveJobOptions(
     ? (option: string, problem: string): never =>
         fail(`defaults.${option}`, `${problem} (forRoot's default, taken by this job: set onConflict on it)`)
     : fail;
+  const chosen = chooseStrategies(onConflict, lock, strategies, failConflict);
   return {
-    options: { ...merged, lock: options.lock, uniqueAcross },
-    strategies: chooseStrategies(onConflict, lock, strategies, failConflict),
+    options: { ...merged, onConflict: chosenNames(chosen, merged.onConflict), lock: options.lock, uniqueAcross },
+    strategies: chosen,
   };
+}
+
+/**
+ * `onConflict` as the job resolved it, each side's default applied: one name when every side the lock has uses it,
+ * else `{ client, server }` (`until_and_while_executing` left unset: `{ client: 'log', server: 'reschedule' }`).
+ */
+function chosenNames({ client, server }: ChosenStrategies, given: OnConflict): OnConflict {
+  if (client && server && client.name !== server.name) return { client: client.name, server: server.name };
+  return (client ?? server)?.name ?? given; // a lock with no conflicts: as given
 }
 
 function checkLockArgs(

@@ -85,6 +85,7 @@ describe('custom conflict strategies (forRoot({ strategies }))', () => {
       existingJobId: first.job.id,
     });
     expect((audit.seen[0] as ClientConflict).queue).toBe(app.queue);
+    expect(audit.seen[0].definition.options.onConflict).toBe('audit');
 
     // queue.add with a result and no error returns a handle with the existing job's id.
     const viaAdd = await app.queue.add('task', { id: 'a', tag: 'three' });
@@ -119,6 +120,20 @@ describe('custom conflict strategies (forRoot({ strategies }))', () => {
     gates.release('first');
     await app.finished(first);
     expect(await keysOf(app)).toEqual([]);
+  });
+
+  it("the definition a strategy receives names each side's strategy as resolved, the lock's default included", async () => {
+    const audit = new AuditStrategy();
+    const app = await start({
+      unique: { lock: 'until_and_while_executing', onConflict: { client: 'audit' }, lockArgs: byId },
+      paused: true,
+      module: { strategies: [audit] },
+    });
+    await app.queue.add('task', { id: 'a', tag: 'A' });
+    await app.queue.add('task', { id: 'a', tag: 'dup' });
+    expect(audit.seen.map((conflict) => conflict.definition.options.onConflict)).toEqual([
+      { client: 'audit', server: 'reschedule' }, // server side left unset: until_and_while_executing's default
+    ]);
   });
 
   it('a client-only custom strategy next to a built-in server one, delegating to reject', async () => {
