@@ -96,6 +96,16 @@ export abstract class Lock {
   }
 
   /**
+   * A run-time conflict ends the job: its server strategy completed it, or failed it for good by BullMQ's rule (not a
+   * retry, nor a move such as `reschedule`'s). BullMQ records the end next: what the job still holds is released ahead
+   * of that record, on the worker's connection when it can, as a handler's success does, so a producer that saw the
+   * end finds the digest free. {@link finished} still follows BullMQ's record. A lock that outlives its job keeps it.
+   */
+  async endedByConflict(run: LockRun): Promise<void> {
+    if (!this.outlivesJob) await run.enqueueLock?.releaseAtEnd(true);
+  }
+
+  /**
    * BullMQ recorded the job failed for good (also a job it failed without calling the processor), or completed through
    * a conflict strategy: release what is still held.
    */

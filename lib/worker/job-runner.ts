@@ -132,15 +132,20 @@ export class JobRunner {
     try {
       const admitted = await definition.lock.start(run);
       if (!admitted.acquired) {
+        let value: unknown;
         try {
-          return await definition.serverStrategy!.onServerConflict!(
+          value = await definition.serverStrategy!.onServerConflict!(
             { side: 'server', job, token, digest, existingJobId: admitted.holder, definition },
             this.deps.tools,
           );
         } catch (error) {
-          if (isDelayedError(error) && this.followsDelays(run)) await this.delayed(run); // rescheduled
+          if (isDelayedError(error)) {
+            if (this.followsDelays(run)) await this.delayed(run); // rescheduled
+          } else await this.endedByConflict(run, error);
           throw error;
         }
+        await this.endedByConflict(run);
+        return value;
       }
       let value: unknown;
       try {
@@ -161,6 +166,19 @@ export class JobRunner {
     } finally {
       await run.giveBackRuntimeLock();
     }
+  }
+
+  /**
+   * The server strategy of a run-time conflict returned (the job completes) or threw `error`: when the job ends so (by
+   * BullMQ's rule, asked of BullMQ: not a retry, nor a move the strategy made), the lock type releases what the job
+   * still holds before BullMQ records the end.
+   */
+  private async endedByConflict(run: JobRun, ...thrown: [] | [unknown]): Promise<void> {
+    const { job, digest, definition } = run;
+    await this.quietly(job, digest, async () => {
+      if (thrown.length > 0 && (await attemptOutcome(job, thrown[0])) !== 'fails') return;
+      await definition.lock.endedByConflict(run);
+    });
   }
 
   /**
