@@ -5,9 +5,11 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Job, JobsOptions } from 'bullmq';
 import type { LockType, UniqueJobOptions } from '../../lib/index.js';
+import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { byId, enqueuedJob } from '../support/locks.js';
 import { takeWithCrashingWorker } from '../locks/helpers.js';
+import { scanKeys } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 const LOCKS: LockType[] = ['until_executing', 'until_executed', 'until_and_while_executing', 'while_executing'];
@@ -34,7 +36,7 @@ const OUTCOMES: Outcome[] = ['completes', 'fails (attempts 1)', 'fails once, the
 type Data = { id: string; n: number; fail: number };
 
 describe("BullMQ's retention options and the locks", () => {
-  const { start, keysOf, onCleanup } = useApps('ret');
+  const { redis, start, keysOf, onCleanup } = useApps('ret');
 
   describe.each(LOCKS)('%s', (lock) => {
     // A run-time lock alone has no enqueue lock, so no lockTtl.
@@ -97,6 +99,50 @@ describe("BullMQ's retention options and the locks", () => {
         expect(a.runs).toHaveLength(1);
       });
     });
+  });
+
+  describe.each(['release', 'keep'] as const)('@IdempotencyKey, onFailure %s, with until_executed', (onFailure) => {
+    it.each(RETENTION.filter(([label]) => label === 'true' || label.startsWith('{ age: 3600')))(
+      'retention %s: a job removed as it ends leaves no claim, only the record its onFailure promises',
+      async (_label, retention) => {
+        const a = await start({
+          unique: { lock: 'until_executed', lockArgs: byId },
+          idempotency: { key: (job) => (job.data as { key: string }).key, onFailure, fingerprint: false },
+          handler: async (job: Job) => {
+            const data = job.data as Data & { key: string };
+            if (data.fail > 0) throw new Error(`boom ${data.n}`);
+            return data.n;
+          },
+        });
+        const records = () => scanKeys(redis, `${a.prefix}:*:idempotency`);
+        // The lock keys, without the idempotency records (under the same prefix).
+        const locksOf = async (app: TestApp) => (await keysOf(app)).filter((key) => !key.endsWith(':idempotency'));
+        const opts: JobsOptions = { ...retention, attempts: 1 };
+        // Completed and removed: the record is done, a later job of the key replays it without running.
+        const done = enqueuedJob(
+          await a.service.enqueue(a.queue, 'sync', { id: 'u1', key: 'k1', n: 1, fail: 0 }, opts),
+        );
+        await expect(a.finished(done)).resolves.toBe(1);
+        // With `true`, BullMQ removes it as it ends; a count of 1 keeps it (the newest), and removes it with the next.
+        const removesAtOnce = retention.removeOnComplete === true;
+        if (removesAtOnce) expect(await a.queue.getJob(done.id!)).toBeUndefined();
+        await waitFor('every lock to be released', async () => (await locksOf(a)).length === 0);
+        const replay = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u2', key: 'k1', n: 2, fail: 0 }));
+        await expect(a.finished(replay)).resolves.toBe(1);
+        // Failed for good and removed: no claim left in progress; the key runs again (release) or replays the failure.
+        const failing = { id: 'u3', key: 'k2', n: 3, fail: 1 };
+        const failed = enqueuedJob(await a.service.enqueue(a.queue, 'sync', failing, opts));
+        await expect(a.finished(failed)).rejects.toThrow('boom 3');
+        if (removesAtOnce) expect(await a.queue.getJob(failed.id!)).toBeUndefined();
+        await waitFor('every lock to be released', async () => (await locksOf(a)).length === 0);
+        expect(await records()).toHaveLength(onFailure === 'keep' ? 2 : 1);
+        const again = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u3', key: 'k2', n: 4, fail: 0 }));
+        if (onFailure === 'release') await expect(a.finished(again)).resolves.toBe(4);
+        else await expect(a.finished(again)).rejects.toThrow(/boom 3|IdempotencyKeyFailed/);
+        expect(a.runs.map((run) => (run.data as Data).n)).toEqual(onFailure === 'release' ? [1, 3, 4] : [1, 3]);
+        await waitFor('every lock to be released', async () => (await locksOf(a)).length === 0);
+      },
+    );
   });
 
   it.each(OUTCOMES)(
