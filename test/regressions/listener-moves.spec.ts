@@ -115,15 +115,15 @@ describe('a worker event listener of the user that moves the job at once', () =>
       },
     );
 
-    it.each(ORDERS)(
-      'until_and_while_executing, server reject: job.retry() of the rejected copy (%s the library) keeps its lock',
-      async (order) => {
+    it.each(ORDERS.flatMap((order) => (['reject', 'raise'] as const).map((server) => [server, order] as const)))(
+      'until_and_while_executing, server %s: job.retry() of the copy it failed (%s the library) keeps its lock',
+      async (server, order) => {
         const gates = new Gates().hold('a');
         const a = await start({
           unique: {
             lock: 'until_and_while_executing',
             lockArgs: byId,
-            onConflict: { client: 'reject', server: 'reject' },
+            onConflict: { client: 'reject', server },
             lockTimeout: 2_000,
             ...path,
           },
@@ -300,7 +300,7 @@ describe('a worker event listener of the user that moves the job at once', () =>
       },
     );
 
-    it.each(['log', 'reject'] as const)(
+    it.each(['log', 'reject', 'raise'] as const)(
       'until_and_while_executing, server %s: once waitUntilFinished of the copy settles, its digest is free',
       async (server) => {
         const gates = new Gates().hold('a');
@@ -333,5 +333,44 @@ describe('a worker event listener of the user that moves the job at once', () =>
         expect(a.runs.map((job) => (job.data as { tag: string }).tag)).toEqual(['a']);
       },
     );
+
+    it('until_and_while_executing, server raise with attempts left: the copy waiting for its retry keeps its lock', async () => {
+      const gates = new Gates().hold('a');
+      const a = await start({
+        unique: {
+          lock: 'until_and_while_executing',
+          lockArgs: byId,
+          onConflict: { client: 'log', server: 'raise' },
+          lockTimeout: 0,
+          ...path,
+        },
+        handler: gates.handler,
+        worker: { concurrency: 2 },
+      });
+      const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
+      await gates.started('a');
+      const failedOnce = new Promise<void>((resolve) => a.worker!.once('failed', () => resolve()));
+      const copy = enqueuedJob(
+        await a.service.enqueue(
+          a.queue,
+          'sync',
+          { id: 'u1', tag: 'b' },
+          { attempts: 2, backoff: { type: 'fixed', delay: 60_000 } },
+        ),
+      );
+      await failedOnce;
+      expect(await a.queue.getJobState(copy.id!)).toBe('delayed');
+      await expect(a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'c' })).resolves.toMatchObject({
+        status: 'duplicate',
+        existingJobId: copy.id,
+      });
+      gates.release('a');
+      await a.finished(first);
+      const copyDone = completedEvent(a.queueEvents, copy.id!);
+      await (await a.queue.getJob(copy.id!))!.promote();
+      await copyDone;
+      await waitFor('every lock to be released', async () => (await keysOf(a)).length === 0);
+      expect(a.runs.map((job) => (job.data as { tag: string }).tag)).toEqual(['a', 'b']);
+    });
   });
 });
