@@ -13,7 +13,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { deferred, type Deferred } from '../support/deferred.js';
 import { Gates, hold } from '../support/gates.js';
-import { byId, enqueuedJob } from '../support/locks.js';
+import { byId, digestOf, enqueuedJob, expiringKey, owners, queuedKey } from '../support/locks.js';
 import { waitFor } from '../support/wait.js';
 import { takeWithCrashingWorker } from '../locks/helpers.js';
 
@@ -74,7 +74,7 @@ function completedEvent(events: QueueEvents, jobId: string): Promise<void> {
 }
 
 describe('a worker event listener of the user that moves the job at once', () => {
-  const { start, keysOf, onCleanup } = useApps('lsn');
+  const { redis, start, keysOf, onCleanup } = useApps('lsn');
 
   /** The retried job holds the lock: a duplicate is refused naming it; after it completes, nothing is left locked. */
   async function expectHeldThenFreed(a: TestApp, job: Job, release: () => void): Promise<void> {
@@ -373,4 +373,61 @@ describe('a worker event listener of the user that moves the job at once', () =>
       expect(a.runs.map((job) => (job.data as { tag: string }).tag)).toEqual(['a', 'b']);
     });
   });
+
+  it.each(ORDERS)(
+    'until_executed, lockLimit 2: job.retry() from a failed listener (%s the library) keeps its slot, given back at the end',
+    async (order) => {
+      const second = hold();
+      const secondStarted = deferred();
+      let calls = 0;
+      const a = await start({
+        unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+        handler: async () => {
+          if (++calls === 1) throw new Error('boom');
+          secondStarted.resolve();
+          await second.promise;
+          return 'second';
+        },
+      });
+      const retried = retryOnFinalFailure(a.worker!, order);
+      const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'first' }, { attempts: 1 }));
+      await retried.promise;
+      await secondStarted.promise;
+      const slots = queuedKey(a.prefix, digestOf(a, 'sync', { id: 'u1' }));
+      expect(await owners(redis, slots)).toEqual([job.id]);
+      const completed = completedEvent(a.queueEvents, job.id!);
+      second.resolve();
+      await completed;
+      await waitFor('the slot to be given back', async () => (await keysOf(a)).length === 0);
+    },
+  );
+
+  it.each(ORDERS)(
+    'until_expired: job.retry() from a failed listener (%s the library) runs in its own period, which then ends with its TTL',
+    async (order) => {
+      let calls = 0;
+      const a = await start({
+        unique: { lock: 'until_expired', lockArgs: byId, lockTtl: 60_000 },
+        handler: async () => {
+          if (++calls === 1) throw new Error('boom');
+          return 'second';
+        },
+      });
+      const retried = retryOnFinalFailure(a.worker!, order);
+      const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'first' }, { attempts: 1 }));
+      const completed = completedEvent(a.queueEvents, job.id!);
+      await retried.promise;
+      await completed;
+      const period = expiringKey(a.prefix, digestOf(a, 'sync', { id: 'u1' }));
+      expect(await owners(redis, period)).toEqual([job.id]);
+      const ttl = await redis.pttl(period);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(60_000);
+      await expect(a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'dup' })).resolves.toMatchObject({
+        status: 'duplicate',
+        existingJobId: job.id,
+      });
+      expect(calls).toBe(2);
+    },
+  );
 });
