@@ -18,6 +18,24 @@ describe('a producer that saw a job end enqueues its digest at once', () => {
   const { start, keysOf, onCleanup } = useApps('cer');
 
   describe.each(PATHS)('%s', (_label, path) => {
+    /** until_and_while_executing with server strategy `server`, and its job A of digest u1 running (held by gates). */
+    async function holderRunning(server: 'log' | 'reject' | 'raise') {
+      const gates = new Gates().hold('a');
+      const a = await start({
+        unique: {
+          lock: 'until_and_while_executing',
+          lockArgs: byId,
+          onConflict: { client: 'log', server },
+          lockTimeout: 0,
+          ...path,
+        },
+        handler: gates.handler,
+        worker: { concurrency: 2 },
+      });
+      const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
+      await gates.started('a');
+      return { a, gates, first };
+    }
     it.each(ORDERS)(
       'until_executed: a queue.add of the digest from a completed listener (%s the library) is enqueued',
       async (order) => {
@@ -41,20 +59,7 @@ describe('a producer that saw a job end enqueues its digest at once', () => {
     it.each(ORDERS)(
       'until_and_while_executing, server log: a queue.add from the completed listener of the copy (%s the library) is enqueued',
       async (order) => {
-        const gates = new Gates().hold('a');
-        const a = await start({
-          unique: {
-            lock: 'until_and_while_executing',
-            lockArgs: byId,
-            onConflict: { client: 'log', server: 'log' },
-            lockTimeout: 0,
-            ...path,
-          },
-          handler: gates.handler,
-          worker: { concurrency: 2 },
-        });
-        const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
-        await gates.started('a');
+        const { a, gates, first } = await holderRunning('log');
         const added = deferred<Job>();
         listen(a.worker!, 'completed', order, (job) => {
           if ((job?.data as { tag?: string } | undefined)?.tag !== 'b') return;
@@ -94,21 +99,8 @@ describe('a producer that saw a job end enqueues its digest at once', () => {
     it.each(ORDERS)(
       'until_and_while_executing, server reject: a queue.add from the failed listener of the rejected copy (%s the library) is enqueued',
       async (order) => {
-        const gates = new Gates().hold('a');
-        const a = await start({
-          unique: {
-            lock: 'until_and_while_executing',
-            lockArgs: byId,
-            onConflict: { client: 'log', server: 'reject' },
-            lockTimeout: 0,
-            ...path,
-          },
-          handler: gates.handler,
-          worker: { concurrency: 2 },
-        });
+        const { a, gates, first } = await holderRunning('reject');
         const added = addOnFinalFailure(a, order);
-        const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
-        await gates.started('a');
         const copy = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'b' }, { attempts: 1 }));
         const again = await added.promise;
         expect(again.id).not.toBe(copy.id);
@@ -144,20 +136,7 @@ describe('a producer that saw a job end enqueues its digest at once', () => {
     it.each(['log', 'reject', 'raise'] as const)(
       'until_and_while_executing, server %s: once waitUntilFinished of the copy settles, its digest is free',
       async (server) => {
-        const gates = new Gates().hold('a');
-        const a = await start({
-          unique: {
-            lock: 'until_and_while_executing',
-            lockArgs: byId,
-            onConflict: { client: 'log', server },
-            lockTimeout: 0,
-            ...path,
-          },
-          handler: gates.handler,
-          worker: { concurrency: 2 },
-        });
-        const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
-        await gates.started('a');
+        const { a, gates, first } = await holderRunning(server);
         for (let i = 0; i < 3; i++) {
           // The copy meets A's run-time lock and ends through the strategy; the producer sees that end, then enqueues.
           const copy = enqueuedJob(
@@ -176,20 +155,7 @@ describe('a producer that saw a job end enqueues its digest at once', () => {
     );
 
     it('until_and_while_executing, server raise with attempts left: the copy waiting for its retry keeps its lock', async () => {
-      const gates = new Gates().hold('a');
-      const a = await start({
-        unique: {
-          lock: 'until_and_while_executing',
-          lockArgs: byId,
-          onConflict: { client: 'log', server: 'raise' },
-          lockTimeout: 0,
-          ...path,
-        },
-        handler: gates.handler,
-        worker: { concurrency: 2 },
-      });
-      const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
-      await gates.started('a');
+      const { a, gates, first } = await holderRunning('raise');
       const failedOnce = new Promise<void>((resolve) => a.worker!.once('failed', () => resolve()));
       const copy = enqueuedJob(
         await a.service.enqueue(
