@@ -59,17 +59,23 @@ export class JobRunner {
     };
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
     const connection = workerConnection(worker);
-    const next: ProcessFn = keyed ? this.underKey(keyed, handler, connection, worker) : handler;
+    const underKey = keyed ? this.underKey(keyed, handler, connection, worker) : undefined;
+    // Failed before its handler ran because Redis refused the library's login: put back, its attempts untouched. A
+    // claim is put back where it failed, so the lock type's hooks see a job moved (not one failed for good) and keep
+    // what it holds while it waits.
+    const postponed = (j: Job, t: string | undefined, error: unknown): Promise<never> => {
+      if (handled || isDelayedError(error)) throw error;
+      return postponeIfLoginRefused(j, t, error);
+    };
+    const next: ProcessFn = underKey
+      ? (j, t, s) => underKey(j, t, s).catch((error: unknown) => postponed(j, t, error))
+      : handler;
     const processed = definition
       ? tracer.run('process', { queue: job.queueName, jobName: job.name, lock: definition.options.lock }, (annotate) =>
           this.runLocked(job, token, signal, next, definition, connection, annotate),
         )
       : tracer.run('process', { queue: job.queueName, jobName: job.name }, () => next(job, token, signal));
-    // Failed before its handler ran because Redis refused the library's login: put back, its attempts untouched.
-    return processed.catch((error: unknown) => {
-      if (handled) throw error;
-      return postponeIfLoginRefused(job, token, error);
-    });
+    return processed.catch((error: unknown) => postponed(job, token, error)); // e.g. the run-time lock's take
   }
 
   /** Calls a handler, counted in {@link handlersRunning} until it settles. */
