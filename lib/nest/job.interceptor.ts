@@ -117,6 +117,7 @@ export class JobInterceptor {
       tools,
       tracer,
       reportError: (job, digest, error) => this.reportError(job, digest, error),
+      loginRefused: () => this.availability.loginRefused() !== undefined,
     });
     this.moves = new JobMovesGuard(definitions, client, events, logger, enabled);
     this.registry = new QueueRegistry(deps.scripts, deps.keys, (error) => {

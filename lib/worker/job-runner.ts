@@ -27,6 +27,8 @@ export interface JobRunnerDeps extends JobRunDeps {
   readonly tools: ConflictTools;
   /** `false`: jobs pass straight through. */
   readonly enabled: boolean;
+  /** Whether Redis refuses the login of the library's connection now (its `error` event said so). */
+  loginRefused(): boolean;
 }
 
 /**
@@ -64,7 +66,7 @@ export class JobRunner {
     // claim is put back where it failed, so the lock type's hooks see a job moved (not one failed for good) and keep
     // what it holds while it waits.
     const postponed = (j: Job, t: string | undefined, error: unknown): Promise<never> => {
-      if (handled || isDelayedError(error)) throw error;
+      if (handled || isDelayedError(error) || !this.deps.loginRefused()) throw error;
       return postponeIfLoginRefused(j, t, error);
     };
     const next: ProcessFn = underKey

@@ -4,51 +4,22 @@
 // heard "fails for good" and released the enqueue lock ahead of the end (on the worker's connection, which logs in);
 // then the job was put back in delayed instead, unlocked, and a duplicate of its digest was admitted beside it. Now
 // the job is put back where the claim failed, so the hook sees a job moved (it runs again) and keeps the lock. On a
-// Redis of the file's own (ACL users).
+// Redis of the file's own (ACL users). And an error that only reads like a refused login (a user's key function or
+// strategy quoting WRONGPASS / NOAUTH) while Redis accepts the library's login fails the job as any error does.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
-import type { UniqueJobOptions, UniqueJobsModuleOptions } from '../../lib/index.js';
+import type { ConflictStrategy, UniqueJobOptions } from '../../lib/index.js';
+import { serverSide } from '../conflicts/helpers.js';
+import { Gates } from '../support/gates.js';
 import { useApps } from '../support/apps.js';
-import { deferred } from '../support/deferred.js';
+import { aclUsers, watchedLogger } from '../support/acl-users.js';
 import { byId, dedupHolder, digestOf, owners, queuedKey } from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
 import { waitFor } from '../support/wait.js';
 
 const server = await ownRedisForFile();
 
-/** Creates (or resets) an ACL user with every key, channel and command, and `password`. */
-async function aclUser(user: string, password: string): Promise<void> {
-  await server.admin.call('ACL', 'SETUSER', user, 'reset', 'on', `>${password}`, '~*', '&*', '+@all');
-}
-
-/** Runs `body` with BullMQ's connections (REDIS_URL) logging in as `user`. */
-async function bullAs<T>(user: string, password: string, body: () => Promise<T>): Promise<T> {
-  process.env.REDIS_URL = server.url.replace('redis://', `redis://${user}:${password}@`);
-  try {
-    return await body();
-  } finally {
-    process.env.REDIS_URL = server.url;
-  }
-}
-
-/** A logger resolving `next(pattern)` at the first line (written from then on) matching it. */
-function watchedLogger() {
-  const waiting: { pattern: RegExp; seen: () => void }[] = [];
-  const add = (message: unknown) => {
-    for (const waiter of waiting.filter(({ pattern }) => pattern.test(String(message)))) {
-      waiting.splice(waiting.indexOf(waiter), 1);
-      waiter.seen();
-    }
-  };
-  return {
-    logger: { log: add, warn: add, error: add },
-    next(pattern: RegExp): Promise<void> {
-      const seen = deferred<void>();
-      waiting.push({ pattern, seen: () => seen.resolve() });
-      return seen.promise;
-    },
-  };
-}
+const { user: aclUser, bullAs, libraryConnection, rotate } = aclUsers(server);
 
 describe('until_executed under a Redis @IdempotencyKey, its claim refused by the library login', () => {
   const { start, redis } = useApps('wrongpwpp');
@@ -60,15 +31,9 @@ describe('until_executed under a Redis @IdempotencyKey, its claim refused by the
     await aclUser('app', 'pw');
     await aclUser('lib', 'pw');
     const watched = watchedLogger();
-    const connection: UniqueJobsModuleOptions['connection'] = {
-      host: '127.0.0.1',
-      port: server.port,
-      username: 'lib',
-      password: 'pw',
-    };
     const app = await bullAs('app', 'pw', () =>
       start({
-        module: { logger: watched.logger, connection },
+        module: { logger: watched.logger, connection: libraryConnection('lib', 'pw') },
         unique: { lock: 'until_executed', lockArgs: byId, ...path },
         idempotency: { key: (job: Job) => (job.data as { id: string }).id },
         handler: async (job: Job<{ id: string }>) => job.data.id,
@@ -88,8 +53,7 @@ describe('until_executed under a Redis @IdempotencyKey, its claim refused by the
     expect(await holders()).toEqual([job.id]);
 
     const refused = watched.next(/WRONGPASS/);
-    await server.admin.call('ACL', 'SETUSER', 'lib', 'resetpass', '>rotated');
-    await server.admin.call('CLIENT', 'KILL', 'USER', 'lib');
+    await rotate('lib');
     await refused;
     const postponed = new Promise<void>((resolve) =>
       app.queueEvents.on('delayed', ({ jobId }) => jobId === job.id && resolve()),
@@ -105,5 +69,43 @@ describe('until_executed under a Redis @IdempotencyKey, its claim refused by the
     await expect(app.finished(job)).resolves.toBe('refused');
     expect(app.runs.map((run) => (run.data as { id: string }).id)).toEqual(['warm1', 'warm2', 'refused']);
     await waitFor('its lock to be released', async () => (await holders()).every((holder) => holder === null));
+  });
+});
+
+describe('an error that only reads like a refused login', () => {
+  const { start } = useApps('wrongpwpp');
+
+  it('thrown by the @IdempotencyKey key function while Redis accepts the login: the job fails as it should', async () => {
+    await aclUser('lib', 'pw');
+    const app = await start({
+      module: { connection: libraryConnection('lib', 'pw') },
+      unique: { lock: 'while_executing', lockArgs: byId },
+      idempotency: {
+        key: () => {
+          throw new Error('WRONGPASS from the customer database the key is read from');
+        },
+      },
+    });
+    const job = await app.queue.add('sync', { id: 'k' }, { attempts: 1 });
+    await expect(app.finished(job)).rejects.toThrow(/WRONGPASS/);
+    expect(await job.getState()).toBe('failed');
+    expect(app.runs).toHaveLength(0);
+  });
+
+  it('thrown by a custom server strategy while Redis accepts the login: the job fails as it should', async () => {
+    const throwing: ConflictStrategy = {
+      name: 'throwing',
+      sides: ['server'],
+      onServerConflict: () => Promise.reject(new Error('NOAUTH from an audit service the strategy calls')),
+    };
+    const gates = new Gates().hold('a');
+    const app = await start({ ...serverSide('throwing', gates), module: { strategies: [throwing] } });
+    const first = await app.queue.add('sync', { id: 's', tag: 'a' });
+    await gates.started('a');
+    const copy = await app.queue.add('sync', { id: 's', tag: 'b' }, { attempts: 1 });
+    await expect(app.finished(copy)).rejects.toThrow(/NOAUTH/);
+    expect(await copy.getState()).toBe('failed');
+    gates.release('a');
+    await app.finished(first);
   });
 });

@@ -13,55 +13,14 @@ import { RedisLoginRefusedError, UniqueJobsError, type UniqueJobsModuleOptions }
 import { processorClass } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { bootstrapError } from '../support/bootstrap.js';
-import { deferred, type Deferred } from '../support/deferred.js';
+import { aclUsers, watchedLogger } from '../support/acl-users.js';
 import { byId } from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
 import { redisClient, uniqueName } from '../support/redis.js';
 
 const server = await ownRedisForFile();
 
-/** Creates (or resets) an ACL user with every key, channel and command, and `password`. */
-async function aclUser(user: string, password: string): Promise<void> {
-  await server.admin.call('ACL', 'SETUSER', user, 'reset', 'on', `>${password}`, '~*', '&*', '+@all');
-}
-
-/** Runs `body` with BullMQ's connections (REDIS_URL) logging in as `user`. */
-async function bullAs<T>(user: string, password: string, body: () => Promise<T>): Promise<T> {
-  process.env.REDIS_URL = server.url.replace('redis://', `redis://${user}:${password}@`);
-  try {
-    return await body();
-  } finally {
-    process.env.REDIS_URL = server.url;
-  }
-}
-
-/** The library's own connection, to the file's server, as `username`. */
-function libraryConnection(username: string, password: string): UniqueJobsModuleOptions['connection'] {
-  return { host: '127.0.0.1', port: server.port, username, password };
-}
-
-/** A logger that keeps every line and resolves `next(pattern)` at the first line (written from then on) matching it. */
-function watchedLogger() {
-  const lines: string[] = [];
-  const waiting: { pattern: RegExp; seen: Deferred<string> }[] = [];
-  const add = (message: unknown) => {
-    const line = String(message);
-    lines.push(line);
-    for (const waiter of waiting.filter(({ pattern }) => pattern.test(line))) {
-      waiting.splice(waiting.indexOf(waiter), 1);
-      waiter.seen.resolve(line);
-    }
-  };
-  return {
-    lines,
-    logger: { log: add, warn: add, error: add },
-    next(pattern: RegExp): Promise<string> {
-      const seen = deferred<string>();
-      waiting.push({ pattern, seen });
-      return seen.promise;
-    },
-  };
-}
+const { user: aclUser, bullAs, libraryConnection, rotate } = aclUsers(server);
 
 /**
  * The bootstrap error of an app whose BullMQ logs in as `app` with `bullPassword` and whose library connection is
@@ -139,8 +98,7 @@ describe('a library connection whose login Redis refuses after the start', () =>
 
     // The password is rotated and the library's connection dropped: it logs in again with the old one.
     const refusedLine = watched.next(/WRONGPASS/);
-    await server.admin.call('ACL', 'SETUSER', 'lib', 'resetpass', '>rotated');
-    await server.admin.call('CLIENT', 'KILL', 'USER', 'lib');
+    await rotate('lib');
     const line = await refusedLine;
     expect(line).toContain('UniqueJobsModule.forRoot "connection"');
     expect(line).toContain('as user "lib"');
@@ -192,8 +150,7 @@ describe('a job whose library connection is refused its login when a worker star
       const job = await app.queue.add('sync', { id: 'refused' }, { attempts: 2, backoff: 1 });
 
       const refusedLine = watched.next(/WRONGPASS/);
-      await server.admin.call('ACL', 'SETUSER', 'lib', 'resetpass', '>rotated');
-      await server.admin.call('CLIENT', 'KILL', 'USER', 'lib');
+      await rotate('lib');
       await refusedLine;
       const postponed = new Promise<void>((resolve) =>
         app.queueEvents.on('delayed', ({ jobId }) => jobId === job.id && resolve()),
