@@ -116,6 +116,11 @@ export class LockStore {
     return fields[0] !== null && fields[1] === null && (runner === null || runner === token);
   }
 
+  /** Whether BullMQ's lock of a job (`<job>:lock`) holds `token`: the worker that took the job with it still runs it. */
+  async holdsJobLock(qualifiedName: string, jobId: string, token: string): Promise<boolean> {
+    return (await this.scripts.client.get(bullKeys.jobLock(qualifiedName, jobId))) === token;
+  }
+
   /** The options a job was stored with (its hash's `opts` field), or `undefined` when the job does not exist. */
   async jobOptions(jobKey: string): Promise<Record<string, unknown> | undefined> {
     const opts = await this.scripts.client.hget(jobKey, 'opts');

@@ -32,6 +32,11 @@ export interface LockRun {
   readonly restarted: boolean;
   /** Takes the run-time lock (waiting up to `lockTimeout`); the worker gives it back after the attempt, whatever happens. */
   takeRuntimeLock(): Promise<AcquireResult>;
+  /**
+   * Whether this worker still holds BullMQ's lock of the job (one Redis call): a worker that stalled past it lost the
+   * job to its recovered run, and BullMQ refuses this worker's record of the end.
+   */
+  stillRuns(): Promise<boolean>;
 }
 
 /** An attempt whose handler threw. */
@@ -99,10 +104,12 @@ export abstract class Lock {
    * A run-time conflict ends the job: its server strategy completed it, or failed it for good by BullMQ's rule (not a
    * retry, nor a move such as `reschedule`'s). BullMQ records the end next: what the job still holds is released ahead
    * of that record, on the worker's connection when it can, as a handler's success does, so a producer that saw the
-   * end finds the digest free. {@link finished} still follows BullMQ's record. A lock that outlives its job keeps it.
+   * end finds the digest free; not by a worker that stalled past BullMQ's job lock. {@link finished} still follows
+   * BullMQ's record. A lock that outlives its job keeps it.
    */
   async endedByConflict(run: LockRun): Promise<void> {
-    if (!this.outlivesJob) await run.enqueueLock?.releaseAtEnd(true);
+    // Asked first: the slot set's release goes by job id, and what a stalled worker's job holds is its recovered run's.
+    if (!this.outlivesJob && run.enqueueLock && (await run.stillRuns())) await run.enqueueLock.releaseAtEnd(true);
   }
 
   /**

@@ -65,6 +65,12 @@ export class JobRun implements LockRun {
         : undefined;
   }
 
+  /** {@link LockRun.stillRuns}: BullMQ's job lock still holds the token this worker took the job with. */
+  async stillRuns(): Promise<boolean> {
+    const { job } = this;
+    return job.token === undefined || this.deps.store.holdsJobLock(job.queueQualifiedName, job.id!, job.token);
+  }
+
   /** Takes the run-time lock (waiting up to `lockTimeout`); a refusal names the holder's job id. */
   async takeRuntimeLock(): Promise<AcquireResult> {
     const { job, definition, digest, deps } = this;

@@ -6,6 +6,7 @@
 // the slot-set path and with lockTtl such an add met the ended copy (with `log`, `queue.add` answered a handle on it).
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
+import type { ConflictStrategy } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { Gates } from '../support/gates.js';
@@ -15,7 +16,7 @@ import { takeWithCrashingWorker } from '../locks/helpers.js';
 import { addOnFinalFailure, completedEvent, listen, ORDERS, PATHS } from './listener-helpers.js';
 
 describe('a producer that saw a job end enqueues its digest at once', () => {
-  const { start, keysOf, onCleanup } = useApps('cer');
+  const { start, keysOf, onCleanup, redis } = useApps('cer');
 
   describe.each(PATHS)('%s', (_label, path) => {
     /** until_and_while_executing with server strategy `server`, and its job A of digest u1 running (held by gates). */
@@ -153,6 +154,37 @@ describe('a producer that saw a job end enqueues its digest at once', () => {
         expect(a.runs.map((job) => (job.data as { tag: string }).tag)).toEqual(['a']);
       },
     );
+
+    it("a copy whose worker lost BullMQ's job lock while its strategy ran (a stall) leaves its lock to the recovered run", async () => {
+      const stalling: ConflictStrategy = {
+        name: 'stalling',
+        sides: ['server'],
+        async onServerConflict({ job }) {
+          // As if this worker stalled past BullMQ's job lock and another worker took the job up: the lock is theirs.
+          await redis.set(`${job.queueQualifiedName}:${job.id}:lock`, 'the-recovered-run');
+          return 'skipped';
+        },
+      };
+      const gates = new Gates().hold('a');
+      const a = await start({
+        unique: { lock: 'until_and_while_executing', lockArgs: byId, onConflict: { server: 'stalling' }, ...path },
+        handler: gates.handler,
+        worker: { concurrency: 2 },
+        module: { strategies: [stalling] },
+      });
+      const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
+      await gates.started('a');
+      const refused = new Promise<Error>((resolve) => a.worker!.once('error', resolve));
+      const copy = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'b' }));
+      expect((await refused).message).toMatch(/lock/i); // BullMQ refuses this worker's record of the copy's end
+      await expect(a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'c' })).resolves.toMatchObject({
+        status: 'duplicate',
+        existingJobId: copy.id, // still the copy's, for its recovered run
+      });
+      await redis.del(`${a.queue.qualifiedName}:${copy.id}:lock`);
+      gates.release('a');
+      await a.finished(first);
+    });
 
     it('until_and_while_executing, server raise with attempts left: the copy waiting for its retry keeps its lock', async () => {
       const { a, gates, first } = await holderRunning('raise');
