@@ -13,30 +13,21 @@ import { Gates } from '../support/gates.js';
 import { byId, enqueuedJob } from '../support/locks.js';
 import { waitFor } from '../support/wait.js';
 import { takeWithCrashingWorker } from '../locks/helpers.js';
-import { addOnFinalFailure, completedEvent, listen, ORDERS, PATHS } from './listener-helpers.js';
+import {
+  addOnFinalFailure,
+  completedEvent,
+  holderRunning as running,
+  listen,
+  ORDERS,
+  PATHS,
+} from './listener-helpers.js';
 
 describe('a producer that saw a job end enqueues its digest at once', () => {
   const { start, keysOf, onCleanup, redis } = useApps('cer');
 
   describe.each(PATHS)('%s', (_label, path) => {
-    /** until_and_while_executing with server strategy `server`, and its job A of digest u1 running (held by gates). */
-    async function holderRunning(server: 'log' | 'reject' | 'raise') {
-      const gates = new Gates().hold('a');
-      const a = await start({
-        unique: {
-          lock: 'until_and_while_executing',
-          lockArgs: byId,
-          onConflict: { client: 'log', server },
-          lockTimeout: 0,
-          ...path,
-        },
-        handler: gates.handler,
-        worker: { concurrency: 2 },
-      });
-      const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
-      await gates.started('a');
-      return { a, gates, first };
-    }
+    const holderRunning = (server: 'log' | 'reject' | 'raise') =>
+      running(start, { onConflict: { client: 'log', server }, ...path });
     it.each(ORDERS)(
       'until_executed: a queue.add of the digest from a completed listener (%s the library) is enqueued',
       async (order) => {

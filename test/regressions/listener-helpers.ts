@@ -1,8 +1,10 @@
 // What the listener tests share: a user's worker event listener, added before the library's own or after it.
 import type { Job, QueueEvents, Worker } from 'bullmq';
 import type { UniqueJobOptions } from '../../lib/index.js';
-import type { TestApp } from '../support/app.js';
+import type { TestApp, TestAppOptions } from '../support/app.js';
 import { deferred, type Deferred } from '../support/deferred.js';
+import { Gates } from '../support/gates.js';
+import { byId, enqueuedJob } from '../support/locks.js';
 
 export type Order = 'before' | 'after';
 export const ORDERS: Order[] = ['before', 'after'];
@@ -63,4 +65,23 @@ export function completedEvent(events: QueueEvents, jobId: string): Promise<void
     };
     events.on('completed', listener);
   });
+}
+
+/**
+ * An `until_and_while_executing` app (`unique` adds to or overrides its options: `onConflict`, `lockTimeout` 0, the
+ * path) whose job A of digest u1 is running, held by `gates` ('a').
+ */
+export async function holderRunning(
+  start: (options: Partial<TestAppOptions>) => Promise<TestApp>,
+  unique: Partial<UniqueJobOptions>,
+) {
+  const gates = new Gates().hold('a');
+  const a = await start({
+    unique: { lock: 'until_and_while_executing', lockArgs: byId, lockTimeout: 0, ...unique },
+    handler: gates.handler,
+    worker: { concurrency: 2 },
+  });
+  const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
+  await gates.started('a');
+  return { a, gates, first };
 }

@@ -7,11 +7,11 @@ import type { Job } from 'bullmq';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
-import { Gates, hold } from '../support/gates.js';
+import { hold } from '../support/gates.js';
 import { byId, digestOf, enqueuedJob, expiringKey, owners, queuedKey } from '../support/locks.js';
 import { waitFor } from '../support/wait.js';
 import { takeWithCrashingWorker } from '../locks/helpers.js';
-import { completedEvent, ORDERS, PATHS, retryOnFinalFailure } from './listener-helpers.js';
+import { completedEvent, holderRunning, ORDERS, PATHS, retryOnFinalFailure } from './listener-helpers.js';
 
 describe('job.retry() from a worker event listener of the user', () => {
   const { redis, start, keysOf, onCleanup } = useApps('lsn');
@@ -58,21 +58,12 @@ describe('job.retry() from a worker event listener of the user', () => {
     it.each(ORDERS.flatMap((order) => (['reject', 'raise'] as const).map((server) => [server, order] as const)))(
       'until_and_while_executing, server %s: job.retry() of the copy it failed (%s the library) keeps its lock',
       async (server, order) => {
-        const gates = new Gates().hold('a');
-        const a = await start({
-          unique: {
-            lock: 'until_and_while_executing',
-            lockArgs: byId,
-            onConflict: { client: 'reject', server },
-            lockTimeout: 2_000,
-            ...path,
-          },
-          handler: gates.handler,
-          worker: { concurrency: 2 },
+        const { a, gates, first } = await holderRunning(start, {
+          onConflict: { client: 'reject', server },
+          lockTimeout: 2_000,
+          ...path,
         });
         const retried = retryOnFinalFailure(a.worker!, order);
-        const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'a' }));
-        await gates.started('a');
         const copy = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'b' }, { attempts: 1 }));
         // The copy meets A's run-time lock, is rejected (failed for good), and the listener retries it at once: it waits
         // for A's run-time lock again, holding its enqueue lock.

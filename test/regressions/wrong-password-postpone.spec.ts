@@ -12,14 +12,14 @@ import type { ConflictStrategy, UniqueJobOptions } from '../../lib/index.js';
 import { serverSide } from '../conflicts/helpers.js';
 import { Gates } from '../support/gates.js';
 import { useApps } from '../support/apps.js';
-import { aclUsers, watchedLogger } from '../support/acl-users.js';
+import { aclUsers } from '../support/acl-users.js';
 import { byId, dedupHolder, digestOf, owners, queuedKey } from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
 import { waitFor } from '../support/wait.js';
 
 const server = await ownRedisForFile();
 
-const { user: aclUser, bullAs, libraryConnection, rotate } = aclUsers(server);
+const { user: aclUser, libraryConnection, rotate, startSplit } = aclUsers(server);
 
 describe('until_executed under a Redis @IdempotencyKey, its claim refused by the library login', () => {
   const { start, redis } = useApps('wrongpwpp');
@@ -28,17 +28,11 @@ describe('until_executed under a Redis @IdempotencyKey, its claim refused by the
     ['fast path with lockTtl', { lockTtl: 60_000 }],
     ['slot set (lockLimit 2)', { lockLimit: 2 }],
   ])('%s: postponed with no attempts left, it keeps its enqueue lock while it waits', async (_label, path) => {
-    await aclUser('app', 'pw');
-    await aclUser('lib', 'pw');
-    const watched = watchedLogger();
-    const app = await bullAs('app', 'pw', () =>
-      start({
-        module: { logger: watched.logger, connection: libraryConnection('lib', 'pw') },
-        unique: { lock: 'until_executed', lockArgs: byId, ...path },
-        idempotency: { key: (job: Job) => (job.data as { id: string }).id },
-        handler: async (job: Job<{ id: string }>) => job.data.id,
-      }),
-    );
+    const { app, watched } = await startSplit(start, {
+      unique: { lock: 'until_executed', lockArgs: byId, ...path },
+      idempotency: { key: (job: Job) => (job.data as { id: string }).id },
+      handler: async (job: Job<{ id: string }>) => job.data.id,
+    });
     // Two jobs first: the library learns the worker's connection, then that it reaches the library's own server (a
     // release at a job's end is then sent there, where the login is accepted).
     for (const id of ['warm1', 'warm2'])

@@ -13,14 +13,14 @@ import { RedisLoginRefusedError, UniqueJobsError, type UniqueJobsModuleOptions }
 import { processorClass } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { bootstrapError } from '../support/bootstrap.js';
-import { aclUsers, watchedLogger } from '../support/acl-users.js';
+import { aclUsers } from '../support/acl-users.js';
 import { byId } from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
 import { redisClient, uniqueName } from '../support/redis.js';
 
 const server = await ownRedisForFile();
 
-const { user: aclUser, bullAs, libraryConnection, rotate } = aclUsers(server);
+const { user: aclUser, libraryConnection, rotate, startSplit } = aclUsers(server);
 
 /**
  * The bootstrap error of an app whose BullMQ logs in as `app` with `bullPassword` and whose library connection is
@@ -84,16 +84,11 @@ describe('a library connection whose login Redis refuses after the start', () =>
   const { start } = useApps('wrongpw');
 
   it('every enqueue of a unique job fails at once with RedisLoginRefusedError, sending nothing, until Redis accepts the login again', async () => {
-    await aclUser('app', 'pw');
-    await aclUser('lib', 'pw');
-    const watched = watchedLogger();
-    const app = await bullAs('app', 'pw', () =>
-      start({
-        module: { logger: watched.logger, connection: libraryConnection('lib', 'pw'), enqueueTimeout: 30_000 },
-        unique: { lock: 'until_executed', lockArgs: byId },
-        handler: async (job: Job<{ id: string }>) => job.data.id,
-      }),
-    );
+    const { app, watched } = await startSplit(start, {
+      module: { enqueueTimeout: 30_000 },
+      unique: { lock: 'until_executed', lockArgs: byId },
+      handler: async (job: Job<{ id: string }>) => job.data.id,
+    });
     await expect(app.finished(await app.queue.add('sync', { id: 'before' }))).resolves.toBe('before');
 
     // The password is rotated and the library's connection dropped: it logs in again with the old one.
@@ -135,18 +130,12 @@ describe('a job whose library connection is refused its login when a worker star
   it.each(cases)(
     '$name: goes back to delayed, its attempts untouched, and runs once Redis accepts the login again',
     async ({ unique, idempotency }) => {
-      await aclUser('app', 'pw');
-      await aclUser('lib', 'pw');
-      const watched = watchedLogger();
-      const app = await bullAs('app', 'pw', () =>
-        start({
-          module: { logger: watched.logger, connection: libraryConnection('lib', 'pw') },
-          unique,
-          idempotency,
-          paused: true,
-          handler: async (job: Job<{ id: string }>) => job.data.id,
-        }),
-      );
+      const { app, watched } = await startSplit(start, {
+        unique,
+        idempotency,
+        paused: true,
+        handler: async (job: Job<{ id: string }>) => job.data.id,
+      });
       const job = await app.queue.add('sync', { id: 'refused' }, { attempts: 2, backoff: 1 });
 
       const refusedLine = watched.next(/WRONGPASS/);
