@@ -139,22 +139,7 @@ export class JobRunner {
     this.runs.set(job, run);
     try {
       const admitted = await definition.lock.start(run);
-      if (!admitted.acquired) {
-        let value: unknown;
-        try {
-          value = await definition.serverStrategy!.onServerConflict!(
-            { side: 'server', job, token, digest, existingJobId: admitted.holder, definition },
-            this.deps.tools,
-          );
-        } catch (error) {
-          if (isDelayedError(error)) {
-            if (this.followsDelays(run)) await this.delayed(run); // rescheduled
-          } else await this.endedByConflict(run, error);
-          throw error;
-        }
-        await this.endedByConflict(run);
-        return value;
-      }
+      if (!admitted.acquired) return await this.conflicted(run, token, admitted.holder);
       let value: unknown;
       try {
         value = await next(job, token, signal);
@@ -177,16 +162,29 @@ export class JobRunner {
   }
 
   /**
-   * The server strategy of a run-time conflict returned (the job completes) or threw `error`: when the job ends so (by
-   * BullMQ's rule, asked of BullMQ: not a retry, nor a move the strategy made), the lock type releases what the job
-   * still holds before BullMQ records the end.
+   * A run-time conflict (`holder` holds the lock): the server strategy decides. When it ends the job — it returns (the
+   * job completes) or throws and BullMQ fails the job for good by its own rule (asked of BullMQ: not a retry, nor a move
+   * the strategy made) — the lock type releases what the job still holds before BullMQ records the end.
    */
-  private async endedByConflict(run: JobRun, ...thrown: [] | [unknown]): Promise<void> {
+  private async conflicted(run: JobRun, token: string | undefined, holder: string | undefined): Promise<unknown> {
     const { job, digest, definition } = run;
-    await this.quietly(job, digest, async () => {
-      if (thrown.length > 0 && (await attemptOutcome(job, thrown[0])) !== 'fails') return;
-      await definition.lock.endedByConflict(run);
-    });
+    const ended = (endsJob = async () => true) =>
+      this.quietly(job, digest, async () => {
+        if (await endsJob()) await definition.lock.endedByConflict(run);
+      });
+    let value: unknown;
+    try {
+      value = await definition.serverStrategy!.onServerConflict!(
+        { side: 'server', job, token, digest, existingJobId: holder, definition },
+        this.deps.tools,
+      );
+    } catch (error) {
+      if (!isDelayedError(error)) await ended(async () => (await attemptOutcome(job, error)) === 'fails');
+      else if (this.followsDelays(run)) await this.delayed(run); // rescheduled
+      throw error;
+    }
+    await ended();
+    return value;
   }
 
   /**

@@ -13,6 +13,24 @@ import { waitFor } from '../support/wait.js';
 import { takeWithCrashingWorker } from '../locks/helpers.js';
 import { completedEvent, holderRunning, ORDERS, PATHS, retryOnFinalFailure } from './listener-helpers.js';
 
+/**
+ * A handler that fails the first run of the job tagged `first` and holds its second run until `second.resolve()`
+ * (`secondStarted` resolves as it starts); other jobs return `'other'`. `calls()`: how often it ran the tagged job.
+ */
+function failsOnceThenHolds() {
+  const second = hold();
+  const secondStarted = deferred();
+  let calls = 0;
+  const handler = async (job: Job) => {
+    if ((job.data as { tag: string }).tag !== 'first') return 'other';
+    if (++calls === 1) throw new Error('boom');
+    secondStarted.resolve();
+    await second.promise;
+    return 'second';
+  };
+  return { handler, second, secondStarted, calls: () => calls };
+}
+
 describe('job.retry() from a worker event listener of the user', () => {
   const { redis, start, keysOf, onCleanup } = useApps('lsn');
 
@@ -33,25 +51,14 @@ describe('job.retry() from a worker event listener of the user', () => {
     it.each(ORDERS)(
       'until_executed, attempts 1: job.retry() from a failed listener (%s the library) keeps the lock, released at the end',
       async (order) => {
-        const second = hold();
-        const secondStarted = deferred();
-        let calls = 0;
-        const a = await start({
-          unique: { lock: 'until_executed', lockArgs: byId, ...path },
-          handler: async (job) => {
-            if ((job.data as { tag: string }).tag !== 'first') return 'other';
-            if (++calls === 1) throw new Error('boom');
-            secondStarted.resolve();
-            await second.promise;
-            return 'second';
-          },
-        });
+        const { handler, second, secondStarted, calls } = failsOnceThenHolds();
+        const a = await start({ unique: { lock: 'until_executed', lockArgs: byId, ...path }, handler });
         const retried = retryOnFinalFailure(a.worker!, order);
         const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'first' }, { attempts: 1 }));
         expect((await retried.promise).id).toBe(job.id);
         await secondStarted.promise;
         await expectHeldThenFreed(a, job, () => second.resolve());
-        expect(calls).toBe(2);
+        expect(calls()).toBe(2);
       },
     );
 
@@ -112,18 +119,8 @@ describe('job.retry() from a worker event listener of the user', () => {
   it.each(ORDERS)(
     'until_executed, lockLimit 2: job.retry() from a failed listener (%s the library) keeps its slot, given back at the end',
     async (order) => {
-      const second = hold();
-      const secondStarted = deferred();
-      let calls = 0;
-      const a = await start({
-        unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
-        handler: async () => {
-          if (++calls === 1) throw new Error('boom');
-          secondStarted.resolve();
-          await second.promise;
-          return 'second';
-        },
-      });
+      const { handler, second, secondStarted } = failsOnceThenHolds();
+      const a = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, handler });
       const retried = retryOnFinalFailure(a.worker!, order);
       const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', tag: 'first' }, { attempts: 1 }));
       await retried.promise;
