@@ -41,7 +41,14 @@ export function clusterTopology(cluster: Cluster) {
   /** A connection to one node, `host:port`. */
   async function nodeAt(address: string): Promise<Redis> {
     const [host, port] = address.split(':');
-    const node = new Redis({ host, port: Number(port), lazyConnect: true, maxRetriesPerRequest: 0 });
+    // disconnectTimeout: as in test/support/redis.ts (the killed node's socket is closed before `disconnect()`).
+    const node = new Redis({
+      host,
+      port: Number(port),
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      disconnectTimeout: 200,
+    });
     node.on('error', () => undefined); // the killed node's connection ends
     await node.connect();
     return node;
