@@ -12,7 +12,10 @@ import { RATE_LIMIT_ERROR, type Job } from 'bullmq';
  * Asked before BullMQ moves the job, for decisions that cannot wait for the worker's `failed` event. Costs one Redis
  * call (the job's state), and a custom backoff strategy is called once more than BullMQ calls it.
  */
-export async function attemptOutcome(job: Job, error: unknown): Promise<'runs-again' | 'retries' | 'fails'> {
+export async function attemptOutcome(
+  job: Job<unknown, unknown>,
+  error: unknown,
+): Promise<'runs-again' | 'retries' | 'fails'> {
   if (error instanceof Error && error.message === RATE_LIMIT_ERROR) return 'runs-again';
   if ((await job.getState()) !== 'active') return 'runs-again';
   const shouldRetryJob = (job as unknown as { shouldRetryJob?: (err: unknown) => Promise<[boolean, number]> })
@@ -26,6 +29,6 @@ export async function attemptOutcome(job: Job, error: unknown): Promise<'runs-ag
  * Whether a job's start may not be its first: a retry, a stalled job recovered, or a job brought back from `failed` or
  * `completed` (BullMQ counts every end in `attemptsMade`, unless a `retry` resets it along with `attemptsStarted`).
  */
-export function isRestart(job: Job): boolean {
+export function isRestart(job: Job<unknown, unknown>): boolean {
   return job.attemptsMade > 0 || job.attemptsStarted > 1 || job.stalledCounter > 0;
 }

@@ -8,15 +8,21 @@ export type { ConflictSide };
 
 /** A duplicate found at enqueue. */
 export interface ClientConflict {
+  /** Where it was met: at enqueue (tells it from a {@link ServerConflict}). */
   readonly side: 'client';
+  /** The queue the duplicate was being added to. */
   readonly queue: Queue;
+  /** The duplicate's job name. */
   readonly name: string;
+  /** The duplicate's data. */
   readonly data: unknown;
   /** The options the producer passed (the library's own additions removed). */
   readonly opts: JobsOptions;
+  /** The digest the duplicate shares with the holder (`v1:` + 64 hex digits). */
   readonly digest: string;
   /** Id of the job that holds the lock. */
   readonly existingJobId: string | undefined;
+  /** The unique-job definition of (queue, name), with its options in force. */
   readonly definition: ResolvedJobDefinition;
 }
 
@@ -25,13 +31,17 @@ export interface ClientConflict {
  * a finished job made without the library) and its enqueue lock is held by another job.
  */
 export interface ServerConflict {
+  /** Where it was met: in the worker (tells it from a {@link ClientConflict}). */
   readonly side: 'server';
-  readonly job: Job;
+  /** The duplicate job, as the worker got it. */
+  readonly job: Job<unknown, unknown>;
   /** The worker's lock token for the job (needed to move it, e.g. back to delayed). */
   readonly token: string | undefined;
+  /** The digest the duplicate shares with the holder (`v1:` + 64 hex digits). */
   readonly digest: string;
   /** Id of a job that holds the lock. */
   readonly existingJobId: string | undefined;
+  /** The unique-job definition of (queue, name), with its options in force. */
   readonly definition: ResolvedJobDefinition;
 }
 
@@ -46,7 +56,12 @@ export interface ClientResolution {
 /** What the library hands a strategy to act with. */
 export interface ConflictTools {
   /** The module's logger (`forRoot({ logger })`; silent with `logger: false`). */
-  readonly logger: { warn(message: string): void; log(message: string): void };
+  readonly logger: {
+    /** Logs a warning (e.g. a fallback to another strategy). */
+    warn(message: string): void;
+    /** Logs an informational line. */
+    log(message: string): void;
+  };
   /** The event stream: `events.emit(…)` publishes an event of the library's types (e.g. a `duplicate`). */
   readonly events: UniqueJobsEvents;
   /** The dead set, where `reject` keeps duplicates. */
@@ -64,7 +79,7 @@ export interface ConflictTools {
   /** The strategy registered under a name (used for fallbacks). */
   strategy(name: string): ConflictStrategy;
   /** Counts one more reschedule of a job and returns the count (kept on the job's own hash, so it dies with it). */
-  countReschedule(job: Job): Promise<number>;
+  countReschedule(job: Job<unknown, unknown>): Promise<number>;
 }
 
 /**

@@ -53,7 +53,15 @@ export interface DeadSetEntry {
 export type NewDeadSetEntry = Omit<
   DeadSetEntry,
   'id' | 'rejectedAt' | 'truncated' | 'originalBytes' | 'payloadSha256' | 'opts'
-> & { opts: JobsOptions };
+> & {
+  /** The job options to keep with the entry (a retry enqueues with them), without the library's own fields. */
+  opts: JobsOptions;
+};
 
 /** An entry that still has its payload: the only kind `retry` enqueues again. */
-export type RetryableDeadSetEntry = DeadSetEntry & { opts: JobsOptions; truncated?: undefined };
+export type RetryableDeadSetEntry = DeadSetEntry & {
+  /** The job's options (the library's own fields removed): the retry enqueues with them. */
+  opts: JobsOptions;
+  /** Never set: a truncated entry has lost its payload and cannot be retried. */
+  truncated?: undefined;
+};

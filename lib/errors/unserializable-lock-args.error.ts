@@ -16,7 +16,12 @@ export class UnserializableLockArgsError extends UniqueJobsError {
     /** Why it cannot be hashed. */
     readonly reason: string,
     /** The job whose lock arguments they are, when known. */
-    readonly job?: { readonly queue: string; readonly name: string },
+    readonly job?: {
+      /** Name of the job's queue. */
+      readonly queue: string;
+      /** The job's name. */
+      readonly name: string;
+    },
   ) {
     const shown = cut(path, MAX_PATH);
     const whose = job ? ` of job "${cut(job.name, MAX_NAME)}" on queue "${cut(job.queue, MAX_NAME)}"` : '';

@@ -18,7 +18,10 @@ export async function completedBy(definition: ResolvedIdempotency, ref: Idempote
   return record?.state === 'completed' && record.owner === ref.owner;
 }
 
-export function keyOf(definition: ResolvedIdempotency, job: Job): { key: string } | { missing: string } {
+export function keyOf(
+  definition: ResolvedIdempotency,
+  job: Job<unknown, unknown>,
+): { key: string } | { missing: string } {
   try {
     return definition.keyOf(job);
   } catch (error) {

@@ -18,7 +18,7 @@ export interface AttemptIds {
 
 /** One delivery of a job under `@IdempotencyKey`, from its claim to its settling. */
 export interface Attempt {
-  job: Job;
+  job: Job<unknown, unknown>;
   token: string | undefined;
   signal: AbortSignal | undefined;
   definition: ResolvedIdempotency;

@@ -5,9 +5,13 @@ import type { IdempotencyStore } from './idempotency-store.interface.js';
  * plain object works in tests).
  */
 export interface IdempotencyJob<DataType = unknown> {
+  /** The job's id: never a key (a retried or re-added delivery of the same effect has another). */
   readonly id?: string;
+  /** The job's name. */
   readonly name: string;
+  /** Name of the job's queue. */
   readonly queueName: string;
+  /** The job's data: where the key comes from. */
   readonly data: DataType;
 }
 

@@ -135,14 +135,23 @@ export interface TransactionClaim {
 }
 
 /** The answer of {@link IdempotencyStore.claimInTransaction}: the committed `work`'s value, or the claim's loss. */
-export type IdempotencyTransactionResult<T> = { claimed: true; value: T } | IdempotencyClaimLost;
+export type IdempotencyTransactionResult<T> =
+  | {
+      /** The claim was taken and `work` committed with it. */
+      claimed: true;
+      /** What `work` resolved to. */
+      value: T;
+    }
+  | IdempotencyClaimLost;
 
 /** The states of a record. */
 export type IdempotencyState = 'in_progress' | 'completed' | 'failed';
 
 /** Identifies a claimed record and its owner. */
 export interface IdempotencyRecordRef {
+  /** Scope of the key (as stored: see `normalizeIdempotencyScope`). */
   scope: string;
+  /** The idempotency key (as stored: see `normalizeIdempotencyKey`). */
   key: string;
   /** The owner token the claim was taken with: random per attempt, never the job id. */
   owner: string;
@@ -187,10 +196,18 @@ export interface IdempotencyTransactionalClaim extends IdempotencyClaim {
 }
 
 /** The answer to a claim. */
-export type IdempotencyClaimResult = { claimed: true; takeover: boolean } | IdempotencyClaimLost;
+export type IdempotencyClaimResult =
+  | {
+      /** The key is now held by this claim's owner: the handler may run. */
+      claimed: true;
+      /** Whether the claim took over an in-progress record whose lease had ended (its holder died or stalled). */
+      takeover: boolean;
+    }
+  | IdempotencyClaimLost;
 
 /** A claim that a live record stopped. */
 export interface IdempotencyClaimLost {
+  /** The key is held or settled by another record: the handler must not run (see `record`). */
   claimed: false;
   /** The live record that stopped the claim. */
   record: IdempotencyRecord;
@@ -226,13 +243,20 @@ export interface IdempotencyFailure {
 
 /** A record as a store reads it back. */
 export interface IdempotencyRecord {
+  /** Scope of the key, as stored. */
   scope: string;
+  /** The idempotency key, as stored. */
   key: string;
+  /**
+   * `in_progress` while a claim holds it (until its lease ends), `completed` with a stored result, `failed` with a kept
+   * failure (`onFailure: 'keep'`).
+   */
   state: IdempotencyState;
   /** Owner token of the claim that wrote it. */
   owner: string | undefined;
   /** The job that claimed it. */
   jobId: string | undefined;
+  /** Fingerprint of the payload that claimed it; `undefined` when payloads are not compared. */
   fingerprint: string | undefined;
   /** Stored return value (JSON text) of a completed record. */
   result: string | undefined;

@@ -27,7 +27,7 @@ import type {
   TransactionClaim,
 } from './idempotency-store.interface.js';
 
-type Processor = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
+type Processor = (job: Job<unknown, unknown>, token?: string, signal?: AbortSignal) => Promise<unknown>;
 
 /**
  * Runs a handler under `@IdempotencyKey`: claim → handler → complete (or release), with the lease renewed while the
@@ -57,7 +57,7 @@ export class IdempotencyRunner {
   /** Runs `next` (the handler, or the rest of the interceptor chain) for `job` at most once per key. */
   async run(
     definition: ResolvedIdempotency,
-    job: Job,
+    job: Job<unknown, unknown>,
     token: string | undefined,
     signal: AbortSignal | undefined,
     next: Processor,

@@ -133,7 +133,7 @@ export class WaitingDuplicates {
    * delayed for `delayMs` (the upper bound), then promotes it itself if the holder settled the record meanwhile.
    */
   async delay(
-    job: Job,
+    job: Job<unknown, unknown>,
     token: string | undefined,
     recordId: string,
     delayMs: number,

@@ -2,12 +2,13 @@ import type { Job } from 'bullmq';
 
 /** A job that was added to the queue (or replaced the job that held its lock). */
 export interface EnqueuedResult<DataType = unknown> {
+  /** Tells the two results apart: the job was added. */
   status: 'enqueued';
   /**
    * The job added; or, when the `jobId` you passed already exists, a handle with that id and the data you passed
    * (BullMQ's own id deduplication, answered before any lock: nothing was added).
    */
-  job: Job<DataType>;
+  job: Job<DataType, unknown>;
   /** The digest the job is locked under, when it has an enqueue lock. */
   digest?: string;
   /**
@@ -19,6 +20,7 @@ export interface EnqueuedResult<DataType = unknown> {
 
 /** A job that was not added because another job holds its lock. */
 export interface DuplicateResult {
+  /** Tells the two results apart: the job was not added (its conflict strategy handled it). */
   status: 'duplicate';
   /** Id of the job that holds the lock. */
   existingJobId: string | undefined;

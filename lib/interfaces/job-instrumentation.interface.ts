@@ -6,10 +6,13 @@ export type JobOperation = 'enqueue' | 'enqueueBulk' | 'process' | 'runtimeLock'
  * ids that embed data). The digest is a hash.
  */
 export interface JobOperationAttributes {
+  /** Name of the queue. */
   queue: string;
+  /** The job's name (absent for a bulk enqueue, whose jobs may have several). */
   jobName?: string;
   /** The lock type (`until_executed`, …). */
   lock?: string;
+  /** The job's digest (`v1:` + 64 hex digits), when it is a unique job. */
   digest?: string;
   /** Jobs in a bulk enqueue. */
   jobs?: number;
@@ -27,6 +30,10 @@ export type AnnotateOperation = (attributes: Partial<JobOperationAttributes>) =>
  * `@opentelemetry/api` is present). `work` must be called exactly once and its result returned.
  */
 export interface JobInstrumentation {
+  /**
+   * Runs `work` as `operation` (e.g. inside a span named after it, with these attributes) and returns what it resolves
+   * to, or rejects with what it rejects with; `annotate` adds attributes learnt while it runs.
+   */
   run<T>(
     operation: JobOperation,
     attributes: JobOperationAttributes,

@@ -14,7 +14,14 @@ export type StrategyName = BuiltInStrategyName | (string & {});
  * What happens to a duplicate. One name applies to every side the lock has; an object sets the enqueue side
  * (`client`) and the run-time side (`server`) separately.
  */
-export type OnConflict = StrategyName | { client?: StrategyName; server?: StrategyName };
+export type OnConflict =
+  | StrategyName
+  | {
+      /** The strategy at enqueue (enqueue locks). Default: the lock type's. */
+      client?: StrategyName;
+      /** The strategy in the worker (run-time locks). Default: the lock type's. */
+      server?: StrategyName;
+    };
 
 /** `client`: at enqueue, before the job exists. `server`: in the worker, when a run-time lock is taken. */
 export type ConflictSide = 'client' | 'server';
@@ -27,9 +34,13 @@ export type UniqueAcross = 'queues' | 'names';
  * worker it is the real job (which has these fields too).
  */
 export interface LockArgsJob<DataType = unknown> {
+  /** The job's name. */
   readonly name: string;
+  /** Name of the job's queue. */
   readonly queueName: string;
+  /** The job's data. */
   readonly data: DataType;
+  /** The BullMQ options the producer passed (at enqueue) or the job's options (in a worker). */
   readonly opts?: JobsOptions;
   /** BullMQ's key prefix of the queue (absent: `'bull'`). A prefix other than `'bull'` is part of the digest. */
   readonly prefix?: string;
@@ -99,7 +110,9 @@ export interface EffectiveJobOptions extends UniqueJobDefaults {
    * else `{ client, server }` (e.g. `until_and_while_executing` left unset: `{ client: 'log', server: 'reschedule' }`).
    */
   onConflict: OnConflict;
+  /** The lock type. */
   lock: LockType;
+  /** What the digest leaves out (`[]`: it is unique per queue and job name), as a list even when one was given. */
   uniqueAcross: readonly UniqueAcross[];
 }
 

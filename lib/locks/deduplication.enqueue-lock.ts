@@ -66,7 +66,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
   }
 
   /** BullMQ answers a deduplicated add with the existing job's id instead of the one chosen. */
-  async settle(job: Job, { queue, digest, jobId }: EnqueueRequest): Promise<Taken> {
+  async settle(job: Job<unknown, unknown>, { queue, digest, jobId }: EnqueueRequest): Promise<Taken> {
     if (job.id === jobId || isAddErrorCode(job.id)) return { job };
     this.contended.add(bullKeys.deduplication(queue.qualifiedName, digest));
     return { existingJobId: job.id };

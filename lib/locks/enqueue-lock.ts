@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { AcquireResult } from './lock-store.js';
 
 /** A queue's own `add`, which the library's guard replaces (the enqueue lock adds through it). */
-export type AddFn = (name: string, data: unknown, opts?: JobsOptions) => Promise<Job>;
+export type AddFn = (name: string, data: unknown, opts?: JobsOptions) => Promise<Job<unknown, unknown>>;
 
 /** A new job to lock and add. */
 export interface EnqueueRequest {
@@ -23,14 +23,14 @@ export interface EnqueueRequest {
 }
 
 /** What taking the lock for a new job did: added the job, or met the job holding the lock. */
-export type Taken = { job: Job } | { existingJobId: string | undefined };
+export type Taken = { job: Job<unknown, unknown> } | { existingJobId: string | undefined };
 
 /** A new job ready to be added (its options take or carry its lock), or the job that holds the lock. */
 export type Prepared = { opts: JobsOptions } | { existingJobId: string | undefined };
 
 /** A job that holds (or held, or is to hold again) its enqueue lock. */
 export interface LockedJob {
-  readonly job: Job;
+  readonly job: Job<unknown, unknown>;
   readonly digest: string;
 }
 
@@ -56,7 +56,7 @@ export interface EnqueueLock {
    */
   begin(request: EnqueueRequest): (() => Promise<Prepared>) | undefined;
   /** What the add of a prepared job did: added it, or (BullMQ's own answer) met the job holding the lock. */
-  settle(job: Job, request: EnqueueRequest): Promise<Taken>;
+  settle(job: Job<unknown, unknown>, request: EnqueueRequest): Promise<Taken>;
   /** Gives back what {@link prepare} took, for a job whose add failed. */
   abandon(request: EnqueueRequest): Promise<void>;
   /**

@@ -7,6 +7,6 @@ import { markedDigest } from './slot-set.enqueue-lock.js';
  * (a deduplication-key lock) or the library's marker in its options (a slot-set lock). `undefined` for a job added
  * without the library.
  */
-export function lockedDigest(job: Pick<Job, 'deduplicationId' | 'opts'>): string | undefined {
+export function lockedDigest(job: Pick<Job<unknown, unknown>, 'deduplicationId' | 'opts'>): string | undefined {
   return digestOfDeduplicationId(job.deduplicationId) ?? markedDigest(job.opts);
 }

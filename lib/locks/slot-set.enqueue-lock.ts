@@ -19,6 +19,7 @@ import type { AcquireResult, LockStore } from './lock-store.js';
  * options costs enqueue throughput.)
  */
 export interface UniqueJobMarker {
+  /** The job's digest (`v1:` + 64 hex digits), as computed at enqueue. */
   digest: string;
 }
 
@@ -131,7 +132,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return (this.settings.lockTtl ?? this.settings.defaultLease) + delayOf(queue, opts);
   }
 
-  async settle(job: Job, request: EnqueueRequest): Promise<Taken> {
+  async settle(job: Job<unknown, unknown>, request: EnqueueRequest): Promise<Taken> {
     const { queue, opts, digest, jobId } = request;
     // A job with the producer's jobId may have appeared between the check and the add: BullMQ returned that job, and
     // the slot this add took is this digest's only if that job is locked under it. (An add answered by a job that

@@ -185,19 +185,25 @@ export class JobInterceptor {
   }
 
   /** `queue.add` of a guarded queue. */
-  add(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<Job> {
+  add(queue: Queue, name: string, data: unknown, opts?: JobsOptions): Promise<Job<unknown, unknown>> {
     this.noteQueue(queue);
     return this.enqueuer.add(queue, name, data, opts);
   }
 
   /** `queue.addBulk` of a guarded queue. */
-  addBulk(queue: Queue, jobs: BulkJob[]): Promise<Job[]> {
+  addBulk(queue: Queue, jobs: BulkJob[]): Promise<Job<unknown, unknown>[]> {
     this.noteQueue(queue);
     return this.enqueuer.addBulk(queue, jobs);
   }
 
   /** A guarded processor's `process`: {@link JobRunner.process}. */
-  process(job: Job, token: string | undefined, signal: AbortSignal | undefined, handler: ProcessFn, worker?: Worker) {
+  process(
+    job: Job<unknown, unknown>,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    handler: ProcessFn,
+    worker?: Worker,
+  ) {
     return this.runner.process(job, token, signal, handler, worker);
   }
 
@@ -219,7 +225,7 @@ export class JobInterceptor {
   }
 
   /** Follows the connection of a flow producer or queue-events listener (outages logged once, let go at shutdown). */
-  watchConnection(owner: FlowProducer | QueueEvents): void {
+  watchConnection(owner: FlowProducer | QueueEvents<unknown>): void {
     this.availability.watch(owner);
   }
 
@@ -247,7 +253,7 @@ export class JobInterceptor {
     return (await this.enqueuer.enqueue(queue, entry.jobName, entry.data, entry.opts)).result;
   }
 
-  private reportError(job: Job, digest: string, error: unknown): void {
+  private reportError(job: Job<unknown, unknown>, digest: string, error: unknown): void {
     const err = asError(error);
     // After the shutdown let go of an unreachable Redis, every active job's bookkeeping fails that way: the one line
     // the shutdown logged says so (the jobs come back as stalled); the events still tell each.

@@ -53,6 +53,13 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   /** The queues this guard installed itself on. */
   private readonly installed: { readonly name: string; getBackend(): unknown }[] = [];
 
+  /**
+   * Nest lifecycle hook, at bootstrap: guards every queue registered with `BullModule.registerQueue`, checks the
+   * processors' decorators, and warns about definitions naming no registered queue.
+   *
+   * @throws InvalidUniqueJobOptionsError when `UniqueJobsModule.forRoot` is imported more than once, or a queue with
+   *   unique jobs is consumed by `BullModule.registerQueue({ processors })` (out of the library's reach).
+   */
   onModuleInit(): void {
     const instances = this.discovery
       .getProviders()

@@ -19,6 +19,10 @@ export class UniqueJobsTracing implements OnModuleInit, OnModuleDestroy {
     private readonly events: UniqueJobsEvents,
   ) {}
 
+  /**
+   * Nest lifecycle hook: when `@opentelemetry/api` is installed and a tracer provider is registered, wraps the
+   * library's operations in spans and adds its events to them; otherwise does nothing (no cost per job).
+   */
   async onModuleInit(): Promise<void> {
     let api: OpenTelemetryApi;
     try {
@@ -34,6 +38,7 @@ export class UniqueJobsTracing implements OnModuleInit, OnModuleDestroy {
     this.subscription = this.events.events$.subscribe((event) => instrumentation.annotate(event));
   }
 
+  /** Nest lifecycle hook: stops adding the library's events to spans. */
   onModuleDestroy(): void {
     this.subscription?.unsubscribe();
   }

@@ -86,7 +86,7 @@ export class UniqueJobsWorkerGuard {
       throw new InvalidUniqueJobOptionsError(processorClass.name, 'process', 'must be a method (extend WorkerHost)');
     }
     const interceptor = this.interceptor;
-    const guarded = function (this: object, job: Job, token?: string, signal?: AbortSignal) {
+    const guarded = function (this: object, job: Job<unknown, unknown>, token?: string, signal?: AbortSignal) {
       const worker = (this as { _worker?: Worker })._worker;
       return interceptor.process(job, token, signal, (j, t, s) => process.call(this, j, t, s), worker);
     };

@@ -2,7 +2,9 @@ import { describeOptionValue, integerProblem, isPlainObject, MAX_TIMER_MS } from
 
 /** A BullMQ queue the reaper checks jobs in: its name and key prefix (`'bull'` unless you set one). */
 export interface ReaperQueue {
+  /** The queue's name. */
   name: string;
+  /** The queue's BullMQ key prefix (its `prefix` option; `'bull'` by default). */
   prefix: string;
 }
 

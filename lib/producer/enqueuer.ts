@@ -82,13 +82,13 @@ export class Enqueuer {
    * returned is built locally, with the id of the job that holds the lock and the name, data and options passed to
    * this call (not the holder's); read the holder with `queue.getJob(job.id)` when you need it.
    */
-  async add(queue: Queue, name: string, data: unknown, options?: JobsOptions): Promise<Job> {
+  async add(queue: Queue, name: string, data: unknown, options?: JobsOptions): Promise<Job<unknown, unknown>> {
     const opts = options ?? {};
     return this.toJob(queue, { name, data, opts }, await this.enqueue(queue, name, data, opts));
   }
 
   /** `queue.addBulk` as users call it; throws the first strategy error after every other job was handled. */
-  async addBulk(queue: Queue, jobs: BulkJob[]): Promise<Job[]> {
+  async addBulk(queue: Queue, jobs: BulkJob[]): Promise<Job<unknown, unknown>[]> {
     const resolutions = await this.enqueueBulk(queue, jobs);
     const failure = resolutions.find((r) => r.error);
     if (failure?.error) throw failure.error;
@@ -127,7 +127,7 @@ export class Enqueuer {
     for (const request of requests) this.failIfLoginRefused(request.definition);
     const { entries, abandon } = await readyBulk(queue, requests, (send) => writingTogether(this.deps.client, send));
     const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
-    let added: Job[];
+    let added: Job<unknown, unknown>[];
     try {
       added = bulk.length > 0 ? await this.deps.queues.originals(queue).addBulk(bulk) : [];
     } catch (error) {
@@ -184,7 +184,11 @@ export class Enqueuer {
     return definition.clientStrategy!.onClientConflict!(conflict, this.deps.tools);
   }
 
-  private toJob(queue: Queue, { name, data, opts }: BulkJob, { result, error }: ClientResolution): Job {
+  private toJob(
+    queue: Queue,
+    { name, data, opts }: BulkJob,
+    { result, error }: ClientResolution,
+  ): Job<unknown, unknown> {
     if (error) throw error;
     if (result.status === 'enqueued') return result.job;
     return new Job(queue, name, data, opts ?? {}, result.existingJobId);

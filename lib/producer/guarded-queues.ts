@@ -4,13 +4,16 @@ import { bullKeys } from '../redis/keys.js';
 
 /** A job bulk entry as `Queue#addBulk` takes it. */
 export interface BulkJob {
+  /** The job's name: with the queue, it picks the unique-job definition that applies. */
   name: string;
+  /** The job's data (what its lock arguments and digest are computed from). */
   data: unknown;
+  /** BullMQ's job options (`jobId`, `delay`, …); BullMQ's `deduplication` is refused on a unique job. */
   opts?: JobsOptions;
 }
 
 /** A queue's own `addBulk`. */
-export type AddBulkFn = (jobs: BulkJob[]) => Promise<Job[]>;
+export type AddBulkFn = (jobs: BulkJob[]) => Promise<Job<unknown, unknown>[]>;
 
 /** A queue's own methods, which the guard replaces. */
 export interface QueueOriginals {

@@ -17,7 +17,11 @@ type FinishedState = 'failed' | 'completed';
 /** What the guard wraps of a queue's or worker's backend (BullMQ's `IQueueBackend`). */
 interface MovingBackend {
   /** `job.retry()`. */
-  retryFinishedJob(job: Job, state: FinishedState, opts?: { resetAttemptsMade?: boolean }): Promise<void>;
+  retryFinishedJob(
+    job: Job<unknown, unknown>,
+    state: FinishedState,
+    opts?: { resetAttemptsMade?: boolean },
+  ): Promise<void>;
   /** One batch of `queue.retryJobs()`: resolves a cursor (more to do while non-zero). */
   retryFinishedJobs(state?: FinishedState, count?: number, timestamp?: number): Promise<number>;
   /** `job.changeDelay(delay)`. */
@@ -166,7 +170,7 @@ export class JobMovesGuard {
   }
 
   /** Whether the job has an enqueue lock of this application's. */
-  private guards(job: Job): boolean {
+  private guards(job: Job<unknown, unknown>): boolean {
     return this.enabled && this.definitions.find(job.queueName, job.name)?.enqueueLock !== undefined;
   }
 
@@ -174,7 +178,7 @@ export class JobMovesGuard {
    * Takes a re-entering job's lock; `refuse`: a held lock refuses the re-entry (else it is logged and left).
    * `whileWaiting`: only while the job is still there, unfinished and run by no worker (it was queued already).
    */
-  private async relock(job: Job, refuse: boolean, whileWaiting = false): Promise<void> {
+  private async relock(job: Job<unknown, unknown>, refuse: boolean, whileWaiting = false): Promise<void> {
     const definition = this.definitions.find(job.queueName, job.name);
     const digest = lockedDigest(job);
     if (!definition?.enqueueLock || digest === undefined) return;

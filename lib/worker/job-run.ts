@@ -22,7 +22,7 @@ export interface JobRunDeps {
   /** The client the library's scripts run on (to know whether the worker's connection reaches the same server). */
   readonly client: Parameters<typeof knownOnSameServer>[0];
   /** Reports a bookkeeping failure that must not change the job's outcome. */
-  reportError(job: Job, digest: string, error: unknown): void;
+  reportError(job: Job<unknown, unknown>, digest: string, error: unknown): void;
 }
 
 /**
@@ -37,7 +37,7 @@ export class JobRun implements LockRun {
   private asked: RuntimeLease | undefined;
 
   constructor(
-    readonly job: Job,
+    readonly job: Job<unknown, unknown>,
     readonly definition: JobDefinition,
     readonly digest: string,
     /** Whether the job took its enqueue lock at enqueue (its digest came from the lock). */

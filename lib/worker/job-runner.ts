@@ -16,7 +16,7 @@ import { postponeIfLoginRefused } from './refused-login.js';
 import { workerConnection } from './worker-connection.js';
 
 /** A processor's `process`, as BullMQ calls it. */
-export type ProcessFn = (job: Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
+export type ProcessFn = (job: Job<unknown, unknown>, token?: string, signal?: AbortSignal) => Promise<unknown>;
 
 /** What the worker side works with, built by the module. */
 export interface JobRunnerDeps extends JobRunDeps {
@@ -37,7 +37,7 @@ export interface JobRunnerDeps extends JobRunDeps {
  */
 export class JobRunner {
   /** The run of each job a worker of this process is running, until BullMQ records its end. */
-  private readonly runs = new WeakMap<Job, JobRun>();
+  private readonly runs = new WeakMap<Job<unknown, unknown>, JobRun>();
   /** Handlers (the processors' own code) called and not settled yet. */
   private handlers = 0;
 
@@ -49,7 +49,13 @@ export class JobRunner {
   }
 
   /** Runs a job's handler inside its locks, then under its idempotency key. */
-  process(job: Job, token: string | undefined, signal: AbortSignal | undefined, run: ProcessFn, worker?: Worker) {
+  process(
+    job: Job<unknown, unknown>,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    run: ProcessFn,
+    worker?: Worker,
+  ) {
     const { enabled, idempotencyDefinitions, tracer } = this.deps;
     const keyed = enabled ? idempotencyDefinitions.find(job.queueName, job.name) : undefined;
     const definition = this.definitionOf(job);
@@ -65,7 +71,7 @@ export class JobRunner {
     // Failed before its handler ran because Redis refused the library's login: put back, its attempts untouched. A
     // claim is put back where it failed, so the lock type's hooks see a job moved (not one failed for good) and keep
     // what it holds while it waits.
-    const postponed = (j: Job, t: string | undefined, error: unknown): Promise<never> => {
+    const postponed = (j: Job<unknown, unknown>, t: string | undefined, error: unknown): Promise<never> => {
       if (handled || isDelayedError(error) || !this.deps.loginRefused()) throw error;
       return postponeIfLoginRefused(j, t, error);
     };
@@ -81,7 +87,7 @@ export class JobRunner {
   }
 
   /** Calls a handler, counted in {@link handlersRunning} until it settles. */
-  private counted(run: ProcessFn, job: Job, token?: string, signal?: AbortSignal): Promise<unknown> {
+  private counted(run: ProcessFn, job: Job<unknown, unknown>, token?: string, signal?: AbortSignal): Promise<unknown> {
     this.handlers++;
     let result: Promise<unknown>;
     try {
@@ -96,7 +102,7 @@ export class JobRunner {
   }
 
   /** BullMQ recorded a job completed, or failed for good (the worker's events): the lock type's `finished` hook. */
-  async finished(job: Job, end: JobEnd): Promise<void> {
+  async finished(job: Job<unknown, unknown>, end: JobEnd): Promise<void> {
     const definition = this.definitionOf(job);
     if (!definition) return;
     let run = this.runs.get(job);
@@ -114,7 +120,7 @@ export class JobRunner {
   }
 
   /** BullMQ recorded a failed attempt that it retries (the worker's `failed` event): after a backoff, see {@link delayed}. */
-  async retried(job: Job): Promise<void> {
+  async retried(job: Job<unknown, unknown>): Promise<void> {
     const run = this.runs.get(job);
     if (!run || !this.followsDelays(run)) return;
     await this.quietly(job, run.digest, async () => {
@@ -124,7 +130,7 @@ export class JobRunner {
   }
 
   private async runLocked(
-    job: Job,
+    job: Job<unknown, unknown>,
     token: string | undefined,
     signal: AbortSignal | undefined,
     next: ProcessFn,
@@ -241,12 +247,12 @@ export class JobRunner {
       );
   }
 
-  private definitionOf(job: Job): JobDefinition | undefined {
+  private definitionOf(job: Job<unknown, unknown>): JobDefinition | undefined {
     return this.deps.enabled ? this.deps.definitions.find(job.queueName, job.name) : undefined;
   }
 
   /** Runs a bookkeeping step whose failure must not change the job's outcome; the failure is reported. */
-  private async quietly(job: Job, digest: string, step: () => Promise<void>): Promise<void> {
+  private async quietly(job: Job<unknown, unknown>, digest: string, step: () => Promise<void>): Promise<void> {
     try {
       await step();
     } catch (error) {
@@ -265,7 +271,7 @@ function isDelayedError(error: unknown): boolean {
  * is what the producer stored, so it is the digest the producer computed. Lock arguments that cannot be hashed will
  * never be hashable: the job fails for good instead of retrying.
  */
-function digestInWorker(definition: JobDefinition, job: Job): string {
+function digestInWorker(definition: JobDefinition, job: Job<unknown, unknown>): string {
   try {
     return definition.digestOf(job);
   } catch (error) {

@@ -13,7 +13,11 @@ export const REFUSED_LOGIN_POSTPONE_MS = 5_000;
  * before the failed commands' rejections are handled). Any other error, or no token to move the job with, is thrown as
  * it is.
  */
-export async function postponeIfLoginRefused(job: Job, token: string | undefined, error: unknown): Promise<never> {
+export async function postponeIfLoginRefused(
+  job: Job<unknown, unknown>,
+  token: string | undefined,
+  error: unknown,
+): Promise<never> {
   // An UnrecoverableError is the library's verdict on the job (e.g. lock arguments that cannot be hashed), whatever text
   // it quotes.
   const refusal = error instanceof UnrecoverableError ? undefined : loginRefusal(error);

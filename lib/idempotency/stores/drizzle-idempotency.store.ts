@@ -9,13 +9,17 @@ type SqlModule = typeof DrizzleOrm;
 
 /** A Drizzle SQL object (`SQL`, or anything with `getSQL()`): what the store hands to `execute`, `run` and `all`. */
 export interface DrizzleSqlLike {
+  /** The `SQL` object Drizzle's drivers run (their query builders implement it). */
   getSQL(): unknown;
 }
 
 /** Drizzle's transaction options on PostgreSQL (`PgTransactionConfig`). */
 export interface DrizzlePgTransactionConfig {
+  /** The transaction's isolation level (`SET TRANSACTION ISOLATION LEVEL`). Default: the database's, `read committed`. */
   isolationLevel?: 'read uncommitted' | 'read committed' | 'repeatable read' | 'serializable';
+  /** Whether the transaction may write. Default `'read write'`. */
   accessMode?: 'read only' | 'read write';
+  /** `DEFERRABLE`: a `serializable`, `read only` transaction that waits for a snapshot free of serialization failures. */
   deferrable?: boolean;
 }
 
@@ -26,6 +30,10 @@ export interface DrizzlePgTransactionConfig {
 export interface DrizzlePgDatabaseLike<Tx = unknown> {
   /** Runs a Drizzle `SQL` (typed `never` here so that any Drizzle driver's own signature fits). */
   execute(query: never): PromiseLike<{ rows: unknown[]; rowCount?: number | null }>;
+  /**
+   * Runs `transaction` in a database transaction on one pooled connection: commits when it resolves, rolls back and
+   * rejects when it rejects.
+   */
   transaction<T>(transaction: (tx: Tx) => Promise<T>, config?: DrizzlePgTransactionConfig): Promise<T>;
 }
 
@@ -33,6 +41,7 @@ export interface DrizzlePgDatabaseLike<Tx = unknown> {
 export interface DrizzleSqliteDatabaseLike {
   /** Runs a Drizzle `SQL` (typed `never` here so that any Drizzle driver's own signature fits). */
   run(query: never): unknown;
+  /** Runs a Drizzle `SQL` query and returns its rows (typed `never` here for the same reason). */
   all(query: never): unknown;
 }
 

@@ -21,7 +21,9 @@ export interface PgQueryable {
 
 /** What `pg` answers to a query. */
 export interface PgQueryResult {
+  /** The rows returned, as objects by column name. */
   rows: Record<string, unknown>[];
+  /** Rows the command returned or changed; `null` for a command that has no count. */
   rowCount: number | null;
   /** The command tag (`'COMMIT'`, `'ROLLBACK'`, …). */
   command?: string;
@@ -29,11 +31,13 @@ export interface PgQueryResult {
 
 /** A connection checked out of a pool (`pg.PoolClient`): `release(true)` or `release(error)` destroys it. */
 export interface PgClientLike extends PgQueryable {
+  /** Gives the connection back to its pool; with `true` or an error, destroys it instead (a broken connection). */
   release(destroy?: boolean | Error): void;
 }
 
 /** A connection pool (`pg.Pool`). */
 export interface PgPoolLike extends PgQueryable {
+  /** Checks a connection out for a transaction (waits when the pool is exhausted); the store releases it. */
   connect(): Promise<PgClientLike>;
 }
 

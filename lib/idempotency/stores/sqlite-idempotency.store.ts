@@ -5,8 +5,11 @@ import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';
 
 /** A prepared statement (`better-sqlite3`'s `Statement`). */
 export interface SqliteStatementLike {
+  /** Runs a write with these positional parameters; `changes` is the number of rows it inserted, updated or deleted. */
   run(...params: unknown[]): { changes: number | bigint };
+  /** Runs a query and returns its first row (an object by column name), or `undefined` when it has none. */
   get(...params: unknown[]): unknown;
+  /** Runs a query and returns all its rows (objects by column name). */
   all(...params: unknown[]): unknown[];
 }
 
@@ -15,7 +18,9 @@ export interface SqliteStatementLike {
  * optional peer dependency.
  */
 export interface SqliteDatabaseLike {
+  /** Compiles one statement (the store caches what it prepares); throws on a syntax error or a missing table. */
   prepare(sql: string): SqliteStatementLike;
+  /** Runs SQL text without parameters, possibly several statements (`BEGIN IMMEDIATE`, the migration). */
   exec(sql: string): unknown;
   /** Whether a transaction is open on the connection (better-sqlite3 has it). */
   readonly inTransaction?: boolean;

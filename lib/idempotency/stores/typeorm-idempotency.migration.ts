@@ -6,9 +6,22 @@ import { typeOrmDialect } from './typeorm-idempotency.store.js';
 /** What a migration needs of TypeORM's `QueryRunner`: a real one fits. */
 export interface TypeOrmMigrationRunnerLike {
   /** The DataSource the migration runs on (typeorm 1.x): its `options.type` picks the SQL. */
-  readonly dataSource?: { readonly options: { readonly type: string } };
+  readonly dataSource?: {
+    /** The DataSource's options. */
+    readonly options: {
+      /** The database type: `'postgres'` picks PostgreSQL's SQL, `'better-sqlite3'` or `'sqlite'` SQLite's. */
+      readonly type: string;
+    };
+  };
   /** The same, as typeorm 0.3 names it. */
-  readonly connection?: { readonly options: { readonly type: string } };
+  readonly connection?: {
+    /** The DataSource's options. */
+    readonly options: {
+      /** The database type: `'postgres'` picks PostgreSQL's SQL, `'better-sqlite3'` or `'sqlite'` SQLite's. */
+      readonly type: string;
+    };
+  };
+  /** Runs one SQL statement of the migration (TypeORM's `QueryRunner.query`). */
   query(query: string): Promise<unknown>;
 }
 
@@ -16,7 +29,9 @@ export interface TypeOrmMigrationRunnerLike {
 export interface TypeOrmIdempotencyMigration {
   /** The migration's name, ending with its 13-digit timestamp as TypeORM requires. */
   readonly name: string;
+  /** Creates the record table and its index when they do not exist (`IF NOT EXISTS`): safe on an existing table. */
   up(queryRunner: TypeOrmMigrationRunnerLike): Promise<void>;
+  /** Drops the record table (and with it every idempotency record). */
   down(queryRunner: TypeOrmMigrationRunnerLike): Promise<void>;
 }
 

@@ -14,24 +14,36 @@ export type TypeOrmIsolationLevel =
 export interface TypeOrmQueryRunnerLike<Manager = unknown> {
   /** The `EntityManager` bound to this runner's connection: inside a transaction, every write through it joins it. */
   readonly manager: Manager;
+  /** Whether `release()` was called: the runner may not be used any more. */
   readonly isReleased: boolean;
+  /** Whether a transaction started on the runner has not yet been committed or rolled back. */
   readonly isTransactionActive: boolean;
+  /** Takes the runner's database connection from the pool (the store calls it before its first statement). */
   connect(): Promise<unknown>;
+  /** Runs one statement with positional parameters; `records` are its rows, `affected` the rows it changed. */
   query(
     query: string,
     parameters: unknown[] | undefined,
     useStructuredResult: true,
   ): Promise<{ records: unknown[]; affected?: number | null }>;
+  /** Opens a transaction on the runner's connection, at this isolation level (the database's default without one). */
   startTransaction(isolationLevel?: TypeOrmIsolationLevel): Promise<void>;
+  /** Commits the open transaction; rejects when the database refuses it (a serialization failure, a lost connection). */
   commitTransaction(): Promise<void>;
+  /** Rolls the open transaction back. */
   rollbackTransaction(): Promise<void>;
+  /** Gives the connection back to the pool; the store calls it once it is done with the runner. */
   release(): Promise<void>;
 }
 
 /** What the store needs of a TypeORM `DataSource`: a real one fits. */
 export interface TypeOrmDataSourceLike<Manager = unknown> {
   /** Its options: `type` says the database (`'postgres'`, `'better-sqlite3'`, `'sqlite'`). */
-  readonly options: { readonly type: string };
+  readonly options: {
+    /** The database type: `'postgres'`, `'better-sqlite3'` or `'sqlite'` (the store throws at construction on others). */
+    readonly type: string;
+  };
+  /** A new runner, not yet connected: the store opens one per transaction and releases it. */
   createQueryRunner(): TypeOrmQueryRunnerLike<Manager>;
 }
 

@@ -8,9 +8,16 @@ import { withoutTrailingSlashes } from '../../common/slashes.js';
  * `body`, `secure`, `originalUrl`) and what an authentication guard may set (`user`).
  */
 export interface AdminRequest extends IncomingMessage {
+  /** The body a body parser already read (an object); when absent, the admin reads the body itself (at most 16 KiB). */
   body?: unknown;
+  /**
+   * The authenticated user, as the guard or an authentication middleware set it: the CSRF token is bound to it (a
+   * string or number, or its `id`, `sub`, `username` or `email`).
+   */
   user?: unknown;
+  /** Whether the request came over HTTPS (Express' `req.secure`): the CSRF cookie is then `Secure`. */
   secure?: boolean;
+  /** The URL before Express' routing trimmed the mount path; the admin falls back to `url`. */
   originalUrl?: string;
 }
 

@@ -105,7 +105,7 @@ export class LockDetailReader {
   }
 }
 
-function timelineOf(job: Job, state: string): AdminJobEvent[] {
+function timelineOf(job: Job<unknown, unknown>, state: string): AdminJobEvent[] {
   const events: AdminJobEvent[] = [{ at: job.timestamp, event: 'added' }];
   if (job.delay > 0) events.push({ at: job.timestamp + job.delay, event: 'delayed until' });
   if (job.processedOn) {

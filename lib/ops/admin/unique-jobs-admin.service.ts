@@ -54,6 +54,12 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
     @Optional() private readonly uniqueJobs?: UniqueJobsService,
   ) {}
 
+  /**
+   * Nest lifecycle hook: finds the application's `UniqueJobsModule` (its Redis connection, prefix and idempotency
+   * stores) and opens the inspected queues (`queues`, or every queue registered with `BullModule.registerQueue`).
+   *
+   * @throws UniqueJobsError when the application does not import `UniqueJobsModule.forRoot`.
+   */
   onModuleInit(): void {
     const handle = this.find<{ client: Redis | Cluster }>(UNIQUE_JOBS_REDIS);
     const moduleOptions = this.find<UniqueJobsModuleOptions>(UNIQUE_JOBS_MODULE_OPTIONS);
@@ -91,6 +97,7 @@ export class UniqueJobsAdminService implements OnModuleInit, OnModuleDestroy {
     }
   }
 
+  /** Nest lifecycle hook: closes the queues the admin opened itself (those given by name that the app had not). */
   async onModuleDestroy(): Promise<void> {
     await Promise.all(this.ownQueues.map((queue) => queue.close().catch(() => undefined)));
   }

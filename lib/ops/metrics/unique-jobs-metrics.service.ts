@@ -83,6 +83,12 @@ export class UniqueJobsMetrics implements OnModuleInit, OnModuleDestroy {
     private readonly moduleRef: ModuleRef,
   ) {}
 
+  /**
+   * Nest lifecycle hook: creates the metrics (named with `prefix`) in the registry (`registry`, or prom-client's global
+   * `register`) and starts counting the library's events.
+   *
+   * @throws UniqueJobsError when `prom-client` is not installed.
+   */
   async onModuleInit(): Promise<void> {
     const prom = await loadPromClient();
     const prefix = this.options.prefix ?? DEFAULT_METRICS_PREFIX;

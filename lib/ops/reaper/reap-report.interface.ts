@@ -6,6 +6,10 @@ export type { ReaperOptions, ReaperQueue };
 export interface ReapedItem {
   /** The Redis key (hashed names only; never user data). */
   key: string;
+  /**
+   * What was released: an owner of a slot-set enqueue lock, a BullMQ deduplication key (the enqueue lock on the fast
+   * path), an owner's ended lease of a run-time lock, or an idempotency record's in-progress claim (Redis store).
+   */
   kind: 'enqueueLock' | 'deduplicationKey' | 'runtimeLease' | 'idempotencyClaim';
   /** The job that held it. */
   jobId?: string;
@@ -17,6 +21,7 @@ export interface ReapedItem {
 export interface ReapReport {
   /** When the run started (ms since epoch). */
   startedAt: number;
+  /** How long the run took (ms), bounded by the reaper's time budget. */
   durationMs: number;
   /** A dry run reports what it would release and changes nothing. */
   dryRun: boolean;
@@ -35,9 +40,13 @@ export interface ReapReport {
   firstFailure?: string;
   /** Counts of what was released (or would be, in a dry run). */
   reaped: {
+    /** Owners of slot-set enqueue locks whose lease ended or whose job is gone or finished. */
     enqueueLocks: number;
+    /** BullMQ deduplication keys (one-slot enqueue locks) whose job is gone or finished. */
     deduplicationKeys: number;
+    /** Run-time lock leases that ended (their worker died or stalled) but were still recorded. */
     runtimeLeases: number;
+    /** In-progress idempotency claims (Redis store) whose lease ended and whose job is gone or finished. */
     idempotencyClaims: number;
     /** Rows deleted by the SQL stores' `prune`. */
     sqlRecords: number;

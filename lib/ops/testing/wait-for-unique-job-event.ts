@@ -3,7 +3,12 @@ import { UniqueJobsEvents, type UniqueJobEvent } from '../../events/unique-jobs.
 import type { UniqueJobsTestTarget } from './testing-target.js';
 
 /** Where events come from: the application, `UniqueJobsService` or `UniqueJobsEvents` (anything with `events$`). */
-export type UniqueJobsEventSource = UniqueJobsTestTarget | { readonly events$: Observable<UniqueJobEvent> };
+export type UniqueJobsEventSource =
+  | UniqueJobsTestTarget
+  | {
+      /** The library's events, as `UniqueJobsService.events$` publishes them. */
+      readonly events$: Observable<UniqueJobEvent>;
+    };
 
 /**
  * Resolves the next event of `type` (matching `predicate`, when given); rejects after `timeoutMs` (default 10 s).

@@ -7,8 +7,11 @@ import type { EnqueueResult } from '../../interfaces/enqueue-result.interface.js
  * job that holds the lock, whose id is not yours.
  */
 export function wasDeduplicated(result: EnqueueResult): boolean;
-export function wasDeduplicated(job: Pick<Job, 'id'>, requestedJobId: string): boolean;
-export function wasDeduplicated(result: EnqueueResult | Pick<Job, 'id'>, requestedJobId?: string): boolean {
+export function wasDeduplicated(job: Pick<Job<unknown, unknown>, 'id'>, requestedJobId: string): boolean;
+export function wasDeduplicated(
+  result: EnqueueResult | Pick<Job<unknown, unknown>, 'id'>,
+  requestedJobId?: string,
+): boolean {
   if ('status' in result) return result.status === 'duplicate';
   if (requestedJobId === undefined) {
     throw new TypeError(

@@ -15,17 +15,28 @@ export interface AdminJobEvent {
 
 /** An owner job of a lock as the admin shows it. */
 export interface AdminJobView {
+  /**
+   * The queue the job was found in; when not found, the queue the lock names for it (`undefined` when the lock does
+   * not say: every inspected queue was searched).
+   */
   queue: string | undefined;
+  /** The job's id, as the lock names its owner. */
   id: string;
   /** `false` when no job with this id exists in the inspected queues (an orphaned lock). */
   found: boolean;
+  /** The job's name (found jobs only, as are the fields below up to `returnValue`). */
   name?: string;
   /** BullMQ's state: waiting, active, delayed, completed, failed, … */
   state?: string;
+  /** The job's data: user data, escaped when rendered. */
   data?: unknown;
+  /** The job's BullMQ options, as stored (the library's marker included). */
   opts?: unknown;
+  /** Attempts BullMQ has started and ended so far (`job.attemptsMade`). */
   attemptsMade?: number;
+  /** The error message of the last failed attempt, when it has one. */
   failedReason?: string;
+  /** What the handler returned, when the job completed with a value. */
   returnValue?: unknown;
   /** The job's timeline, oldest first. */
   timeline: AdminJobEvent[];
@@ -38,6 +49,7 @@ export interface AdminJobView {
  * the data: at most 20 owners a key and 20 owner jobs, and a `limit` of rejected duplicates, the rest counted.
  */
 export interface AdminLockDetail {
+  /** The digest opened (`v1:` + 64 hex digits). */
   digest: string;
   /** Every key of the digest (enqueue and run-time), each with at most 20 owners (`moreOwners`: the others). */
   locks: HeldLock[];
@@ -58,9 +70,13 @@ export interface AdminLockDetail {
 
 /** A page of the dead set. */
 export interface AdminDeadSetPage {
+  /** The entries of the page, newest first. */
   entries: DeadSetEntry[];
+  /** How many newer entries come before the page (as requested). */
   offset: number;
+  /** The page size requested: `entries` holds at most that many. */
   limit: number;
+  /** How many entries the dead set holds. */
   total: number;
 }
 
@@ -69,6 +85,7 @@ export type AdminIdempotencyRecord = Omit<IdempotencyRecord, 'owner'>;
 
 /** The answer to an idempotency key lookup. */
 export interface AdminKeyLookup {
+  /** Name of the idempotency store queried (`'default'` for the module's default store). */
   store: string;
   /** The scope as looked up: as stored (`normalizeIdempotencyScope`; an ordinary scope is unchanged). */
   scope: string;
@@ -85,5 +102,19 @@ export interface AdminKeyLookup {
 
 /** What retrying a dead-set entry did. */
 export type AdminRetryResult =
-  | { status: 'enqueued'; jobId: string | undefined }
-  | { status: 'duplicate'; existingJobId: string | undefined; strategy: string };
+  | {
+      /**
+       * The entry was taken out of the dead set and enqueued again: `enqueued`, added; `duplicate`, its lock is held
+       * again and its conflict strategy handled it.
+       */
+      status: 'enqueued';
+      /** Id of the job added. */
+      jobId: string | undefined;
+    }
+  | {
+      status: 'duplicate';
+      /** Id of the job holding the lock. */
+      existingJobId: string | undefined;
+      /** The strategy that handled the duplicate (a `reject` keeps it in the dead set again as a new entry). */
+      strategy: string;
+    };

@@ -1,10 +1,18 @@
-import type { CanActivate, ModuleMetadata, Type } from '@nestjs/common';
+import type { CanActivate, DynamicModule, ForwardReference, Type } from '@nestjs/common';
 import type { Queue } from 'bullmq';
 import type { IdempotencyStore } from '../../../idempotency/idempotency-store.interface.js';
 import type { AdminRequest } from '../http.js';
 
 /** A queue the admin inspects: a BullMQ `Queue`, its name (BullMQ prefix `'bull'`), or its name and key prefix. */
-export type AdminQueue = Queue | string | { name: string; prefix?: string };
+export type AdminQueue =
+  | Queue
+  | string
+  | {
+      /** The queue's name. */
+      name: string;
+      /** The queue's BullMQ key prefix (its `prefix` option). Default `'bull'`. */
+      prefix?: string;
+    };
 
 /** Options of `UniqueJobsAdminModule.forRoot`. */
 export interface UniqueJobsAdminModuleOptions {
@@ -31,7 +39,7 @@ export interface UniqueJobsAdminModuleOptions {
    */
   allowedHosts?: readonly string[];
   /** Modules the guard's class needs (its injected dependencies). */
-  imports?: ModuleMetadata['imports'];
+  imports?: (Type<unknown> | DynamicModule | Promise<DynamicModule> | ForwardReference<unknown>)[];
   /**
    * The queues whose locks and jobs the admin shows. Default: every queue registered with `BullModule.registerQueue`
    * in this application (the queues the unique-jobs module guards).

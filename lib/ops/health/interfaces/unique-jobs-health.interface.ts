@@ -31,15 +31,22 @@ export interface ReaperHealth {
 
 /** The details of the indicator, under its key (terminus's `HealthIndicatorResult` shape). */
 export interface UniqueJobsHealthDetails {
+  /** The overall verdict: `down` when Redis fails, `degraded` for the dead set or the reaper, else `up`. */
   status: UniqueJobsHealthStatus;
   /** Whether the lock store (Redis) answered PING in time. */
   store: 'up' | 'down';
   /** PING round trip (ms). */
   latencyMs?: number;
   /** The library's Lua scripts: how many there are, and how many this check had to load (after a restart or flush). */
-  scripts?: { total: number; loadedNow: number };
+  scripts?: {
+    /** How many Lua scripts the library uses. */
+    total: number;
+    /** How many were missing from Redis's script cache and loaded by this check. */
+    loadedNow: number;
+  };
   /** Rejected duplicates kept in the dead set. */
   deadSet?: number;
+  /** The orphan reaper's last run, as this process saw it. */
   reaper: ReaperHealth;
   /** Why the indicator is not `up`. */
   message?: string;

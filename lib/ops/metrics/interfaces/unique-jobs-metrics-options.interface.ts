@@ -3,8 +3,11 @@
  * `prom-client`): pass `new Registry()` or prom-client's global `register`.
  */
 export interface MetricsRegistry {
+  /** Adds a metric to the registry (prom-client calls it for each metric created with `registers: [registry]`). */
   registerMetric(metric: never): void;
+  /** Removes the metric of this full name (the module removes its own at shutdown). */
   removeSingleMetric(name: string): void;
+  /** The registered metric of this full name, or `undefined`. */
   getSingleMetric(name: string): unknown;
 }
 
