@@ -14,6 +14,7 @@ import { DeduplicationEnqueueLock } from '../locks/deduplication.enqueue-lock.js
 import type { EnqueueLock } from '../locks/enqueue-lock.js';
 import { LOCKS, type Lock } from '../locks/index.js';
 import type { LockStore } from '../locks/lock-store.js';
+import type { LockedBy } from '../locks/locked-digest.js';
 import { SlotSetEnqueueLock } from '../locks/slot-set.enqueue-lock.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import { DEFAULT_ENQUEUE_LEASE } from './defaults.js';
@@ -25,8 +26,15 @@ import { resolveJobOptions } from './job-options.js';
  */
 export interface JobDefinition extends ResolvedJobDefinition {
   readonly lock: Lock;
-  /** The enqueue lock, when the lock type takes one. */
+  /** The enqueue lock, when the lock type takes one: what a new job takes. */
   readonly enqueueLock: EnqueueLock | undefined;
+  /**
+   * The enqueue lock of a job that exists, by the kind it took at enqueue ({@link lockedBy}): {@link enqueueLock}, or,
+   * for a job enqueued before options that move its digest to the other kind (`lockLimit` 1 ↔ more, `uniqueAcross:
+   * 'queues'`, `until_expired` ↔ another type), a lock of the kind it took, so that the job releases (or takes back)
+   * what it holds, not a lock it never held. `undefined` when the lock type takes no enqueue lock.
+   */
+  enqueueLockOf(kind: LockedBy | undefined): EnqueueLock | undefined;
   /** Strategy for duplicates at enqueue, if the lock has any. */
   readonly clientStrategy: ConflictStrategy | undefined;
   /**
@@ -132,13 +140,20 @@ export class JobDefinitions {
               (processorClass as Record<string, (d: unknown, j: LockArgsJob) => unknown>)[lockArgs](data, job)
           : lockArgs;
     const { client, server } = resolved.strategies;
+    const enqueueLock = lock.locksAtEnqueue ? this.enqueueLockFor(options, lock) : undefined;
+    let otherKind: EnqueueLock | undefined;
     return {
       queue,
       jobNames: declared.jobName === undefined ? undefined : [declared.jobName].flat(),
       source,
       options,
       lock,
-      enqueueLock: lock.locksAtEnqueue ? this.enqueueLockFor(options, lock) : undefined,
+      enqueueLock,
+      enqueueLockOf: (kind) => {
+        if (!enqueueLock || kind === undefined) return enqueueLock;
+        if ((kind === 'deduplication') === enqueueLock instanceof DeduplicationEnqueueLock) return enqueueLock;
+        return (otherKind ??= this.otherKindOf(options, lock, kind));
+      },
       clientStrategy: client,
       serverStrategy: server ?? (client?.onServerConflict ? client : this.strategies.get('reject')),
       digestOf: (job) => {
@@ -161,10 +176,25 @@ export class JobDefinitions {
   }
 
   private enqueueLockFor(options: JobDefinition['options'], lock: Lock): EnqueueLock {
-    const { store, keys } = this.stores;
     if (usesDeduplicationKey(options.lock, options.lockLimit, options.uniqueAcross)) {
-      return new DeduplicationEnqueueLock(store, options.lockTtl);
+      return new DeduplicationEnqueueLock(this.stores.store, options.lockTtl);
     }
+    return this.slotSet(options, lock);
+  }
+
+  /**
+   * The enqueue lock of the kind the definition does not take, for a job that took it under earlier options: its
+   * `lockTtl` and `lockLimit` are the definition's. A slot set is the `:queued` one (an `until_expired` period taken
+   * before is left to its TTL, as it would be anyway).
+   */
+  private otherKindOf(options: JobDefinition['options'], lock: Lock, kind: LockedBy): EnqueueLock {
+    return kind === 'deduplication'
+      ? new DeduplicationEnqueueLock(this.stores.store, options.lockTtl)
+      : this.slotSet(options, lock);
+  }
+
+  private slotSet(options: JobDefinition['options'], lock: Lock): EnqueueLock {
+    const { store, keys } = this.stores;
     return new SlotSetEnqueueLock(store, keys, {
       lock: options.lock,
       lockTtl: options.lockTtl,

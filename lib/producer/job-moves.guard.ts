@@ -6,7 +6,7 @@ import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { RemovableHold } from '../locks/enqueue-lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
-import { lockedDigest } from '../locks/locked-digest.js';
+import { lockedBy, lockedDigest } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys, RESCHEDULES_FIELD } from '../redis/keys.js';
@@ -124,8 +124,9 @@ export class JobMovesGuard {
     const job = await Job.fromId(owner, jobId);
     const definition = job && this.definitions.find(job.queueName, job.name);
     const digest = job && lockedDigest(job);
-    if (!job || !definition?.enqueueLock || digest === undefined) return;
-    await definition.enqueueLock.retime({ job, digest }, runInMs);
+    const lock = job && definition?.enqueueLockOf(lockedBy(job));
+    if (!job || !lock || digest === undefined) return;
+    await lock.retime({ job, digest }, runInMs);
   }
 
   /**
@@ -145,7 +146,7 @@ export class JobMovesGuard {
       const key = bullKeys.job(owner.qualifiedName, jobId);
       const [name, opts, finishedOn] = await this.client.hmget(key, 'name', 'opts', 'finishedOn');
       const digest = markedDigestIn(opts);
-      const lock = name === null ? undefined : this.definitions.find(owner.name, name)?.enqueueLock;
+      const lock = name === null ? undefined : this.definitions.find(owner.name, name)?.enqueueLockOf('slot-set');
       if (name === null || finishedOn !== null || !lock || digest === undefined) return undefined;
       const hold = await lock.holdOf(digest, jobId);
       return hold && { name, digest, hold };
@@ -181,9 +182,10 @@ export class JobMovesGuard {
   private async relock(job: Job<unknown, unknown>, refuse: boolean, whileWaiting = false): Promise<void> {
     const definition = this.definitions.find(job.queueName, job.name);
     const digest = lockedDigest(job);
-    if (!definition?.enqueueLock || digest === undefined) return;
+    const lock = definition?.enqueueLockOf(lockedBy(job)); // the kind it took, were the options changed since
+    if (!definition || !lock || digest === undefined) return;
     // A job fetched here has no token: bound as "running" it is taken only while no worker holds the job's lock.
-    const bound = new BoundEnqueueLock(definition.enqueueLock, { job, digest }, NO_REPORT, undefined, whileWaiting);
+    const bound = new BoundEnqueueLock(lock, { job, digest }, NO_REPORT, undefined, whileWaiting);
     const admitted: AcquireResult = await definition.lock.reentering(bound);
     const ids = { queue: job.queueName, jobName: job.name, digest, jobId: job.id! };
     if (admitted.acquired) {

@@ -6,6 +6,7 @@ import type { OperationTracer } from '../common/operation-tracer.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { LockRun } from '../locks/lock.js';
+import { lockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
 import type { JobDefinition } from '../options/job-definitions.js';
@@ -49,7 +50,7 @@ export class JobRun implements LockRun {
     private readonly signal?: AbortSignal,
   ) {
     this.restarted = isRestart(job);
-    const lock = definition.enqueueLock;
+    const lock = definition.enqueueLockOf(lockedBy(job)); // the kind it took, were the options changed since
     this.enqueueLock =
       lock && lockedAtEnqueue
         ? new BoundEnqueueLock(
