@@ -93,7 +93,8 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     // Without a TTL BullMQ deletes the key in the script that moves the job to completed or failed, which it refuses
     // to a worker that no longer holds the job's lock. With one, the release goes ahead of BullMQ's record of the end,
     // on the worker's connection, with the same condition when the attempt's token is known.
-    if (this.lockTtl === undefined) return 'with-job';
+    // A job added with a TTL (a `lockTtl` removed since) is released by the library: BullMQ deletes only keys without.
+    if (this.lockTtl === undefined && !addedWithTtl(locked.job)) return 'with-job';
     if (token === undefined) return this.release(locked);
     const { job, digest } = locked;
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
@@ -129,4 +130,10 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     const holder = await this.holder(queue, digest);
     return holder === undefined ? [] : [holder];
   }
+}
+
+/** Whether BullMQ added the job with a deduplication TTL (its options as stored): its key outlives the job. */
+function addedWithTtl(job: Job): boolean {
+  const ttl = job.opts.deduplication?.ttl;
+  return typeof ttl === 'number' && ttl > 0;
 }

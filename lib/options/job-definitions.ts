@@ -32,7 +32,8 @@ export interface JobDefinition extends ResolvedJobDefinition {
    * The enqueue lock of a job that exists, by the kind it took at enqueue ({@link lockedBy}): {@link enqueueLock}, or,
    * for a job enqueued before options that move its digest to the other kind (`lockLimit` 1 ↔ more, `uniqueAcross:
    * 'queues'`, `until_expired` ↔ another type), a lock of the kind it took, so that the job releases (or takes back)
-   * what it holds, not a lock it never held. `undefined` when the lock type takes no enqueue lock.
+   * what it holds, not a lock it never held; for a lock type that takes none (`while_executing`), the lock such a job
+   * took, released at its end. `undefined` for a job that took none and a lock type that takes none.
    */
   enqueueLockOf(kind: LockedBy | undefined): EnqueueLock | undefined;
   /** Strategy for duplicates at enqueue, if the lock has any. */
@@ -141,7 +142,7 @@ export class JobDefinitions {
           : lockArgs;
     const { client, server } = resolved.strategies;
     const enqueueLock = lock.locksAtEnqueue ? this.enqueueLockFor(options, lock) : undefined;
-    let otherKind: EnqueueLock | undefined;
+    const ofKind: Partial<Record<LockedBy, EnqueueLock>> = {};
     return {
       queue,
       jobNames: declared.jobName === undefined ? undefined : [declared.jobName].flat(),
@@ -150,9 +151,11 @@ export class JobDefinitions {
       lock,
       enqueueLock,
       enqueueLockOf: (kind) => {
-        if (!enqueueLock || kind === undefined) return enqueueLock;
-        if ((kind === 'deduplication') === enqueueLock instanceof DeduplicationEnqueueLock) return enqueueLock;
-        return (otherKind ??= this.otherKindOf(options, lock, kind));
+        if (kind === undefined) return enqueueLock;
+        if (enqueueLock && (kind === 'deduplication') === enqueueLock instanceof DeduplicationEnqueueLock) {
+          return enqueueLock;
+        }
+        return (ofKind[kind] ??= this.lockOfKind(options, lock, kind));
       },
       clientStrategy: client,
       serverStrategy: server ?? (client?.onServerConflict ? client : this.strategies.get('reject')),
@@ -183,11 +186,11 @@ export class JobDefinitions {
   }
 
   /**
-   * The enqueue lock of the kind the definition does not take, for a job that took it under earlier options: its
-   * `lockTtl` and `lockLimit` are the definition's. A slot set is the `:queued` one (an `until_expired` period taken
-   * before is left to its TTL, as it would be anyway).
+   * An enqueue lock of the kind a job took under earlier options, when the definition takes the other kind or none
+   * (`while_executing`): its `lockTtl` and `lockLimit` are the definition's. A slot set is the `:queued` one (an
+   * `until_expired` period taken before is left to its TTL, as it would be anyway).
    */
-  private otherKindOf(options: JobDefinition['options'], lock: Lock, kind: LockedBy): EnqueueLock {
+  private lockOfKind(options: JobDefinition['options'], lock: Lock, kind: LockedBy): EnqueueLock {
     return kind === 'deduplication'
       ? new DeduplicationEnqueueLock(this.stores.store, options.lockTtl)
       : this.slotSet(options, lock);

@@ -128,4 +128,48 @@ describe('options changed across a deploy: the new worker releases the lock an o
       expect(await old.service.enqueue(old.queue, 'sync', { id: 'c3' })).toMatchObject({ status: 'enqueued' });
     },
   );
+
+  it('C4 until_executed, lockTtl removed: the deduplication key (with its TTL) an old job took is released by its end on the new build', async () => {
+    const { old, neu } = await deploy(
+      { lock: 'until_executed', lockArgs: byId, lockTtl: 60_000 },
+      { lock: 'until_executed', lockArgs: byId },
+    );
+    const job = enqueuedJob(await old.service.enqueue(old.queue, 'sync', { id: 'c4' }, { attempts: 2 }));
+    const digest = digestOf(neu, 'sync', { id: 'c4' });
+    neu.start();
+    expect(await neu.finished(job)).toBe('c4');
+    // Today BullMQ deletes only a key without TTL at the job's end, and the new build sends nothing: the key stays for
+    // its TTL and the old build's producers refuse the digest until then.
+    expect(await redis.get(dedupKey(neu.queue.name, digest))).toBeNull();
+    expect(await old.service.enqueue(old.queue, 'sync', { id: 'c4' })).toMatchObject({ status: 'enqueued' });
+  });
+
+  const toWhileExecuting: [string, UniqueJobOptions][] = [
+    [
+      'until_executed with lockTtl (a deduplication key with a TTL)',
+      { lock: 'until_executed', lockArgs: byId, lockTtl: 60_000 },
+    ],
+    ['until_executed lockLimit 2 (a slot set)', { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }],
+    ['until_executing lockLimit 2 (a slot set)', { lock: 'until_executing', lockArgs: byId, lockLimit: 2 }],
+  ];
+
+  it.each(toWhileExecuting)(
+    'C5 %s → while_executing: an old job releases the enqueue lock it took by its end on the new build',
+    async (_label, before) => {
+      const { old, neu } = await deploy(before, {
+        lock: 'while_executing',
+        lockArgs: byId,
+        lockLimit: before.lockLimit,
+      });
+      const job = enqueuedJob(await old.service.enqueue(old.queue, 'sync', { id: 'c5' }, { attempts: 2 }));
+      const digest = digestOf(old, 'sync', { id: 'c5' });
+      neu.start();
+      expect(await neu.finished(job)).toBe('c5');
+      // Today a while_executing build binds no enqueue lock to the job: the key stays for its TTL, the slot until the
+      // reaper's pass (or its 24-hour lease), and the old build's producers refuse the digest until then.
+      expect(await redis.get(dedupKey(neu.queue.name, digest))).toBeNull();
+      expect(await owners(redis, queuedKey(neu.prefix, digest))).toEqual([]);
+      expect(await old.service.enqueue(old.queue, 'sync', { id: 'c5' })).toMatchObject({ status: 'enqueued' });
+    },
+  );
 });
