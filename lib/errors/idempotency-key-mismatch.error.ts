@@ -2,7 +2,9 @@ import { UnrecoverableUniqueJobsError } from './unrecoverable-unique-jobs.error.
 
 /**
  * The idempotency key was used before with a different payload (its fingerprint differs). The job fails without
- * retries and nothing runs: reusing a key for another payload is a bug in the producer, not a duplicate delivery.
+ * retries and nothing runs: reusing a key for another payload is a bug in the producer, not a duplicate delivery. A
+ * `fingerprint` option changed since the record was stored (other fields, another function) gives the same payload
+ * another fingerprint: the message says so, as the other cause to look for.
  */
 export class IdempotencyKeyMismatchError extends UnrecoverableUniqueJobsError {
   constructor(
@@ -16,7 +18,7 @@ export class IdempotencyKeyMismatchError extends UnrecoverableUniqueJobsError {
     readonly storedFingerprint: string,
   ) {
     super(
-      `Idempotency key "${key}" (scope "${scope}") was already used with a different payload: fingerprint ${fingerprint} does not match the stored ${storedFingerprint}`,
+      `Idempotency key "${key}" (scope "${scope}") was already used with a different payload: fingerprint ${fingerprint} does not match the stored ${storedFingerprint} (or the @IdempotencyKey \`fingerprint\` option changed since the record was stored: the same payload then has another fingerprint until the record expires)`,
     );
   }
 }
