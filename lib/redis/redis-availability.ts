@@ -5,6 +5,7 @@ import type { RedisLoginRefusedError } from '../errors/redis-login-refused.error
 import { nextReadyOrEnd } from './client-ready.js';
 import { describeConnection, isClient, isUnreachable } from './connections.js';
 import { LoginWatch } from './login-watch.js';
+import { ReadyWaits } from './ready-waits.js';
 import { releaseAtShutdown } from './shutdown-release.js';
 
 type Client = Redis | Cluster;
@@ -48,6 +49,8 @@ export class RedisAvailability {
   /** Per server, how many outages have ended; per client, that count at its last `ready`. */
   private readonly epochs = new Map<string, number>();
   private readonly readyIn = new WeakMap<Client, number>();
+  /** Enqueues waiting for a connection (its first, or its next `ready`). */
+  private readonly waits = new ReadyWaits<'ready' | 'end'>();
   private letGo = false;
   /** The login of the library's own connection. */
   private login: LoginWatch | undefined;
@@ -176,18 +179,21 @@ export class RedisAvailability {
     if (client?.status === 'ready') return undefined;
     const endpoint = this.endpoints.get(owner)!;
     if (client?.status === 'end') return Promise.reject(closedError(endpoint));
-    const ready = client ? this.readyOf(client) : this.firstConnection.get(owner)!.then(() => 'ready' as const);
     const timeout = this.enqueueTimeout;
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new RedisUnavailableError(endpoint, timeout, this.lastErrors.get(endpoint))),
-        timeout,
-      );
-      void ready.then((state) => {
+      const settled = (state: 'ready' | 'end') => {
         clearTimeout(timer);
         if (state === 'ready') resolve();
         else reject(closedError(endpoint));
-      });
+      };
+      // One reaction per connection, however many enqueues wait: one that gives up keeps nothing (ready-waits.ts).
+      const forget = client
+        ? this.waits.wait(client, () => this.readyOf(client), settled)
+        : this.waits.wait(owner, () => this.firstConnection.get(owner)!.then(() => 'ready' as const), settled);
+      const timer = setTimeout(() => {
+        forget();
+        reject(new RedisUnavailableError(endpoint, timeout, this.lastErrors.get(endpoint)));
+      }, timeout);
     });
   }
 
