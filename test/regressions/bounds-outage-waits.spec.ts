@@ -48,10 +48,19 @@ async function retainedAfterTimeouts(availability: RedisAvailability, queue: Que
   return refs.filter((ref) => ref.deref() !== undefined).length;
 }
 
-/** A queue on the private server, its errors (reconnect attempts) ignored. */
+/**
+ * A queue on the private server, its errors (reconnect attempts) ignored; `disconnectTimeout` as in
+ * test/support/private-redis.ts (it is closed while its server is down).
+ */
 function queueOnServer(): Queue {
   const queue = new Queue(uniqueName('bounds-out'), {
-    connection: { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null, retryStrategy: () => 50 },
+    connection: {
+      host: '127.0.0.1',
+      port: server.port,
+      maxRetriesPerRequest: null,
+      retryStrategy: () => 50,
+      disconnectTimeout: 200,
+    },
   });
   queue.on('error', () => undefined);
   return queue;

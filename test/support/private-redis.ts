@@ -50,7 +50,15 @@ export class PrivateRedis {
     readonly dir: string,
     private readonly options: PrivateRedisOptions,
   ) {
-    this.admin = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: null, lazyConnect: true });
+    // disconnectTimeout: ioredis' disconnect() of a connection whose socket already closed (a killed server) leaves a timer
+    // of that length that keeps the process up (Jest: "did not exit one second after the test run").
+    this.admin = new Redis({
+      host: '127.0.0.1',
+      port,
+      maxRetriesPerRequest: null,
+      lazyConnect: true,
+      disconnectTimeout: 200,
+    });
     this.admin.on('error', () => undefined); // killed connections reconnect; commands wait for it
   }
 
@@ -93,7 +101,16 @@ export class PrivateRedis {
     const child = spawn('redis-server', args, { stdio: 'ignore' });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
-    const probe = new Redis({ host: '127.0.0.1', port: this.port, lazyConnect: true, retryStrategy: () => null });
+    // Never `disconnect()` a probe whose connection ended (refused: the server not up yet): ioredis would leave a
+    // `disconnectTimeout` timer that keeps the process up.
+    const probe = new Redis({
+      host: '127.0.0.1',
+      port: this.port,
+      lazyConnect: true,
+      retryStrategy: () => null,
+      disconnectTimeout: 200,
+    });
+    const drop = () => probe.status !== 'end' && probe.disconnect();
     probe.on('error', () => undefined);
     try {
       for (let i = 0; i < 200; i++) {
@@ -102,13 +119,13 @@ export class PrivateRedis {
           // Loading the AOF answers -LOADING until done.
           if ((await probe.ping()) === 'PONG') return;
         } catch {
-          probe.disconnect();
+          drop();
         }
         await sleep(50);
       }
       throw new Error(`redis-server did not start on port ${this.port} (see ${join(this.dir, 'redis.log')})`);
     } finally {
-      probe.disconnect();
+      drop();
     }
   }
 
