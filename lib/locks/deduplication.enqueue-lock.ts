@@ -103,9 +103,11 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
   }
 
   async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
-    if (this.lockTtl === undefined) return; // no TTL: the lock lives as long as its job
+    // A job added with a TTL (a `lockTtl` removed since) keeps its lock that long past its new run time, as it would have.
+    const ttl = this.lockTtl ?? addedLockTtl(job);
+    if (ttl === undefined) return; // no TTL: the lock lives as long as its job
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
-    await this.store.retimeDeduplication(key, job.id!, this.lockTtl + runInMs);
+    await this.store.retimeDeduplication(key, job.id!, ttl + runInMs);
   }
 
   async forget(): Promise<void> {
@@ -133,7 +135,14 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
 }
 
 /** Whether BullMQ added the job with a deduplication TTL (its options as stored): its key outlives the job. */
-function addedWithTtl(job: Job): boolean {
+export function addedWithTtl(job: Pick<Job, 'opts'>): boolean {
   const ttl = job.opts.deduplication?.ttl;
   return typeof ttl === 'number' && ttl > 0;
+}
+
+/** The `lockTtl` a job was added with: its deduplication TTL less the delay it was added with (at least 1 ms). */
+function addedLockTtl(job: Pick<Job, 'opts'>): number | undefined {
+  if (!addedWithTtl(job)) return undefined;
+  const delay = job.opts.delay;
+  return Math.max(1, job.opts.deduplication!.ttl! - (typeof delay === 'number' && delay > 0 ? delay : 0));
 }

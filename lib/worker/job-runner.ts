@@ -7,9 +7,10 @@ import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.
 import { describeThrown } from '../errors/thrown.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
+import { addedWithTtl } from '../locks/deduplication.enqueue-lock.js';
 import { ADMITTED, type JobEnd } from '../locks/lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
-import { lockedDigest } from '../locks/locked-digest.js';
+import { lockedBy, lockedDigest } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
@@ -217,11 +218,13 @@ export class JobRunner {
 
   /**
    * Whether a move of the job to delayed moves its enqueue lock's end: a lock with a `lockTtl` that holds while its job
-   * waits (not `until_expired`, whose TTL is the whole point), as a guarded `changeDelay` makes it.
+   * waits (not `until_expired`, whose TTL is the whole point), as a guarded `changeDelay` makes it; also a deduplication
+   * key a job was added with a TTL under earlier options (a `lockTtl` removed since: the job's stored options say so).
    */
   private followsDelays(run: JobRun): boolean {
     const { lock, options } = run.definition;
-    return run.enqueueLock !== undefined && options.lockTtl !== undefined && !lock.outlivesJob;
+    const withTtl = options.lockTtl !== undefined || (lockedBy(run.job) === 'deduplication' && addedWithTtl(run.job));
+    return run.enqueueLock !== undefined && withTtl && !lock.outlivesJob;
   }
 
   /**
