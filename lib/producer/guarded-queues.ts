@@ -26,9 +26,15 @@ const SWEEP_FROM = 64;
 
 /** The queues guarded for enqueue, with their own `add`/`addBulk` (so the library reaches BullMQ through them). */
 export class GuardedQueues {
-  /** By qualified name (`<prefix>:<name>`): one queue name may live under two BullMQ prefixes. */
-  private readonly byQualifiedName = new Map<string, Queue>();
+  /**
+   * By qualified name (`<prefix>:<name>`: one queue name may live under two BullMQ prefixes), every queue object of
+   * that name guarded and not swept, the latest last: a queue registered with BullModule and a `new Queue(sameName)`
+   * guarded by hand and closed after use are two, and closing the second must not forget the first.
+   */
+  private readonly byQualifiedName = new Map<string, Queue[]>();
   private readonly originalMethods = new WeakMap<Queue, QueueOriginals>();
+  /** How many queues are remembered. */
+  private remembered = 0;
   /** How many queues were left after the last sweep of closed ones: the next comes once there are twice as many. */
   private swept = 0;
 
@@ -38,18 +44,22 @@ export class GuardedQueues {
    * closed after use) must not keep every one it ever guarded (~7.5 KB each on a shared connection).
    */
   register(queue: Queue, originals: QueueOriginals): void {
-    this.byQualifiedName.set(queue.qualifiedName, queue);
+    const same = this.byQualifiedName.get(queue.qualifiedName) ?? [];
+    if (same.includes(queue)) same.splice(same.indexOf(queue), 1);
+    else this.remembered++;
+    same.push(queue);
+    this.byQualifiedName.set(queue.qualifiedName, same);
     this.originalMethods.set(queue, originals);
-    if (this.byQualifiedName.size >= Math.max(SWEEP_FROM, 2 * this.swept)) this.sweep();
+    if (this.remembered >= Math.max(SWEEP_FROM, 2 * this.swept)) this.sweep();
   }
 
   /**
    * The guarded queue of this name under this BullMQ prefix, or with no prefix given the latest guarded queue of the
-   * name (to retry dead-set entries).
+   * name (to retry dead-set entries): the latest one still open, if any.
    */
   get(name: string, prefix?: string): Queue | undefined {
-    if (prefix !== undefined) return this.byQualifiedName.get(bullKeys.qualifiedName(prefix, name));
-    return latestNamed([...this.byQualifiedName.values()], name);
+    if (prefix !== undefined) return latestOpen(this.byQualifiedName.get(bullKeys.qualifiedName(prefix, name)));
+    return latestNamed(this.latest(), name);
   }
 
   /** A queue's own methods (the queue's methods themselves for a queue that is not guarded). */
@@ -64,19 +74,33 @@ export class GuardedQueues {
 
   /** Forgets the queues closed (`queue.close()`: BullMQ's `closing` is set from then on; a closed queue adds nothing). */
   private sweep(): void {
-    for (const [name, queue] of this.byQualifiedName) {
-      if (queue.closing !== undefined) this.byQualifiedName.delete(name);
+    this.remembered = 0;
+    for (const [name, queues] of this.byQualifiedName) {
+      const open = queues.filter((queue) => queue.closing === undefined);
+      if (open.length === 0) this.byQualifiedName.delete(name);
+      else this.byQualifiedName.set(name, open);
+      this.remembered += open.length;
     }
-    this.swept = this.byQualifiedName.size;
+    this.swept = this.remembered;
+  }
+
+  /** Per qualified name, its latest open queue (its latest, when all are closed). */
+  private latest(): Queue[] {
+    return [...this.byQualifiedName.values()].map((queues) => latestOpen(queues)!);
   }
 
   /** The guarded queues: name and key prefix (the reaper checks jobs there). */
   list(): { name: string; prefix: string }[] {
-    return [...this.byQualifiedName.values()].map((queue) => ({
+    return this.latest().map((queue) => ({
       name: queue.name,
       prefix: bullKeys.prefixOf(queue),
     }));
   }
+}
+
+/** The latest of `queues` not closed, else the latest. */
+function latestOpen(queues: readonly Queue[] | undefined): Queue | undefined {
+  return queues?.findLast((queue) => queue.closing === undefined) ?? queues?.at(-1);
 }
 
 /** The last of `queues` with this name: of one name under several BullMQ prefixes, the latest guarded or started. */
