@@ -1,14 +1,18 @@
 import type { Job } from 'bullmq';
 
-/** A job that was added to the queue (or replaced the job that held its lock). */
-export interface EnqueuedResult<DataType = unknown> {
+/**
+ * A job that was added to the queue (or replaced the job that held its lock). `ResultType` types what the job returns
+ * (`job.returnvalue`, `job.waitUntilFinished()`); the library cannot know it: `unknown` unless the caller names it
+ * (`uniqueJobs.enqueue<Order, Receipt>(…)`).
+ */
+export interface EnqueuedResult<DataType = unknown, ResultType = unknown> {
   /** Tells the two results apart: the job was added. */
   status: 'enqueued';
   /**
    * The job added; or, when the `jobId` you passed already exists, a handle with that id and the data you passed
    * (BullMQ's own id deduplication, answered before any lock: nothing was added).
    */
-  job: Job<DataType, unknown>;
+  job: Job<DataType, ResultType>;
   /** The digest the job is locked under, when it has an enqueue lock. */
   digest?: string;
   /**
@@ -33,4 +37,5 @@ export interface DuplicateResult {
 }
 
 /** What the explicit producer API returns: the caller can always tell what happened. */
-export type EnqueueResult<DataType = unknown> = EnqueuedResult<DataType> | DuplicateResult;
+export type EnqueueResult<DataType = unknown, ResultType = unknown> =
+  EnqueuedResult<DataType, ResultType> | DuplicateResult;

@@ -28,17 +28,18 @@ export class UniqueJobsService {
 
   /**
    * Enqueues a job and says what happened: `{ status: 'enqueued', job }` or
-   * `{ status: 'duplicate', existingJobId, strategy }`. Never throws for a duplicate (even with `raise`).
+   * `{ status: 'duplicate', existingJobId, strategy }`. Never throws for a duplicate (even with `raise`). `ResultType`
+   * types the returned job's result (`enqueue<Order, Receipt>(…)`); `unknown` when not named.
    *
    * @throws UnserializableLockArgsError when the lock arguments cannot be hashed (nothing is enqueued).
    */
-  async enqueue<DataType>(
+  async enqueue<DataType, ResultType = unknown>(
     queue: Queue,
     name: string,
     data: DataType,
     opts?: JobsOptions,
-  ): Promise<EnqueueResult<DataType>> {
-    return (await this.interceptor.enqueue(queue, name, data, opts)).result as EnqueueResult<DataType>;
+  ): Promise<EnqueueResult<DataType, ResultType>> {
+    return (await this.interceptor.enqueue(queue, name, data, opts)).result as EnqueueResult<DataType, ResultType>;
   }
 
   /** {@link enqueue} for many jobs (deduplicated jobs go to Redis in one round trip). */
