@@ -31,22 +31,25 @@ describe('chaos: slow Redis (DEBUG SLEEP) and command timeouts', () => {
     });
     try {
       await run.startWorkers(3);
-      run.every(
-        2000,
-        3000,
-        async () => {
-          await run.redis.admin.call('DEBUG', 'SLEEP', String(SLEEP_S));
-          run.fault(`DEBUG SLEEP ${SLEEP_S}`);
-        },
-        3,
-      );
       const keys = eventKeys('evt', 60);
-      const summaries = await run.produce(2, keys, {
-        ROUNDS: '2',
-        IN_FLIGHT: '2',
-        PAUSE_MS: '100',
-        ADD_TIMEOUT: '500',
-      });
+      // The faults start once the producers are up: a Redis that sleeps while a producer boots can fail BullMQ's own
+      // connection set-up under a 0.5 s commandTimeout (its queue.waitUntilReady() rejects with "Command timed out"
+      // or waits for a quiet second that does not come), before the library takes any part.
+      const summaries = await run.produce(
+        2,
+        keys,
+        { ROUNDS: '2', IN_FLIGHT: '2', PAUSE_MS: '100', ADD_TIMEOUT: '500' },
+        () =>
+          run.every(
+            2000,
+            3000,
+            async () => {
+              await run.redis.admin.call('DEBUG', 'SLEEP', String(SLEEP_S));
+              run.fault(`DEBUG SLEEP ${SLEEP_S}`);
+            },
+            3,
+          ),
+      );
       await run.stopFaults();
       await run.quiesce(90_000);
       run.stopRestarting();

@@ -166,14 +166,21 @@ export class ChaosRun extends ChaosBase {
 
   /**
    * Starts `n` producers (each enqueues every key `rounds` times in its own random order), waits until every one is
-   * ready, then lets them go at once. Resolves when all have printed their summary.
+   * ready, calls `onReady` (where a scenario starts faults that a producer's boot must not meet), then lets them go at
+   * once. Resolves when all have printed their summary.
    */
-  async produce(n: number, keys: string[], env: Record<string, string>): Promise<ChaosProducerSummary[]> {
+  async produce(
+    n: number,
+    keys: string[],
+    env: Record<string, string>,
+    onReady?: () => void,
+  ): Promise<ChaosProducerSummary[]> {
     const fixtures = Array.from({ length: n }, (_, i) =>
       spawnFixture('chaos-producer', { ...this.baseEnv(), LABEL: `p${i}`, KEYS: keys.join(','), ...env }),
     );
     this.producers.push(...fixtures);
     await Promise.all(fixtures.map((fixture) => fixture.waitFor((m) => m.ready === true)));
+    onReady?.();
     for (const fixture of fixtures) fixture.child.stdin.write('go\n');
     const summaries = await Promise.all(
       fixtures.map(async (fixture) => (await fixture.waitFor((m) => 'summary' in m)).summary as ChaosProducerSummary),
