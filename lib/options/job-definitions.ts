@@ -29,13 +29,13 @@ export interface JobDefinition extends ResolvedJobDefinition {
   /** The enqueue lock, when the lock type takes one: what a new job takes. */
   readonly enqueueLock: EnqueueLock | undefined;
   /**
-   * The enqueue lock of a job that exists, by the kind it took at enqueue ({@link lockedBy}): {@link enqueueLock}, or,
+   * The enqueue lock of a job that exists, by the kind it took at enqueue ({@link lockedAs}): {@link enqueueLock}, or,
    * for a job enqueued before options that move its digest to the other kind (`lockLimit` 1 ↔ more, `uniqueAcross:
    * 'queues'`, `until_expired` ↔ another type), a lock of the kind it took, so that the job releases (or takes back)
    * what it holds, not a lock it never held; for a lock type that takes none (`while_executing`), the lock such a job
-   * took, released at its end. `undefined` for a job that took none and a lock type that takes none.
+   * took, released at its end.
    */
-  enqueueLockOf(kind: LockedBy | undefined): EnqueueLock | undefined;
+  enqueueLockOf(kind: LockedBy): EnqueueLock | undefined;
   /** Strategy for duplicates at enqueue, if the lock has any. */
   readonly clientStrategy: ConflictStrategy | undefined;
   /**
@@ -151,7 +151,6 @@ export class JobDefinitions {
       lock,
       enqueueLock,
       enqueueLockOf: (kind) => {
-        if (kind === undefined) return enqueueLock;
         if (enqueueLock && (kind === 'deduplication') === enqueueLock instanceof DeduplicationEnqueueLock) {
           return enqueueLock;
         }

@@ -6,7 +6,7 @@ import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { RemovableHold } from '../locks/enqueue-lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
-import { lockedBy, lockedDigest } from '../locks/locked-digest.js';
+import { lockedAs } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys, RESCHEDULES_FIELD } from '../redis/keys.js';
@@ -123,10 +123,10 @@ export class JobMovesGuard {
     if (!this.enabled || !this.definitions.hasQueue(owner.name)) return;
     const job = await Job.fromId(owner, jobId);
     const definition = job && this.definitions.find(job.queueName, job.name);
-    const digest = job && lockedDigest(job);
-    const lock = job && definition?.enqueueLockOf(lockedBy(job));
-    if (!job || !lock || digest === undefined) return;
-    await lock.retime({ job, digest }, runInMs);
+    const locked = job && lockedAs(job);
+    const lock = locked && definition?.enqueueLockOf(locked.by);
+    if (!job || !locked || !lock) return;
+    await lock.retime({ job, digest: locked.digest }, runInMs);
   }
 
   /**
@@ -181,9 +181,10 @@ export class JobMovesGuard {
    */
   private async relock(job: Job<unknown, unknown>, refuse: boolean, whileWaiting = false): Promise<void> {
     const definition = this.definitions.find(job.queueName, job.name);
-    const digest = lockedDigest(job);
-    const lock = definition?.enqueueLockOf(lockedBy(job)); // the kind it took, were the options changed since
-    if (!definition || !lock || digest === undefined) return;
+    const locked = lockedAs(job);
+    const lock = locked && definition?.enqueueLockOf(locked.by); // the kind it took, were the options changed since
+    if (!definition || !locked || !lock) return;
+    const { digest } = locked;
     // A job fetched here has no token: bound as "running" it is taken only while no worker holds the job's lock.
     const bound = new BoundEnqueueLock(lock, { job, digest }, NO_REPORT, undefined, whileWaiting);
     const admitted: AcquireResult = await definition.lock.reentering(bound);

@@ -8,7 +8,7 @@ import type { JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { GuardedQueues } from './guarded-queues.js';
-import { lockedDigest } from '../locks/locked-digest.js';
+import { lockedAs } from '../locks/locked-digest.js';
 import { newJobId } from './job-ids.js';
 import { takeEnqueueLock } from './take-enqueue-lock.js';
 
@@ -146,7 +146,7 @@ export class Replacer {
   ): Promise<'removed' | 'removedByAnother' | 'gone' | 'kept' | 'foreign'> {
     const job = await Job.fromId(queue, jobId);
     if (!job) return 'gone';
-    if (lockedDigest(job) !== digest) return 'foreign';
+    if (lockedAs(job)?.digest !== digest) return 'foreign';
     // A flow child: removing it takes it out of its parent's dependencies, and BullMQ then runs the parent without it
     // (the replacement is no child of that parent).
     if (job.attemptsStarted > 0 || job.parentKey !== undefined) return 'kept';

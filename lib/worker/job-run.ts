@@ -6,7 +6,7 @@ import type { OperationTracer } from '../common/operation-tracer.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { LockRun } from '../locks/lock.js';
-import { lockedBy } from '../locks/locked-digest.js';
+import type { LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
 import type { JobDefinition } from '../options/job-definitions.js';
@@ -41,8 +41,8 @@ export class JobRun implements LockRun {
     readonly job: Job<unknown, unknown>,
     readonly definition: JobDefinition,
     readonly digest: string,
-    /** Whether the job took its enqueue lock at enqueue (its digest came from the lock). */
-    lockedAtEnqueue: boolean,
+    /** The kind of enqueue lock the job took at enqueue (its digest came from that lock); `undefined`: none. */
+    readonly lockedBy: LockedBy | undefined,
     private readonly deps: JobRunDeps,
     /** The connection the worker records the job's end on, when known. */
     private readonly connection?: Redis,
@@ -50,20 +50,19 @@ export class JobRun implements LockRun {
     private readonly signal?: AbortSignal,
   ) {
     this.restarted = isRestart(job);
-    const lock = definition.enqueueLockOf(lockedBy(job)); // the kind it took, were the options changed since
-    this.enqueueLock =
-      lock && lockedAtEnqueue
-        ? new BoundEnqueueLock(
-            lock,
-            { job, digest },
-            {
-              released: () => this.emitUnlocked('enqueue', job.timestamp),
-              error: (error) => deps.reportError(job, digest, error),
-            },
-            () => this.inOrderOn(),
-            true,
-          )
-        : undefined;
+    const lock = lockedBy && definition.enqueueLockOf(lockedBy); // the kind it took, were the options changed since
+    this.enqueueLock = lock
+      ? new BoundEnqueueLock(
+          lock,
+          { job, digest },
+          {
+            released: () => this.emitUnlocked('enqueue', job.timestamp),
+            error: (error) => deps.reportError(job, digest, error),
+          },
+          () => this.inOrderOn(),
+          true,
+        )
+      : undefined;
   }
 
   /** {@link LockRun.stillRuns}: BullMQ's job lock still holds the token this worker took the job with. */

@@ -10,7 +10,7 @@ import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import { addedWithTtl } from '../locks/deduplication.enqueue-lock.js';
 import { ADMITTED, type JobEnd } from '../locks/lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
-import { lockedBy, lockedDigest } from '../locks/locked-digest.js';
+import { lockedAs } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
@@ -110,9 +110,9 @@ export class JobRunner {
     this.runs.delete(job);
     if (!run) {
       // A job BullMQ failed without calling the processor (stalled or started too often): it still holds its lock.
-      const digest = lockedDigest(job);
-      if (digest === undefined) return;
-      run = new JobRun(job, definition, digest, true, this.deps);
+      const locked = lockedAs(job);
+      if (!locked) return;
+      run = new JobRun(job, definition, locked.digest, locked.by, this.deps);
     }
     const current = run;
     await this.quietly(job, run.digest, () => definition.lock.finished(current, end));
@@ -139,10 +139,10 @@ export class JobRunner {
     connection: Redis | undefined,
     annotate: AnnotateOperation,
   ): Promise<unknown> {
-    const locked = lockedDigest(job);
-    const digest = locked ?? digestInWorker(definition, job);
+    const locked = lockedAs(job);
+    const digest = locked?.digest ?? digestInWorker(definition, job);
     annotate({ digest });
-    const run = new JobRun(job, definition, digest, locked !== undefined, this.deps, connection, signal);
+    const run = new JobRun(job, definition, digest, locked?.by, this.deps, connection, signal);
     this.runs.set(job, run);
     try {
       const admitted = await definition.lock.start(run);
@@ -223,7 +223,7 @@ export class JobRunner {
    */
   private followsDelays(run: JobRun): boolean {
     const { lock, options } = run.definition;
-    const withTtl = options.lockTtl !== undefined || (lockedBy(run.job) === 'deduplication' && addedWithTtl(run.job));
+    const withTtl = options.lockTtl !== undefined || (run.lockedBy === 'deduplication' && addedWithTtl(run.job));
     return run.enqueueLock !== undefined && withTtl && !lock.outlivesJob;
   }
 
