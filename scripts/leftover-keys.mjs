@@ -5,7 +5,9 @@
 // the test file's path) says which file. At the end of the run, every key that carries the run tag was left by the run:
 // the check lists them by file (with their TTL), deletes them (they are the run's own) and counts as one failed test.
 // Keys of other clients are never touched: a key without the run tag is only counted, and only when it was not there
-// in the snapshot taken at the start (another client's, or a suite's key made without `uniqueName`).
+// in the snapshot taken at the start (another client's, or a suite's key made without `uniqueName`). Every database
+// `INFO keyspace` lists is checked, not only the one of the URL: a suite that reaches another database (to test a
+// mismatch) must clean up there too.
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
@@ -60,11 +62,31 @@ async function scanAll(redis, pattern) {
   return keys;
 }
 
-/** The names of every key of the server when the run starts (never their values). */
+/** The databases holding keys now (`INFO keyspace`), with the client's own first. */
+async function databases(redis) {
+  const listed = [...(await redis.info('keyspace')).matchAll(/^db(\d+):/gm)].map((match) => Number(match[1]));
+  const own = redis.options.db ?? 0;
+  return [own, ...listed.filter((db) => db !== own)];
+}
+
+/** Each key of database `db` matching `pattern`, as `{ db, key }`. */
+async function scanDatabase(redis, db, pattern) {
+  await redis.select(db);
+  return (await scanAll(redis, pattern)).map((key) => ({ db, key }));
+}
+
+/** How a key is shown and remembered: its name, after `<n>/` for a database other than the client's own. */
+const named = (redis, { db, key }) => (db === (redis.options.db ?? 0) ? key : `${db}/${key}`);
+
+/** The names of every key of the server, in every database, when the run starts (never their values). */
 export async function snapshotKeys(url) {
   const redis = await client(url);
   try {
-    return new Set(await scanAll(redis, '*'));
+    const keys = new Set();
+    for (const db of await databases(redis)) {
+      for (const entry of await scanDatabase(redis, db, '*')) keys.add(named(redis, entry));
+    }
+    return keys;
   } finally {
     redis.disconnect();
   }
@@ -80,17 +102,25 @@ export async function checkLeftoverKeys(url, tag, before, { ignore = [/^redis-lo
     // A uniqueName(): the run tag, then exactly 12 hex digits (file tag, random) and no more hex: a key of another
     // client that merely contains `-<tag>` (a UUID's segment) is not this run's.
     const ours = new RegExp(`-${tag}[0-9a-f]{12}(?![0-9a-f])`);
-    const left = (await scanAll(redis, `*-${tag}*`)).filter((key) => ours.test(key)).sort();
+    const left = [];
+    const other = [];
+    for (const db of await databases(redis)) {
+      left.push(...(await scanDatabase(redis, db, `*-${tag}*`)).filter(({ key }) => ours.test(key)));
+      other.push(
+        ...(await scanDatabase(redis, db, '*'))
+          .filter(({ key }) => !ours.test(key) && !ignore.some((pattern) => pattern.test(key)))
+          .map((entry) => named(redis, entry))
+          .filter((name) => !before.has(name)),
+      );
+    }
+    left.sort((a, b) => a.db - b.db || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const files = testFiles();
     const byFile = new Map();
-    for (const key of left) {
-      const at = key.search(ours);
-      const file = files.get(key.slice(at + 1 + tag.length, at + 1 + tag.length + 4)) ?? '(unknown file)';
-      byFile.set(file, [...(byFile.get(file) ?? []), key]);
+    for (const entry of left) {
+      const at = entry.key.search(ours);
+      const file = files.get(entry.key.slice(at + 1 + tag.length, at + 1 + tag.length + 4)) ?? '(unknown file)';
+      byFile.set(file, [...(byFile.get(file) ?? []), entry]);
     }
-    const other = (await scanAll(redis, '*')).filter(
-      (key) => !before.has(key) && !ours.test(key) && !ignore.some((pattern) => pattern.test(key)),
-    );
     if (other.length > 0) {
       console.log(
         `leftover keys: ${other.length} key(s) without this run's tag appeared during the run (other clients of this ` +
@@ -101,15 +131,22 @@ export async function checkLeftoverKeys(url, tag, before, { ignore = [/^redis-lo
       console.log(`leftover keys: none (run tag ${tag})`);
       return true;
     }
-    console.log(`leftover keys: FAILED, the run left ${left.length} key(s) in ${url} (run tag ${tag}):`);
-    for (const [file, keys] of byFile) {
-      const ttls = await Promise.all(keys.map((key) => redis.pttl(key)));
-      const shown = keys
-        .slice(0, 8)
-        .map((key, i) => `${key} (${ttls[i] < 0 ? 'no TTL' : `TTL ${Math.round(ttls[i] / 1000)} s`})`);
-      console.log(`  ${file}: ${keys.length} key(s): ${shown.join(', ')}${keys.length > 8 ? ', …' : ''}`);
+    console.log(
+      `leftover keys: FAILED, the run left ${left.length} key(s) in ${url} (run tag ${tag}; <n>/ names database n):`,
+    );
+    for (const [file, entries] of byFile) {
+      const shown = [];
+      for (const entry of entries.slice(0, 8)) {
+        await redis.select(entry.db);
+        const ttl = await redis.pttl(entry.key);
+        shown.push(`${named(redis, entry)} (${ttl < 0 ? 'no TTL' : `TTL ${Math.round(ttl / 1000)} s`})`);
+      }
+      console.log(`  ${file}: ${entries.length} key(s): ${shown.join(', ')}${entries.length > 8 ? ', …' : ''}`);
     }
-    for (let i = 0; i < left.length; i += 500) await redis.del(...left.slice(i, i + 500));
+    for (const { db, key } of left) {
+      await redis.select(db);
+      await redis.del(key);
+    }
     console.log(`leftover keys: deleted those ${left.length} key(s) (this run's own)`);
     return false;
   } finally {
