@@ -254,7 +254,16 @@ describe('unique-jobs reap', () => {
     expect(human.stdout).toContain('Dry run: nothing was changed.');
     expect(human.stdout).toContain(removed.id);
 
-    const real = await runCliJson<ReapReport>(['reap', '--queue', app.queue.name, '--prefix', app.prefix]);
+    // --grace 1: released if still orphaned one second after it was found (the reaper's default grace is 15 s).
+    const real = await runCliJson<ReapReport>([
+      'reap',
+      '--grace',
+      '1',
+      '--queue',
+      app.queue.name,
+      '--prefix',
+      app.prefix,
+    ]);
     expect(real.code).toBe(0);
     expect(real.json).toMatchObject({ dryRun: false, complete: true });
     expect(real.json.items).toContainEqual({ key, kind: 'enqueueLock', jobId: removed.id, reason: 'job gone' });
@@ -285,13 +294,12 @@ describe('unique-jobs errors', () => {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     const { port } = silent.address() as { port: number };
     try {
-      const run = await runCli(['locks', 'list', '--redis', `redis://127.0.0.1:${port}`], {
+      const run = await runCli(['locks', 'list', '--timeout', '2', '--redis', `redis://127.0.0.1:${port}`], {
         connect: false,
-        timeoutMs: 60_000,
       });
       expect(run.code).toBe(2);
       expect(run.stderr).toBe(
-        `unique-jobs: Cannot reach Redis at redis://127.0.0.1:${port}: no answer within 10 s (is it a Redis server?)\n`,
+        `unique-jobs: Cannot reach Redis at redis://127.0.0.1:${port}: no answer within 2 s (is it a Redis server?)\n`,
       );
       expect(run.stdout).toBe('');
     } finally {
@@ -301,15 +309,19 @@ describe('unique-jobs errors', () => {
   });
 
   it('a server that stops answering once connected (a paused master): one clear line and exit code 2, not a hang', async () => {
-    // Answers the connection's handshake (INFO, PING, CLIENT) as a Redis would, then never answers a SCAN.
+    // Answers the connection's handshake (INFO, PING, CLIENT) as a Redis would, then never answers a SCAN (nor QUIT).
     const sockets = new Set<Socket>();
+    let quitAt: number | undefined;
+    let closedAt: number | undefined;
     const stalled = createServer((socket) => {
       sockets.add(socket);
+      socket.on('close', () => (closedAt = Date.now()));
       socket.setEncoding('utf8').on('data', (chunk: string) => {
         for (const [, command] of chunk.matchAll(/\*\d+\r\n\$\d+\r\n(\w+)\r\n/g)) {
           const name = command.toLowerCase();
           if (name === 'info') socket.write('$22\r\nloading:0\r\nrole:master\r\n');
           else if (name === 'ping') socket.write('+PONG\r\n');
+          else if (name === 'quit') quitAt = Date.now();
           else if (name !== 'scan') socket.write('+OK\r\n');
         }
       });
@@ -317,12 +329,17 @@ describe('unique-jobs errors', () => {
     await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve));
     const { port } = stalled.address() as { port: number };
     try {
-      const run = await runCli(['locks', 'list', '--redis', `redis://127.0.0.1:${port}`], { connect: false });
+      const run = await runCli(['locks', 'list', '--timeout', '4', '--redis', `redis://127.0.0.1:${port}`], {
+        connect: false,
+      });
       expect([run.code, run.stderr, run.stdout]).toEqual([
         2,
-        `unique-jobs: Cannot reach Redis at redis://127.0.0.1:${port}: no answer within 15 s\n`,
+        `unique-jobs: Cannot reach Redis at redis://127.0.0.1:${port}: no answer within 4 s\n`,
         '',
       ]);
+      // Its goodbye goes unanswered too: the connection is dropped about a second after QUIT, not another timeout later.
+      expect(quitAt).toBeDefined();
+      expect(closedAt! - quitAt!).toBeLessThan(3000);
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => stalled.close(resolve));
@@ -340,6 +357,13 @@ describe('unique-jobs errors', () => {
     const option = await runCli(['locks', 'list', '--frob'], { connect: false });
     expect(option.code).toBe(1);
     expect(option.stderr).toContain("Unknown option '--frob'");
+    for (const [args, message] of [
+      [['locks', 'list', '--timeout', '0'], '--timeout must be an integer from 1 to 3600 (got "0")'],
+      [['reap', '--grace', '1.5'], '--grace must be an integer from 1 to 3600 (got "1.5")'],
+    ] as const) {
+      const bad = await runCli(args, { connect: false });
+      expect([bad.code, bad.stderr]).toEqual([1, `unique-jobs: ${message}\n`]);
+    }
     const none = await runCli([], { connect: false });
     expect(none.code).toBe(1);
     expect(none.stderr).toContain('Missing command');

@@ -20,7 +20,9 @@ export interface Apps {
  * closes the apps the test started; after the file, quits the Redis client. Call once, at the top of a `describe`.
  */
 export function useApps(label: string, defaults: Omit<Partial<TestAppOptions>, 'queue'> = {}): Apps {
-  const redis = redisClient();
+  // Lazily connected: run with `-t`, a describe block whose tests are all filtered out runs no hook (afterAll included),
+  // and a client connected here would keep Jest from exiting.
+  const redis = redisClient({ lazyConnect: true });
   const apps: TestApp[] = [];
   const cleanups: (() => Promise<void>)[] = [];
   afterEach(async () => {

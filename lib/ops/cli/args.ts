@@ -32,6 +32,8 @@ const OPTIONS = {
   'unique-across': { type: 'string' },
   'max-scans': { type: 'string' },
   'registered-queues': { type: 'boolean' },
+  timeout: { type: 'string' },
+  grace: { type: 'string' },
 } as const;
 
 /** The parsed command line. */
@@ -64,6 +66,8 @@ export interface CliArgs {
     'unique-across'?: string;
     'max-scans'?: string;
     'registered-queues'?: boolean;
+    timeout?: string;
+    grace?: string;
   };
 }
 

@@ -13,14 +13,22 @@ import { listText } from './where.js';
 import { asError } from '../../errors/thrown.js';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
-/** How long connecting and the first PING may take in all before the CLI reports Redis unreachable (exit code 2). */
-const CONNECT_ANSWER_MS = 10_000;
+/**
+ * How long connecting and the first PING may take in all before the CLI reports Redis unreachable (exit code 2), in
+ * seconds, unless `--timeout` says otherwise.
+ */
+const CONNECT_ANSWER_S = 10;
 /**
  * How long any later command may wait for its answer (a master paused or cut off mid-scan would leave the command
- * waiting forever): then the CLI reports Redis unreachable (exit code 2). Its commands are small (a SCAN page, a
- * read, a short script).
+ * waiting forever), in seconds, unless `--timeout` says otherwise: then the CLI reports Redis unreachable (exit code
+ * 2). Its commands are small (a SCAN page, a read, a short script).
  */
-export const COMMAND_ANSWER_MS = 15_000;
+const COMMAND_ANSWER_S = 15;
+/**
+ * How long the goodbyes to Redis at the end (QUIT, a reaper's resignation) may take before the CLI drops the
+ * connection: a Redis that stopped answering must not hold the exit for another whole timeout.
+ */
+const CLOSE_MS = 1000;
 
 /**
  * What every command works with: the options, the output, and (opened on first use, closed at the end) the Redis
@@ -35,6 +43,10 @@ export class CliContext {
   readonly json: boolean;
   /** `--max-scans`: SCAN calls a command may spend looking for the library's keys elsewhere (default 50). */
   readonly maxScans: number;
+  /** Seconds connecting and the first answer may take (`--timeout`, default 10). */
+  private readonly connectAnswerS: number;
+  /** Seconds a command may wait for its answer (`--timeout`, default 15). */
+  private readonly commandAnswerS: number;
   private connecting: Promise<Redis | Cluster> | undefined;
   private lastError: Error | undefined;
   private queueList: InspectedQueue[] | undefined;
@@ -49,6 +61,9 @@ export class CliContext {
     this.bullPrefix = keyPartOption('bull-prefix', args.values['bull-prefix'], 'bull');
     this.json = args.values.json ?? false;
     this.maxScans = integerOption('max-scans', args.values['max-scans'], DEFAULT_SURVEY_SCANS, 1, 100_000);
+    const timeout = args.values.timeout;
+    this.connectAnswerS = integerOption('timeout', timeout, CONNECT_ANSWER_S, 1, 3600);
+    this.commandAnswerS = integerOption('timeout', timeout, COMMAND_ANSWER_S, 1, 3600);
   }
 
   /** Prints a result: JSON with `--json`, else the human text `human()` builds. */
@@ -86,7 +101,10 @@ export class CliContext {
       lazyConnect: true,
       connectTimeout: 5000,
       maxRetriesPerRequest: 1,
-      commandTimeout: COMMAND_ANSWER_MS,
+      commandTimeout: this.commandAnswerS * 1000,
+      // ioredis' disconnect() of a socket that is already closed (a refused connection) waits this long for a 'close'
+      // event that never comes: 2 s by default, as many seconds added to every run that could not connect.
+      disconnectTimeout: 200,
     };
     if (this.args.values.cluster && !/^\/?0?$/.test(url.pathname)) {
       throw new CliError(`Invalid Redis URL: a Redis Cluster has database 0 only (got ${clean(url.pathname)})`);
@@ -99,6 +117,7 @@ export class CliContext {
             connectTimeout: common.connectTimeout,
             maxRetriesPerRequest: common.maxRetriesPerRequest,
             commandTimeout: common.commandTimeout,
+            disconnectTimeout: common.disconnectTimeout,
             ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
             ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
             ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
@@ -108,7 +127,10 @@ export class CliContext {
     // Connection errors surface as rejected commands; without a listener ioredis would also print each one. The last
     // one names the cause (ECONNREFUSED, ENOTFOUND, NOAUTH…) better than "Connection is closed".
     client.on('error', (error: Error) => (this.lastError = error));
-    this.closers.push(() => client.quit().catch(() => client.disconnect()));
+    this.closers.push(async () => {
+      await within(client.quit(), CLOSE_MS); // then dropped, answered or not
+      client.disconnect();
+    });
     const db = client.isCluster ? 0 : ((client as Redis).options.db ?? 0);
     // ioredis reads the path with parseInt (`/2abc` is database 2): only digits name one.
     if (!Number.isSafeInteger(db) || db < 0 || (!client.isCluster && !/^\/?\d*$/.test(url.pathname))) {
@@ -120,8 +142,8 @@ export class CliContext {
     let timer: NodeJS.Timeout | undefined;
     const silent = new Promise<never>((_, reject) => {
       timer = setTimeout(
-        () => reject(new Error(`no answer within ${CONNECT_ANSWER_MS / 1000} s (is it a Redis server?)`)),
-        CONNECT_ANSWER_MS,
+        () => reject(new Error(`no answer within ${this.connectAnswerS} s (is it a Redis server?)`)),
+        this.connectAnswerS * 1000,
       );
     });
     try {
@@ -155,7 +177,7 @@ export class CliContext {
     // A Cluster client that could not learn the slots says only that; the node's own answer names the cause.
     const nodeReason = lastNodeError === undefined ? undefined : asError(lastNodeError).message;
     const reason = /Command timed out/.test(message)
-      ? `no answer within ${COMMAND_ANSWER_MS / 1000} s`
+      ? `no answer within ${this.commandAnswerS} s`
       : nodeReason || this.lastError?.message || message;
     return new CliError(`Cannot reach Redis at ${this.redisLabel}: ${truncate(reason, 500)}`, EXIT.unreachable);
   }
@@ -254,9 +276,12 @@ export class CliContext {
     this.closers.unshift(close);
   }
 
-  /** Closes what the command opened, newest first. */
+  /**
+   * Closes what the command opened, newest first (the connection last); a step Redis does not answer within
+   * {@link CLOSE_MS} is given up.
+   */
   async close(): Promise<void> {
-    for (const close of this.closers.splice(0)) await close().catch(() => undefined);
+    for (const close of this.closers.splice(0)) await within(close(), CLOSE_MS);
   }
 
   private redisUrl(): URL {
@@ -294,4 +319,12 @@ function refused(what: string, error: unknown): never {
 async function clusterEnabled(client: Redis): Promise<boolean> {
   const info = await client.info('cluster').catch(() => '');
   return /^cluster_enabled:1\s*$/m.test(info);
+}
+
+/** Waits for `step` at most `ms`; its failure or lateness is ignored. */
+async function within(step: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  await Promise.race([step.catch(() => undefined), late]);
+  clearTimeout(timer);
 }

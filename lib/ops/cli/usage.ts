@@ -29,6 +29,8 @@ Idempotency
 Maintenance
   reap [--dry-run]              Release orphaned locks and idempotency claims (--dry-run: only report them)
       --queue <name>              only this queue's deduplication keys (default: every queue found)
+      --grace <seconds>           wait between finding an orphan and releasing it if it still is one (default
+                                  15, min 1): a lock taken by an enqueue in progress is not an orphan
 
 Digests
   digest <queue> <name> <json>  The digest and lock keys a job with this data gets (no Redis needed)
@@ -45,6 +47,8 @@ Options
                         the library's keys (default 50, of 1000 keys each)
   --registered-queues   look only in the queues the application recorded under --prefix (one read) instead
                         of scanning the whole key space for BullMQ queues (seconds with millions of keys)
+  --timeout <seconds>   how long Redis may take to answer before the CLI reports it unreachable (exit code 2):
+                        connecting (default 10) and each command (default 15)
   --json                machine-readable output (errors as JSON on stderr)
   -h, --help            this help
 

@@ -1,6 +1,7 @@
 import { OrphanReaper } from '../../reaper/orphan-reaper.js';
 import type { ReapReport } from '../../reaper/reap-report.interface.js';
 import type { CliContext } from '../cli-context.js';
+import { integerOption } from '../args.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
 import { clean, duration, table, truncate } from '../output.js';
 import { elsewhereText, lookElsewhere, queuesText, quoted } from '../where.js';
@@ -19,6 +20,9 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
   if (args.length > 0)
     throw new CliError(`reap takes no arguments (got ${JSON.stringify(args[0])})`, EXIT.failed, true);
   const dryRun = context.args.values['dry-run'] ?? false;
+  // Seconds between finding an orphan and releasing it if it still is one (default: the reaper's, 15 s).
+  const given = context.args.values.grace;
+  const grace = given === undefined ? undefined : integerOption('grace', given, 0, 1, 3600);
   const client = await context.redis();
   const wanted = context.args.values.queue;
   const queues = (await context.queues()).filter((queue) => wanted === undefined || queue.name === wanted);
@@ -26,7 +30,7 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
     client,
     prefix: context.prefix,
     queues: () => queues,
-    options: { timeBudget: RUN_BUDGET_MS },
+    options: { timeBudget: RUN_BUDGET_MS, ...(grace === undefined ? {} : { grace: grace * 1000 }) },
   });
   context.onClose(() => reaper.resign());
   let report: ReapReport | undefined;
