@@ -359,7 +359,7 @@ describe('unique-jobs errors', () => {
     expect(option.stderr).toContain("Unknown option '--frob'");
     for (const [args, message] of [
       [['locks', 'list', '--timeout', '0'], '--timeout must be an integer from 1 to 3600 (got "0")'],
-      [['reap', '--grace', '1.5'], '--grace must be an integer from 1 to 3600 (got "1.5")'],
+      [['reap', '--grace', '1.5'], '--grace must be an integer from 1 to 300 (got "1.5")'],
     ] as const) {
       const bad = await runCli(args, { connect: false });
       expect([bad.code, bad.stderr]).toEqual([1, `unique-jobs: ${message}\n`]);

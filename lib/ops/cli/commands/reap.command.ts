@@ -8,6 +8,8 @@ import { elsewhereText, lookElsewhere, queuesText, quoted } from '../where.js';
 
 /** Time budget of one reaper run from the CLI (the CLI runs until a whole pass is done). */
 const RUN_BUDGET_MS = 10_000;
+/** The longest `--grace`, in seconds. */
+const MAX_GRACE_S = 300;
 /** Items kept in the CLI's report, as the reaper does per run. */
 const MAX_ITEMS = 1000;
 
@@ -20,9 +22,11 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
   if (args.length > 0)
     throw new CliError(`reap takes no arguments (got ${JSON.stringify(args[0])})`, EXIT.failed, true);
   const dryRun = context.args.values['dry-run'] ?? false;
-  // Seconds between finding an orphan and releasing it if it still is one (default: the reaper's, 15 s).
+  // Seconds between finding an orphan and releasing it if it still is one (default: the reaper's, 15 s). At most 300:
+  // the run holds the reaper leadership for its grace and more, and a run killed meanwhile (Ctrl-C) cannot give it
+  // back, so the applications' reapers skip their runs until it ends.
   const given = context.args.values.grace;
-  const grace = given === undefined ? undefined : integerOption('grace', given, 0, 1, 3600);
+  const grace = given === undefined ? undefined : integerOption('grace', given, 0, 1, MAX_GRACE_S);
   const client = await context.redis();
   const wanted = context.args.values.queue;
   const queues = (await context.queues()).filter((queue) => wanted === undefined || queue.name === wanted);
