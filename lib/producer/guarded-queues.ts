@@ -45,7 +45,8 @@ export class GuardedQueues {
    */
   register(queue: Queue, originals: QueueOriginals): void {
     const same = this.byQualifiedName.get(queue.qualifiedName) ?? [];
-    if (same.includes(queue)) same.splice(same.indexOf(queue), 1);
+    const at = same.indexOf(queue);
+    if (at >= 0) same.splice(at, 1);
     else this.remembered++;
     same.push(queue);
     this.byQualifiedName.set(queue.qualifiedName, same);

@@ -61,9 +61,10 @@ export class CliContext {
     this.bullPrefix = keyPartOption('bull-prefix', args.values['bull-prefix'], 'bull');
     this.json = args.values.json ?? false;
     this.maxScans = integerOption('max-scans', args.values['max-scans'], DEFAULT_SURVEY_SCANS, 1, 100_000);
-    const timeout = args.values.timeout;
-    this.connectAnswerS = integerOption('timeout', timeout, CONNECT_ANSWER_S, 1, 3600);
-    this.commandAnswerS = integerOption('timeout', timeout, COMMAND_ANSWER_S, 1, 3600);
+    const given = args.values.timeout;
+    const timeout = given === undefined ? undefined : integerOption('timeout', given, 0, 1, 3600);
+    this.connectAnswerS = timeout ?? CONNECT_ANSWER_S;
+    this.commandAnswerS = timeout ?? COMMAND_ANSWER_S;
   }
 
   /** Prints a result: JSON with `--json`, else the human text `human()` builds. */
