@@ -115,6 +115,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
   }
 
   /** BullMQ deletes the key with the job it belongs to. */
+  readonly takenBeforeAdd = false;
   readonly releasesOnRemoval = false;
 
   holdOf(): Promise<undefined> {

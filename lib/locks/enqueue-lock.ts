@@ -84,6 +84,11 @@ export interface EnqueueLock {
   retime(locked: LockedJob, runInMs: number): Promise<void>;
   /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it). */
   forget(queue: Queue, digest: string, holderId: string): Promise<void>;
+  /**
+   * Whether the lock is taken by a call of its own before the job's add (the slot set), not inside BullMQ's add: until
+   * the add, a holder whose job does not exist yet holds it.
+   */
+  readonly takenBeforeAdd: boolean;
   /** Whether {@link holdOf} can answer a hold: whether a job removed by hand would leave a hold behind it. */
   readonly releasesOnRemoval: boolean;
   /**

@@ -11,6 +11,7 @@ import {
   type RemovableHold,
   type Taken,
 } from './enqueue-lock.js';
+import { BulksInProgress } from './bulks-in-progress.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
 
 /**
@@ -68,12 +69,16 @@ export interface SlotSetSettings {
 export class SlotSetEnqueueLock implements EnqueueLock {
   /** Requests whose `prepare` took a slot (a request answered by an existing job took none, and gives none back). */
   private readonly took = new WeakSet<EnqueueRequest>();
+  private readonly bulks: BulksInProgress;
+  readonly takenBeforeAdd = true;
 
   constructor(
     private readonly store: LockStore,
     private readonly keys: UniqueJobsKeys,
     private readonly settings: SlotSetSettings,
-  ) {}
+  ) {
+    this.bulks = new BulksInProgress(store, keys);
+  }
 
   async prepare(request: EnqueueRequest): Promise<Prepared> {
     const { queue, opts, jobId } = request;
@@ -253,7 +258,8 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   /**
    * Releases a holder's slot when its job is gone from the queue, or its id now names a job of another digest (a
    * reused job id); `true` when it did. A slot taken less than {@link STALE_GRACE_MS} ago (by its lease left: a
-   * delayed job's lease is longer, so it only looks younger) is never stale: its job may be about to be added.
+   * delayed job's lease is longer, so it only looks younger) is never stale: its job may be about to be added. Nor is
+   * any while a large `addBulk` is taking its locks ({@link BulksInProgress}): its jobs are added after all of them.
    */
   private async dropIfStale(qualifiedName: string, digest: string, holder: string, leftMs: number): Promise<boolean> {
     if (this.settings.outlivesJob) return false;
@@ -261,6 +267,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     if (leftMs > lease - STALE_GRACE_MS) return false;
     const opts = await this.store.jobOptions(bullKeys.job(qualifiedName, holder));
     if (opts !== undefined && markedDigest(opts) === digest) return false;
+    if ((await this.bulks.current()).length > 0) return false;
     await this.store.release(this.key(digest), holder);
     return true;
   }

@@ -15,6 +15,7 @@ import type { JobInstrumentation } from '../interfaces/job-instrumentation.inter
 import type { LockStore } from '../locks/lock-store.js';
 import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT } from '../options/defaults.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
+import { BulksInProgress } from '../locks/bulks-in-progress.js';
 import { Enqueuer } from '../producer/enqueuer.js';
 import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';
 import { JobMovesGuard } from '../producer/job-moves.guard.js';
@@ -111,6 +112,7 @@ export class JobInterceptor {
       enabled,
       availability,
       client,
+      bulks: new BulksInProgress(deps.store, deps.keys),
     });
     this.runner = new JobRunner({
       ...deps,

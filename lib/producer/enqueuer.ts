@@ -4,13 +4,14 @@ import type { OperationTracer } from '../common/operation-tracer.js';
 import type { ClientConflict, ClientResolution, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import { ANNOUNCED_BULK_ENTRIES, type BulksInProgress } from '../locks/bulks-in-progress.js';
 import type { Taken } from '../locks/enqueue-lock.js';
 import { bullKeys } from '../redis/keys.js';
 import type { RedisAvailability } from '../redis/redis-availability.js';
 import { writingTogether } from '../redis/write-together.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import type { BulkJob, GuardedQueues } from './guarded-queues.js';
-import { readyBulk, type BulkRequest } from './bulk-readying.js';
+import { readyBulk, type BulkEntry, type BulkRequest } from './bulk-readying.js';
 import { newJobId, runtimeOnlyOpts } from './job-ids.js';
 import { reportLocked, takeEnqueueLock } from './take-enqueue-lock.js';
 
@@ -28,6 +29,8 @@ export interface EnqueuerDeps {
   readonly availability: RedisAvailability;
   /** The client the library's scripts run on (a bulk's lock calls leave in one socket write on it). */
   readonly client: Redis | Cluster;
+  /** Where a bulk that takes many locks before its add announces itself. */
+  readonly bulks: BulksInProgress;
 }
 
 /**
@@ -112,7 +115,8 @@ export class Enqueuer {
   /**
    * Every entry is readied first (digests computed, so a bad one enqueues nothing; locks taken where they are not
    * taken inside BullMQ's add), then the whole bulk is one `addBulk`. BullMQ sends it as a pipeline, not a transaction:
-   * if it fails, the entries it added keep their locks and the others' are given back.
+   * if it fails, the entries it added keep their locks and the others' are given back. A bulk of many entries whose
+   * locks are taken before the add announces itself until the add is done ({@link BulksInProgress}).
    */
   private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
     const requests = jobs.map((entry): BulkRequest => {
@@ -125,15 +129,15 @@ export class Enqueuer {
       };
     });
     for (const request of requests) this.failIfLoginRefused(request.definition);
-    const { entries, abandon } = await readyBulk(queue, requests, (send) => writingTogether(this.deps.client, send));
-    const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
-    let added: Job<unknown, unknown>[];
+    const lockedFirst = requests.filter((r) => r.digest !== undefined && r.definition?.enqueueLock?.takenBeforeAdd);
+    const end = lockedFirst.length >= ANNOUNCED_BULK_ENTRIES ? await this.deps.bulks.begin() : undefined;
+    let readied: { entries: BulkEntry[]; added: Job<unknown, unknown>[] };
     try {
-      added = bulk.length > 0 ? await this.deps.queues.originals(queue).addBulk(bulk) : [];
-    } catch (error) {
-      await abandon();
-      throw error;
+      readied = await this.readyAndAdd(queue, requests);
+    } finally {
+      await end?.();
     }
+    const { entries, added } = readied;
     const results: ClientResolution[] = [];
     // A client strategy that throws (a custom one) fails the bulk, but only once every entry is settled: an entry after
     // it would keep a lock taken for a job BullMQ refused (an error code) until its lease ended.
@@ -160,6 +164,21 @@ export class Enqueuer {
     }
     if (thrown) throw thrown.error;
     return results;
+  }
+
+  /** A bulk's entries readied, then added in one `addBulk`; if the add fails, the locks the entries took are given back. */
+  private async readyAndAdd(
+    queue: Queue,
+    requests: readonly BulkRequest[],
+  ): Promise<{ entries: BulkEntry[]; added: Job<unknown, unknown>[] }> {
+    const { entries, abandon } = await readyBulk(queue, requests, (send) => writingTogether(this.deps.client, send));
+    const bulk = entries.flatMap((e) => (e.kind === 'held' ? [] : [e.bulk]));
+    try {
+      return { entries, added: bulk.length > 0 ? await this.deps.queues.originals(queue).addBulk(bulk) : [] };
+    } catch (error) {
+      await abandon();
+      throw error;
+    }
   }
 
   /** The result of a lock taken (the job) or met (the client strategy decides). */

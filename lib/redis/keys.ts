@@ -144,6 +144,14 @@ export class UniqueJobsKeys {
     return `${this.prefix}:{reaper}:leader`;
   }
 
+  /**
+   * The `addBulk` calls in progress that take slot-set locks for many jobs before adding them (a sorted set of leased
+   * tokens, like a run-time lock): see `BulksInProgress`.
+   */
+  get bulksInProgress(): string {
+    return `${this.prefix}:{bulks}:adding`;
+  }
+
   /** Dead set index (sorted set: entry id → time). */
   get deadSetIndex(): string {
     return `${this.prefix}:{dead}:index`;

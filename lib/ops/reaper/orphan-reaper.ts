@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
+import { BulksInProgress } from '../../locks/bulks-in-progress.js';
 import { LockStore } from '../../locks/lock-store.js';
 import { KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
 import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
@@ -56,6 +57,7 @@ export class OrphanReaper {
   private readonly scripts: RedisScripts;
   private readonly locks: LockStore;
   private readonly keys: UniqueJobsKeys;
+  private readonly bulks: BulksInProgress;
   private readonly token = `reaper-${randomBytes(9).toString('base64url')}`;
   private readonly batchSize: number;
   private readonly timeBudget: number;
@@ -67,6 +69,7 @@ export class OrphanReaper {
     this.scripts = new RedisScripts(deps.client);
     this.locks = new LockStore(this.scripts);
     this.keys = new UniqueJobsKeys(deps.prefix);
+    this.bulks = new BulksInProgress(this.locks, this.keys);
     this.batchSize = deps.options?.batchSize ?? 500;
     this.timeBudget = deps.options?.timeBudget ?? 1000;
     this.grace = deps.options?.grace ?? DEFAULT_GRACE;
@@ -98,6 +101,7 @@ export class OrphanReaper {
       complete: false,
       scannedKeys: 0,
       failedKeys: 0,
+      deferred: 0,
       reaped: { enqueueLocks: 0, deduplicationKeys: 0, runtimeLeases: 0, idempotencyClaims: 0, sqlRecords: 0 },
       items: [],
     };
@@ -138,11 +142,19 @@ export class OrphanReaper {
     if (dryRun) {
       suspects.forEach((suspect) => record(suspect.item));
     } else if (suspects.length > 0) {
+      // A large bulk announced both after every suspect was found and after the grace may still add their jobs.
+      const before = suspects.some((suspect) => suspect.item.kind === 'enqueueLock') ? await this.readBulks() : [];
       await delay(this.grace);
+      const after = before?.length === 0 ? [] : await this.readBulks();
+      const bulkSpanned = !before || !after || before.some((token) => after.includes(token));
       pass.refreshQueues();
       for (let i = 0; i < suspects.length; i += this.batchSize) {
         await Promise.all(
           suspects.slice(i, i + this.batchSize).map(async (suspect) => {
+            if (bulkSpanned && suspect.item.kind === 'enqueueLock') {
+              report.deferred += 1;
+              return;
+            }
             try {
               const statuses = await suspect.statuses();
               if (!statuses.includes('live') && (await suspect.release())) record(suspect.item);
@@ -157,6 +169,14 @@ export class OrphanReaper {
     await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1);
     report.durationMs = Date.now() - startedAt;
     return report;
+  }
+
+  /**
+   * The large bulks in progress ({@link BulksInProgress}); `undefined` when they cannot be read (then every bulk is
+   * taken to be still running: its general-path suspects wait for the next run).
+   */
+  private readBulks(): Promise<string[] | undefined> {
+    return this.bulks.current().catch(() => undefined);
   }
 
   /** Gives the leadership up (shutdown), so another process takes over at its next run. */

@@ -66,6 +66,11 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
     const lines = [
       `${done.dryRun ? 'Dry run: nothing was changed. ' : ''}Scanned ${done.scannedKeys} ${done.scannedKeys === 1 ? 'key' : 'keys'} in ${duration(done.durationMs)}${done.failedKeys > 0 ? ` (${done.failedKeys} could not be checked and were left alone)` : ''}.`,
       `${verb}: ${reaped.enqueueLocks} enqueue lock owners, ${reaped.deduplicationKeys} deduplication keys, ${reaped.runtimeLeases} run-time leases, ${reaped.idempotencyClaims} idempotency claims.`,
+      ...(done.deferred > 0
+        ? [
+            `Kept for a later run: ${done.deferred} enqueue lock owners whose job is missing, while a large addBulk was taking its locks (its jobs may be on their way).`,
+          ]
+        : []),
       `Searched: prefix ${quoted(context.prefix)} (locks and idempotency claims in Redis) and the deduplication keys of ${queuesText(context, names)}, on ${context.redisLabel}.`,
       ...(elsewhere ? elsewhereText(elsewhere) : []),
     ];
@@ -99,6 +104,7 @@ function merge(first: ReapReport, next: ReapReport): ReapReport {
     complete: next.complete,
     scannedKeys: first.scannedKeys + next.scannedKeys,
     failedKeys: first.failedKeys + next.failedKeys,
+    deferred: first.deferred + next.deferred,
     reaped: {
       enqueueLocks: sum('enqueueLocks'),
       deduplicationKeys: sum('deduplicationKeys'),

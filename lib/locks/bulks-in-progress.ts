@@ -1,0 +1,67 @@
+import { randomBytes } from 'node:crypto';
+import type { UniqueJobsKeys } from '../redis/keys.js';
+import { LeaseKeeper } from './lease-keeper.js';
+import type { LockStore } from './lock-store.js';
+
+/**
+ * The fewest entries whose lock is taken before their add (slot-set locks) that make an `addBulk` announce itself
+ * ({@link BulksInProgress}). Fewer take their locks in well under a second (about 0.1 s per 1,000 on a 2-core machine),
+ * far within the reaper's grace and the 15 s a slot is given before its holder counts as stale.
+ */
+export const ANNOUNCED_BULK_ENTRIES = 1000;
+
+/** How long an announcement lives unless renewed (every third of it while its bulk runs). */
+const ANNOUNCEMENT_LEASE_MS = 60_000;
+/** Announcements held at once (the set is bounded): a bulk beyond them goes unannounced. */
+const MAX_ANNOUNCED = 1000;
+
+/**
+ * The `addBulk` calls in progress that hold slot-set locks for jobs not added yet. A bulk takes every such lock before
+ * BullMQ's one add of the whole bulk: about 1 s per 10,000 entries here, longer than the reaper's grace (15 s by
+ * default) or the 15 s after which a holder whose job is missing counts as stale, for a bulk of 150,000. A bulk of
+ * {@link ANNOUNCED_BULK_ENTRIES} or more such entries announces itself while it runs, and neither the reaper nor a
+ * producer meeting the lock takes such a holder for an orphan meanwhile.
+ *
+ * An announcement is a leased token in one sorted set under the library's prefix (like a run-time lock: at most
+ * {@link MAX_ANNOUNCED}, renewed while the bulk runs): a producer that dies mid-bulk leaves its token for at most 60 s.
+ * It says nothing of which locks are the bulk's (a general-path lock records only its owner's job id): while a bulk
+ * runs, every holder whose job is missing waits, not only the bulk's own.
+ */
+export class BulksInProgress {
+  private readonly key: string;
+
+  constructor(
+    private readonly store: LockStore,
+    keys: UniqueJobsKeys,
+  ) {
+    this.key = keys.bulksInProgress;
+  }
+
+  /**
+   * Announces a bulk, before its first lock is sent; the function answered ends the announcement (call it once the
+   * bulk's add is done or failed). A bulk that finds {@link MAX_ANNOUNCED} announcements held goes unannounced.
+   */
+  async begin(): Promise<() => Promise<void>> {
+    const token = randomBytes(9).toString('base64url');
+    const taken = await this.store.acquire(this.key, token, ANNOUNCEMENT_LEASE_MS, MAX_ANNOUNCED);
+    if (!taken.acquired) return () => Promise.resolve();
+    // A renewal that fails (Redis away) is tried again at the next period; a lease lost ends the announcement early.
+    const keeper = new LeaseKeeper(
+      () => this.store.renew(this.key, token, ANNOUNCEMENT_LEASE_MS),
+      ANNOUNCEMENT_LEASE_MS,
+      {
+        lost: () => undefined,
+        error: () => undefined,
+      },
+    );
+    return async () => {
+      keeper.stop();
+      await this.store.release(this.key, token).catch(() => undefined); // not given back: its lease ends it
+    };
+  }
+
+  /** The tokens of the bulks announced now (whose lease is live). */
+  async current(): Promise<string[]> {
+    return (await this.store.holders(this.key, MAX_ANNOUNCED)).map(({ holder }) => holder);
+  }
+}

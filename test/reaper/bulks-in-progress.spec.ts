@@ -1,0 +1,175 @@
+// A large `addBulk` on the general path takes every entry's slot before BullMQ's one add of the whole bulk (about 1 s
+// per 10,000 entries): longer than the reaper's grace or a slot's 15 s before its holder counts as stale, for a bulk
+// large enough. The bulk announces itself while it runs (lib/locks/bulks-in-progress.ts), and neither the reaper nor a
+// producer meeting the lock takes its holders for orphans meanwhile. Here the bulk's add is held at a gate, so the
+// window between its locks and its add is as long as the test needs.
+import { Queue, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { UniqueJobsReaper } from '../../lib/index.js';
+import { ANNOUNCED_BULK_ENTRIES, BulksInProgress } from '../../lib/locks/bulks-in-progress.js';
+import { LockStore } from '../../lib/locks/lock-store.js';
+import { DEFAULT_ENQUEUE_LEASE } from '../../lib/options/defaults.js';
+import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { deferred } from '../support/deferred.js';
+import { byId, digestOf, owners, queuedKey, removeUnguarded } from '../support/locks.js';
+import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
+
+type BulkJob = { name: string; data: unknown };
+
+describe('a large addBulk taking its general-path locks', () => {
+  let redis: Redis;
+  const apps: TestApp[] = [];
+  const queues: Queue[] = [];
+  beforeAll(() => {
+    redis = redisClient();
+  });
+  afterEach(async () => {
+    await Promise.all(queues.splice(0).map((queue) => queue.close()));
+    await Promise.all(apps.splice(0).map((app) => app.close()));
+  });
+  afterAll(async () => {
+    await redis.quit();
+  });
+
+  const unique = { lock: 'until_executed' as const, lockArgs: byId, lockLimit: 2 };
+
+  async function start(grace: number): Promise<TestApp> {
+    const app = await startApp({
+      queue: uniqueName('bulk-reap'),
+      paused: true,
+      unique,
+      module: { reaper: { interval: false, grace } },
+    });
+    apps.push(app);
+    return app;
+  }
+
+  const entries = (count: number, tag: string): BulkJob[] =>
+    Array.from({ length: count }, (_, i) => ({ name: 'sync', data: { id: `${tag}-${i}` } }));
+
+  /**
+   * A bulk enqueued through the library on a queue of the app's name whose own `addBulk` (the one the library adds
+   * through) waits at a gate: `locked` resolves once every lock is taken and the add is waiting.
+   */
+  function gatedBulk(app: TestApp, jobs: BulkJob[], gate: Promise<void>) {
+    const queue = new Queue(app.queue.name, bullOptions());
+    queues.push(queue);
+    const locked = deferred<void>();
+    const addBulk = queue.addBulk.bind(queue);
+    queue.addBulk = async (bulk) => {
+      locked.resolve();
+      await gate;
+      return addBulk(bulk);
+    };
+    const done = app.service.enqueueBulk(queue, jobs);
+    done.catch(() => undefined); // awaited by the test; a failure must not go unhandled before then
+    return { locked: locked.promise, done };
+  }
+
+  const announcements = (app: TestApp) => redis.zcard(new UniqueJobsKeys(app.prefix).bulksInProgress);
+  const reaperOf = (app: TestApp) => app.moduleRef.get(UniqueJobsReaper);
+
+  it('the reaper keeps the locks of a bulk still waiting for its add, and checks them again once it is added', async () => {
+    const a = await start(50);
+    const gate = deferred<void>();
+    const jobs = entries(ANNOUNCED_BULK_ENTRIES, 'b');
+    const bulk = gatedBulk(a, jobs, gate.promise);
+    await bulk.locked;
+    expect(await announcements(a)).toBe(1);
+
+    const during = await reaperOf(a).run();
+    expect(during.reaped.enqueueLocks).toBe(0);
+    expect(during.deferred).toBe(ANNOUNCED_BULK_ENTRIES);
+    for (const { data } of [jobs[0], jobs.at(-1)!]) {
+      expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', data)))).toHaveLength(1);
+    }
+
+    gate.resolve();
+    const results = await bulk.done;
+    expect(results.every((result) => result.status === 'enqueued')).toBe(true);
+    expect(await a.queue.count()).toBe(ANNOUNCED_BULK_ENTRIES);
+    expect(await announcements(a)).toBe(0);
+
+    // Once the bulk is added its locks are judged again as any other: a job removed behind the library's back frees
+    // its slot, the others keep theirs.
+    const removed = (results[0] as { job: Job }).job;
+    await removeUnguarded(a.queue.name, removed.id!);
+    const after = await reaperOf(a).run();
+    expect(after.deferred).toBe(0);
+    expect(after.reaped.enqueueLocks).toBe(1);
+    expect(after.items.map((item) => item.jobId)).toEqual([removed.id]);
+    expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', jobs[0].data)))).toEqual([]);
+    expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', jobs[1].data)))).toHaveLength(1);
+  });
+
+  it('a bulk announced only after the reaper found its suspects does not save a true orphan', async () => {
+    const a = await start(300);
+    const orphan = queuedKey(a.prefix, digestOf(a, 'sync', { id: 'never' }));
+    await redis.zadd(orphan, Date.now() + 60_000, 'never-added');
+    // Resolves when the run has read the announced bulks, after finding its suspects (before its grace).
+    const read = deferred<void>();
+    const current = BulksInProgress.prototype.current;
+    BulksInProgress.prototype.current = function (this: BulksInProgress) {
+      read.resolve();
+      return current.call(this);
+    };
+    let run: Promise<Awaited<ReturnType<UniqueJobsReaper['run']>>>;
+    try {
+      run = reaperOf(a).run();
+      await read.promise;
+    } finally {
+      BulksInProgress.prototype.current = current;
+    }
+    const gate = deferred<void>();
+    const bulk = gatedBulk(a, entries(ANNOUNCED_BULK_ENTRIES, 'late'), gate.promise);
+    await bulk.locked;
+    const report = await run;
+    gate.resolve();
+    await bulk.done;
+    expect(report.deferred).toBe(0);
+    expect(report.items.map((item) => item.jobId)).toEqual(['never-added']);
+    expect(await redis.exists(orphan)).toBe(0);
+  });
+
+  it('a smaller bulk writes no announcement; a failed add ends the announcement and gives the locks back', async () => {
+    const a = await start(0);
+    const small = gatedBulk(a, entries(ANNOUNCED_BULK_ENTRIES - 1, 's'), Promise.resolve());
+    await small.locked;
+    expect(await announcements(a)).toBe(0);
+    await small.done;
+
+    const gate = deferred<void>();
+    const jobs = entries(ANNOUNCED_BULK_ENTRIES, 'f');
+    const failing = gatedBulk(a, jobs, gate.promise);
+    await failing.locked;
+    expect(await announcements(a)).toBe(1);
+    gate.reject(new Error('the add failed'));
+    await expect(failing.done).rejects.toThrow('the add failed');
+    expect(await announcements(a)).toBe(0);
+    expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', jobs[0].data)))).toEqual([]);
+  });
+
+  it('a producer meeting old holders whose jobs are missing leaves them while a bulk is announced', async () => {
+    const a = await start(0);
+    const data = { id: 'old' };
+    const key = queuedKey(a.prefix, digestOf(a, 'sync', data));
+    // Two holders taken a minute ago (their lease has a minute less left), whose jobs do not exist (yet).
+    const [seconds, micros] = await redis.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const leaseEnd = now + DEFAULT_ENQUEUE_LEASE - 60_000;
+    await redis.zadd(key, leaseEnd, 'on-its-way-1', leaseEnd, 'on-its-way-2');
+    const bulks = new BulksInProgress(new LockStore(new RedisScripts(redis)), new UniqueJobsKeys(a.prefix));
+    const end = await bulks.begin();
+    try {
+      expect((await a.service.enqueue(a.queue, 'sync', data)).status).not.toBe('enqueued');
+      expect((await owners(redis, key)).sort()).toEqual(['on-its-way-1', 'on-its-way-2']);
+    } finally {
+      await end();
+    }
+    // No bulk in progress: the holders are stale, dropped as they are met, and the job gets a slot.
+    expect((await a.service.enqueue(a.queue, 'sync', data)).status).toBe('enqueued');
+    expect(await owners(redis, key)).not.toContain('on-its-way-1');
+  });
+});
