@@ -57,7 +57,7 @@ async function scanAll(redis, pattern) {
   do {
     const [next, batch] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
     cursor = next;
-    keys.push(...batch);
+    for (const key of batch) keys.push(key); // no spread: a run that left 100,000s of keys must not overflow the stack
   } while (cursor !== '0');
   return keys;
 }
@@ -105,13 +105,12 @@ export async function checkLeftoverKeys(url, tag, before, { ignore = [/^redis-lo
     const left = [];
     const other = [];
     for (const db of await databases(redis)) {
-      left.push(...(await scanDatabase(redis, db, `*-${tag}*`)).filter(({ key }) => ours.test(key)));
-      other.push(
-        ...(await scanDatabase(redis, db, '*'))
-          .filter(({ key }) => !ours.test(key) && !ignore.some((pattern) => pattern.test(key)))
-          .map((entry) => named(redis, entry))
-          .filter((name) => !before.has(name)),
-      );
+      for (const entry of await scanDatabase(redis, db, `*-${tag}*`)) if (ours.test(entry.key)) left.push(entry);
+      for (const entry of await scanDatabase(redis, db, '*')) {
+        if (ours.test(entry.key) || ignore.some((pattern) => pattern.test(entry.key))) continue;
+        const name = named(redis, entry);
+        if (!before.has(name)) other.push(name);
+      }
     }
     left.sort((a, b) => a.db - b.db || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const files = testFiles();
@@ -119,7 +118,9 @@ export async function checkLeftoverKeys(url, tag, before, { ignore = [/^redis-lo
     for (const entry of left) {
       const at = entry.key.search(ours);
       const file = files.get(entry.key.slice(at + 1 + tag.length, at + 1 + tag.length + 4)) ?? '(unknown file)';
-      byFile.set(file, [...(byFile.get(file) ?? []), entry]);
+      const entries = byFile.get(file) ?? [];
+      entries.push(entry);
+      byFile.set(file, entries);
     }
     if (other.length > 0) {
       console.log(
@@ -143,9 +144,10 @@ export async function checkLeftoverKeys(url, tag, before, { ignore = [/^redis-lo
       }
       console.log(`  ${file}: ${entries.length} key(s): ${shown.join(', ')}${entries.length > 8 ? ', …' : ''}`);
     }
-    for (const { db, key } of left) {
-      await redis.select(db);
-      await redis.del(key);
+    for (let i = 0; i < left.length; i += 500) {
+      const pipeline = redis.pipeline();
+      for (const { db, key } of left.slice(i, i + 500)) pipeline.select(db).del(key);
+      await pipeline.exec();
     }
     console.log(`leftover keys: deleted those ${left.length} key(s) (this run's own)`);
     return false;
