@@ -63,6 +63,11 @@ export class BoundEnqueueLock implements JobEnqueueLock {
     return answer;
   }
 
+  /** Whether the hold ends at a time of its own, which a move of the job's run time moves ({@link EnqueueLock.endsAtTtl}). */
+  endsAtTtl(): boolean {
+    return this.lock.endsAtTtl(this.locked.job);
+  }
+
   async retime(runInMs: number): Promise<void> {
     if (this.held) await this.lock.retime(this.locked, runInMs);
   }

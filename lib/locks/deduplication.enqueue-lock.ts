@@ -102,6 +102,10 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     return this.store.releaseDeduplication(key, jobLock, job.id!, token, inOrderOn);
   }
 
+  endsAtTtl(job: Job<unknown, unknown>): boolean {
+    return this.lockTtl !== undefined || addedWithTtl(job);
+  }
+
   async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
     // A job added with a TTL (a `lockTtl` removed since) keeps its lock that long past its new run time, as it would have.
     const ttl = this.lockTtl ?? addedLockTtl(job);
@@ -136,7 +140,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
 }
 
 /** Whether BullMQ added the job with a deduplication TTL (its options as stored): its key outlives the job. */
-export function addedWithTtl(job: Pick<Job, 'opts'>): boolean {
+function addedWithTtl(job: Pick<Job, 'opts'>): boolean {
   const ttl = job.opts.deduplication?.ttl;
   return typeof ttl === 'number' && ttl > 0;
 }

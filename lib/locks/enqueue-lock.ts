@@ -78,6 +78,11 @@ export interface EnqueueLock {
    */
   releaseAtEnd(locked: LockedJob, inOrderOn?: Redis, token?: string): Promise<boolean | 'with-job'>;
   /**
+   * Whether the job's hold ends at a time of its own (a `lockTtl`, or a TTL the job was added with under earlier
+   * options) rather than with the job: a move of its run time must move that end too ({@link retime}).
+   */
+  endsAtTtl(job: Job<unknown, unknown>): boolean;
+  /**
    * The job's run time moved (`changeDelay`, `promote`): a lock that lives `lockTtl` past the run time follows it.
    * `runInMs`: how far the run time now is.
    */

@@ -194,6 +194,10 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return this.store.release(this.key(digest), job.id!, inOrderOn);
   }
 
+  endsAtTtl(): boolean {
+    return this.settings.lockTtl !== undefined;
+  }
+
   async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
     const { lockTtl, defaultLease } = this.settings;
     await this.store.renew(this.key(digest), job.id!, (lockTtl ?? defaultLease) + runInMs); // only a slot it holds

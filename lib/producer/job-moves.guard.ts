@@ -4,11 +4,11 @@ import type { LoggerLike } from '../common/logger.js';
 import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
-import type { RemovableHold } from '../locks/enqueue-lock.js';
+import type { EnqueueLock, RemovableHold } from '../locks/enqueue-lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
-import type { JobDefinitions } from '../options/job-definitions.js';
+import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys, RESCHEDULES_FIELD } from '../redis/keys.js';
 import { asError } from '../errors/thrown.js';
 
@@ -122,11 +122,18 @@ export class JobMovesGuard {
   private async retime(owner: MovingOwner, jobId: string, runInMs: number): Promise<void> {
     if (!this.enabled || !this.definitions.hasQueue(owner.name)) return;
     const job = await Job.fromId(owner, jobId);
-    const definition = job && this.definitions.find(job.queueName, job.name);
-    const locked = job && lockedAs(job);
+    const held = job && this.heldLock(job);
+    if (held) await held.lock.retime({ job, digest: held.digest }, runInMs);
+  }
+
+  /** A job's definition and the enqueue lock of the kind it took, with its digest (were the options changed since). */
+  private heldLock(
+    job: Job<unknown, unknown>,
+  ): { definition: JobDefinition; lock: EnqueueLock; digest: string } | undefined {
+    const definition = this.definitions.find(job.queueName, job.name);
+    const locked = lockedAs(job);
     const lock = locked && definition?.enqueueLockOf(locked.by);
-    if (!job || !locked || !lock) return;
-    await lock.retime({ job, digest: locked.digest }, runInMs);
+    return definition && locked && lock ? { definition, lock, digest: locked.digest } : undefined;
   }
 
   /**
@@ -180,11 +187,9 @@ export class JobMovesGuard {
    * `whileWaiting`: only while the job is still there, unfinished and run by no worker (it was queued already).
    */
   private async relock(job: Job<unknown, unknown>, refuse: boolean, whileWaiting = false): Promise<void> {
-    const definition = this.definitions.find(job.queueName, job.name);
-    const locked = lockedAs(job);
-    const lock = locked && definition?.enqueueLockOf(locked.by); // the kind it took, were the options changed since
-    if (!definition || !locked || !lock) return;
-    const { digest } = locked;
+    const held = this.heldLock(job);
+    if (!held) return;
+    const { definition, lock, digest } = held;
     // A job fetched here has no token: bound as "running" it is taken only while no worker holds the job's lock.
     const bound = new BoundEnqueueLock(lock, { job, digest }, NO_REPORT, undefined, whileWaiting);
     const admitted: AcquireResult = await definition.lock.reentering(bound);

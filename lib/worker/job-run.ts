@@ -42,7 +42,7 @@ export class JobRun implements LockRun {
     readonly definition: JobDefinition,
     readonly digest: string,
     /** The kind of enqueue lock the job took at enqueue (its digest came from that lock); `undefined`: none. */
-    readonly lockedBy: LockedBy | undefined,
+    lockedBy: LockedBy | undefined,
     private readonly deps: JobRunDeps,
     /** The connection the worker records the job's end on, when known. */
     private readonly connection?: Redis,

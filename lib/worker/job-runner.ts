@@ -7,7 +7,6 @@ import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.
 import { describeThrown } from '../errors/thrown.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
-import { addedWithTtl } from '../locks/deduplication.enqueue-lock.js';
 import { ADMITTED, type JobEnd } from '../locks/lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
@@ -222,9 +221,7 @@ export class JobRunner {
    * key a job was added with a TTL under earlier options (a `lockTtl` removed since: the job's stored options say so).
    */
   private followsDelays(run: JobRun): boolean {
-    const { lock, options } = run.definition;
-    const withTtl = options.lockTtl !== undefined || (run.lockedBy === 'deduplication' && addedWithTtl(run.job));
-    return run.enqueueLock !== undefined && withTtl && !lock.outlivesJob;
+    return run.enqueueLock?.endsAtTtl() === true && !run.definition.lock.outlivesJob;
   }
 
   /**
