@@ -194,8 +194,13 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return this.store.release(this.key(digest), job.id!, inOrderOn);
   }
 
+  /**
+   * Always: every slot has a lease (`lockTtl`, else the default lease), which a queued job does not renew. A job whose
+   * slot was taken under earlier options (a `lockTtl` removed since) holds it only that long: moved later (a long
+   * retry backoff), its lease moves to this definition's lease past the new run time, as a guarded `changeDelay` does.
+   */
   endsAtTtl(): boolean {
-    return this.settings.lockTtl !== undefined;
+    return true;
   }
 
   async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {

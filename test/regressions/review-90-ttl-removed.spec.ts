@@ -8,7 +8,7 @@ import { describe, expect, it } from '@jest/globals';
 import { Job } from 'bullmq';
 import type { UniqueJobOptions } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
-import { byId, dedupKey, digestOf, enqueuedJob } from '../support/locks.js';
+import { byId, dedupKey, digestOf, enqueuedJob, queuedKey } from '../support/locks.js';
 import { uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
@@ -19,10 +19,10 @@ const LATER = 10 * 60_000;
 describe('review 90: lockTtl removed, an old job moved later keeps its deduplication key while it waits', () => {
   const { redis, start } = useApps('rv90ttl');
 
-  async function deploy(handler?: (job: Job) => Promise<unknown>) {
+  async function deploy(handler?: (job: Job) => Promise<unknown>, lockLimit = 1) {
     const prefix = uniqueName('rv90ttlp');
-    const before: UniqueJobOptions = { lock: 'until_executed', lockArgs: byId, lockTtl: TTL };
-    const after: UniqueJobOptions = { lock: 'until_executed', lockArgs: byId };
+    const before: UniqueJobOptions = { lock: 'until_executed', lockArgs: byId, lockTtl: TTL, lockLimit };
+    const after: UniqueJobOptions = { lock: 'until_executed', lockArgs: byId, lockLimit };
     const old = await start({ unique: before, paused: true, module: { prefix, ...NO_REAPER } });
     const neu = await start({
       queue: old.queue.name,
@@ -83,6 +83,35 @@ describe('review 90: lockTtl removed, an old job moved later keeps its deduplica
       },
       3_000,
     );
+    await neu.worker!.pause();
+    await (await Job.fromId(neu.queue, added.id!))!.remove();
+  });
+
+  it('R3 the same on the general path: the slot the old job holds (lease lockTtl) follows a long retry backoff', async () => {
+    const { old, neu } = await deploy(async () => {
+      throw new Error('first run fails');
+    }, 2);
+    const added = enqueuedJob(
+      await old.service.enqueue(
+        old.queue,
+        'sync',
+        { id: 'r3' },
+        { attempts: 2, backoff: { type: 'fixed', delay: LATER } },
+      ),
+    );
+    const key = queuedKey(old.prefix, digestOf(old, 'sync', { id: 'r3' }));
+    const leftMs = async () => {
+      const [score, [seconds, micros]] = await Promise.all([redis.zscore(key, added.id!), redis.time()]);
+      return score === null ? -1 : Number(score) - (Number(seconds) * 1000 + Number(micros) / 1000);
+    };
+    expect(await leftMs()).toBeLessThanOrEqual(TTL);
+    const failedOnce = new Promise<void>((resolve) => neu.worker!.once('failed', () => resolve()));
+    neu.start();
+    await failedOnce;
+    expect(await neu.queue.getJobState(added.id!)).toBe('delayed');
+    // The slot's lease was lockTtl (the old build's): it would end ~9 minutes before the retry. The new build's worker
+    // moves it past the retry's run time (its own lease, the 24 h default without lockTtl).
+    await waitFor('the slot to follow the backoff', async () => (await leftMs()) > LATER, 3_000);
     await neu.worker!.pause();
     await (await Job.fromId(neu.queue, added.id!))!.remove();
   });
