@@ -12,10 +12,10 @@ import type { IdempotencyDefinitions } from '../idempotency/idempotency-definiti
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { JobInstrumentation } from '../interfaces/job-instrumentation.interface.js';
+import { BulksInProgress } from '../locks/bulks-in-progress.js';
 import type { LockStore } from '../locks/lock-store.js';
 import { DEFAULT_DEAD_SET, DEFAULT_ENQUEUE_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT } from '../options/defaults.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
-import { BulksInProgress } from '../locks/bulks-in-progress.js';
 import { Enqueuer } from '../producer/enqueuer.js';
 import { GuardedQueues, type AddBulkFn, type BulkJob } from '../producer/guarded-queues.js';
 import { JobMovesGuard } from '../producer/job-moves.guard.js';
