@@ -274,9 +274,13 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     if (this.settings.outlivesJob) return false;
     const lease = this.settings.lockTtl ?? this.settings.defaultLease;
     if (leftMs > lease - STALE_GRACE_MS) return false;
-    const opts = await this.store.jobOptions(bullKeys.job(qualifiedName, holder));
-    if (opts !== undefined && markedDigest(opts) === digest) return false;
+    const jobKey = bullKeys.job(qualifiedName, holder);
+    const isItsJob = (opts: Record<string, unknown> | undefined) => opts !== undefined && markedDigest(opts) === digest;
+    if (isItsJob(await this.store.jobOptions(jobKey))) return false;
     if ((await this.bulks.current()).length > 0) return false;
+    // Read again: a bulk that added the job and ended its announcement between the two reads above is seen now (a
+    // bulk holding the slot announced itself before taking it, so no announcement left means its job was added).
+    if (isItsJob(await this.store.jobOptions(jobKey))) return false;
     await this.store.release(this.key(digest), holder);
     return true;
   }

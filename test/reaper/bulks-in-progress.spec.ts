@@ -151,6 +151,47 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', jobs[0].data)))).toEqual([]);
   });
 
+  it("a producer that finds a holder's job missing just before the bulk adds it and ends its announcement keeps it", async () => {
+    const a = await start(0);
+    const x = { id: 'x' };
+    // Two entries of one digest (lockLimit 2: they fill its slot set), the rest to make the bulk an announced one.
+    const jobs = [{ name: 'sync', data: x }, { name: 'sync', data: x }, ...entries(ANNOUNCED_BULK_ENTRIES - 2, 'r')];
+    const gate = deferred<void>();
+    const bulk = gatedBulk(a, jobs, gate.promise);
+    await bulk.locked;
+    const key = queuedKey(a.prefix, digestOf(a, 'sync', x));
+    const holders = await redis.zrange(key, '0', '-1', 'WITHSCORES');
+    expect(holders).toHaveLength(4);
+    // The bulk's holders of x look a minute old (as in a bulk that has been taking its locks that long).
+    for (let i = 0; i < holders.length; i += 2)
+      await redis.zadd(key, 'XX', Number(holders[i + 1]) - 60_000, holders[i]);
+    // The producer reads a holder's job (missing: the bulk has not added it yet); the bulk is then added and ends its
+    // announcement before the producer reads the announcements.
+    const jobOptions = LockStore.prototype.jobOptions;
+    let raced = false;
+    LockStore.prototype.jobOptions = async function (this: LockStore, jobKey: string) {
+      const found = await jobOptions.call(this, jobKey);
+      if (!raced && found === undefined && holders.some((holder) => jobKey.endsWith(`:${holder}`))) {
+        raced = true;
+        gate.resolve();
+        await bulk.done;
+      }
+      return found;
+    };
+    let result: Awaited<ReturnType<TestApp['service']['enqueue']>>;
+    try {
+      result = await a.service.enqueue(a.queue, 'sync', x);
+    } finally {
+      LockStore.prototype.jobOptions = jobOptions;
+    }
+    expect(raced).toBe(true);
+    expect(await a.queue.getJob(holders[0])).toBeDefined();
+    expect(await a.queue.getJob(holders[2])).toBeDefined();
+    // Both slots still belong to the bulk's two jobs, which exist: the producer's job is a duplicate.
+    expect(result.status).not.toBe('enqueued');
+    expect((await owners(redis, key)).sort()).toEqual([holders[0], holders[2]].sort());
+  });
+
   it('a producer meeting old holders whose jobs are missing leaves them while a bulk is announced', async () => {
     const a = await start(0);
     const data = { id: 'old' };
