@@ -4,9 +4,10 @@ import { LeaseKeeper } from './lease-keeper.js';
 import type { LockStore } from './lock-store.js';
 
 /**
- * The fewest entries whose lock is taken before their add (slot-set locks) that make an `addBulk` announce itself
- * ({@link BulksInProgress}). Fewer take their locks in well under a second (about 0.1 s per 1,000 on a 2-core machine),
- * far within the reaper's grace and the 15 s a slot is given before its holder counts as stale.
+ * The fewest entries that make an `addBulk` with any entry whose lock is taken before its add (slot-set locks) announce
+ * itself ({@link BulksInProgress}). Every entry counts, not only those: such a lock waits for BullMQ's add of the whole
+ * bulk. A smaller bulk is readied and added in well under a second (about 0.1 s per 1,000 entries on a 2-core
+ * machine), far within the reaper's grace and the 15 s a slot is given before its holder counts as stale.
  */
 export const ANNOUNCED_BULK_ENTRIES = 1000;
 
@@ -19,8 +20,8 @@ const MAX_ANNOUNCED = 1000;
  * The `addBulk` calls in progress that hold slot-set locks for jobs not added yet. A bulk takes every such lock before
  * BullMQ's one add of the whole bulk: about 1 s per 10,000 entries here, longer than the reaper's grace (15 s by
  * default) or the 15 s after which a holder whose job is missing counts as stale, for a bulk of 150,000. A bulk of
- * {@link ANNOUNCED_BULK_ENTRIES} or more such entries announces itself while it runs, and neither the reaper nor a
- * producer meeting the lock takes such a holder for an orphan meanwhile.
+ * {@link ANNOUNCED_BULK_ENTRIES} or more entries, any of them such, announces itself while it runs, and neither the
+ * reaper nor a producer meeting the lock takes such a holder for an orphan meanwhile.
  *
  * An announcement is a leased token in one sorted set under the library's prefix (like a run-time lock: at most
  * {@link MAX_ANNOUNCED}, renewed while the bulk runs): a producer that dies mid-bulk leaves its token for at most 60 s.

@@ -129,8 +129,11 @@ export class Enqueuer {
       };
     });
     for (const request of requests) this.failIfLoginRefused(request.definition);
-    const lockedFirst = requests.filter((r) => r.digest !== undefined && r.definition?.enqueueLock?.takenBeforeAdd);
-    const end = lockedFirst.length >= ANNOUNCED_BULK_ENTRIES ? await this.deps.bulks.begin() : undefined;
+    // The add of the whole bulk comes after every lock: how long a lock waits for its job is the bulk's size, not the
+    // number of entries locked first (one such entry among 100,000 plain ones waits for all of them).
+    const lockedFirst = requests.some((r) => r.digest !== undefined && r.definition?.enqueueLock?.takenBeforeAdd);
+    const announced = lockedFirst && requests.length >= ANNOUNCED_BULK_ENTRIES;
+    const end = announced ? await this.deps.bulks.begin() : undefined;
     let readied: { entries: BulkEntry[]; added: Job<unknown, unknown>[] };
     try {
       readied = await this.readyAndAdd(queue, requests);

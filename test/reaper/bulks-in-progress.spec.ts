@@ -104,6 +104,33 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', jobs[1].data)))).toHaveLength(1);
   });
 
+  it('a bulk of few general-path entries among many others announces itself too: all are added after its locks', async () => {
+    const a = await startApp({
+      queue: uniqueName('bulk-reap'),
+      paused: true,
+      unique: { ...unique, jobName: 'sync' },
+      module: { reaper: { interval: false, grace: 50 } },
+    });
+    apps.push(a);
+    const gate = deferred<void>();
+    // One entry whose lock is taken before the add, among plain ones (no uniqueness): BullMQ's add of the whole bulk
+    // comes after its lock, however few such entries it has.
+    const jobs = [
+      { name: 'sync', data: { id: 'one' } },
+      ...entries(ANNOUNCED_BULK_ENTRIES - 1, 'p').map((job) => ({ ...job, name: 'plain' })),
+    ];
+    const bulk = gatedBulk(a, jobs, gate.promise);
+    await bulk.locked;
+    expect(await announcements(a)).toBe(1);
+    const during = await reaperOf(a).run();
+    gate.resolve();
+    await bulk.done;
+    expect(during.reaped.enqueueLocks).toBe(0);
+    expect(during.deferred).toBe(1);
+    expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', jobs[0].data)))).toHaveLength(1);
+    expect(await announcements(a)).toBe(0);
+  });
+
   it('a bulk announced only after the reaper found its suspects does not save a true orphan', async () => {
     const a = await start(300);
     const orphan = queuedKey(a.prefix, digestOf(a, 'sync', { id: 'never' }));

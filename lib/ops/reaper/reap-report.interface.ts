@@ -39,9 +39,10 @@ export interface ReapReport {
   /** The first failure's message, when {@link failedKeys} is not 0. */
   firstFailure?: string;
   /**
-   * General-path enqueue lock owners found orphaned but kept for the next run: a large `addBulk` (1,000 or more entries
-   * on the general path) was taking its locks when they were found and still running after the grace period, so their
-   * jobs may be on their way (see `BulksInProgress`). Always 0 in a dry run, which has no grace period.
+   * General-path enqueue lock owners found orphaned but kept for the next run: a large `addBulk` (1,000 or more
+   * entries, any of them on the general path) was taking its locks when they were found and still running after the
+   * grace period, so their jobs may be on their way (see `BulksInProgress`). Always 0 in a dry run, which has no grace
+   * period.
    */
   deferred: number;
   /** Counts of what was released (or would be, in a dry run). */
