@@ -160,6 +160,44 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(await redis.exists(orphan)).toBe(0);
   });
 
+  it('a bulk announced when the reaper found its suspects but done within the grace does not save a true orphan', async () => {
+    const a = await start(50);
+    const orphan = queuedKey(a.prefix, digestOf(a, 'sync', { id: 'never' }));
+    await redis.zadd(orphan, Date.now() + 60_000, 'never-added');
+    // 1,000 entries of two digests: four slots taken (the others are met held), so every suspect fits in one run.
+    const gate = deferred<void>();
+    const jobs = entries(ANNOUNCED_BULK_ENTRIES, 'd').map((job, i) => ({ ...job, data: { id: `d-${i % 2}` } }));
+    const bulk = gatedBulk(a, jobs, gate.promise);
+    await bulk.locked;
+    // The run reads the bulk announced (after finding its suspects); the bulk is then added and done before the read
+    // after the grace.
+    const current = BulksInProgress.prototype.current;
+    let reads = 0;
+    BulksInProgress.prototype.current = async function (this: BulksInProgress) {
+      reads += 1;
+      if (reads === 1) {
+        const found = await current.call(this);
+        gate.resolve();
+        return found;
+      }
+      await bulk.done.catch(() => undefined);
+      return current.call(this);
+    };
+    let report: Awaited<ReturnType<UniqueJobsReaper['run']>>;
+    try {
+      report = await reaperOf(a).run();
+    } finally {
+      BulksInProgress.prototype.current = current;
+    }
+    expect(reads).toBe(2);
+    expect(report.deferred).toBe(0);
+    expect(report.items.map((item) => item.jobId)).toEqual(['never-added']);
+    expect(await redis.exists(orphan)).toBe(0);
+    for (const id of ['d-0', 'd-1']) {
+      expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', { id })))).toHaveLength(2);
+    }
+  });
+
   it('a smaller bulk writes no announcement; a failed add ends the announcement and gives the locks back', async () => {
     const a = await start(0);
     const small = gatedBulk(a, entries(ANNOUNCED_BULK_ENTRIES - 1, 's'), Promise.resolve());
