@@ -90,8 +90,9 @@ export interface EnqueueLock {
   /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it). */
   forget(queue: Queue, digest: string, holderId: string): Promise<void>;
   /**
-   * Whether the lock is taken by a call of its own before the job's add (the slot set), not inside BullMQ's add: until
-   * the add, a holder whose job does not exist yet holds it.
+   * Whether the lock is taken by a call of its own before the job's add (the slot set), not inside BullMQ's add, and a
+   * holder whose job is missing can be taken for an orphan (not an `until_expired` hold, which outlives its job): until
+   * the add, a holder whose job does not exist yet holds it. A large bulk of such entries announces itself.
    */
   readonly takenBeforeAdd: boolean;
   /** Whether {@link holdOf} can answer a hold: whether a job removed by hand would leave a hold behind it. */

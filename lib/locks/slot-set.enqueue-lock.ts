@@ -70,7 +70,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   /** Requests whose `prepare` took a slot (a request answered by an existing job took none, and gives none back). */
   private readonly took = new WeakSet<EnqueueRequest>();
   private readonly bulks: BulksInProgress;
-  readonly takenBeforeAdd = true;
+  readonly takenBeforeAdd: boolean;
 
   constructor(
     private readonly store: LockStore,
@@ -78,6 +78,9 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     private readonly settings: SlotSetSettings,
   ) {
     this.bulks = new BulksInProgress(store, keys);
+    // An `until_expired` hold outlives its job by design: neither the reaper (its `:expiring` key is not its to judge)
+    // nor a producer takes it for an orphan, so a bulk of them has nothing to announce.
+    this.takenBeforeAdd = settings.lock !== 'until_expired';
   }
 
   async prepare(request: EnqueueRequest): Promise<Prepared> {

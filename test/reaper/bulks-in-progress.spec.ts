@@ -131,6 +131,23 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(await announcements(a)).toBe(0);
   });
 
+  it('a bulk of until_expired entries writes no announcement: their holds are never taken for orphans', async () => {
+    const a = await startApp({
+      queue: uniqueName('bulk-reap'),
+      paused: true,
+      unique: { lock: 'until_expired', lockArgs: byId, lockLimit: 2, lockTtl: 60_000 },
+      module: { reaper: { interval: false, grace: 0 } },
+    });
+    apps.push(a);
+    const gate = deferred<void>();
+    const bulk = gatedBulk(a, entries(ANNOUNCED_BULK_ENTRIES, 'e'), gate.promise);
+    await bulk.locked;
+    const announced = await announcements(a);
+    gate.resolve();
+    await bulk.done;
+    expect(announced).toBe(0);
+  });
+
   it('a bulk announced only after the reaper found its suspects does not save a true orphan', async () => {
     const a = await start(300);
     const orphan = queuedKey(a.prefix, digestOf(a, 'sync', { id: 'never' }));
