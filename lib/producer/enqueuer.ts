@@ -138,7 +138,9 @@ export class Enqueuer {
     try {
       readied = await this.readyAndAdd(queue, requests);
     } finally {
-      await end?.();
+      // Not awaited: the bulk is added (or failed) whatever becomes of its announcement, which its lease ends anyway
+      // (a Redis out of reach right after the add would hold the caller's answer for as long as ioredis retries).
+      void end?.();
     }
     const { entries, added } = readied;
     const results: ClientResolution[] = [];

@@ -5,16 +5,19 @@
 // window between its locks and its add is as long as the test needs.
 import { Queue, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { UniqueJobsReaper } from '../../lib/index.js';
+import { UniqueJobsReaper, type ReapReport } from '../../lib/index.js';
 import { ANNOUNCED_BULK_ENTRIES, BulksInProgress } from '../../lib/locks/bulks-in-progress.js';
 import { LockStore } from '../../lib/locks/lock-store.js';
 import { DEFAULT_ENQUEUE_LEASE } from '../../lib/options/defaults.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { ReaperPass } from '../../lib/ops/reaper/reaper-pass.js';
+import { SuspectConfirmation } from '../../lib/ops/reaper/suspect-confirmation.js';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { deferred } from '../support/deferred.js';
 import { byId, digestOf, owners, queuedKey, removeUnguarded } from '../support/locks.js';
 import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
 
 type BulkJob = { name: string; data: unknown };
 
@@ -70,6 +73,9 @@ describe('a large addBulk taking its general-path locks', () => {
 
   const announcements = (app: TestApp) => redis.zcard(new UniqueJobsKeys(app.prefix).bulksInProgress);
   const reaperOf = (app: TestApp) => app.moduleRef.get(UniqueJobsReaper);
+  /** The bulk's answer does not wait for its announcement's end (sent right after the add): it comes soon after. */
+  const announcementEnded = (app: TestApp) =>
+    waitFor('the announcement to end', async () => (await announcements(app)) === 0, 5_000);
 
   it('the reaper keeps the locks of a bulk still waiting for its add, and checks them again once it is added', async () => {
     const a = await start(50);
@@ -90,7 +96,7 @@ describe('a large addBulk taking its general-path locks', () => {
     const results = await bulk.done;
     expect(results.every((result) => result.status === 'enqueued')).toBe(true);
     expect(await a.queue.count()).toBe(ANNOUNCED_BULK_ENTRIES);
-    expect(await announcements(a)).toBe(0);
+    await announcementEnded(a);
 
     // Once the bulk is added its locks are judged again as any other: a job removed behind the library's back frees
     // its slot, the others keep theirs.
@@ -128,7 +134,7 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(during.reaped.enqueueLocks).toBe(0);
     expect(during.deferred).toBe(1);
     expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', jobs[0].data)))).toHaveLength(1);
-    expect(await announcements(a)).toBe(0);
+    await announcementEnded(a);
   });
 
   it('a bulk of until_expired entries writes no announcement: their holds are never taken for orphans', async () => {
@@ -229,7 +235,7 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(await announcements(a)).toBe(1);
     gate.reject(new Error('the add failed'));
     await expect(failing.done).rejects.toThrow('the add failed');
-    expect(await announcements(a)).toBe(0);
+    await announcementEnded(a);
     expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', jobs[0].data)))).toEqual([]);
   });
 
@@ -294,5 +300,45 @@ describe('a large addBulk taking its general-path locks', () => {
     // No bulk in progress: the holders are stale, dropped as they are met, and the job gets a slot.
     expect((await a.service.enqueue(a.queue, 'sync', data)).status).toBe('enqueued');
     expect(await owners(redis, key)).not.toContain('on-its-way-1');
+  });
+
+  it('suspects kept back are confirmed again at the next run, whether or not its walk finds them again', async () => {
+    const keys = new UniqueJobsKeys(uniqueName('kept'));
+    const store = new LockStore(new RedisScripts(redis));
+    const bulks = new BulksInProgress(store, keys);
+    const confirmation = new SuspectConfirmation(bulks, 10, 500);
+    const pass = new ReaperPass(
+      redis,
+      500,
+      () => [],
+      () => Promise.resolve({ names: [], full: false }),
+    );
+    const key = keys.enqueueLock('v1:' + 'e'.repeat(64));
+    const lease = String(Date.now() + 60_000);
+    await redis.zadd(key, lease, 'gone-job');
+    const item = { key, kind: 'enqueueLock' as const, jobId: 'gone-job', reason: 'job gone' };
+    const suspect = {
+      item,
+      statuses: () => Promise.resolve(['gone' as const]),
+      release: () => store.releaseLease(key, 'gone-job', lease),
+    };
+    const released: unknown[] = [];
+    const run = async (found: (typeof suspect)[]) => {
+      const report = { deferred: 0 } as ReapReport;
+      await confirmation.confirm(found, pass, report, { record: (i) => released.push(i), failed: () => undefined });
+      return report.deferred;
+    };
+    const end = await bulks.begin();
+    try {
+      expect(await run([suspect])).toBe(1);
+      expect(await run([suspect])).toBe(1); // found again and kept back: confirmed once
+      expect(released).toEqual([]);
+      expect(await owners(redis, key)).toEqual(['gone-job']);
+    } finally {
+      await end();
+    }
+    expect(await run([])).toBe(0); // not found by this run's walk: confirmed all the same
+    expect(released).toEqual([item]);
+    expect(await redis.exists(key)).toBe(0);
   });
 });

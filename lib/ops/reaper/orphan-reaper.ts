@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { BulksInProgress } from '../../locks/bulks-in-progress.js';
@@ -8,8 +7,9 @@ import { KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, UniqueJobsKeys } from '
 import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
-import { jobStatus, ownerStatuses, type JobStatus } from './job-statuses.js';
+import { jobStatus, ownerStatuses } from './job-statuses.js';
 import { ReaperPass } from './reaper-pass.js';
+import { MAX_SUSPECTS, SuspectConfirmation, type Suspect } from './suspect-confirmation.js';
 
 /** What the reaper needs: the library's Redis and prefix, and where to find the jobs that own locks. */
 export interface OrphanReaperDeps {
@@ -29,17 +29,8 @@ export interface OrphanReaperDeps {
   onReaped?: (item: ReapedItem) => void;
 }
 
-/** An orphan seen once: released only if it is still orphaned after the grace period. */
-interface Suspect {
-  item: ReapedItem;
-  /** The statuses of its job (one per queue it may live in), read again: released only when none is live. */
-  statuses: () => Promise<JobStatus[]>;
-  release: () => Promise<boolean>;
-}
-
 const MAX_ITEMS = 1000;
 const MAX_LOCK_OWNERS = 100;
-const MAX_SUSPECTS = 1000;
 /** A dry run starts a new pass when the last dry run is older than this: it would not know queues created since. */
 const DRY_PASS_IDLE_MS = 60_000;
 
@@ -57,11 +48,12 @@ export class OrphanReaper {
   private readonly scripts: RedisScripts;
   private readonly locks: LockStore;
   private readonly keys: UniqueJobsKeys;
-  private readonly bulks: BulksInProgress;
   private readonly token = `reaper-${randomBytes(9).toString('base64url')}`;
   private readonly batchSize: number;
   private readonly timeBudget: number;
   private readonly grace: number;
+  /** Confirms the scheduled runs' suspects (and keeps back those a large bulk may own). */
+  private readonly confirmation: SuspectConfirmation;
   /** Where the scheduled runs' walk stands, and where the dry runs' does. */
   private readonly passes: { scheduled: ReaperPass; dry: ReaperPass };
 
@@ -69,10 +61,10 @@ export class OrphanReaper {
     this.scripts = new RedisScripts(deps.client);
     this.locks = new LockStore(this.scripts);
     this.keys = new UniqueJobsKeys(deps.prefix);
-    this.bulks = new BulksInProgress(this.locks, this.keys);
     this.batchSize = deps.options?.batchSize ?? 500;
     this.timeBudget = deps.options?.timeBudget ?? 1000;
     this.grace = deps.options?.grace ?? DEFAULT_GRACE;
+    this.confirmation = new SuspectConfirmation(new BulksInProgress(this.locks, this.keys), this.grace, this.batchSize);
     const knownQueues = () => [...(deps.queues?.() ?? []), ...(deps.options?.queues ?? [])];
     const registry = async () => {
       const names = await QueueRegistry.read(deps.client, this.keys);
@@ -141,42 +133,13 @@ export class OrphanReaper {
 
     if (dryRun) {
       suspects.forEach((suspect) => record(suspect.item));
-    } else if (suspects.length > 0) {
-      // A large bulk announced both after every suspect was found and after the grace may still add their jobs.
-      const before = suspects.some((suspect) => suspect.item.kind === 'enqueueLock') ? await this.readBulks() : [];
-      await delay(this.grace);
-      const after = before?.length === 0 ? [] : await this.readBulks();
-      const bulkSpanned = !before || !after || before.some((token) => after.includes(token));
-      pass.refreshQueues();
-      for (let i = 0; i < suspects.length; i += this.batchSize) {
-        await Promise.all(
-          suspects.slice(i, i + this.batchSize).map(async (suspect) => {
-            if (bulkSpanned && suspect.item.kind === 'enqueueLock') {
-              report.deferred += 1;
-              return;
-            }
-            try {
-              const statuses = await suspect.statuses();
-              if (!statuses.includes('live') && (await suspect.release())) record(suspect.item);
-            } catch (error) {
-              failed(error); // kept (a failed discovery of queues, a node away): the next pass looks again
-            }
-          }),
-        );
-      }
+    } else {
+      await this.confirmation.confirm(suspects, pass, report, { record, failed });
     }
     if (!dryRun) report.reaped.sqlRecords = await this.prune(deadline);
     await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1);
     report.durationMs = Date.now() - startedAt;
     return report;
-  }
-
-  /**
-   * The large bulks in progress ({@link BulksInProgress}); `undefined` when they cannot be read (then every bulk is
-   * taken to be still running: its general-path suspects wait for the next run).
-   */
-  private readBulks(): Promise<string[] | undefined> {
-    return this.bulks.current().catch(() => undefined);
   }
 
   /** Gives the leadership up (shutdown), so another process takes over at its next run. */

@@ -104,7 +104,7 @@ function merge(first: ReapReport, next: ReapReport): ReapReport {
     complete: next.complete,
     scannedKeys: first.scannedKeys + next.scannedKeys,
     failedKeys: first.failedKeys + next.failedKeys,
-    deferred: first.deferred + next.deferred,
+    deferred: next.deferred, // a run confirms again what the one before it kept back: the last run's are still kept
     reaped: {
       enqueueLocks: sum('enqueueLocks'),
       deduplicationKeys: sum('deduplicationKeys'),

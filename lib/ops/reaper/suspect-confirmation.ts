@@ -1,0 +1,84 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import type { BulksInProgress } from '../../locks/bulks-in-progress.js';
+import type { JobStatus } from './job-statuses.js';
+import type { ReapedItem, ReapReport } from './reap-report.interface.js';
+import type { ReaperPass } from './reaper-pass.js';
+
+/** Suspects one run confirms at most (it stops scanning there), and suspects kept back for the next run at most. */
+export const MAX_SUSPECTS = 1000;
+
+/** An orphan seen once: released only if it is still orphaned after the grace period. */
+export interface Suspect {
+  item: ReapedItem;
+  /** The statuses of its job (one per queue it may live in), read again: released only when none is live. */
+  statuses: () => Promise<JobStatus[]>;
+  release: () => Promise<boolean>;
+}
+
+/** What a confirmation reports to its run. */
+interface RunReporting {
+  /** Counts and lists an item released. */
+  record: (item: ReapedItem) => void;
+  /** Counts a check that failed. */
+  failed: (error: unknown) => void;
+}
+
+/**
+ * The second look of the reaper's scheduled runs: after the grace period, each suspect is checked again and released
+ * when still orphaned. A general-path enqueue lock may belong to a large `addBulk` that took its locks and has not
+ * added its jobs yet ({@link BulksInProgress}): when a bulk was announced both after the suspects were found and after
+ * the grace, such suspects are kept back and confirmed again at the next run (not only when the pass, which may span
+ * many runs, finds them again).
+ */
+export class SuspectConfirmation {
+  /** General-path suspects a large bulk kept from release (at most {@link MAX_SUSPECTS}). */
+  private readonly keptBack: Suspect[] = [];
+
+  constructor(
+    private readonly bulks: BulksInProgress,
+    private readonly grace: number,
+    private readonly batchSize: number,
+  ) {}
+
+  /** Confirms the suspects a run found, with those kept back by the runs before it (but those found again). */
+  async confirm(found: readonly Suspect[], pass: ReaperPass, report: ReapReport, run: RunReporting): Promise<void> {
+    const seen = new Set(found.map(suspectId));
+    const suspects = [...found, ...this.keptBack.splice(0).filter((suspect) => !seen.has(suspectId(suspect)))];
+    if (suspects.length === 0) return;
+    const before = suspects.some((suspect) => suspect.item.kind === 'enqueueLock') ? await this.readBulks() : [];
+    await delay(this.grace);
+    const after = before?.length === 0 ? [] : await this.readBulks();
+    const bulkSpanned = !before || !after || before.some((token) => after.includes(token));
+    pass.refreshQueues();
+    for (let i = 0; i < suspects.length; i += this.batchSize) {
+      await Promise.all(
+        suspects.slice(i, i + this.batchSize).map(async (suspect) => {
+          if (bulkSpanned && suspect.item.kind === 'enqueueLock') {
+            report.deferred += 1;
+            if (this.keptBack.length < MAX_SUSPECTS) this.keptBack.push(suspect);
+            return;
+          }
+          try {
+            const statuses = await suspect.statuses();
+            if (!statuses.includes('live') && (await suspect.release())) run.record(suspect.item);
+          } catch (error) {
+            run.failed(error); // kept (a failed discovery of queues, a node away): the next pass looks again
+          }
+        }),
+      );
+    }
+  }
+
+  /**
+   * The large bulks in progress; `undefined` when they cannot be read (then every bulk is taken to be still running:
+   * the general-path suspects are kept back).
+   */
+  private readBulks(): Promise<string[] | undefined> {
+    return this.bulks.current().catch(() => undefined);
+  }
+}
+
+/** A suspect's identity: its key and owner. */
+function suspectId({ item }: Suspect): string {
+  return `${item.key}\n${item.jobId ?? ''}`;
+}
