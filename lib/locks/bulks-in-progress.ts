@@ -13,20 +13,27 @@ export const ANNOUNCED_BULK_ENTRIES = 1000;
 
 /** How long an announcement lives unless renewed (every third of it while its bulk runs). */
 const ANNOUNCEMENT_LEASE_MS = 60_000;
+/**
+ * Allowance when a bulk's age is set against a slot's (read from different servers, at different moments; a slot's age
+ * is read from its lease left, which a different lease under earlier options skews).
+ */
+const AGE_ALLOWANCE_MS = 1000;
 /** Announcements held at once (the set is bounded): a bulk beyond them goes unannounced. */
 const MAX_ANNOUNCED = 1000;
 
 /**
  * The `addBulk` calls in progress that hold slot-set locks for jobs not added yet. A bulk takes every such lock before
- * BullMQ's one add of the whole bulk: about 1 s per 10,000 entries here, longer than the reaper's grace (15 s by
- * default) or the 15 s after which a holder whose job is missing counts as stale, for a bulk of 150,000. A bulk of
+ * BullMQ's one add of the whole bulk: a lock waits for its job about 1.2 s per 10,000 entries here, longer than the
+ * reaper's grace (15 s by default) or the 15 s after which a holder whose job is missing counts as stale, for a bulk of
+ * ~120,000. A bulk of
  * {@link ANNOUNCED_BULK_ENTRIES} or more entries, any of them such, announces itself while it runs, and neither the
  * reaper nor a producer meeting the lock takes such a holder for an orphan meanwhile.
  *
  * An announcement is a leased token in one sorted set under the library's prefix (like a run-time lock: at most
  * {@link MAX_ANNOUNCED}, renewed while the bulk runs): a producer that dies mid-bulk leaves its token for at most 60 s.
- * It says nothing of which locks are the bulk's (a general-path lock records only its owner's job id): while a bulk
- * runs, every holder whose job is missing waits, not only the bulk's own.
+ * It says nothing of which locks are the bulk's (a general-path lock records only its owner's job id), only when its
+ * bulk began (its token is `<server ms>:<id>`): the reaper keeps back every general-path suspect while a bulk spans its
+ * grace, and a producer keeps every holder whose job is missing that is older than none of the bulks in progress.
  */
 export class BulksInProgress {
   private readonly key: string;
@@ -43,9 +50,13 @@ export class BulksInProgress {
    * bulk's add is done or failed). A bulk that finds {@link MAX_ANNOUNCED} announcements held goes unannounced.
    */
   async begin(): Promise<() => Promise<void>> {
-    const token = randomBytes(9).toString('base64url');
-    const taken = await this.store.acquire(this.key, token, ANNOUNCEMENT_LEASE_MS, MAX_ANNOUNCED);
-    if (!taken.acquired) return () => Promise.resolve();
+    const token = await this.store.takeStamped(
+      this.key,
+      randomBytes(9).toString('base64url'),
+      ANNOUNCEMENT_LEASE_MS,
+      MAX_ANNOUNCED,
+    );
+    if (token === undefined) return () => Promise.resolve();
     // A renewal that fails (Redis away) is tried again at the next period; a lease lost ends the announcement early.
     const keeper = new LeaseKeeper(
       () => this.store.renew(this.key, token, ANNOUNCEMENT_LEASE_MS),
@@ -61,8 +72,16 @@ export class BulksInProgress {
     };
   }
 
-  /** The tokens of the bulks announced now (whose lease is live). */
-  async current(): Promise<string[]> {
-    return (await this.store.holders(this.key, MAX_ANNOUNCED)).map(({ holder }) => holder);
+  /** The bulks announced now (whose lease is live): their tokens, and how long ago each began (server clock). */
+  current(): Promise<{ holder: string; ageMs: number }[]> {
+    return this.store.holderAges(this.key, MAX_ANNOUNCED);
+  }
+
+  /**
+   * Whether a bulk announced now began at least `ageMs` ago (less a second's allowance for the time between the two
+   * readings): one that may have taken a slot that old.
+   */
+  async anyOlderThan(ageMs: number): Promise<boolean> {
+    return (await this.current()).some((bulk) => bulk.ageMs + AGE_ALLOWANCE_MS >= ageMs);
   }
 }

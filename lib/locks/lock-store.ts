@@ -43,6 +43,23 @@ export class LockStore {
       : { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
   }
 
+  /**
+   * Takes one of `limit` slots of `key` for a new owner named `<server ms of the take>:<id>` ({@link holderAges} tells
+   * how long each has held its slot, renewals or not); the owner, or `undefined` when `limit` hold it.
+   */
+  async takeStamped(key: string, id: string, leaseMs: number, limit: number): Promise<string | undefined> {
+    return ((await this.scripts.run('takeStamped', [key], [id, leaseMs, limit])) as string | null) ?? undefined;
+  }
+
+  /** Up to `limit` owners of `key` taken by {@link takeStamped} whose lease is live, with the ms since each was taken. */
+  async holderAges(key: string, limit: number): Promise<{ holder: string; ageMs: number }[]> {
+    const found = (await this.scripts.run('holderAges', [key], [limit])) as (string | number)[];
+    const holders: { holder: string; ageMs: number }[] = [];
+    for (let i = 0; i + 1 < found.length; i += 2)
+      holders.push({ holder: String(found[i]), ageMs: Number(found[i + 1]) });
+    return holders;
+  }
+
   /** Renews the owner's lease; `false` when the owner no longer holds the lock. */
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) === 1;

@@ -271,7 +271,8 @@ export class SlotSetEnqueueLock implements EnqueueLock {
    * Releases a holder's slot when its job is gone from the queue, or its id now names a job of another digest (a
    * reused job id); `true` when it did. A slot taken less than {@link STALE_GRACE_MS} ago (by its lease left: a
    * delayed job's lease is longer, so it only looks younger) is never stale: its job may be about to be added. Nor is
-   * any while a large `addBulk` is taking its locks ({@link BulksInProgress}): its jobs are added after all of them.
+   * one while a large `addBulk` that began before it was taken is in progress ({@link BulksInProgress}): such a bulk
+   * adds its jobs after all of its locks.
    */
   private async dropIfStale(qualifiedName: string, digest: string, holder: string, leftMs: number): Promise<boolean> {
     if (this.settings.outlivesJob) return false;
@@ -280,7 +281,8 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     const jobKey = bullKeys.job(qualifiedName, holder);
     const isItsJob = (opts: Record<string, unknown> | undefined) => opts !== undefined && markedDigest(opts) === digest;
     if (isItsJob(await this.store.jobOptions(jobKey))) return false;
-    if ((await this.bulks.current()).length > 0) return false;
+    // A bulk that began before the slot was taken may be about to add its job (one that began since did not take it).
+    if (await this.bulks.anyOlderThan(lease - leftMs)) return false;
     // Read again: a bulk that added the job and ended its announcement between the two reads above is seen now (a
     // bulk holding the slot announced itself before taking it, so no announcement left means its job was added).
     if (isItsJob(await this.store.jobOptions(jobKey))) return false;

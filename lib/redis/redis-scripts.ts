@@ -15,6 +15,8 @@ export type ScriptName =
   | 'retimeDeduplication'
   | 'peekDeduplication'
   | 'lockHolder'
+  | 'takeStamped'
+  | 'holderAges'
   | 'deadSetAdd'
   | 'deadSetList'
   | 'deadSetTake'

@@ -280,26 +280,40 @@ describe('a large addBulk taking its general-path locks', () => {
     expect((await owners(redis, key)).sort()).toEqual([holders[0], holders[2]].sort());
   });
 
-  it('a producer meeting old holders whose jobs are missing leaves them while a bulk is announced', async () => {
+  it('a producer meeting old holders whose jobs are missing leaves them while a bulk older than them is announced', async () => {
     const a = await start(0);
     const data = { id: 'old' };
     const key = queuedKey(a.prefix, digestOf(a, 'sync', data));
+    const bulksKey = new UniqueJobsKeys(a.prefix).bulksInProgress;
     // Two holders taken a minute ago (their lease has a minute less left), whose jobs do not exist (yet).
     const [seconds, micros] = await redis.time();
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     const leaseEnd = now + DEFAULT_ENQUEUE_LEASE - 60_000;
     await redis.zadd(key, leaseEnd, 'on-its-way-1', leaseEnd, 'on-its-way-2');
-    const bulks = new BulksInProgress(new LockStore(new RedisScripts(redis)), new UniqueJobsKeys(a.prefix));
-    const end = await bulks.begin();
+    // A bulk that began two minutes ago (announced as the library announces one): it may have taken them.
+    await redis.zadd(bulksKey, now + 60_000, `${now - 120_000}:older-bulk`);
     try {
       expect((await a.service.enqueue(a.queue, 'sync', data)).status).not.toBe('enqueued');
       expect((await owners(redis, key)).sort()).toEqual(['on-its-way-1', 'on-its-way-2']);
     } finally {
+      await redis.zrem(bulksKey, `${now - 120_000}:older-bulk`);
+    }
+    // A bulk that began after they were taken cannot hold them: they are stale, dropped as they are met, and the job
+    // gets a slot.
+    const bulks = new BulksInProgress(new LockStore(new RedisScripts(redis)), new UniqueJobsKeys(a.prefix));
+    const end = await bulks.begin();
+    try {
+      // Its token carries its start on the server's clock, which tells its age whatever its renewals did.
+      const [token] = await redis.zrange(bulksKey, '0', '-1');
+      expect(Math.abs(Number(token.split(':')[0]) - now)).toBeLessThan(10_000);
+      const [{ ageMs }] = await bulks.current();
+      expect(ageMs).toBeGreaterThanOrEqual(0);
+      expect(ageMs).toBeLessThan(10_000);
+      expect((await a.service.enqueue(a.queue, 'sync', data)).status).toBe('enqueued');
+      expect(await owners(redis, key)).not.toContain('on-its-way-1');
+    } finally {
       await end();
     }
-    // No bulk in progress: the holders are stale, dropped as they are met, and the job gets a slot.
-    expect((await a.service.enqueue(a.queue, 'sync', data)).status).toBe('enqueued');
-    expect(await owners(redis, key)).not.toContain('on-its-way-1');
   });
 
   it('suspects kept back are confirmed again at the next run, whether or not its walk finds them again', async () => {

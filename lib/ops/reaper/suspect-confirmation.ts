@@ -74,7 +74,10 @@ export class SuspectConfirmation {
    * the general-path suspects are kept back).
    */
   private readBulks(): Promise<string[] | undefined> {
-    return this.bulks.current().catch(() => undefined);
+    return this.bulks.current().then(
+      (bulks) => bulks.map((bulk) => bulk.holder),
+      () => undefined,
+    );
   }
 }
 
