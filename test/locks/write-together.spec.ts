@@ -8,7 +8,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { useApps } from '../support/apps.js';
 import { byId, slotOwners } from '../support/locks.js';
 import { UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
-import { countingAcquireWrites, socketsOf } from '../support/socket-writes.js';
+import { countingAcquireWrites, countingScriptWrites, socketsOf } from '../support/socket-writes.js';
 
 describe('a bulk’s acquires in one socket write', () => {
   const { redis, start } = useApps('wtogether', {
@@ -77,13 +77,16 @@ describe('a bulk’s acquires in one socket write', () => {
   it('a bulk of 10,000: one write per server, every job added', async () => {
     const { app, lib } = await warmApp();
     const n = 10_000;
-    const writes = await countingAcquireWrites(() =>
-      app.queue.addBulk(Array.from({ length: n }, (_, i) => ({ name: 'sync', data: { id: `h${i}` } }))),
+    const writes = await countingScriptWrites(
+      () => app.queue.addBulk(Array.from({ length: n }, (_, i) => ({ name: 'sync', data: { id: `h${i}` } }))),
+      ['takeStamped', 'acquireLock'],
     );
-    // First, alone, the bulk's announcement (lib/locks/bulks-in-progress.ts: an acquire of its own), then the slots'.
-    expect(writes[0]).toBe(1);
-    expect(writes.slice(1).reduce((a, b) => a + b, 0)).toBe(n);
-    expect(writes.length - 1).toBeLessThanOrEqual(masters(lib));
+    // First, alone, the bulk's announcement (lib/locks/bulks-in-progress.ts: a takeStamped call), then the slots'.
+    expect(writes[0]).toEqual({ takeStamped: 1 });
+    const acquires = writes.slice(1).map((write) => write.acquireLock ?? 0);
+    expect(writes.slice(1).every((write) => write.takeStamped === undefined)).toBe(true);
+    expect(acquires.reduce((a, b) => a + b, 0)).toBe(n);
+    expect(acquires.length).toBeLessThanOrEqual(masters(lib));
     expect(corked(lib).every((count) => count === 0)).toBe(true);
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: n + 30 });
   }, 60_000);

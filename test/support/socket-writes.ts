@@ -1,35 +1,55 @@
 import { createHash } from 'node:crypto';
 import { Socket } from 'node:net';
 import type { Cluster, Redis } from 'ioredis';
-import { scriptSources } from '../../lib/redis/redis-scripts.js';
+import { scriptSources, type ScriptName } from '../../lib/redis/redis-scripts.js';
 
-const acquireLua = scriptSources().find((source) => source.name === 'acquireLock')!.lua;
-const acquireSha = createHash('sha1').update(acquireLua).digest('hex');
+/** A script's SHA and source, by which its calls are recognised in a socket write. */
+function signatureOf(name: ScriptName): { sha: string; lua: string } {
+  const lua = scriptSources().find((source) => source.name === name)!.lua;
+  return { sha: createHash('sha1').update(lua).digest('hex'), lua };
+}
 
 /**
  * Runs `body` counting this process's socket writes that carry `acquireLock` calls (by SHA, or by source when sent as
  * EVAL): one number per write, how many calls it carried.
  */
 export async function countingAcquireWrites(body: () => Promise<unknown>): Promise<number[]> {
-  const acquiresIn = (chunks: readonly unknown[]) =>
-    chunks.reduce<number>((n, chunk) => {
-      const text = String(chunk);
-      return n + text.split(acquireSha).length - 1 + text.split(acquireLua).length - 1;
-    }, 0);
-  const writes: number[] = [];
+  return (await countingScriptWrites(body, ['acquireLock'])).map((write) => write.acquireLock!);
+}
+
+/**
+ * Runs `body` counting this process's socket writes that carry calls of any of `names` (by SHA, or by source when sent
+ * as EVAL): one record per such write, in the order written, with how many calls of each script it carried.
+ */
+export async function countingScriptWrites(
+  body: () => Promise<unknown>,
+  names: readonly ScriptName[],
+): Promise<Partial<Record<ScriptName, number>>[]> {
+  const signatures = names.map((name) => ({ name, ...signatureOf(name) }));
+  const count = (chunks: readonly unknown[]) => {
+    const text = chunks.map(String).join('');
+    const found: Partial<Record<ScriptName, number>> = {};
+    for (const { name, sha, lua } of signatures) {
+      const n = text.split(sha).length - 1 + text.split(lua).length - 1;
+      if (n > 0) found[name] = n;
+    }
+    return found;
+  };
+  const writes: Partial<Record<ScriptName, number>>[] = [];
+  const record = (found: Partial<Record<ScriptName, number>>) => {
+    if (Object.keys(found).length > 0) writes.push(found);
+  };
   const proto = Socket.prototype as unknown as {
     _write(chunk: unknown, encoding: string, callback: () => void): void;
     _writev(chunks: { chunk: unknown }[], callback: () => void): void;
   };
   const { _write, _writev } = proto;
   proto._write = function (this: Socket, chunk, encoding, callback) {
-    const n = acquiresIn([chunk]);
-    if (n > 0) writes.push(n);
+    record(count([chunk]));
     return _write.call(this, chunk, encoding, callback);
   };
   proto._writev = function (this: Socket, chunks, callback) {
-    const n = acquiresIn(chunks.map((c) => c.chunk));
-    if (n > 0) writes.push(n);
+    record(count(chunks.map((c) => c.chunk)));
     return _writev.call(this, chunks, callback);
   };
   try {
