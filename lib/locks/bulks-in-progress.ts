@@ -14,8 +14,8 @@ export const ANNOUNCED_BULK_ENTRIES = 1000;
 /** How long an announcement lives unless renewed (every third of it while its bulk runs). */
 const ANNOUNCEMENT_LEASE_MS = 60_000;
 /**
- * Allowance when a bulk's age is set against a slot's (read from different servers, at different moments; a slot's age
- * is read from its lease left, which a different lease under earlier options skews).
+ * Allowance when a bulk's age is set against a slot's (each read on its own server's clock, at different moments; a
+ * slot's age is read from its lease left, by the shortest lease the bulk announced).
  */
 const AGE_ALLOWANCE_MS = 1000;
 /** Announcements held at once (the set is bounded): a bulk beyond them goes unannounced. */
@@ -48,11 +48,14 @@ export class BulksInProgress {
   /**
    * Announces a bulk, before its first lock is sent; the function answered ends the announcement (call it once the
    * bulk's add is done or failed). A bulk that finds {@link MAX_ANNOUNCED} announcements held goes unannounced.
+   * `shortestLeaseMs`: the shortest lease its locks are taken with (its options' lease, before any delay), written in
+   * its token (`<ms>:L<lease>:<id>`): a reader under other options (a deploy that changed `lockTtl`) tells a slot's age
+   * by it.
    */
-  async begin(): Promise<() => Promise<void>> {
+  async begin(shortestLeaseMs: number): Promise<() => Promise<void>> {
     const token = await this.store.takeStamped(
       this.key,
-      randomBytes(9).toString('base64url'),
+      `L${Math.max(0, Math.floor(shortestLeaseMs))}:${randomBytes(9).toString('base64url')}`,
       ANNOUNCEMENT_LEASE_MS,
       MAX_ANNOUNCED,
     );
@@ -72,16 +75,24 @@ export class BulksInProgress {
     };
   }
 
-  /** The bulks announced now (whose lease is live): their tokens, and how long ago each began (server clock). */
-  current(): Promise<{ holder: string; ageMs: number }[]> {
-    return this.store.holderAges(this.key, MAX_ANNOUNCED);
+  /**
+   * The bulks announced now (whose lease is live): their tokens, how long ago each began (server clock), and the
+   * shortest lease its locks are taken with (0 when its token names none: as short as can be).
+   */
+  async current(): Promise<{ holder: string; ageMs: number; shortestLeaseMs: number }[]> {
+    return (await this.store.holderAges(this.key, MAX_ANNOUNCED)).map((bulk) => ({
+      ...bulk,
+      shortestLeaseMs: Number(/^\d+:L(\d+):/.exec(bulk.holder)?.[1] ?? 0),
+    }));
   }
 
   /**
-   * Whether a bulk announced now began at least `ageMs` ago (less a second's allowance for the time between the two
-   * readings): one that may have taken a slot that old.
+   * Whether a bulk announced now may hold a slot with `leftMs` of its lease left: one that began no later than such a
+   * slot of its own was taken (its age, by the bulk's shortest lease, at most the bulk's, with a second's allowance
+   * for the time between the two readings). A lease longer than the shortest (a delayed entry) only makes a slot look
+   * younger, so kept.
    */
-  async anyOlderThan(ageMs: number): Promise<boolean> {
-    return (await this.current()).some((bulk) => bulk.ageMs + AGE_ALLOWANCE_MS >= ageMs);
+  async mayHold(leftMs: number): Promise<boolean> {
+    return (await this.current()).some((bulk) => bulk.ageMs + AGE_ALLOWANCE_MS >= bulk.shortestLeaseMs - leftMs);
   }
 }

@@ -95,6 +95,12 @@ export interface EnqueueLock {
    * the add, a holder whose job does not exist yet holds it. A large bulk of such entries announces itself.
    */
   readonly takenBeforeAdd: boolean;
+  /**
+   * The shortest lease a lock {@link takenBeforeAdd} is taken with by these options (its lease before any delay): a
+   * large bulk announces it, so that a slot's age is read from its lease left by the options of the producer that
+   * took it, not the reader's (see `BulksInProgress`).
+   */
+  readonly leaseBeforeAdd?: number;
   /** Whether {@link holdOf} can answer a hold: whether a job removed by hand would leave a hold behind it. */
   readonly releasesOnRemoval: boolean;
   /**

@@ -71,6 +71,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   private readonly took = new WeakSet<EnqueueRequest>();
   private readonly bulks: BulksInProgress;
   readonly takenBeforeAdd: boolean;
+  readonly leaseBeforeAdd: number;
 
   constructor(
     private readonly store: LockStore,
@@ -81,6 +82,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     // An `until_expired` hold outlives its job by design: neither the reaper (its `:expiring` key is not its to judge)
     // nor a producer takes it for an orphan, so a bulk of them has nothing to announce.
     this.takenBeforeAdd = settings.lock !== 'until_expired';
+    this.leaseBeforeAdd = settings.lockTtl ?? settings.defaultLease;
   }
 
   async prepare(request: EnqueueRequest): Promise<Prepared> {
@@ -282,7 +284,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     const isItsJob = (opts: Record<string, unknown> | undefined) => opts !== undefined && markedDigest(opts) === digest;
     if (isItsJob(await this.store.jobOptions(jobKey))) return false;
     // A bulk that began before the slot was taken may be about to add its job (one that began since did not take it).
-    if (await this.bulks.anyOlderThan(lease - leftMs)) return false;
+    if (await this.bulks.mayHold(leftMs)) return false;
     // Read again: a bulk that added the job and ended its announcement between the two reads above is seen now (a
     // bulk holding the slot announced itself before taking it, so no announcement left means its job was added).
     if (isItsJob(await this.store.jobOptions(jobKey))) return false;

@@ -131,9 +131,15 @@ export class Enqueuer {
     for (const request of requests) this.failIfLoginRefused(request.definition);
     // The add of the whole bulk comes after every lock: how long a lock waits for its job is the bulk's size, not the
     // number of entries locked first (one such entry among 100,000 plain ones waits for all of them).
-    const lockedFirst = requests.some((r) => r.digest !== undefined && r.definition?.enqueueLock?.takenBeforeAdd);
-    const announced = lockedFirst && requests.length >= ANNOUNCED_BULK_ENTRIES;
-    const end = announced ? await this.deps.bulks.begin() : undefined;
+    // Announced with the shortest lease its locks are taken with (by these options: another deploy's may differ).
+    let shortestLease: number | undefined;
+    for (const { digest, definition } of requests) {
+      const lock = definition?.enqueueLock;
+      if (digest === undefined || !lock?.takenBeforeAdd) continue;
+      shortestLease = Math.min(shortestLease ?? Infinity, lock.leaseBeforeAdd ?? 0);
+    }
+    const announced = shortestLease !== undefined && requests.length >= ANNOUNCED_BULK_ENTRIES;
+    const end = announced ? await this.deps.bulks.begin(shortestLease!) : undefined;
     let readied: { entries: BulkEntry[]; added: Job<unknown, unknown>[] };
     try {
       readied = await this.readyAndAdd(queue, requests);

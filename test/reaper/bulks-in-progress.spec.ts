@@ -291,17 +291,18 @@ describe('a large addBulk taking its general-path locks', () => {
     const leaseEnd = now + DEFAULT_ENQUEUE_LEASE - 60_000;
     await redis.zadd(key, leaseEnd, 'on-its-way-1', leaseEnd, 'on-its-way-2');
     // A bulk that began two minutes ago (announced as the library announces one): it may have taken them.
-    await redis.zadd(bulksKey, now + 60_000, `${now - 120_000}:older-bulk`);
+    const older = `${now - 120_000}:L${DEFAULT_ENQUEUE_LEASE}:older-bulk`;
+    await redis.zadd(bulksKey, now + 60_000, older);
     try {
       expect((await a.service.enqueue(a.queue, 'sync', data)).status).not.toBe('enqueued');
       expect((await owners(redis, key)).sort()).toEqual(['on-its-way-1', 'on-its-way-2']);
     } finally {
-      await redis.zrem(bulksKey, `${now - 120_000}:older-bulk`);
+      await redis.zrem(bulksKey, older);
     }
     // A bulk that began after they were taken cannot hold them: they are stale, dropped as they are met, and the job
     // gets a slot.
     const bulks = new BulksInProgress(new LockStore(new RedisScripts(redis)), new UniqueJobsKeys(a.prefix));
-    const end = await bulks.begin();
+    const end = await bulks.begin(DEFAULT_ENQUEUE_LEASE);
     try {
       // Its token carries its start on the server's clock, which tells its age whatever its renewals did.
       const [token] = await redis.zrange(bulksKey, '0', '-1');
@@ -342,7 +343,7 @@ describe('a large addBulk taking its general-path locks', () => {
       await confirmation.confirm(found, pass, report, { record: (i) => released.push(i), failed: () => undefined });
       return report.deferred;
     };
-    const end = await bulks.begin();
+    const end = await bulks.begin(DEFAULT_ENQUEUE_LEASE);
     try {
       expect(await run([suspect])).toBe(1);
       expect(await run([suspect])).toBe(1); // found again and kept back: confirmed once
@@ -354,5 +355,43 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(await run([])).toBe(0); // not found by this run's walk: confirmed all the same
     expect(released).toEqual([item]);
     expect(await redis.exists(key)).toBe(0);
+  });
+
+  it('a producer whose options give a longer lease than the bulk’s keeps the holders of a bulk begun just before', async () => {
+    // The bulk's producer runs options with a lockTtl of a minute (a deploy that has not rolled out yet); the other's
+    // have none (the 24 h default lease). By its own lease a slot the bulk just took looks almost a day old.
+    const a = await startApp({
+      queue: uniqueName('bulk-reap'),
+      paused: true,
+      unique: { ...unique, lockTtl: 60_000 },
+      module: { reaper: { interval: false, grace: 0 } },
+    });
+    apps.push(a);
+    const b = await startApp({
+      queue: a.queue.name,
+      paused: true,
+      unique,
+      module: { prefix: a.prefix, reaper: { interval: false, grace: 0 } },
+    });
+    apps.push(b);
+    const x = { id: 'x' };
+    expect(digestOf(b, 'sync', x)).toBe(digestOf(a, 'sync', x));
+    const jobs = [{ name: 'sync', data: x }, { name: 'sync', data: x }, ...entries(ANNOUNCED_BULK_ENTRIES - 2, 'l')];
+    const gate = deferred<void>();
+    const bulk = gatedBulk(a, jobs, gate.promise);
+    await bulk.locked;
+    const key = queuedKey(a.prefix, digestOf(a, 'sync', x));
+    const holders = await owners(redis, key);
+    expect(holders).toHaveLength(2);
+    let result: Awaited<ReturnType<TestApp['service']['enqueue']>>;
+    try {
+      result = await b.service.enqueue(b.queue, 'sync', x);
+    } finally {
+      gate.resolve();
+    }
+    await bulk.done;
+    expect(result.status).not.toBe('enqueued');
+    expect((await owners(redis, key)).sort()).toEqual(holders.sort());
+    await announcementEnded(a);
   });
 });
