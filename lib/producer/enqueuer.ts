@@ -139,7 +139,9 @@ export class Enqueuer {
       shortestLease = Math.min(shortestLease ?? Infinity, lock.leaseBeforeAdd ?? 0);
     }
     const announced = shortestLease !== undefined && requests.length >= ANNOUNCED_BULK_ENTRIES;
-    const end = announced ? await this.deps.bulks.begin(shortestLease!) : undefined;
+    // An announcement that cannot be written (its key's server away, on a Cluster) leaves the bulk to the grace alone,
+    // as a smaller one is: its own locks decide whether it can be enqueued.
+    const end = announced ? await this.deps.bulks.begin(shortestLease!).catch(() => undefined) : undefined;
     let readied: { entries: BulkEntry[]; added: Job<unknown, unknown>[] };
     try {
       readied = await this.readyAndAdd(queue, requests);

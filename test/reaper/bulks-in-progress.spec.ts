@@ -43,7 +43,8 @@ describe('a large addBulk taking its general-path locks', () => {
       queue: uniqueName('bulk-reap'),
       paused: true,
       unique,
-      module: { reaper: { interval: false, grace } },
+      // A whole pass per run, however loaded the machine: the tests count what one run finds.
+      module: { reaper: { interval: false, grace, timeBudget: 60_000 } },
     });
     apps.push(app);
     return app;
@@ -218,6 +219,20 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(await redis.exists(orphan)).toBe(0);
     for (const id of ['d-0', 'd-1']) {
       expect(await owners(redis, queuedKey(a.prefix, digestOf(a, 'sync', { id })))).toHaveLength(2);
+    }
+  });
+
+  it('a bulk whose announcement cannot be written is enqueued all the same', async () => {
+    const a = await start(0);
+    const bulksKey = new UniqueJobsKeys(a.prefix).bulksInProgress;
+    await redis.set(bulksKey, 'not a sorted set'); // every write of an announcement fails (WRONGTYPE)
+    try {
+      const jobs = entries(ANNOUNCED_BULK_ENTRIES, 'w');
+      const results = await gatedBulk(a, jobs, Promise.resolve()).done;
+      expect(results.every((result) => result.status === 'enqueued')).toBe(true);
+      expect(await a.queue.count()).toBe(ANNOUNCED_BULK_ENTRIES);
+    } finally {
+      await redis.del(bulksKey);
     }
   });
 
