@@ -53,11 +53,7 @@ export class LockStore {
 
   /** Up to `limit` owners of `key` taken by {@link takeStamped} whose lease is live, with the ms since each was taken. */
   async holderAges(key: string, limit: number): Promise<{ holder: string; ageMs: number }[]> {
-    const found = (await this.scripts.run('holderAges', [key], [limit])) as (string | number)[];
-    const holders: { holder: string; ageMs: number }[] = [];
-    for (let i = 0; i + 1 < found.length; i += 2)
-      holders.push({ holder: String(found[i]), ageMs: Number(found[i + 1]) });
-    return holders;
+    return (await this.ownersWith('holderAges', key, limit)).map(([holder, ageMs]) => ({ holder, ageMs }));
   }
 
   /** Renews the owner's lease; `false` when the owner no longer holds the lock. */
@@ -151,11 +147,15 @@ export class LockStore {
 
   /** Up to `limit` owners of `key` whose lease is live, the soonest lease end first, with the ms each has left. */
   async holders(key: string, limit: number): Promise<{ holder: string; leftMs: number }[]> {
-    const found = (await this.scripts.run('lockHolder', [key], [limit])) as (string | number)[];
-    const holders: { holder: string; leftMs: number }[] = [];
-    for (let i = 0; i + 1 < found.length; i += 2)
-      holders.push({ holder: String(found[i]), leftMs: Number(found[i + 1]) });
-    return holders;
+    return (await this.ownersWith('lockHolder', key, limit)).map(([holder, leftMs]) => ({ holder, leftMs }));
+  }
+
+  /** Runs a script answering `{owner, figure, owner, figure, …}` for up to `limit` owners of `key`: the pairs. */
+  private async ownersWith(name: ScriptName, key: string, limit: number): Promise<[string, number][]> {
+    const found = (await this.scripts.run(name, [key], [limit])) as (string | number)[];
+    const pairs: [string, number][] = [];
+    for (let i = 0; i + 1 < found.length; i += 2) pairs.push([String(found[i]), Number(found[i + 1])]);
+    return pairs;
   }
 
   /**

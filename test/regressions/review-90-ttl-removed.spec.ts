@@ -52,27 +52,37 @@ describe('review 90: lockTtl removed, an old job moved later keeps its deduplica
     await job.remove();
   });
 
-  it('R2 a retry backoff on the new build (longer than the TTL left) keeps the old job locked until its retry', async () => {
+  /**
+   * A job the old build added (with `lockTtl`) whose first run, on the new build (without), fails and waits for a retry
+   * after a backoff far longer than `lockTtl`.
+   */
+  async function failedOnceWithBackoff(id: string, lockLimit: number) {
     let runs = 0;
     const { old, neu } = await deploy(async () => {
       runs++;
       throw new Error('first run fails');
-    });
-    const added = enqueuedJob(
-      await old.service.enqueue(
-        old.queue,
-        'sync',
-        { id: 'r2' },
-        { attempts: 2, backoff: { type: 'fixed', delay: LATER } },
-      ),
-    );
-    const digest = digestOf(old, 'sync', { id: 'r2' });
-    const key = dedupKey(neu.queue.name, digest);
+    }, lockLimit);
+    const backoff = { attempts: 2, backoff: { type: 'fixed', delay: LATER } };
+    const added = enqueuedJob(await old.service.enqueue(old.queue, 'sync', { id }, backoff));
     const failedOnce = new Promise<void>((resolve) => neu.worker!.once('failed', () => resolve()));
-    neu.start();
-    await failedOnce;
-    expect(runs).toBe(1);
-    expect(await neu.queue.getJobState(added.id!)).toBe('delayed');
+    const started = () => {
+      neu.start();
+      return failedOnce.then(async () => {
+        expect(runs).toBe(1);
+        expect(await neu.queue.getJobState(added.id!)).toBe('delayed');
+      });
+    };
+    const cleanUp = async () => {
+      await neu.worker!.pause();
+      await (await Job.fromId(neu.queue, added.id!))!.remove();
+    };
+    return { old, neu, added, started, cleanUp };
+  }
+
+  it('R2 a retry backoff on the new build (longer than the TTL left) keeps the old job locked until its retry', async () => {
+    const { neu, started, cleanUp } = await failedOnceWithBackoff('r2', 1);
+    const key = dedupKey(neu.queue.name, digestOf(neu, 'sync', { id: 'r2' }));
+    await started();
     // The new build's worker follows the backoff (as the old build's did, lockTtl past the retry's run time). Today the
     // key keeps its add-time TTL: it expires ~9 minutes before the retry.
     await waitFor(
@@ -83,36 +93,21 @@ describe('review 90: lockTtl removed, an old job moved later keeps its deduplica
       },
       3_000,
     );
-    await neu.worker!.pause();
-    await (await Job.fromId(neu.queue, added.id!))!.remove();
+    await cleanUp();
   });
 
   it('R3 the same on the general path: the slot the old job holds (lease lockTtl) follows a long retry backoff', async () => {
-    const { old, neu } = await deploy(async () => {
-      throw new Error('first run fails');
-    }, 2);
-    const added = enqueuedJob(
-      await old.service.enqueue(
-        old.queue,
-        'sync',
-        { id: 'r3' },
-        { attempts: 2, backoff: { type: 'fixed', delay: LATER } },
-      ),
-    );
+    const { old, added, started, cleanUp } = await failedOnceWithBackoff('r3', 2);
     const key = queuedKey(old.prefix, digestOf(old, 'sync', { id: 'r3' }));
     const leftMs = async () => {
       const [score, [seconds, micros]] = await Promise.all([redis.zscore(key, added.id!), redis.time()]);
       return score === null ? -1 : Number(score) - (Number(seconds) * 1000 + Number(micros) / 1000);
     };
     expect(await leftMs()).toBeLessThanOrEqual(TTL);
-    const failedOnce = new Promise<void>((resolve) => neu.worker!.once('failed', () => resolve()));
-    neu.start();
-    await failedOnce;
-    expect(await neu.queue.getJobState(added.id!)).toBe('delayed');
+    await started();
     // The slot's lease was lockTtl (the old build's): it would end ~9 minutes before the retry. The new build's worker
     // moves it past the retry's run time (its own lease, the 24 h default without lockTtl).
     await waitFor('the slot to follow the backoff', async () => (await leftMs()) > LATER, 3_000);
-    await neu.worker!.pause();
-    await (await Job.fromId(neu.queue, added.id!))!.remove();
+    await cleanUp();
   });
 });
