@@ -25,15 +25,15 @@ const MAX_ANNOUNCED = 1000;
  * The `addBulk` calls in progress that hold slot-set locks for jobs not added yet. A bulk takes every such lock before
  * BullMQ's one add of the whole bulk: a lock waits for its job about 1.2 s per 10,000 entries here, longer than the
  * reaper's grace (15 s by default) or the 15 s after which a holder whose job is missing counts as stale, for a bulk of
- * ~120,000. A bulk of
- * {@link ANNOUNCED_BULK_ENTRIES} or more entries, any of them such, announces itself while it runs, and neither the
- * reaper nor a producer meeting the lock takes such a holder for an orphan meanwhile.
+ * ~120,000. A bulk of {@link ANNOUNCED_BULK_ENTRIES} or more entries, any of them such, announces itself while it runs,
+ * and neither the reaper nor a producer meeting the lock takes such a holder for an orphan meanwhile.
  *
  * An announcement is a leased token in one sorted set under the library's prefix (like a run-time lock: at most
  * {@link MAX_ANNOUNCED}, renewed while the bulk runs): a producer that dies mid-bulk leaves its token for at most 60 s.
  * It says nothing of which locks are the bulk's (a general-path lock records only its owner's job id), only when its
- * bulk began (its token is `<server ms>:<id>`): the reaper keeps back every general-path suspect while a bulk spans its
- * grace, and a producer keeps every holder whose job is missing that is older than none of the bulks in progress.
+ * bulk began and the shortest lease it locks with (`<server ms>:L<lease>:<id>`): the reaper keeps back every
+ * general-path suspect while a bulk spans its grace, and a producer keeps a holder whose job is missing while a bulk
+ * that began before its slot was taken is in progress.
  */
 export class BulksInProgress {
   private readonly key: string;

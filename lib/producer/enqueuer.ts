@@ -129,19 +129,10 @@ export class Enqueuer {
       };
     });
     for (const request of requests) this.failIfLoginRefused(request.definition);
-    // The add of the whole bulk comes after every lock: how long a lock waits for its job is the bulk's size, not the
-    // number of entries locked first (one such entry among 100,000 plain ones waits for all of them).
-    // Announced with the shortest lease its locks are taken with (by these options: another deploy's may differ).
-    let shortestLease: number | undefined;
-    for (const { digest, definition } of requests) {
-      const lock = definition?.enqueueLock;
-      if (digest === undefined || !lock?.takenBeforeAdd) continue;
-      shortestLease = Math.min(shortestLease ?? Infinity, lock.leaseBeforeAdd ?? 0);
-    }
-    const announced = shortestLease !== undefined && requests.length >= ANNOUNCED_BULK_ENTRIES;
+    const lease = announcedLease(requests);
     // An announcement that cannot be written (its key's server away, on a Cluster) leaves the bulk to the grace alone,
     // as a smaller one is: its own locks decide whether it can be enqueued.
-    const end = announced ? await this.deps.bulks.begin(shortestLease!).catch(() => undefined) : undefined;
+    const end = lease === undefined ? undefined : await this.deps.bulks.begin(lease).catch(() => undefined);
     let readied: { entries: BulkEntry[]; added: Job<unknown, unknown>[] };
     try {
       readied = await this.readyAndAdd(queue, requests);
@@ -239,6 +230,23 @@ export class Enqueuer {
   private definitionOf(queue: Queue, name: string): JobDefinition | undefined {
     return this.deps.enabled ? this.deps.definitions.find(queue.name, name) : undefined;
   }
+}
+
+/**
+ * The lease a bulk announces itself with ({@link BulksInProgress}): the shortest its locks taken before the add are
+ * taken with (by these options: another deploy's may differ); `undefined` when it needs no announcement. The add of the
+ * whole bulk comes after every lock: how long a lock waits for its job is the bulk's size, not the number of entries
+ * locked first (one such entry among 100,000 plain ones waits for all of them).
+ */
+function announcedLease(requests: readonly BulkRequest[]): number | undefined {
+  if (requests.length < ANNOUNCED_BULK_ENTRIES) return undefined;
+  let shortest: number | undefined;
+  for (const { digest, definition } of requests) {
+    const lock = definition?.enqueueLock;
+    if (digest !== undefined && lock?.takenBeforeAdd)
+      shortest = Math.min(shortest ?? Infinity, lock.leaseBeforeAdd ?? 0);
+  }
+  return shortest;
 }
 
 function digestAtEnqueue(
