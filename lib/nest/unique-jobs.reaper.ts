@@ -83,6 +83,11 @@ export class UniqueJobsReaper implements OnApplicationBootstrap {
     this.timer = setTimeout(() => {
       this.run()
         .then((report) => {
+          if (report.deferred > 0) {
+            loggerOf(this.options.logger).debug?.(
+              `Orphan reaper: ${report.deferred} general-path lock owner(s) whose job is missing kept back while a large addBulk is in progress; checked again next run`,
+            );
+          }
           if (report.failedKeys === 0) return;
           loggerOf(this.options.logger).warn(
             `Orphan reaper: ${report.failedKeys} key(s) could not be checked and were left alone (${report.firstFailure ?? 'no message'}); they are checked again next run`,

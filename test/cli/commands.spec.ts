@@ -271,6 +271,43 @@ describe('unique-jobs reap', () => {
   });
 });
 
+describe('unique-jobs reap while an application leads the reaper', () => {
+  const { redis, start } = useApps('cli-reap-led', {
+    unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
+    paused: true,
+  });
+
+  it('--dry-run runs all the same; a real run exits 1 saying who keeps the leadership and for how long', async () => {
+    const app = await start();
+    const removed = await app.queue.add('job', { id: 'l', n: 1 });
+    await removeUnguarded(app.queue.name, removed.id!);
+    // The leadership as an application's reaper keeps it between its runs.
+    const leader = `${app.prefix}:{reaper}:leader`;
+    await redis.zadd(leader, Date.now() + 120_000, 'reaper-an-application');
+    await redis.pexpire(leader, 120_000);
+    try {
+      const dry = await runCliJson<ReapReport>([
+        'reap',
+        '--dry-run',
+        '--queue',
+        app.queue.name,
+        '--prefix',
+        app.prefix,
+      ]);
+      expect(dry.code).toBe(0);
+      expect(dry.json.items.map((item) => item.jobId)).toEqual([removed.id]);
+      const real = await runCli(['reap', '--grace', '1', '--queue', app.queue.name, '--prefix', app.prefix]);
+      expect(real.code).toBe(1);
+      expect(real.stderr).toMatch(
+        /Another process holds the reaper leadership under prefix "[^"]+": an application whose reaper is on keeps it while it runs, .*; it ends 1\d\d s after that process stops .*--dry-run needs no leadership/,
+      );
+      expect(await redis.zrange(leader, '0', '-1')).toEqual(['reaper-an-application']);
+    } finally {
+      await redis.del(leader);
+    }
+  });
+});
+
 describe('unique-jobs errors', () => {
   it('Redis unreachable: one clear line and exit code 2', async () => {
     const port = await closedPort();

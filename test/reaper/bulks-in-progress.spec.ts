@@ -86,6 +86,10 @@ describe('a large addBulk taking its general-path locks', () => {
     await bulk.locked;
     expect(await announcements(a)).toBe(1);
 
+    // A dry run meanwhile lists none of them as orphans either.
+    const preview = await reaperOf(a).run({ dryRun: true });
+    expect(preview.reaped.enqueueLocks).toBe(0);
+    expect(preview.deferred).toBe(ANNOUNCED_BULK_ENTRIES);
     const during = await reaperOf(a).run();
     expect(during.reaped.enqueueLocks).toBe(0);
     expect(during.deferred).toBe(ANNOUNCED_BULK_ENTRIES);

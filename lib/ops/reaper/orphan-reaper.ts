@@ -79,7 +79,7 @@ export class OrphanReaper {
   /**
    * One run: takes (or extends) the leadership, scans for at most the time budget, re-checks what it suspects after
    * the grace period, releases it, and prunes the SQL stores. A dry run reports what it would release (without the
-   * grace re-check) and changes nothing; it walks a pass of its own (never moving the scheduled runs' one), going on
+   * grace re-check) and changes nothing, needing no leadership; it walks a pass of its own (never moving the scheduled runs' one), going on
    * where the previous dry run stopped when that was less than a minute ago, else from the start.
    */
   async run(options: { dryRun?: boolean } = {}): Promise<ReapReport> {
@@ -98,7 +98,8 @@ export class OrphanReaper {
       items: [],
     };
     const leaderTtl = Math.max(this.deps.leaderTtl ?? 30_000, this.timeBudget + this.grace + 10_000);
-    if (!(await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1)).acquired) {
+    // A dry run changes nothing: it needs no leadership (an application whose reaper is on keeps it while it runs).
+    if (!dryRun && !(await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1)).acquired) {
       report.leader = false;
       report.durationMs = Date.now() - startedAt;
       return report;
@@ -132,12 +133,12 @@ export class OrphanReaper {
     report.complete = pass.complete;
 
     if (dryRun) {
-      suspects.forEach((suspect) => record(suspect.item));
+      await this.confirmation.preview(suspects, report, record);
     } else {
       await this.confirmation.confirm(suspects, pass, report, { record, failed });
     }
     if (!dryRun) report.reaped.sqlRecords = await this.prune(deadline);
-    await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1);
+    if (!dryRun) await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1);
     report.durationMs = Date.now() - startedAt;
     return report;
   }

@@ -25,7 +25,10 @@ export interface ReapReport {
   durationMs: number;
   /** A dry run reports what it would release and changes nothing. */
   dryRun: boolean;
-  /** `false` when another process held the reaper's leadership: this run did nothing. */
+  /**
+   * `false` when another process held the reaper's leadership: this run did nothing. Always `true` for a dry run, which
+   * needs none.
+   */
   leader: boolean;
   /** `true` when this run finished a whole pass over the keys; `false` when its time budget ended it first. */
   complete: boolean;
@@ -39,10 +42,11 @@ export interface ReapReport {
   /** The first failure's message, when {@link failedKeys} is not 0. */
   firstFailure?: string;
   /**
-   * General-path enqueue lock owners found orphaned but kept for the next run: a large `addBulk` (1,000 or more
-   * entries, any of them on the general path) was taking its locks when they were found and still running after the
-   * grace period, so their jobs may be on their way (see `BulksInProgress`). Always 0 in a dry run, which has no grace
-   * period.
+   * General-path enqueue lock owners found orphaned that this run did not release because a large `addBulk` (1,000 or
+   * more entries, any of them on the general path) was in progress: their jobs may be on their way (see
+   * `BulksInProgress`). A run keeps them back when a bulk was announced both when they were found and after the grace,
+   * and re-checks at most 1,000 of them at its next run (the rest when its pass finds them again). A dry run counts
+   * here the general-path suspects it found while a bulk is announced, instead of listing them as released.
    */
   deferred: number;
   /** Counts of what was released (or would be, in a dry run). */

@@ -70,6 +70,19 @@ export class SuspectConfirmation {
   }
 
   /**
+   * A dry run's answer, without the grace: what a scheduled run would release, but the general-path suspects while a
+   * large bulk is announced now (it may be adding their jobs: a real run would keep them back if it spans the grace),
+   * counted in `deferred` instead.
+   */
+  async preview(found: readonly Suspect[], report: ReapReport, record: (item: ReapedItem) => void): Promise<void> {
+    const bulks = found.some((suspect) => suspect.item.kind === 'enqueueLock') ? await this.readBulks() : [];
+    for (const suspect of found) {
+      if ((!bulks || bulks.length > 0) && suspect.item.kind === 'enqueueLock') report.deferred += 1;
+      else record(suspect.item);
+    }
+  }
+
+  /**
    * The large bulks in progress; `undefined` when they cannot be read (then every bulk is taken to be still running:
    * the general-path suspects are kept back).
    */

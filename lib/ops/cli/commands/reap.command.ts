@@ -1,3 +1,4 @@
+import { UniqueJobsKeys } from '../../../redis/keys.js';
 import { OrphanReaper } from '../../reaper/orphan-reaper.js';
 import type { ReapReport } from '../../reaper/reap-report.interface.js';
 import type { CliContext } from '../cli-context.js';
@@ -44,8 +45,10 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
   } while (report.leader && !report.complete);
 
   if (!report.leader) {
+    const leftMs = await client.pttl(new UniqueJobsKeys(context.prefix).reaperLeader).catch(() => -2);
+    const ends = leftMs > 0 ? `; it ends ${Math.ceil(leftMs / 1000)} s after that process stops (or gives it up)` : '';
     throw new CliError(
-      'Another process holds the reaper leadership (an application reaping right now); nothing was done, try again later',
+      `Another process holds the reaper leadership under prefix ${quoted(context.prefix)}: an application whose reaper is on keeps it while it runs, and its own runs release orphans every reaper.interval${ends}. Nothing was done; --dry-run needs no leadership and shows what is orphaned now`,
     );
   }
   const done = report;
@@ -68,7 +71,9 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
       `${verb}: ${reaped.enqueueLocks} enqueue lock owners, ${reaped.deduplicationKeys} deduplication keys, ${reaped.runtimeLeases} run-time leases, ${reaped.idempotencyClaims} idempotency claims.`,
       ...(done.deferred > 0
         ? [
-            `Kept for a later run: ${done.deferred} enqueue lock owners whose job is missing, while a large addBulk was taking its locks (its jobs may be on their way).`,
+            done.dryRun
+              ? `Not counted as orphans: ${done.deferred} enqueue lock owners whose job is missing, while a large addBulk is in progress (its jobs may be on their way: a real run keeps them back while it lasts).`
+              : `Kept for a later run: ${done.deferred} enqueue lock owners whose job is missing, while a large addBulk was taking its locks (its jobs may be on their way).`,
           ]
         : []),
       `Searched: prefix ${quoted(context.prefix)} (locks and idempotency claims in Redis) and the deduplication keys of ${queuesText(context, names)}, on ${context.redisLabel}.`,
