@@ -410,6 +410,31 @@ describe('the orphan reaper', () => {
     }
   });
 
+  it('confirms up to maxSuspects after one grace: an operator run releases 1,500 orphans in one run', async () => {
+    const prefix = uniqueName('ujmany');
+    const reaper = new OrphanReaper({
+      client: redis,
+      prefix,
+      options: { grace: 0, timeBudget: 60_000 },
+      maxSuspects: 100_000,
+    });
+    try {
+      for (let i = 0; i < 1500; i += 500) {
+        const pipeline = redis.pipeline();
+        for (let j = i; j < i + 500; j++) {
+          pipeline.zadd(queuedKey(prefix, `v1:${String(j).padStart(64, '0')}`), Date.now() + 60_000, `missing-${j}`);
+        }
+        await pipeline.exec();
+      }
+      const report = await reaper.run();
+      expect(report.complete).toBe(true);
+      expect(report.reaped.enqueueLocks).toBe(1500);
+      expect(await scanKeys(redis, `${prefix}:*:queued`)).toEqual([]);
+    } finally {
+      await reaper.resign();
+    }
+  });
+
   it('looks for the queues of general-path owners once per pass, not once per lock', async () => {
     const prefix = uniqueName('ujdiscover');
     const client = redisClient();

@@ -25,6 +25,11 @@ export interface OrphanReaperDeps {
   options?: Omit<ReaperOptions, 'interval'>;
   /** How long one run's leadership lasts unless the next run extends it (ms). Default 30,000. */
   leaderTtl?: number;
+  /**
+   * Suspects a run collects before it stops scanning and confirms them (after one grace). Default 1,000: an
+   * application's reaper spreads the work over its runs; an operator's one-off run can take more at once.
+   */
+  maxSuspects?: number;
   /** Called for every item released (not in dry runs). */
   onReaped?: (item: ReapedItem) => void;
 }
@@ -128,7 +133,7 @@ export class OrphanReaper {
         ),
       );
       // Confirming suspects costs calls too: a run that found many stops scanning and leaves the rest to the next.
-      if (Date.now() >= deadline || suspects.length >= MAX_SUSPECTS) break;
+      if (Date.now() >= deadline || suspects.length >= (this.deps.maxSuspects ?? MAX_SUSPECTS)) break;
     } while (!pass.complete);
     report.complete = pass.complete;
 

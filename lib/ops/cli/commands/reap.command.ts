@@ -9,6 +9,11 @@ import { elsewhereText, lookElsewhere, queuesText, quoted } from '../where.js';
 
 /** Time budget of one reaper run from the CLI (the CLI runs until a whole pass is done). */
 const RUN_BUDGET_MS = 10_000;
+/**
+ * Suspects one CLI run confirms after one grace (an application's reaper confirms 1,000 a run): 100,000 orphans left by
+ * an `obliterate` cost one grace, not one per 1,000.
+ */
+const RUN_SUSPECTS = 100_000;
 /** The longest `--grace`, in seconds. */
 const MAX_GRACE_S = 300;
 /** Items kept in the CLI's report, as the reaper does per run. */
@@ -36,6 +41,7 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
     prefix: context.prefix,
     queues: () => queues,
     options: { timeBudget: RUN_BUDGET_MS, ...(grace === undefined ? {} : { grace: grace * 1000 }) },
+    maxSuspects: RUN_SUSPECTS,
   });
   context.onClose(() => reaper.resign());
   let report: ReapReport | undefined;
