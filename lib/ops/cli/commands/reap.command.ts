@@ -104,8 +104,8 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
   return EXIT.ok;
 }
 
-/** Two consecutive runs of one pass as one report. */
-function merge(first: ReapReport, next: ReapReport): ReapReport {
+/** Two consecutive runs of one pass as one report. Exported for its tests. */
+export function merge(first: ReapReport, next: ReapReport): ReapReport {
   const sum = (key: keyof ReapReport['reaped']) => first.reaped[key] + next.reaped[key];
   return {
     startedAt: first.startedAt,
@@ -115,7 +115,9 @@ function merge(first: ReapReport, next: ReapReport): ReapReport {
     complete: next.complete,
     scannedKeys: first.scannedKeys + next.scannedKeys,
     failedKeys: first.failedKeys + next.failedKeys,
-    deferred: next.deferred, // a run confirms again what the one before it kept back: the last run's are still kept
+    // A run confirms again what the one before it kept back: the last run's are still kept. A dry run keeps nothing
+    // back (each counts what it found while a bulk is announced): the runs' counts add up.
+    deferred: first.dryRun ? first.deferred + next.deferred : next.deferred,
     reaped: {
       enqueueLocks: sum('enqueueLocks'),
       deduplicationKeys: sum('deduplicationKeys'),
