@@ -85,7 +85,7 @@ export class UniqueJobsReaper implements OnApplicationBootstrap {
         .then((report) => {
           if (report.deferred > 0) {
             loggerOf(this.options.logger).debug?.(
-              `Orphan reaper: ${report.deferred} general-path lock owner(s) whose job is missing kept back while a large addBulk is in progress; checked again next run`,
+              `Orphan reaper: ${report.deferred} general-path lock owner(s) whose job is missing kept back while a large addBulk is in progress; checked again at the next run (the first 1,000) or when the pass finds them again`,
             );
           }
           if (report.failedKeys === 0) return;

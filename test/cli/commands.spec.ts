@@ -299,7 +299,7 @@ describe('unique-jobs reap while an application leads the reaper', () => {
       const real = await runCli(['reap', '--grace', '1', '--queue', app.queue.name, '--prefix', app.prefix]);
       expect(real.code).toBe(1);
       expect(real.stderr).toMatch(
-        /Another process holds the reaper leadership under prefix "[^"]+": an application whose reaper is on keeps it while it runs, .*; it ends 1\d\d s after that process stops .*--dry-run needs no leadership/,
+        /Another process holds the reaper leadership under prefix "[^"]+": an application whose reaper is on keeps it while it runs, .*; it gives it up as it shuts down, and it lapses within 1\d\d s if that process died now.*--dry-run needs no leadership/,
       );
       expect(await redis.zrange(leader, '0', '-1')).toEqual(['reaper-an-application']);
     } finally {

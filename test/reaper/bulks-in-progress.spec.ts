@@ -340,7 +340,7 @@ describe('a large addBulk taking its general-path locks', () => {
     const keys = new UniqueJobsKeys(uniqueName('kept'));
     const store = new LockStore(new RedisScripts(redis));
     const bulks = new BulksInProgress(store, keys);
-    const confirmation = new SuspectConfirmation(bulks, 10, 500);
+    const confirmation = new SuspectConfirmation(bulks, { grace: 10, batchSize: 500, maxKept: 1000 });
     const pass = new ReaperPass(
       redis,
       500,

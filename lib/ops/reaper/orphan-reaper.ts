@@ -57,6 +57,7 @@ export class OrphanReaper {
   private readonly batchSize: number;
   private readonly timeBudget: number;
   private readonly grace: number;
+  private readonly maxSuspects: number;
   /** Confirms the scheduled runs' suspects (and keeps back those a large bulk may own). */
   private readonly confirmation: SuspectConfirmation;
   /** Where the scheduled runs' walk stands, and where the dry runs' does. */
@@ -69,7 +70,12 @@ export class OrphanReaper {
     this.batchSize = deps.options?.batchSize ?? 500;
     this.timeBudget = deps.options?.timeBudget ?? 1000;
     this.grace = deps.options?.grace ?? DEFAULT_GRACE;
-    this.confirmation = new SuspectConfirmation(new BulksInProgress(this.locks, this.keys), this.grace, this.batchSize);
+    this.maxSuspects = deps.maxSuspects ?? MAX_SUSPECTS;
+    this.confirmation = new SuspectConfirmation(new BulksInProgress(this.locks, this.keys), {
+      grace: this.grace,
+      batchSize: this.batchSize,
+      maxKept: this.maxSuspects,
+    });
     const knownQueues = () => [...(deps.queues?.() ?? []), ...(deps.options?.queues ?? [])];
     const registry = async () => {
       const names = await QueueRegistry.read(deps.client, this.keys);
@@ -133,7 +139,7 @@ export class OrphanReaper {
         ),
       );
       // Confirming suspects costs calls too: a run that found many stops scanning and leaves the rest to the next.
-      if (Date.now() >= deadline || suspects.length >= (this.deps.maxSuspects ?? MAX_SUSPECTS)) break;
+      if (Date.now() >= deadline || suspects.length >= this.maxSuspects) break;
     } while (!pass.complete);
     report.complete = pass.complete;
 

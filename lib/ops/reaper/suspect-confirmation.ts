@@ -4,7 +4,7 @@ import type { JobStatus } from './job-statuses.js';
 import type { ReapedItem, ReapReport } from './reap-report.interface.js';
 import type { ReaperPass } from './reaper-pass.js';
 
-/** Suspects one run confirms at most (it stops scanning there), and suspects kept back for the next run at most. */
+/** Suspects an application's reaper collects a run (it stops scanning there), and keeps back for the next run at most. */
 export const MAX_SUSPECTS = 1000;
 
 /** An orphan seen once: released only if it is still orphaned after the grace period. */
@@ -31,13 +31,17 @@ interface RunReporting {
  * many runs, finds them again).
  */
 export class SuspectConfirmation {
-  /** General-path suspects a large bulk kept from release (at most {@link MAX_SUSPECTS}). */
+  /** General-path suspects a large bulk kept from release (at most `maxKept`). */
   private readonly keptBack: Suspect[] = [];
 
   constructor(
     private readonly bulks: BulksInProgress,
-    private readonly grace: number,
-    private readonly batchSize: number,
+    private readonly settings: {
+      readonly grace: number;
+      readonly batchSize: number;
+      /** Suspects kept back at most (as many as a run collects: every one it defers is confirmed at the next). */
+      readonly maxKept: number;
+    },
   ) {}
 
   /** Confirms the suspects a run found, with those kept back by the runs before it (but those found again). */
@@ -46,16 +50,16 @@ export class SuspectConfirmation {
     const suspects = [...found, ...this.keptBack.splice(0).filter((suspect) => !seen.has(suspectId(suspect)))];
     if (suspects.length === 0) return;
     const before = suspects.some((suspect) => suspect.item.kind === 'enqueueLock') ? await this.readBulks() : [];
-    await delay(this.grace);
+    await delay(this.settings.grace);
     const after = before?.length === 0 ? [] : await this.readBulks();
     const bulkSpanned = !before || !after || before.some((token) => after.includes(token));
     pass.refreshQueues();
-    for (let i = 0; i < suspects.length; i += this.batchSize) {
+    for (let i = 0; i < suspects.length; i += this.settings.batchSize) {
       await Promise.all(
-        suspects.slice(i, i + this.batchSize).map(async (suspect) => {
+        suspects.slice(i, i + this.settings.batchSize).map(async (suspect) => {
           if (bulkSpanned && suspect.item.kind === 'enqueueLock') {
             report.deferred += 1;
-            if (this.keptBack.length < MAX_SUSPECTS) this.keptBack.push(suspect);
+            if (this.keptBack.length < this.settings.maxKept) this.keptBack.push(suspect);
             return;
           }
           try {

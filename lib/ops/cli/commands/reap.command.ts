@@ -52,7 +52,10 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
 
   if (!report.leader) {
     const leftMs = await client.pttl(new UniqueJobsKeys(context.prefix).reaperLeader).catch(() => -2);
-    const ends = leftMs > 0 ? `; it ends ${Math.ceil(leftMs / 1000)} s after that process stops (or gives it up)` : '';
+    const ends =
+      leftMs > 0
+        ? `; it gives it up as it shuts down, and it lapses within ${Math.ceil(leftMs / 1000)} s if that process died now`
+        : '';
     throw new CliError(
       `Another process holds the reaper leadership under prefix ${quoted(context.prefix)}: an application whose reaper is on keeps it while it runs, and its own runs release orphans every reaper.interval${ends}. Nothing was done; --dry-run needs no leadership and shows what is orphaned now`,
     );
@@ -61,12 +64,14 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
   const names = queues.map((queue) => queue.name);
   const searched = await context.searched({ queues: names });
   const { reaped: counts } = done;
+  // Deferred suspects were found here: no need to look elsewhere for what this prefix holds.
   const nothing =
     counts.enqueueLocks +
       counts.deduplicationKeys +
       counts.runtimeLeases +
       counts.idempotencyClaims +
-      counts.sqlRecords ===
+      counts.sqlRecords +
+      done.deferred ===
     0;
   const elsewhere = nothing ? await lookElsewhere(context, ['locks', 'idempotency']) : undefined;
   context.print({ ...done, searched, ...(elsewhere ? { elsewhere } : {}) }, () => {
