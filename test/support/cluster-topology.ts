@@ -9,8 +9,11 @@ export function clusterTopology(cluster: Cluster) {
   /** The master serving `key`'s slot and its replica (none while a failover re-pairs them), as `host:port`. */
   async function shardOf(key: string): Promise<{ master: string; replica: string | undefined }> {
     const slot = Number(await cluster.cluster('KEYSLOT', key));
-    const ranges = await cluster.cluster('SLOTS');
-    const [, , master, replica] = ranges.find(([first, last]) => slot >= first && slot <= last)!;
+    // A node may list a slot a moment after the cluster says ok (a clean clone's first test met a SLOTS answer
+    // without it): asked again until it does.
+    const [, , master, replica] = await waitFor(`a node to list slot ${slot}`, async () =>
+      (await cluster.cluster('SLOTS')).find(([first, last]) => slot >= first && slot <= last),
+    );
     return { master: `${master[0]}:${master[1]}`, replica: replica && `${replica[0]}:${replica[1]}` };
   }
 
