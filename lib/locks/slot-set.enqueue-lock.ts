@@ -139,7 +139,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
 
   /** A new job's lease: the lock's lifetime from its run time. */
   private leaseOf({ queue, opts }: EnqueueRequest): number {
-    return (this.settings.lockTtl ?? this.settings.defaultLease) + delayOf(queue, opts);
+    return this.leaseBeforeAdd + delayOf(queue, opts);
   }
 
   async settle(job: Job<unknown, unknown>, request: EnqueueRequest): Promise<Taken> {
@@ -187,8 +187,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
         return { acquired: true };
       }
     }
-    const lease = this.settings.lockTtl ?? this.settings.defaultLease;
-    return this.acquire(job.queueQualifiedName, digest, job.id!, lease, true);
+    return this.acquire(job.queueQualifiedName, digest, job.id!, this.leaseBeforeAdd, true);
   }
 
   release({ job, digest }: LockedJob): Promise<boolean> {
@@ -209,8 +208,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   }
 
   async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
-    const { lockTtl, defaultLease } = this.settings;
-    await this.store.renew(this.key(digest), job.id!, (lockTtl ?? defaultLease) + runInMs); // only a slot it holds
+    await this.store.renew(this.key(digest), job.id!, this.leaseBeforeAdd + runInMs); // only a slot it holds
   }
 
   async forget(_queue: Queue, digest: string, holderId: string): Promise<void> {
@@ -278,8 +276,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
    */
   private async dropIfStale(qualifiedName: string, digest: string, holder: string, leftMs: number): Promise<boolean> {
     if (this.settings.outlivesJob) return false;
-    const lease = this.settings.lockTtl ?? this.settings.defaultLease;
-    if (leftMs > lease - STALE_GRACE_MS) return false;
+    if (leftMs > this.leaseBeforeAdd - STALE_GRACE_MS) return false;
     const jobKey = bullKeys.job(qualifiedName, holder);
     const isItsJob = (opts: Record<string, unknown> | undefined) => opts !== undefined && markedDigest(opts) === digest;
     if (isItsJob(await this.store.jobOptions(jobKey))) return false;

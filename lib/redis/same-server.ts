@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { within } from '../common/within.js';
 
 /** A server's identity as a client sees it: its run id, the client's database and key prefix. */
 type Identity = string;
@@ -37,8 +38,6 @@ export async function sameServerWithin(
   other: Promise<unknown>,
   withinMs: number,
 ): Promise<boolean | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), withinMs)));
   const compare = async () => {
     const client = (await other) as Partial<Redis> | undefined;
     if (client === library) return true;
@@ -52,13 +51,7 @@ export async function sameServerWithin(
       if (a === b || round === 1) return a === b;
     }
   };
-  try {
-    return await Promise.race([compare(), late]);
-  } catch {
-    return undefined;
-  } finally {
-    clearTimeout(timer);
-  }
+  return within(compare(), withinMs);
 }
 
 /** The identity `client` sees now (one `INFO server`); `undefined` when it cannot be asked or says no run id. */

@@ -269,15 +269,8 @@ describe('unique-jobs reap', () => {
     expect(real.json.items).toContainEqual({ key, kind: 'enqueueLock', jobId: removed.id, reason: 'job gone' });
     expect(await redis.zrange(key, '0', '-1')).toEqual([kept.id]);
   });
-});
 
-describe('unique-jobs reap while an application leads the reaper', () => {
-  const { redis, start } = useApps('cli-reap-led', {
-    unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 },
-    paused: true,
-  });
-
-  it('--dry-run runs all the same; a real run exits 1 saying who keeps the leadership and for how long', async () => {
+  it('while an application leads the reaper: --dry-run runs all the same; a real run exits 1 saying who keeps the leadership and for how long', async () => {
     const app = await start();
     const removed = await app.queue.add('job', { id: 'l', n: 1 });
     await removeUnguarded(app.queue.name, removed.id!);

@@ -1,3 +1,4 @@
+import { within } from '../../common/within.js';
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
 import { IdempotencyLeaseLostError } from '../../errors/idempotency-lease-lost.error.js';
 import {
@@ -130,16 +131,10 @@ export async function stateElsewhere(
   ref: IdempotencyRecordRef,
   txId: string,
 ): Promise<unknown> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>(
-    (resolve) => (timer = setTimeout(() => resolve(undefined), ELSEWHERE_TIMEOUT_MS)),
-  );
   try {
-    return (await Promise.race([elsewhere(sql.transactionState(ref, txId)), late]))?.rows[0]?.state;
+    return (await within(elsewhere(sql.transactionState(ref, txId)), ELSEWHERE_TIMEOUT_MS))?.rows[0]?.state;
   } catch {
-    return undefined;
-  } finally {
-    clearTimeout(timer);
+    return undefined; // the statement could not even be made
   }
 }
 

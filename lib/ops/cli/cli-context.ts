@@ -11,6 +11,7 @@ import { CliError, EXIT } from './errors/cli.error.js';
 import { clean, toJson, truncate, type CliIo } from './output.js';
 import { listText } from './where.js';
 import { asError } from '../../errors/thrown.js';
+import { within } from '../../common/within.js';
 
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 /**
@@ -320,12 +321,4 @@ function refused(what: string, error: unknown): never {
 async function clusterEnabled(client: Redis): Promise<boolean> {
   const info = await client.info('cluster').catch(() => '');
   return /^cluster_enabled:1\s*$/m.test(info);
-}
-
-/** Waits for `step` at most `ms`; its failure or lateness is ignored. */
-async function within(step: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
-  await Promise.race([step.catch(() => undefined), late]);
-  clearTimeout(timer);
 }
