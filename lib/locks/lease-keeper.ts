@@ -45,7 +45,8 @@ export class LeaseKeeper {
         this.timer.unref();
         void this.renew();
       },
-      Math.max(0, takenAt + period - performance.now()),
+      // Within [0, period]: a `takenAt` on another clock (a `Date.now()` by mistake) cannot overflow the timer.
+      Math.min(period, Math.max(0, takenAt + period - performance.now())),
     );
     this.timer.unref();
   }

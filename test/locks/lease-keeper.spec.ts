@@ -66,11 +66,12 @@ describe('leases under an event-loop stall', () => {
 
   it('renews first a third of a lease after the take was sent, not after its answer was read', async () => {
     const renewed = deferred<number>();
-    const readAt = Date.now();
-    // The take was sent half a lease ago (its answer read late): its first renewal is due already.
+    const readAt = performance.now();
+    // The take was sent half a lease ago (its answer read late): its first renewal is due already. (`takenAt` is on
+    // `performance.now()`'s clock, as the library passes it.)
     const keeper = new LeaseKeeper(
       async () => {
-        renewed.resolve(Date.now());
+        renewed.resolve(performance.now());
         return true;
       },
       3_000,
@@ -82,6 +83,33 @@ describe('leases under an event-loop stall', () => {
       expect(keeper.expired).toBe(false);
     } finally {
       keeper.stop();
+    }
+  });
+
+  it('waits one period at most for its first renewal when the take time is on another clock', async () => {
+    const renewed = deferred<number>();
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    const createdAt = performance.now();
+    // A wall-clock time where a monotonic one belongs: decades ahead of `performance.now()`.
+    const keeper = new LeaseKeeper(
+      async () => {
+        renewed.resolve(performance.now());
+        return true;
+      },
+      300,
+      { lost: () => undefined, error: () => undefined },
+      Date.now(),
+    );
+    try {
+      const at = await renewed.promise;
+      expect(at - createdAt).toBeGreaterThanOrEqual(99); // one period (100 ms), not a 1 ms overflowed timer
+      await nextMacrotask();
+      expect(warnings).not.toContain('TimeoutOverflowWarning');
+    } finally {
+      keeper.stop();
+      process.off('warning', onWarning);
     }
   });
 
