@@ -321,7 +321,7 @@ describe('a large addBulk taking its general-path locks', () => {
     // A bulk that began after they were taken cannot hold them: they are stale, dropped as they are met, and the job
     // gets a slot.
     const bulks = new BulksInProgress(new LockStore(new RedisScripts(redis)), new UniqueJobsKeys(a.prefix));
-    const end = await bulks.begin(DEFAULT_ENQUEUE_LEASE);
+    const end = await bulks.begin(DEFAULT_ENQUEUE_LEASE, ANNOUNCED_BULK_ENTRIES);
     try {
       // Its token carries its start on the server's clock, which tells its age whatever its renewals did.
       const [token] = await redis.zrange(bulksKey, '0', '-1');
@@ -362,7 +362,7 @@ describe('a large addBulk taking its general-path locks', () => {
       await confirmation.confirm(found, pass, report, { record: (i) => released.push(i), failed: () => undefined });
       return report.deferred;
     };
-    const end = await bulks.begin(DEFAULT_ENQUEUE_LEASE);
+    const end = await bulks.begin(DEFAULT_ENQUEUE_LEASE, ANNOUNCED_BULK_ENTRIES);
     try {
       expect(await run([suspect])).toBe(1);
       expect(await run([suspect])).toBe(1); // found again and kept back: confirmed once
@@ -412,5 +412,62 @@ describe('a large addBulk taking its general-path locks', () => {
     expect(result.status).not.toBe('enqueued');
     expect((await owners(redis, key)).sort()).toEqual(holders.sort());
     await announcementEnded(a);
+  });
+
+  describe('the announcement itself', () => {
+    const announcer = (leaseMs?: number) => {
+      const keys = new UniqueJobsKeys(uniqueName('announce'));
+      return {
+        key: keys.bulksInProgress,
+        bulks: new BulksInProgress(new LockStore(new RedisScripts(redis)), keys, leaseMs),
+      };
+    };
+    /** Ms left on each token's lease, by the server's clock. */
+    const leasesLeft = async (key: string) => {
+      const [seconds, micros] = await redis.time();
+      const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      const scored = await redis.zrange(key, '0', '-1', 'WITHSCORES');
+      return scored.flatMap((value, i) => (i % 2 === 1 ? [Number(value) - now] : []));
+    };
+
+    it('lives longer for a larger bulk, whose sending blocks its producer longer (no renewal meanwhile)', async () => {
+      const { key, bulks } = announcer();
+      const small = await bulks.begin(DEFAULT_ENQUEUE_LEASE, ANNOUNCED_BULK_ENTRIES);
+      try {
+        const [left] = await leasesLeft(key);
+        expect(left).toBeGreaterThan(55_000);
+        expect(left).toBeLessThanOrEqual(60_000);
+      } finally {
+        await small();
+      }
+      const large = await bulks.begin(DEFAULT_ENQUEUE_LEASE, 1_000_000); // 250 µs per entry
+      try {
+        const [left] = await leasesLeft(key);
+        expect(left).toBeGreaterThan(245_000);
+        expect(left).toBeLessThanOrEqual(250_000);
+      } finally {
+        await large();
+      }
+      expect(await redis.exists(key)).toBe(0);
+    });
+
+    it('takes its token again, under the same name, when a renewal finds its lease ended', async () => {
+      const { key, bulks } = announcer(600); // renewed every 200 ms
+      const end = await bulks.begin(DEFAULT_ENQUEUE_LEASE, ANNOUNCED_BULK_ENTRIES);
+      try {
+        const [token] = await redis.zrange(key, '0', '-1');
+        const [{ ageMs: before }] = await bulks.current();
+        await redis.del(key); // as a lease that ended during a stall of the producer's event loop
+        // The next renewal writes it back: the same token, so the bulk's age still counts from its start.
+        const retaken = () => redis.zrange(key, '0', '-1').then((tokens) => tokens.length > 0 && tokens);
+        expect(await waitFor('the token to be taken again', retaken, 5_000)).toEqual([token]);
+        const [{ ageMs: after }] = await bulks.current();
+        expect(after).toBeGreaterThanOrEqual(before);
+        expect((await leasesLeft(key))[0]).toBeGreaterThan(0);
+      } finally {
+        await end();
+      }
+      expect(await redis.exists(key)).toBe(0);
+    });
   });
 });
