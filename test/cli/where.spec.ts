@@ -17,6 +17,8 @@ jest.setTimeout(120_000);
 const WHOLE_SPACE = ['--max-scans', '100000'];
 const cli = (args: readonly string[]) => runCli([...args, ...WHOLE_SPACE]);
 const cliJson = <T>(args: readonly string[]) => runCliJson<T>([...args, ...WHOLE_SPACE]);
+/** The ready command of a match under `prefix` (its other words are the command's own). */
+const rerunOf = (prefix: string) => expect.stringMatching(new RegExp(`^unique-jobs .*--prefix ${prefix}( |$)`));
 
 type Searched = { redis: string; prefix: string; bullPrefix: string; queues: string[]; keys: string[] };
 type Answer = { searched: Searched; elsewhere: Elsewhere };
@@ -40,6 +42,13 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     expect(first).toContain('}:queued|expiring|running) nor in the deduplication keys');
     expect(first).toContain(`under BullMQ prefix "${bullPrefix()}", on redis://`);
     expect(rest).toContain(`Found elsewhere: ${key} (run again with --prefix ${app.prefix}).`);
+    // The next line is the command to run again, ready to paste: run as printed, it finds the lock.
+    const again = rest[rest.indexOf(`Found elsewhere: ${key} (run again with --prefix ${app.prefix}).`) + 1];
+    expect(again).toMatch(new RegExp(`^  unique-jobs locks show ${digest} .*--prefix ${app.prefix}( |$)`));
+    const rerun = await runCli(again.trim().split(' ').slice(1), { connect: false });
+    expect(rerun.code).toBe(0);
+    expect(rerun.stdout).toContain(key);
+    expect(rerun.stdout).not.toContain('No lock is held');
     expect(rest.join('\n')).toMatch(new RegExp(`prefixes holding locks: .*"${app.prefix}" \\(1 key\\)`));
 
     const json = await cliJson<Answer & { locks: unknown[] }>(['locks', 'show', digest, '--prefix', prefix]);
@@ -55,7 +64,9 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
         dedupKey(app.queue.name, digest),
       ]),
     );
-    expect(json.json.elsewhere.matches).toEqual([{ key, rerunWith: `--prefix ${app.prefix}` }]);
+    expect(json.json.elsewhere.matches).toEqual([
+      { key, rerunWith: `--prefix ${app.prefix}`, command: rerunOf(app.prefix) },
+    ]);
     expect(json.json.elsewhere.lockPrefixes).toContainEqual({ prefix: app.prefix, keys: 1 });
     expect(json.json.elsewhere.lockPrefixes?.some((entry) => entry.prefix === prefix)).toBe(false);
 
@@ -69,7 +80,9 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
         ...yes,
       ]);
       expect(release.json).toMatchObject({ released: 0, searched: { prefix } });
-      expect(release.json.elsewhere.matches).toEqual([{ key, rerunWith: `--prefix ${app.prefix}` }]);
+      expect(release.json.elsewhere.matches).toEqual([
+        { key, rerunWith: `--prefix ${app.prefix}`, command: rerunOf(app.prefix) },
+      ]);
       const text = await cli(['locks', 'release', digest, '--prefix', prefix, ...yes]);
       expect(text.stdout).toContain(`Nothing to release: no lock is held for ${digest} under prefix "${prefix}"`);
       expect(text.stdout).toContain(`Found elsewhere: ${key} (run again with --prefix ${app.prefix}).`);
@@ -89,6 +102,9 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     expect(human.stdout).toContain(
       `Found elsewhere: ${dedupKey(app.queue.name, digest)} (run again with --bull-prefix ${bullPrefix()}).`,
     );
+    expect(human.stdout).toContain(
+      `\n  unique-jobs locks show ${digest} --redis ${process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'} --prefix ${app.prefix} --bull-prefix ${bullPrefix()} --max-scans 100000\n`,
+    );
     const json = await cliJson<Answer>(['locks', 'show', digest, '--prefix', app.prefix, '--bull-prefix', bull]);
     expect(json.json.searched).toMatchObject({ prefix: app.prefix, bullPrefix: bull, queues: [] });
     expect(json.json.elsewhere.queues).toContainEqual({ bullPrefix: bullPrefix(), queue: app.queue.name, keys: 1 });
@@ -103,7 +119,7 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
     expect(queue.code).toBe(1);
     const error = (JSON.parse(queue.stderr) as { error: { message: string } & Answer }).error;
     expect(error.message).toContain(
-      `a queue "${app.queue.name}" exists under BullMQ prefix "${bullPrefix()}": run again with --bull-prefix ${bullPrefix()}`,
+      `a queue "${app.queue.name}" exists under BullMQ prefix "${bullPrefix()}": run again with --bull-prefix ${bullPrefix()} (unique-jobs locks list `,
     );
     expect(error.searched).toMatchObject({ bullPrefix: bull, queues: [] });
     expect(error.elsewhere.queues).toEqual([{ bullPrefix: bullPrefix(), queue: app.queue.name, keys: 1 }]);
@@ -171,7 +187,11 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
       notSearched: [{ store: 'sql', table: 'unique_jobs_idempotency' }],
     });
     expect(json.json.elsewhere.matches).toEqual([
-      { key: expect.stringMatching(new RegExp(`^${app.prefix}:\\{`)), rerunWith: `--prefix ${app.prefix}` },
+      {
+        key: expect.stringMatching(new RegExp(`^${app.prefix}:\\{`)),
+        rerunWith: `--prefix ${app.prefix}`,
+        command: rerunOf(app.prefix),
+      },
     ]);
     expect(json.json.elsewhere.idempotencyPrefixes).toContainEqual({ prefix: app.prefix, keys: 1 });
   });
@@ -202,7 +222,9 @@ describe('unique-jobs: where a "nothing found" answer looked, and where the keys
       const json = await cli(['dead', command, id, '--prefix', prefix, '--json']);
       const error = (JSON.parse(json.stderr) as { error: Answer & { exitCode: number } }).error;
       expect(error).toMatchObject({ exitCode: 1, searched: { prefix } });
-      expect(error.elsewhere.matches).toEqual([{ key: entries, rerunWith: `--prefix ${app.prefix}` }]);
+      expect(error.elsewhere.matches).toEqual([
+        { key: entries, rerunWith: `--prefix ${app.prefix}`, command: rerunOf(app.prefix) },
+      ]);
     }
     expect(await app.service.deadSet.get(id)).toBeDefined();
   });

@@ -10,6 +10,7 @@ import { integerOption, keyPartOption, type CliArgs } from './args.js';
 import { CliError, EXIT } from './errors/cli.error.js';
 import { clean, toJson, truncate, type CliIo } from './output.js';
 import { listText } from './where.js';
+import { rerunCommand } from './rerun-command.js';
 import { asError } from '../../errors/thrown.js';
 import { within } from '../../common/within.js';
 
@@ -245,7 +246,7 @@ export class CliContext {
       : `none found in the first ${survey.scannedKeys} keys scanned; raise --max-scans to look further`;
     const hint =
       elsewhere.length > 0
-        ? `; a queue ${JSON.stringify(truncate(name, 100))} exists under BullMQ prefix ${elsewhere.map((queue) => JSON.stringify(queue.bullPrefix)).join(', ')}: run again with --bull-prefix ${elsewhere[0].bullPrefix}`
+        ? `; a queue ${JSON.stringify(truncate(name, 100))} exists under BullMQ prefix ${elsewhere.map((queue) => JSON.stringify(queue.bullPrefix)).join(', ')}: run again with --bull-prefix ${clean(elsewhere[0].bullPrefix)} (${clean(rerunCommand(this.args, 'bull-prefix', elsewhere[0].bullPrefix))})`
         : `; no queue of that name under another BullMQ prefix either (${extent})`;
     return new CliError(`${message}${hint}`, EXIT.failed, false, {
       searched: { redis: this.redisLabel, bullPrefix: this.bullPrefix, queues: found.map((queue) => queue.name) },

@@ -4,6 +4,7 @@ import { surveyKeys, type SurveyedPrefix, type SurveyedQueue } from '../inspecti
 import type { CliContext } from './cli-context.js';
 import { UniqueJobsKeys } from '../../redis/keys.js';
 import { clean } from './output.js';
+import { rerunCommand } from './rerun-command.js';
 
 /** Which of the library's keys a command was about. */
 export type SurveyTopic = 'locks' | 'idempotency' | 'deadSet';
@@ -24,6 +25,8 @@ export interface ElsewhereMatch {
   key: string;
   /** The options to run the command again with, to find it (`--prefix myapp`, `--bull-prefix {bull}`), if any. */
   rerunWith?: string;
+  /** The command to run again with them (`--redis`'s password masked as `***`), when there are such options. */
+  command?: string;
   /** Why no option finds it, when none does. */
   note?: string;
 }
@@ -101,7 +104,8 @@ async function findTarget(context: CliContext, elsewhere: Elsewhere, target: Sur
         .map((entry) => entry.prefix),
     );
     for (const prefix of prefixes) {
-      for (const key of target.underPrefix(prefix)) candidates.push({ key, rerunWith: `--prefix ${prefix}` });
+      const rerun = { rerunWith: `--prefix ${prefix}`, command: rerunCommand(context.args, 'prefix', prefix) };
+      for (const key of target.underPrefix(prefix)) candidates.push({ key, ...rerun });
     }
   }
   if (target.inQueue) {
@@ -113,7 +117,10 @@ async function findTarget(context: CliContext, elsewhere: Elsewhere, target: Sur
       const how =
         queue.bullPrefix === context.bullPrefix
           ? { note: `its queue has no ${queue.bullPrefix}:${queue.queue}:meta key, so the CLI does not list it` }
-          : { rerunWith: `--bull-prefix ${queue.bullPrefix}` };
+          : {
+              rerunWith: `--bull-prefix ${queue.bullPrefix}`,
+              command: rerunCommand(context.args, 'bull-prefix', queue.bullPrefix),
+            };
       for (const key of target.inQueue(queue)) candidates.push({ key, ...how });
     }
   }
@@ -146,10 +153,10 @@ export function queuesText(context: CliContext, queues: readonly string[]): stri
 
 /** The human lines of {@link Elsewhere}: matches first, then the other prefixes and queues, then how far it looked. */
 export function elsewhereText(elsewhere: Elsewhere): string[] {
-  const lines = elsewhere.matches.map(
-    (match) =>
-      `Found elsewhere: ${clean(match.key)} (${match.rerunWith ? `run again with ${clean(match.rerunWith)}` : clean(match.note)}).`,
-  );
+  const lines = elsewhere.matches.flatMap((match) => [
+    `Found elsewhere: ${clean(match.key)} (${match.rerunWith ? `run again with ${clean(match.rerunWith)}` : clean(match.note)}).`,
+    ...(match.command ? [`  ${clean(match.command)}`] : []),
+  ]);
   const parts: string[] = [];
   const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
   const prefixList = (list: SurveyedPrefix[]) =>

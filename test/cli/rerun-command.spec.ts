@@ -1,0 +1,38 @@
+// The command a "Found elsewhere" answer prints to run again (lib/ops/cli/rerun-command.ts): the command line as parsed,
+// with the option that finds the thing set, words the shell would read otherwise quoted, and --redis' password masked.
+import { describe, expect, it } from '@jest/globals';
+import { parseCliArgs } from '../../lib/ops/cli/args.js';
+import { rerunCommand } from '../../lib/ops/cli/rerun-command.js';
+
+const rerun = (argv: string[], option: 'prefix' | 'bull-prefix', value: string) =>
+  rerunCommand(parseCliArgs(argv), option, value);
+
+describe('rerunCommand', () => {
+  it('sets the option in place of the one given, or adds it, keeping the other options', () => {
+    expect(rerun(['locks', 'show', 'v1:ab', '--prefix', 'wrong', '--json'], 'prefix', 'myapp')).toBe(
+      'unique-jobs locks show v1:ab --prefix myapp --json',
+    );
+    expect(rerun(['locks', 'list', '--queue=emails', '--yes'], 'bull-prefix', 'bullmq')).toBe(
+      'unique-jobs locks list --queue emails --yes --bull-prefix bullmq',
+    );
+  });
+
+  it('quotes what the shell would read otherwise: spaces, quotes, braces, $, globs', () => {
+    expect(rerun(['dead', 'list'], 'bull-prefix', '{bull}')).toBe("unique-jobs dead list --bull-prefix '{bull}'");
+    expect(rerun(['locks', 'list', '--queue', "o'clock $HOME *"], 'prefix', 'a,b')).toBe(
+      `unique-jobs locks list --queue 'o'\\''clock $HOME *' --prefix 'a,b'`,
+    );
+  });
+
+  it("masks --redis' password, keeps the rest of the URL", () => {
+    expect(rerun(['reap', '--redis', 'redis://app:s3cret@db.internal:6380/2'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'redis://app:***@db.internal:6380/2' --prefix p",
+    );
+    expect(rerun(['reap', '--redis', 'rediss://:s3cret@db.internal'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'rediss://:***@db.internal' --prefix p",
+    );
+    expect(rerun(['reap', '--redis', 'redis://db.internal:6379'], 'prefix', 'p')).toBe(
+      'unique-jobs reap --redis redis://db.internal:6379 --prefix p',
+    );
+  });
+});
