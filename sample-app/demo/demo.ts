@@ -76,8 +76,8 @@ function table(checks: readonly Check[]): string {
   const line = (a: string, b: string, c: string, mark = '') =>
     `${a.padEnd(what)}  ${b.padEnd(expected)}  ${c.padEnd(observed)}  ${mark}`.trimEnd();
   const out = [
-    line('Check', 'Expected', 'Observed'),
-    line('─'.repeat(what), '─'.repeat(expected), '─'.repeat(observed), '──'),
+    line('Check', 'Expected', 'Observed', 'Held'),
+    line('─'.repeat(what), '─'.repeat(expected), '─'.repeat(observed), '────'),
   ];
   for (const scenario of SCENARIOS) {
     const own = checks.filter((check) => check.scenario === scenario.number);

@@ -284,7 +284,8 @@ export class PaymentsStory {
       const settled = overview.payments.filter((payment) => payment.eventId.startsWith('evt_bulk_'));
       if (Date.now() - lastReport > 1000) {
         lastReport = Date.now();
-        this.progress(`${settled.length}/${events} settled, ${count(pending, 'job')} pending`);
+        // Every event can be settled while later deliveries' jobs still wait to replay its settlement.
+        this.progress(`${settled.length}/${events} events settled; ${count(pending, 'job')} still to run or replay`);
       }
       return pending === 0 ? { settled, counts } : undefined;
     });
