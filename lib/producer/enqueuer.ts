@@ -132,7 +132,8 @@ export class Enqueuer {
     const lease = announcedLease(requests);
     // An announcement that cannot be written (its key's server away, on a Cluster) leaves the bulk to the grace alone,
     // as a smaller one is: its own locks decide whether it can be enqueued.
-    const end = lease === undefined ? undefined : await this.deps.bulks.begin(lease, requests.length).catch(() => undefined);
+    const end =
+      lease === undefined ? undefined : await this.deps.bulks.begin(lease, requests.length).catch(() => undefined);
     let readied: { entries: BulkEntry[]; added: Job<unknown, unknown>[] };
     try {
       readied = await this.readyAndAdd(queue, requests);
