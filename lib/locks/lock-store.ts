@@ -103,6 +103,34 @@ export class LockStore {
     return (await this.scripts.client.set(key, '1', 'PX', ttlMs, 'NX')) === 'OK';
   }
 
+  /** The id of the last entry of a stream (a queue's event stream), `undefined` when it is empty. */
+  async lastEntryId(stream: string): Promise<string | undefined> {
+    return (await this.scripts.client.xrevrange(stream, '+', '-', 'COUNT', 1))[0]?.[0];
+  }
+
+  /**
+   * The state BullMQ removed a job from, read from its queue's event stream past `since` (its last entry before the
+   * removal, {@link lastEntryId}): the `prev` of BullMQ's `removed` event, which a removal that found the job writes
+   * in its own script. `undefined`: no such event (nothing of the job was removed past `since`); `'unread'`: the stream
+   * cannot tell (trimmed past `since`, or more than a few thousand entries to read).
+   */
+  async removedFrom(stream: string, since: string | undefined, jobId: string): Promise<string | undefined> {
+    let start = since ?? '-';
+    for (let page = 0; page < REMOVAL_PAGES; page++) {
+      const entries = await this.scripts.client.xrange(stream, start, '+', 'COUNT', REMOVAL_PAGE);
+      if (page === 0 && since !== undefined && entries[0]?.[0] !== since) return 'unread'; // trimmed past it
+      for (const [id, fields] of entries) {
+        if (id === start) continue;
+        const event = new Map<string, string>();
+        for (let i = 0; i + 1 < fields.length; i += 2) event.set(fields[i], fields[i + 1]);
+        if (event.get('event') === 'removed' && event.get('jobId') === jobId) return event.get('prev') ?? 'unread';
+      }
+      if (entries.length < REMOVAL_PAGE) return undefined;
+      start = entries.at(-1)![0];
+    }
+    return 'unread';
+  }
+
   /**
    * Throws Redis' own `OOM command not allowed` error when the server refuses writes that can grow memory (full, with
    * `noeviction`); writes nothing (`probeKey` never exists: `SET … XX`).
@@ -221,3 +249,7 @@ export class LockStore {
 export function takeMark(): string {
   return String(randomInt(1, 1024) / 1024);
 }
+
+/** Entries of a queue's event stream read per call, and calls at most, looking for a job's removal. */
+const REMOVAL_PAGE = 500;
+const REMOVAL_PAGES = 8;

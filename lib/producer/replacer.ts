@@ -56,7 +56,7 @@ export class Replacer {
       if (holder !== undefined) {
         if (attempt >= MAX_REPLACEMENTS) break;
         const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.checkBeforeRemoving(conflict));
-        if (removed === 'removed' || removed === 'removedByAnother') {
+        if (removed === 'removed' || removed === 'removedByAnother' || removed === 'ran') {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
           if (removed === 'removed') replaced.push(holder);
         } else {
@@ -134,16 +134,17 @@ export class Replacer {
 
   /**
    * Removes a job of this queue and this digest that never started. `'removed'`: this call removed it;
-   * `'removedByAnother'`: it is gone, another caller removing it at the same time (it reports it); `'gone'`: it no
-   * longer exists; `'kept'`: it started or finished, or is a flow child; `'foreign'`: a job of another digest (or none)
-   * has that id.
+   * `'removedByAnother'`: it is gone, another caller removing it at the same time (it reports it), or it was removed as
+   * it ended; `'ran'`: it started and ended between the check and the removal (BullMQ removes a finished job too), so
+   * it was not replaced; `'gone'`: it no longer exists; `'kept'`: it started or finished, or is a flow child;
+   * `'foreign'`: a job of another digest (or none) has that id.
    */
   private async removeIfNotStarted(
     queue: Queue,
     jobId: string,
     digest: string,
     beforeRemoving: () => Promise<void>,
-  ): Promise<'removed' | 'removedByAnother' | 'gone' | 'kept' | 'foreign'> {
+  ): Promise<'removed' | 'removedByAnother' | 'ran' | 'gone' | 'kept' | 'foreign'> {
     const job = await Job.fromId(queue, jobId);
     if (!job) return 'gone';
     if (lockedAs(job)?.digest !== digest) return 'foreign';
@@ -154,7 +155,15 @@ export class Replacer {
     if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
       return state === 'unknown' ? 'gone' : 'kept';
     await beforeRemoving();
+    // The state checked above may be gone by the removal: a worker may take the job, run it and finish it meanwhile,
+    // and BullMQ removes a finished job as it removes a waiting one. Its `removed` event names the state it left.
+    const events = bullKeys.events(queue.qualifiedName);
+    const since = await this.store.lastEntryId(events);
     if ((await queue.remove(jobId)) === 1) {
+      const prev = await this.store.removedFrom(events, since, jobId);
+      if (prev !== undefined && STARTED.has(prev)) return 'ran'; // it ran: not replaced (found by a hostile review)
+      // Nothing removed by this call (it was gone already: removed by another caller, which reports it, or as it ended).
+      if (prev === undefined) return 'removedByAnother';
       // Answered `1` also when another producer removed it a moment before: the caller that takes the job's report key
       // reports it (taken only after a removal was answered, so a caller that died before removing blocks nobody).
       const report = this.keys.removalReport(queue.qualifiedName, jobId, job.timestamp);
@@ -186,6 +195,9 @@ export function checkAsBullMQAdds(queue: Queue, name: string, data: unknown, opt
 export async function callerIdHolds(lock: EnqueueLock, { queue, digest, opts }: ClientConflict): Promise<boolean> {
   return opts.jobId !== undefined && (await lock.holders(queue, digest)).includes(opts.jobId);
 }
+
+/** The states of BullMQ's `removed` event (`prev`) of a job that had started: it was not replaced. */
+const STARTED: ReadonlySet<string> = new Set(['active', 'completed', 'failed', 'waiting-children']);
 
 /** How long a removed job's report key lives: longer than producers removing the same job at once can be apart. */
 const REPORT_MS = 10_000;
