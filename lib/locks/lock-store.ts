@@ -112,13 +112,14 @@ export class LockStore {
    * The state BullMQ removed a job from, read from its queue's event stream past `since` (its last entry before the
    * removal, {@link lastEntryId}): the `prev` of BullMQ's `removed` event, which a removal that found the job writes
    * in its own script. `undefined`: no such event (nothing of the job was removed past `since`); `'unread'`: the stream
-   * cannot tell (trimmed past `since`, or more than a few thousand entries to read).
+   * cannot tell (trimmed past `since`, empty, or more than a few thousand entries to read).
    */
   async removedFrom(stream: string, since: string | undefined, jobId: string): Promise<string | undefined> {
     let start = since ?? '-';
     for (let page = 0; page < REMOVAL_PAGES; page++) {
       const entries = await this.scripts.client.xrange(stream, start, '+', 'COUNT', REMOVAL_PAGE);
-      if (page === 0 && since !== undefined && entries[0]?.[0] !== since) return 'unread'; // trimmed past it
+      // Trimmed past it, or empty: a queue whose events are kept to none (`streams.events.maxLen` 0) keeps no removal.
+      if (page === 0 && (entries.length === 0 || (since !== undefined && entries[0][0] !== since))) return 'unread';
       for (const [id, fields] of entries) {
         if (id === start) continue;
         const event = new Map<string, string>();

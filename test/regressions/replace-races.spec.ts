@@ -5,6 +5,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { asEnqueued, byId } from '../support/locks.js';
+import { redisClient } from '../support/redis.js';
 
 /**
  * `replace` checks that the holder never started, then removes it: a worker may take it, run it and finish it in
@@ -82,5 +83,30 @@ describe('replace racing with a holder that runs to its end (hostile review)', (
     expect(second.replacedJobId).toBeUndefined();
     expect(events.of('replaced')).toEqual([]);
     expect(await keysOf(app)).toEqual([]);
+  });
+
+  it('a queue whose event stream keeps nothing (streams.events.maxLen 0) still reports the job it replaced', async () => {
+    const app = await start({
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
+      paused: true,
+    });
+    // BullMQ trims its events to `maxLenEvents` with each one it writes (`MAXLEN ~ 0`: none kept), the removal's too.
+    const client = redisClient();
+    try {
+      await client.hset(`${app.queue.qualifiedName}:meta`, 'opts.maxLenEvents', 0);
+      const events = new EventLog(app);
+      const first = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 1 }));
+      expect(await client.xlen(`${app.queue.qualifiedName}:events`)).toBe(0);
+      const second = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 }));
+      expect(second.replacedJobId).toBe(first.job.id);
+      expect(events.of('replaced')).toHaveLength(1);
+      expect(await app.queue.getJob(first.job.id!)).toBeUndefined();
+      app.start();
+      await app.finished(second.job);
+      expect(app.runs.map((job) => job.data as unknown)).toEqual([{ id: 'a', n: 2 }]);
+      expect(await keysOf(app)).toEqual([]);
+    } finally {
+      await client.quit();
+    }
   });
 });
