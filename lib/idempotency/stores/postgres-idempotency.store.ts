@@ -3,6 +3,7 @@ import { IdempotencyConnectionLostError } from '../../errors/idempotency-connect
 import { checkOutWatched } from '../sql/connection-watch.js';
 import { ROLLED_BACK_AT_COMMIT } from '../sql/ended-transaction.js';
 import { trackTransaction, type TransactionTracker } from '../sql/pg-transaction-tracker.js';
+import { transactionBoundClient } from '../sql/transaction-bound-client.js';
 import { postgresMigrationSql } from '../sql/postgres-dialect.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
@@ -158,14 +159,18 @@ export function pgPoolAdapter(
       const { client, watch } = await checkOutWatched(pool);
       let tracker: TransactionTracker | undefined;
       let broken: Error | undefined;
+      // The handler's client refuses statements once its body settled: kept past the handler's end, they would run
+      // outside the transaction, on a connection back in the pool.
+      let over = false;
       try {
         await client.query(begin);
         const tracking = (tracker = trackTransaction(client));
+        const handle = transactionBoundClient(client, () => over);
         const value = await body({
-          handle: client,
+          handle,
           execute: (statement) => run(client, statement),
           intact: () => tracking.intact(),
-        });
+        }).finally(() => (over = true));
         const endings = tracking.endings();
         const committed = await client.query('COMMIT');
         // PostgreSQL answers COMMIT of a transaction a failed statement aborted with ROLLBACK, and no error.

@@ -1,0 +1,65 @@
+// A transactional handler that keeps the `pg` client it was given and runs a statement on it after it returned (a
+// timer, a promise chain not awaited): the claim's transaction is over by then (committed, its connection back in the
+// pool), so the statement would land outside it — committed on its own, or inside the transaction of whatever job or
+// caller holds that connection next. PostgresIdempotencyStore refuses it with a clear error instead, and writes nothing.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Job } from 'bullmq';
+import type pg from 'pg';
+import { idempotencyOf, PostgresIdempotencyStore, UniqueJobsError, type IdempotencyJob } from '../../lib/index.js';
+import { useApps } from '../support/apps.js';
+import { deferred } from '../support/deferred.js';
+import { pgPool, uniqueTable } from '../support/postgres.js';
+
+interface Data {
+  key: string;
+}
+
+let pool: pg.Pool;
+const tables: string[] = [];
+
+beforeAll(() => {
+  pool = pgPool(4);
+});
+
+afterAll(async () => {
+  for (const table of tables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+  await pool.end();
+});
+
+describe('PostgresIdempotencyStore: a statement on the transaction client after the handler returned', () => {
+  const { start } = useApps('tx-late');
+
+  it('is refused with a UniqueJobsError that says why, and nothing of it is written', async () => {
+    const idem = uniqueTable('idem_late');
+    const effects = uniqueTable('fx_late');
+    tables.push(idem, effects);
+    await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, key text NOT NULL)`);
+    const store = new PostgresIdempotencyStore({ pool, table: idem });
+    await store.migrate();
+    const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
+    const late = deferred<unknown>();
+    const app = await start({
+      module: { idempotency: { stores: { sql: store } } },
+      idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
+      handler: async (job: Job) => {
+        const { key } = job.data as Data;
+        const client = idempotencyOf<pg.PoolClient>(job).transaction!;
+        await client.query(insert, [key]);
+        // Kept past the handler's end: runs once the job is done and the client is back in the pool.
+        setTimeout(() => {
+          client.query(insert, [`${key}:late`]).then(late.resolve, late.resolve);
+        }, 300);
+        return 'ok';
+      },
+    });
+
+    await app.finished(await app.queue.add('charge', { key: 'k1' }));
+    const outcome = await late.promise;
+    const count = async (key: string) =>
+      Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects} WHERE key = $1`, [key])).rows[0].n);
+    expect(await count('k1')).toBe(1);
+    expect(await count('k1:late')).toBe(0);
+    expect(outcome).toBeInstanceOf(UniqueJobsError);
+    expect((outcome as Error).message).toMatch(/after that transaction ended/);
+  });
+});
