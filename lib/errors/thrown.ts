@@ -28,6 +28,16 @@ export function asError(thrown: unknown): Error {
   return error;
 }
 
+/**
+ * Throws `thrown` again, or an `Error` saying so in place of `null` or `undefined`: BullMQ reads the `name` of what a
+ * processor threw, so with those its worker throws in turn and leaves the job active until it stalls (then runs it
+ * again), and `job.shouldRetryJob(…)` fails too.
+ */
+export function rethrowNullish(thrown: unknown): never {
+  if (thrown === null || thrown === undefined) throw new Error(`The handler threw ${String(thrown)}`);
+  throw thrown; // eslint-disable-line @typescript-eslint/only-throw-error -- what the handler threw, as it threw it
+}
+
 function stringOf(value: unknown): string {
   try {
     return String(value);

@@ -44,19 +44,3 @@ export function serializeResult(value: unknown, ref: IdempotencyRecordRef): stri
     throw new UnserializableIdempotencyResultError(ref.scope, ref.key, describeThrown(error).message);
   }
 }
-
-/**
- * `next` (the handler), failing with an Error where it threw `null` or `undefined`. BullMQ reads the `name` of what a
- * processor threw: with `null` or `undefined` its worker throws in turn and leaves the job active until it stalls (then
- * runs it again), and asking BullMQ whether the failure is final (`onFailure: 'keep'`) fails too.
- */
-export function nullishAsErrors<A extends unknown[], R>(next: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
-  return async (...args) => {
-    try {
-      return await next(...args);
-    } catch (thrown) {
-      if (thrown === null || thrown === undefined) throw new Error(`The handler threw ${String(thrown)}`);
-      throw thrown;
-    }
-  };
-}

@@ -12,7 +12,7 @@ import { attemptOutcome } from '../common/bullmq-lifecycle.js';
 import type { LoggerLike } from '../common/logger.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
 import { AttemptContext } from './idempotency-context.js';
-import { completedBy, keyOf, nullishAsErrors, serializeResult } from './attempt-values.js';
+import { completedBy, keyOf, serializeResult } from './attempt-values.js';
 import type { WaitingDuplicates, WorkerLike } from './waiting-duplicates.js';
 import { bullKeys } from '../redis/keys.js';
 import { recordIdOf } from './stored-key.js';
@@ -116,8 +116,7 @@ export class IdempotencyRunner {
       jobCreatedAt: job.timestamp,
       ttlMs: options.ttl,
     };
-    const handler = nullishAsErrors(next);
-    if (options.transactional) return this.runInTransaction(attempt, request, handler);
+    if (options.transactional) return this.runInTransaction(attempt, request, next);
     let fresh: FreshClaim;
     try {
       fresh = await claimFresh(store, request); // an answer read late is confirmed before the handler starts
@@ -131,7 +130,7 @@ export class IdempotencyRunner {
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
     if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
     const context = this.claimed(attempt, claim.claimed ? claim.takeover : claim.record.attempts > 1);
-    return context.run(job, () => this.runThenComplete(attempt, handler, connection, sentAt));
+    return context.run(job, () => this.runThenComplete(attempt, next, connection, sentAt));
   }
 
   /** The delivery got its claim's answer (it no longer waits for the key). */

@@ -4,7 +4,7 @@ import { attemptOutcome } from '../common/bullmq-lifecycle.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
-import { describeThrown } from '../errors/thrown.js';
+import { describeThrown, rethrowNullish } from '../errors/thrown.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import { ADMITTED, type JobEnd } from '../locks/lock.js';
@@ -63,7 +63,7 @@ export class JobRunner {
     let handled = false;
     const handler: ProcessFn = (j, t, s) => {
       handled = true;
-      return this.counted(run, j, t, s);
+      return Promise.resolve(this.counted(run, j, t, s)).catch(rethrowNullish); // a `throw null` fails the attempt too
     };
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
     const connection = workerConnection(worker);

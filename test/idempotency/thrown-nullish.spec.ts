@@ -1,4 +1,4 @@
-// A handler under @IdempotencyKey that throws `null` or `undefined` (not an Error). BullMQ reads the `name` of what a
+// A handler under @IdempotencyKey (or @UniqueJob) that throws `null` or `undefined` (not an Error). BullMQ reads the `name` of what a
 // processor threw: with `null` or `undefined` its worker throws in turn, and the job stays active until it stalls,
 // then runs again. The attempt must fail like any other: the job failed (or retried), its claim released, or kept as
 // failed (`onFailure: 'keep'`) so that a later delivery of the key does not run the handler again.
@@ -7,6 +7,7 @@ import { IdempotencyKeyFailedError, RedisIdempotencyStore, type IdempotencyJob }
 import { useApps } from '../support/apps.js';
 import { Outcomes } from '../support/outcomes.js';
 import { workerOf } from '../conflicts/helpers.js';
+import { digestOf, runningKey } from '../support/locks.js';
 
 const byKey = (job: IdempotencyJob<{ key: string }>) => job.data.key;
 
@@ -59,5 +60,23 @@ describe('@IdempotencyKey: a handler that throws null or undefined', () => {
     const job = await app.queue.add('charge', { key: 'k' }, { attempts: 2 });
     expect(await outcomes.completed(job.id!)).toBe('done');
     expect(runs).toBe(2);
+  }, 15_000);
+
+  it('@UniqueJob while_executing: thrown null is retried at once, its run-time lock given back', async () => {
+    let runs = 0;
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: (data: { key: string }) => data.key },
+      handler: async () => {
+        runs++;
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- what the test is about
+        if (runs === 1) throw null;
+        return 'done';
+      },
+    });
+    const outcomes = new Outcomes(workerOf(app));
+    const job = await app.queue.add('charge', { key: 'k' }, { attempts: 2 });
+    expect(await outcomes.completed(job.id!)).toBe('done');
+    expect(runs).toBe(2);
+    expect(await redis.exists(runningKey(app.prefix, digestOf(app, 'charge', { key: 'k' })))).toBe(0);
   }, 15_000);
 });
