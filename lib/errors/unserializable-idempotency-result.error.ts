@@ -6,7 +6,9 @@ const MAX_KEY = 500;
 
 /**
  * The handler of an `@IdempotencyKey` job returned a value that cannot be stored as JSON (BigInt, a function, a
- * circular structure, NaN…). The claim is released (nothing was recorded as done) and the job fails without retries.
+ * circular structure, NaN…). The job fails without retries. In plain mode its effect has run: the key is kept failed
+ * with this error (a later delivery fails with `IdempotencyKeyFailedError`, nothing runs again); in transactional mode
+ * the transaction rolls back with the claim.
  */
 export class UnserializableIdempotencyResultError extends UnrecoverableUniqueJobsError {
   constructor(

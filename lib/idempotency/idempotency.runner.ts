@@ -3,12 +3,8 @@ import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { IdempotencyConnectionLostError } from '../errors/idempotency-connection-lost.error.js';
 import { IdempotencyLeaseLostError } from '../errors/idempotency-lease-lost.error.js';
-import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { MissingIdempotencyKeyError } from '../errors/missing-idempotency-key.error.js';
-import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
-import { describeThrown } from '../errors/thrown.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
-import { attemptOutcome } from '../common/bullmq-lifecycle.js';
 import type { LoggerLike } from '../common/logger.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
 import { AttemptContext } from './idempotency-context.js';
@@ -21,6 +17,7 @@ import { claimThenTransaction } from './claim-then-transaction.js';
 import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import { answerHeldKey } from './held-key.js';
+import { afterFailure, keepFailure } from './attempt-failure.js';
 import type {
   IdempotencyTransactionalClaim,
   IdempotencyTransactionResult,
@@ -171,7 +168,7 @@ export class IdempotencyRunner {
       value = await next(job, token, signal);
     } catch (error) {
       keeper.stop();
-      await this.afterFailure(attempt, error);
+      await afterFailure(attempt, error);
       this.settled(attempt);
       throw error;
     }
@@ -180,7 +177,9 @@ export class IdempotencyRunner {
     try {
       result = serializeResult(value, ref);
     } catch (error) {
-      await this.afterFailure(attempt, error);
+      // The effect has happened: the key is kept failed, naming why, whatever `onFailure`, so that no later delivery
+      // runs it again (released, the next one would).
+      await keepFailure(attempt, error).catch((storeError: unknown) => attempt.report.error(storeError));
       this.settled(attempt);
       throw error;
     }
@@ -252,7 +251,7 @@ export class IdempotencyRunner {
       } else {
         // The store's connection dropped mid-transaction: say so (naming the store), then release as for any failure.
         if (error instanceof IdempotencyConnectionLostError) attempt.report.error(error);
-        await this.afterFailure(attempt, error);
+        await afterFailure(attempt, error);
       }
       throw error;
     } finally {
@@ -282,28 +281,5 @@ export class IdempotencyRunner {
       .catch(() => {
         // Out of reach still: the claim, if it was applied, stays until its lease ends.
       });
-  }
-
-  /** The handler (or storing its result) failed: release the claim, or keep a final failure (`onFailure: 'keep'`). */
-  private async afterFailure(attempt: Attempt, error: unknown): Promise<void> {
-    const { job, definition, ref } = attempt;
-    try {
-      // A failure is kept only when BullMQ fails the job for good (asked of BullMQ, before it moves the job); and
-      // always when the handler ended its transaction after writes that may be committed (so none runs them again).
-      const keep =
-        (error instanceof IdempotencyTransactionEndedError && error.outcome !== 'rolled back') ||
-        (definition.options.onFailure === 'keep' &&
-          !(error instanceof UnserializableIdempotencyResultError) &&
-          (await attemptOutcome(job, error)) === 'fails');
-      if (keep) {
-        const failure = { error: JSON.stringify(describeThrown(error)), ttlMs: definition.options.ttl };
-        if (await definition.store.fail(ref, failure)) attempt.report.emit({ type: 'idempotencyFailureKept' });
-      } else if (await definition.store.release(ref)) {
-        attempt.report.emit({ type: 'idempotencyReleased' });
-      }
-    } catch (storeError) {
-      // The claim stays until its lease ends; then the next delivery takes it over.
-      attempt.report.error(storeError);
-    }
   }
 }

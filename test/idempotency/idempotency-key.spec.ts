@@ -680,7 +680,7 @@ describe('@IdempotencyKey (Redis store)', () => {
         },
       ],
     ])(
-      '%s (onFailure %s): UnserializableIdempotencyResultError, no retries, claim released',
+      '%s (onFailure %s): UnserializableIdempotencyResultError, no retries, the key kept failed (its effect ran)',
       async (_l, onFailure, make) => {
         const { app, events, outcomes, store, scope } = await boot({
           idempotency: { key: byOrder, onFailure },
@@ -698,10 +698,17 @@ describe('@IdempotencyKey (Redis store)', () => {
         expect(await app.queue.getJobState(job.id!)).toBe('failed');
         expect((await jobOf(app, job)).attemptsMade).toBe(1);
         expect(app.runs).toHaveLength(1);
-        expect(await store.get(scope('charge'), 'o-json')).toBeUndefined();
-        expect(events.of('idempotencyReleased')).toEqual([expect.objectContaining({ jobId: job.id })]);
-        expect(events.of('idempotencyFailureKept')).toEqual([]);
+        // The handler's effect has run (plain mode): released, the key would let the next delivery run it again.
+        expect(await store.get(scope('charge'), 'o-json')).toMatchObject({
+          state: 'failed',
+          error: expect.stringContaining('cannot be stored as JSON'),
+        });
+        expect(events.of('idempotencyFailureKept')).toEqual([expect.objectContaining({ jobId: job.id })]);
+        expect(events.of('idempotencyReleased')).toEqual([]);
         expect(events.of('idempotencyCompleted')).toEqual([]);
+        const again = await app.queue.add('charge', { orderId: 'o-json', amount: 1 });
+        expect((await outcomes.failures(again.id!))[0]).toBeInstanceOf(IdempotencyKeyFailedError);
+        expect(app.runs).toHaveLength(1);
       },
     );
   });
