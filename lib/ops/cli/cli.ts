@@ -2,7 +2,7 @@ import { UniqueJobsError } from '../../errors/unique-jobs.error.js';
 import { parseCliArgs } from './args.js';
 import { CliContext } from './cli-context.js';
 import { CliError, EXIT } from './errors/cli.error.js';
-import { processIo, toJson, type CliIo } from './output.js';
+import { clean, processIo, toJson, type CliIo } from './output.js';
 import { USAGE } from './usage.js';
 import { asError } from '../../errors/thrown.js';
 
@@ -44,7 +44,9 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
     if (json) {
       io.err(toJson({ error: { message: failure.message, exitCode: failure.exitCode, ...failure.details } }));
     } else {
-      io.err(`unique-jobs: ${failure.message}`);
+      // Messages quote what Redis holds (a dead-set entry's queue, a prefix found in key names), some through
+      // JSON.stringify, which leaves C1 controls (U+0080–U+009F: CSI, NEL) and U+2028/U+2029 raw: escaped line by line.
+      io.err(`unique-jobs: ${failure.message.split('\n').map(clean).join('\n')}`);
       if (failure.usage) io.err(`\n${USAGE}`);
     }
     return failure.exitCode;
