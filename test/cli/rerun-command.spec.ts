@@ -35,4 +35,22 @@ describe('rerunCommand', () => {
       'unique-jobs reap --redis redis://db.internal:6379 --prefix p',
     );
   });
+
+  // Found by a hostile review (session wt-3): both URLs log in (ioredis reads a `password` query parameter, and takes
+  // the last `@` of the authority as the end of the password), yet the printed command showed the password, or its end.
+  it("masks a password holding '@' whole, and a password given as a query parameter", () => {
+    expect(rerun(['reap', '--redis', 'redis://app:p@ss@db.internal:6380/2'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'redis://app:***@db.internal:6380/2' --prefix p",
+    );
+    expect(rerun(['reap', '--redis', 'redis://db.internal/0?password=s3cret&db=1'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'redis://db.internal/0?password=***&db=1' --prefix p",
+    );
+    expect(rerun(['reap', '--redis', 'redis://app:a@b@db.internal?Password=s3cret'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'redis://app:***@db.internal?Password=***' --prefix p",
+    );
+    // An `@` after the authority is not a password's end.
+    expect(rerun(['reap', '--redis', 'redis://db.internal/0?x=a@b'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'redis://db.internal/0?x=a@b' --prefix p",
+    );
+  });
 });

@@ -8,9 +8,18 @@ function shellWord(word: string): string {
   return PLAIN_WORD.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
-/** `redis://user:***@host:6379`: a URL's password masked (a command printed back may end up in a log). */
+/**
+ * `redis://user:***@host:6379`: a URL's password masked (a command printed back may end up in a log), wherever ioredis
+ * reads one: in the user info, which ends at the authority's last `@` (a password may hold `@`), and in a `password`
+ * query parameter.
+ */
 function maskedUrl(text: string): string {
-  return text.replace(/^([a-z]+:\/\/[^:@/]*:)[^@/]*@/i, '$1***@');
+  return text
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i, (_, scheme: string, userInfo: string) => {
+      const colon = userInfo.indexOf(':');
+      return `${scheme}${colon === -1 ? userInfo : `${userInfo.slice(0, colon)}:***`}@`;
+    })
+    .replace(/([?&]password=)[^&#]*/gi, '$1***');
 }
 
 /**
