@@ -6,7 +6,7 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
-import { LockInspector } from '../../lib/index.js';
+import { LockInspector, RedisIdempotencyStore } from '../../lib/index.js';
 import { runCli, runCliJson } from '../cli/run-cli.js';
 import type { Redis } from 'ioredis';
 import { bullPrefix, uniqueName } from '../support/redis.js';
@@ -193,5 +193,29 @@ describe('admin: a page costs bounded bytes whatever the data', () => {
     ]);
     expect(json.json.locks[0].owners).toHaveLength(20);
     expect(json.json.locks[0].moreOwners).toBe(4980);
+  });
+
+  // Found by a hostile review (session wt-3): the idempotency key page showed the record's job id whole, where every
+  // other page cuts ids at 200 characters (a producer's custom job id may be of any length).
+  it("cuts an idempotency record's job id on the key page; the JSON API has it whole", async () => {
+    const app = await start({ queues: [{ queue: uniqueName('adk') }] });
+    const jobId = `order-${'x'.repeat(300 * KB)}`;
+    const store = new RedisIdempotencyStore({ client: redis, prefix: app.prefix });
+    await store.claim({
+      scope: 'payments:settle',
+      key: 'evt_1',
+      owner: 'owner-1',
+      leaseMs: 60_000,
+      fingerprint: undefined,
+      jobId,
+    });
+    const query = 'scope=payments%3Asettle&key=evt_1';
+    const html = await page(`${app.adminUrl}/keys?${query}`);
+    expect(html.status).toBe(200);
+    expect(html.text).toContain('in_progress');
+    expect(html.text.length).toBeLessThan(30 * KB);
+    expect(html.text).toContain(`order-${'x'.repeat(100)}`);
+    const whole = await api(`${app.adminUrl}/api/keys?${query}`);
+    expect((whole.json as unknown as { record: { jobId: string } }).record.jobId).toBe(jobId);
   });
 });

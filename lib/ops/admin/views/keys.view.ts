@@ -3,6 +3,7 @@ import type { AdminKeyLookup } from '../interfaces/admin-views.interface.js';
 import { formatTime, storedJson } from './format.js';
 import { adminUrl, html, type SafeHtml } from './html.js';
 import { layout, type Notice, type PageContext } from './layout.view.js';
+import { cutText, MAX_NAME } from './text.js';
 
 const RECORD_STATE_CLASS: Readonly<Record<string, string>> = {
   in_progress: 'state-active',
@@ -44,7 +45,9 @@ export function keysPage(
             <dt>Matched</dt>
             <dd id="matched-as">${describeMatch(lookup.matchedAs)}</dd>
             <dt>Job</dt>
-            <dd class="mono">${record.jobId ?? html`<span class="muted">—</span>`}</dd>
+            <dd class="mono">
+              ${record.jobId === undefined ? html`<span class="muted">—</span>` : cutText(record.jobId, MAX_NAME)}
+            </dd>
             <dt>Fingerprint</dt>
             <dd class="mono">${record.fingerprint ?? html`<span class="muted">none (payloads not compared)</span>`}</dd>
             <dt>Attempts</dt>
