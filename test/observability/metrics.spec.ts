@@ -7,7 +7,8 @@ import { InvalidUniqueJobOptionsError, UniqueJobsMetricsModule, UniqueJobsReaper
 import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
 import { byId, dedupKey, digestOf } from '../support/locks.js';
-import { asTestApp, useObservedApps } from './helpers.js';
+import { asTestApp, startOwnRedis, useObservedApps } from './helpers.js';
+import { Redis } from 'ioredis';
 
 /** A scrape as `name{label="value",…}` (labels sorted) → value. */
 function parseScrape(text: string): Map<string, number> {
@@ -135,6 +136,50 @@ describe('UniqueJobsMetricsModule', () => {
       expect([...series.keys()].some((name) => name.startsWith('app_uj_held_locks'))).toBe(false);
       await stop(app);
       expect(registry.getMetricsAsArray()).toEqual([]);
+    }
+  });
+
+  // Found by a hostile review (session wt-3): the gauges read Redis with no deadline. With the lock connection's
+  // `maxRetriesPerRequest: null` (what BullMQ asks of its connections, and the module takes BullModule.forRoot's by
+  // default), a scrape while Redis was down never ended: prom-client waits for every collect, so the whole /metrics
+  // endpoint, the application's own metrics with it, went dark instead of the gauges having no value.
+  it('a scrape while Redis does not answer ends within seconds: the gauges have no value, the counters are there', async () => {
+    const own = await startOwnRedis();
+    const connection = new Redis({ host: '127.0.0.1', port: own.port, maxRetriesPerRequest: null });
+    connection.on('error', () => undefined);
+    try {
+      const registry = new Registry();
+      const app = await start({
+        imports: [UniqueJobsMetricsModule.forRoot({ registry, heldLocks: { cacheMs: 0 } })],
+        module: { connection, reaper: { interval: false } },
+        unique: { lock: 'until_executed', lockArgs: byId },
+      });
+      let series = parseScrape(await registry.metrics());
+      expect(series.get(key('unique_jobs_dead_set_size'))).toBe(0);
+      expect(series.get(key('unique_jobs_held_locks', { lock: 'enqueue' }))).toBe(0);
+
+      await own.stop();
+      const started = Date.now();
+      const text = await Promise.race([
+        registry.metrics(),
+        new Promise<string>((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000)),
+      ]);
+      expect(text).not.toBe('still waiting after 10 s');
+      expect(Date.now() - started).toBeLessThan(5_000);
+      series = parseScrape(text);
+      for (const name of [
+        'unique_jobs_dead_set_size',
+        'unique_jobs_held_locks',
+        'unique_jobs_held_locks_scan_complete',
+      ]) {
+        expect([name, [...series.keys()].some((series) => series.startsWith(`${name}{`))]).toEqual([name, false]);
+      }
+      expect(text).toContain('# TYPE unique_jobs_locks_acquired_total counter');
+      connection.disconnect(); // what the scrape left waiting fails now, before the app closes
+      await stop(app);
+    } finally {
+      connection.disconnect();
+      await own.stop();
     }
   });
 

@@ -12,6 +12,7 @@ import type { UniqueJobsModuleOptions } from '../../options/unique-jobs-module-o
 import { UNIQUE_JOBS_REDIS } from '../../nest/unique-jobs.constants.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from '../../nest/unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../../options/defaults.js';
+import { within } from '../../common/within.js';
 import { LockCountCache } from '../inspection/lock-count-cache.js';
 import { LockInspector } from '../inspection/lock-inspector.js';
 import type { InspectedQueue } from '../inspection/lock-inspection.interface.js';
@@ -25,6 +26,14 @@ import {
 
 type PromClient = typeof PromClientModule;
 type Labels = Record<string, string>;
+
+/**
+ * Longest a scrape waits for Redis (ms): past it (or on an error) the gauges have no value in that scrape. prom-client
+ * waits for every collect, so a read left waiting (a Redis down, with `maxRetriesPerRequest: null`) would hold the
+ * whole scrape, the application's other metrics with it. A held-locks count still running goes on, and a later scrape
+ * within `cacheMs` of its end reports it.
+ */
+const COLLECT_TIMEOUT_MS = 3_000;
 
 /** The idempotency outcome label of each idempotency event. */
 function idempotencyOutcome(event: Extract<UniqueJobEvent, { type: `idempotency${string}` }>): string {
@@ -191,11 +200,10 @@ export class UniqueJobsMetrics implements OnModuleInit, OnModuleDestroy {
         help: 'Rejected duplicates kept in the dead set',
         registers,
         async collect(this: Gauge) {
-          try {
-            this.set(await deadSet.size());
-          } catch {
-            this.reset(); // Redis unreachable: no value rather than a stale one
-          }
+          const size = await within(deadSet.size(), COLLECT_TIMEOUT_MS);
+          // Redis out of reach: no value rather than a stale one (reset() would report 0 on a gauge without labels).
+          if (size === undefined) this.remove({});
+          else this.set(size);
         },
       }),
     );
@@ -208,13 +216,10 @@ export class UniqueJobsMetrics implements OnModuleInit, OnModuleDestroy {
         labelNames: ['lock'],
         registers,
         async collect(this: Gauge) {
-          try {
-            const counts = await counter.get();
-            this.set({ lock: 'enqueue' }, counts.enqueueLocks);
-            this.set({ lock: 'runtime' }, counts.runtimeLocks);
-          } catch {
-            this.reset();
-          }
+          const counts = await within(counter.get(), COLLECT_TIMEOUT_MS);
+          if (counts === undefined) return this.reset();
+          this.set({ lock: 'enqueue' }, counts.enqueueLocks);
+          this.set({ lock: 'runtime' }, counts.runtimeLocks);
         },
       }),
     );
@@ -224,11 +229,9 @@ export class UniqueJobsMetrics implements OnModuleInit, OnModuleDestroy {
         help: '1 when the last held_locks count scanned the whole key space, 0 when it stopped at maxScans',
         registers,
         async collect(this: Gauge) {
-          try {
-            this.set((await counter.get()).complete ? 1 : 0);
-          } catch {
-            this.reset();
-          }
+          const counts = await within(counter.get(), COLLECT_TIMEOUT_MS);
+          if (counts === undefined) this.remove({});
+          else this.set(counts.complete ? 1 : 0);
         },
       }),
     );
