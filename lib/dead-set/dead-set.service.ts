@@ -8,6 +8,7 @@ import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { DEFAULT_DEAD_SET } from './dead-set-defaults.js';
+import { storedEntry } from './stored-entry.js';
 import type { DeadSetEntry, NewDeadSetEntry, RetryableDeadSetEntry } from './dead-set-entry.interface.js';
 
 /** Re-enqueues a dead entry through the guarded producer path (set by the module). */
@@ -97,14 +98,16 @@ export class DeadSetService {
   async list(options: { offset?: number; limit?: number } = {}): Promise<DeadSetEntry[]> {
     const offset = countArgument('offset', options.offset ?? 0);
     const limit = countArgument('limit', options.limit ?? 50);
-    const [, ...values] = await this.read(offset, limit);
-    return values.map((value) => JSON.parse(value as string) as DeadSetEntry);
+    const [, ...pairs] = (await this.read(offset, limit)) as [number, ...string[]];
+    const entries: DeadSetEntry[] = [];
+    for (let i = 0; i + 1 < pairs.length; i += 2) entries.push(storedEntry(pairs[i], pairs[i + 1]));
+    return entries;
   }
 
   /** One entry, or `undefined`. */
   async get(id: string): Promise<DeadSetEntry | undefined> {
     const value = await this.client.hget(this.keys.deadSetEntries, id);
-    return value === null ? undefined : (JSON.parse(value) as DeadSetEntry);
+    return value === null ? undefined : storedEntry(id, value);
   }
 
   /** How many entries the set holds (not counting those older than `maxAge`). */
@@ -174,7 +177,7 @@ export class DeadSetService {
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
       [id],
     )) as string | null;
-    return value === null ? undefined : (JSON.parse(value) as DeadSetEntry);
+    return value === null ? undefined : storedEntry(id, value);
   }
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import { TruncatedDeadSetEntryError } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { asDuplicate, asEnqueued, dedupHolder } from '../support/locks.js';
 import { Queue } from 'bullmq';
@@ -37,6 +38,39 @@ describe('dead set (client-side reject, until_executed)', () => {
     expect(await keysOf(app)).toHaveLength(1);
     await expect(app.service.deadSet.delete(two.deadSetEntryId!)).resolves.toBe(true);
     expect(await app.service.deadSet.size()).toBe(0);
+    expect(await scanKeys(redis, `${app.prefix}:{dead}:*`)).toEqual([]);
+  });
+
+  it('an entry whose stored value is not an entry (damaged, or written by something else) is listed, not retried, deleted', async () => {
+    const app = await start();
+    await app.queue.add('job', { id: 'a', n: 0 });
+    const real = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
+    const entries = `${app.prefix}:{dead}:entries`;
+    const index = `${app.prefix}:{dead}:index`;
+    const now = Date.now();
+    // Written behind the library's back, in one slot ({dead}): not JSON, and JSON that is no entry.
+    await redis.hset(entries, 'bad-text', 'not json', 'bad-shape', '{"x":1}');
+    await redis.zadd(index, now + 1, 'bad-text', now + 2, 'bad-shape');
+
+    const listed = await app.service.deadSet.list();
+    expect(listed.map((entry) => entry.id)).toEqual(['bad-shape', 'bad-text', real.deadSetEntryId]);
+    expect(listed[0]).toMatchObject({
+      truncated: true,
+      reason: expect.stringMatching(/^Unreadable dead-set entry \(not a dead-set entry\)/),
+    });
+    expect(listed[1]).toMatchObject({
+      truncated: true,
+      originalBytes: 8,
+      reason: expect.stringMatching(/^Unreadable dead-set entry \(not JSON: /),
+    });
+    expect((listed[2].data as Data).n).toBe(1);
+    expect(await app.service.deadSet.get('bad-text')).toEqual(listed[1]);
+    await expect(app.service.deadSet.retry('bad-text')).rejects.toThrow(TruncatedDeadSetEntryError);
+    expect(await app.service.deadSet.size()).toBe(3);
+    await expect(app.service.deadSet.delete('bad-text')).resolves.toBe(true);
+    await expect(app.service.deadSet.delete('bad-shape')).resolves.toBe(true);
+    expect((await app.service.deadSet.list()).map((entry) => entry.id)).toEqual([real.deadSetEntryId]);
+    await expect(app.service.deadSet.delete(real.deadSetEntryId!)).resolves.toBe(true);
     expect(await scanKeys(redis, `${app.prefix}:{dead}:*`)).toEqual([]);
   });
 

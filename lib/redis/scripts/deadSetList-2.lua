@@ -9,7 +9,8 @@
           any limit works (Lua's unpack has a bound of a few thousand values).
   ARGV[3] maxAge, ms (0: not known to the caller, the CLI: no entry is left out by age)
 
-  Returns {count, entry JSON...}.
+  Returns {count, id, entry JSON, id, entry JSON, ...} (the id with each entry: a value that is not an entry's JSON
+  can still be named, and deleted).
 ]]
 --- @include "includes/nowMs"
 local maxAge = tonumber(ARGV[3])
@@ -20,9 +21,13 @@ local result = {count}
 if tonumber(ARGV[2]) > 0 then
   local ids = redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', from, 'LIMIT', ARGV[1], ARGV[2])
   for first = 1, #ids, 1000 do
-    local values = redis.call('HMGET', KEYS[2], unpack(ids, first, math.min(first + 999, #ids)))
-    for _, json in ipairs(values) do
-      if json then table.insert(result, json) end
+    local last = math.min(first + 999, #ids)
+    local values = redis.call('HMGET', KEYS[2], unpack(ids, first, last))
+    for i = 1, last - first + 1 do
+      if values[i] then
+        table.insert(result, ids[first + i - 1])
+        table.insert(result, values[i])
+      end
     end
   end
 end
