@@ -109,10 +109,12 @@ export class LockStore {
   }
 
   /**
-   * The state BullMQ removed a job from, read from its queue's event stream past `since` (its last entry before the
-   * removal, {@link lastEntryId}): the `prev` of BullMQ's `removed` event, which a removal that found the job writes
-   * in its own script. `undefined`: no such event (nothing of the job was removed past `since`); `'unread'`: the stream
-   * cannot tell (trimmed past `since`, empty, or more than a few thousand entries to read).
+   * The state BullMQ removed a job from, read from its queue's event stream past `since` (an entry read before the job
+   * was last checked, {@link lastEntryId}): the `prev` of BullMQ's `removed` event, which a removal that found the job
+   * writes in its own script, or `'active'` when an `active` event of the job comes first (it started past `since`,
+   * whatever state it was removed from: back waiting or delayed for a retry). `undefined`: no such event (nothing of
+   * the job was removed past `since`); `'unread'`: the stream cannot tell (trimmed past `since`, empty, or more than a
+   * few thousand entries to read).
    */
   async removedFrom(stream: string, since: string | undefined, jobId: string): Promise<string | undefined> {
     let start = since ?? '-';
@@ -124,7 +126,9 @@ export class LockStore {
         if (id === start) continue;
         const event = new Map<string, string>();
         for (let i = 0; i + 1 < fields.length; i += 2) event.set(fields[i], fields[i + 1]);
-        if (event.get('event') === 'removed' && event.get('jobId') === jobId) return event.get('prev') ?? 'unread';
+        if (event.get('jobId') !== jobId) continue;
+        if (event.get('event') === 'active') return 'active';
+        if (event.get('event') === 'removed') return event.get('prev') ?? 'unread';
       }
       if (entries.length < REMOVAL_PAGE) return undefined;
       start = entries.at(-1)![0];

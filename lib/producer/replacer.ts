@@ -135,8 +135,8 @@ export class Replacer {
   /**
    * Removes a job of this queue and this digest that never started. `'removed'`: this call removed it;
    * `'removedByAnother'`: it is gone, another caller removing it at the same time (it reports it), or it was removed as
-   * it ended; `'ran'`: it started and ended between the check and the removal (BullMQ removes a finished job too), so
-   * it was not replaced; `'gone'`: it no longer exists; `'kept'`: it started or finished, or is a flow child;
+   * it ended; `'ran'`: it started between the check and the removal, and ended or went back to wait for a retry
+   * (BullMQ removes such a job too), so it was not replaced; `'gone'`: it no longer exists; `'kept'`: it started or finished, or is a flow child;
    * `'foreign'`: a job of another digest (or none) has that id.
    */
   private async removeIfNotStarted(
@@ -145,6 +145,11 @@ export class Replacer {
     digest: string,
     beforeRemoving: () => Promise<void>,
   ): Promise<'removed' | 'removedByAnother' | 'ran' | 'gone' | 'kept' | 'foreign'> {
+    // The state checked below may be gone by the removal: a worker may take the job and run it meanwhile (to its end,
+    // or back to waiting or delayed for a retry), and BullMQ removes such a job as it removes one that never started.
+    // The queue's event stream past this entry tells: an `active` event of the job, or its removal's `prev` state.
+    const events = bullKeys.events(queue.qualifiedName);
+    const since = await this.store.lastEntryId(events);
     const job = await Job.fromId(queue, jobId);
     if (!job) return 'gone';
     if (lockedAs(job)?.digest !== digest) return 'foreign';
@@ -155,10 +160,6 @@ export class Replacer {
     if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
       return state === 'unknown' ? 'gone' : 'kept';
     await beforeRemoving();
-    // The state checked above may be gone by the removal: a worker may take the job, run it and finish it meanwhile,
-    // and BullMQ removes a finished job as it removes a waiting one. Its `removed` event names the state it left.
-    const events = bullKeys.events(queue.qualifiedName);
-    const since = await this.store.lastEntryId(events);
     if ((await queue.remove(jobId)) === 1) {
       const prev = await this.store.removedFrom(events, since, jobId);
       if (prev !== undefined && STARTED.has(prev)) return 'ran'; // it ran: not replaced (found by a hostile review)

@@ -7,6 +7,8 @@ import { EventLog } from '../support/events.js';
 import { asEnqueued, byId } from '../support/locks.js';
 import { redisClient } from '../support/redis.js';
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 /**
  * `replace` checks that the holder never started, then removes it: a worker may take it, run it and finish it in
  * between, and BullMQ removes a finished job as it removes a waiting one. Such a holder ran: it was not replaced.
@@ -80,6 +82,51 @@ describe('replace racing with a holder that runs to its end (hostile review)', (
     expect(await app.queue.getJob(first.job.id!)).toBeUndefined();
     await app.finished(second.job);
     expect(app.runs).toHaveLength(2);
+    expect(second.replacedJobId).toBeUndefined();
+    expect(events.of('replaced')).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
+  });
+
+  it('a holder that ran an attempt meanwhile and waits for its retry is not reported as replaced', async () => {
+    const app = await start({
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
+      paused: true,
+      handler: async (job) => {
+        if ((job.data as { n: number }).n === 1) throw new Error('boom');
+      },
+    });
+    const events = new EventLog(app);
+    const first = asEnqueued(
+      await app.service.enqueue(
+        app.queue,
+        'price',
+        { id: 'a', n: 1 },
+        { attempts: 2, backoff: { type: 'fixed', delay: 60_000 } },
+      ),
+    );
+    const requireWritable = LockStore.prototype.requireWritable;
+    let raced = false;
+    // Just before the removal: the holder runs its first attempt, fails, and waits for its retry (delayed).
+    LockStore.prototype.requireWritable = async function (this: LockStore, ...args) {
+      if (!raced) {
+        raced = true;
+        app.start();
+        while ((await app.queue.getJobState(first.job.id!)) !== 'delayed') await sleep(5);
+      }
+      return requireWritable.apply(this, args);
+    };
+    let second;
+    try {
+      second = asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 }));
+    } finally {
+      LockStore.prototype.requireWritable = requireWritable;
+    }
+    expect(raced).toBe(true);
+    await app.finished(second.job);
+    expect(app.runs.map((job) => job.data as unknown)).toEqual([
+      { id: 'a', n: 1 },
+      { id: 'a', n: 2 },
+    ]);
     expect(second.replacedJobId).toBeUndefined();
     expect(events.of('replaced')).toEqual([]);
     expect(await keysOf(app)).toEqual([]);
