@@ -63,7 +63,8 @@ export class JobRunner {
     let handled = false;
     const handler: ProcessFn = (j, t, s) => {
       handled = true;
-      return Promise.resolve(this.counted(run, j, t, s)).catch(rethrowNullish); // a `throw null` fails the attempt too
+      // A `throw null` fails the attempt too, also one thrown synchronously (a `process` that is no async function).
+      return new Promise((resolve) => resolve(this.counted(run, j, t, s))).catch(rethrowNullish);
     };
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
     const connection = workerConnection(worker);

@@ -79,4 +79,31 @@ describe('@IdempotencyKey: a handler that throws null or undefined', () => {
     expect(runs).toBe(2);
     expect(await redis.exists(runningKey(app.prefix, digestOf(app, 'charge', { key: 'k' })))).toBe(0);
   }, 15_000);
+  it.each([
+    [
+      '@UniqueJob while_executing',
+      { unique: { lock: 'while_executing', lockArgs: (data: { key: string }) => data.key } },
+    ],
+    ['@IdempotencyKey', { idempotency: { key: byKey } }],
+  ] as const)(
+    '%s: a process method (not async) that throws null synchronously is retried at once',
+    async (_label, options) => {
+      let runs = 0;
+      const app = await start({
+        ...options,
+        syncProcess: true,
+        handler: () => {
+          runs++;
+          // eslint-disable-next-line @typescript-eslint/only-throw-error -- what the test is about
+          if (runs === 1) throw null;
+          return Promise.resolve('done');
+        },
+      });
+      const outcomes = new Outcomes(workerOf(app));
+      const job = await app.queue.add('charge', { key: 'k' }, { attempts: 2 });
+      expect(await outcomes.completed(job.id!)).toBe('done');
+      expect(runs).toBe(2);
+    },
+    15_000,
+  );
 });

@@ -48,6 +48,8 @@ export interface TestAppOptions {
    * `worker.cancelJob` acts on its jobs); the handler still gets the job alone.
    */
   acceptsSignal?: boolean;
+  /** Declare `process` as a plain method, not `async`: what the handler throws synchronously, `process` throws. */
+  syncProcess?: boolean;
 }
 
 export interface TestApp {
@@ -88,6 +90,12 @@ export function processorClass(options: TestAppOptions, runs: Job[]): new () => 
       runs.push(job);
       return handler(job);
     }
+  }
+  if (options.syncProcess) {
+    TestProcessor.prototype.process = function (job: Job) {
+      runs.push(job);
+      return handler(job);
+    };
   }
   if (options.acceptsSignal) {
     const process = TestProcessor.prototype.process;
