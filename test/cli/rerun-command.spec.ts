@@ -53,4 +53,18 @@ describe('rerunCommand', () => {
       "unique-jobs reap --redis 'redis://db.internal/0?x=a@b' --prefix p",
     );
   });
+  // Found by a hostile review (session wt-4): the CLI reads --redis with the WHATWG URL parser, which drops leading and
+  // trailing spaces and every tab or newline, and ioredis reads the query with URLSearchParams, which decodes names:
+  // each of these logs in with the password, and the printed command showed it.
+  it('masks the password of a URL as the parsers read it: spaces around it, tabs or newlines in it, encoded names', () => {
+    expect(rerun(['reap', '--redis', ' redis://app:s3cret@db.internal'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'redis://app:***@db.internal' --prefix p",
+    );
+    expect(rerun(['reap', '--redis', 'redis://db.internal?pass\tword=s3cret'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'redis://db.internal?password=***' --prefix p",
+    );
+    expect(rerun(['reap', '--redis', 'redis://db.internal?pass%77ord=s3cret&db=1'], 'prefix', 'p')).toBe(
+      "unique-jobs reap --redis 'redis://db.internal?pass%77ord=***&db=1' --prefix p",
+    );
+  });
 });
