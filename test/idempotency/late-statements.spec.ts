@@ -62,4 +62,56 @@ describe('PostgresIdempotencyStore: a statement on the transaction client after 
     expect(outcome).toBeInstanceOf(UniqueJobsError);
     expect((outcome as Error).message).toMatch(/after that transaction ended/);
   });
+  // Found by a hostile review (session wt-4): pg also takes a callback in the query config (`{ text, callback }`) and
+  // a Submittable (pg-cursor, pg-query-stream), whose handleError it calls; the refusal answered neither (the callback
+  // never called, a rejected promise nobody listens to: an unhandled rejection).
+  it.each([
+    [
+      'a callback in the query config',
+      (client: pg.PoolClient, text: string, values: string[], settle: (outcome: unknown) => void) => {
+        void client.query({ text, values, callback: (error: unknown) => settle(error) } as never);
+      },
+    ],
+    [
+      'a Submittable',
+      (client: pg.PoolClient, text: string, values: string[], settle: (outcome: unknown) => void) => {
+        const submittable = {
+          text,
+          values,
+          submit(connection: { query(text: string): void }) {
+            settle('submitted');
+            connection.query(`SELECT 1`);
+          },
+          handleError: (error: unknown) => settle(error),
+        };
+        expect(client.query(submittable as never)).toBe(submittable);
+      },
+    ],
+  ] as const)(
+    'answers a late query through %s, refused',
+    async (_label, lateQuery) => {
+      const idem = uniqueTable('idem_late');
+      const effects = uniqueTable('fx_late');
+      tables.push(idem, effects);
+      await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, key text NOT NULL)`);
+      const store = new PostgresIdempotencyStore({ pool, table: idem });
+      await store.migrate();
+      const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
+      const late = deferred<unknown>();
+      const app = await start({
+        module: { idempotency: { stores: { sql: store } } },
+        idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
+        handler: async (job: Job) => {
+          const client = idempotencyOf<pg.PoolClient>(job).transaction!;
+          setTimeout(() => lateQuery(client, insert, ['late'], late.resolve), 300);
+          return 'ok';
+        },
+      });
+      await app.finished(await app.queue.add('charge', { key: 'k1' }));
+      const outcome = await late.promise;
+      expect(outcome).toBeInstanceOf(UniqueJobsError);
+      expect((outcome as Error).message).toMatch(/after that transaction ended/);
+    },
+    10_000,
+  );
 });

@@ -6,11 +6,12 @@ export const TRANSACTION_OVER =
 
 /**
  * The `pg` client a transactional handler gets: `client` itself while the claim's transaction is open, and a client
- * whose `query` is refused (a rejected promise, or the callback's error) once `over()` says it ended. The handler may
- * keep a reference past its end (a timer, a promise chain not awaited); by then the connection is back in the pool,
- * where its statement would be committed on its own or join whatever transaction its next holder runs. The store's own
- * statements go to `client` directly. Statements sent before the end are left alone: `pg` runs them in order, inside
- * the transaction.
+ * whose `query` is refused once `over()` says it ended, answered as `pg` answers a query that fails: the callback's
+ * error (the last argument, or the config's `callback`), a Submittable's `handleError` (pg-cursor, pg-query-stream:
+ * the Submittable returned), else a rejected promise. The handler may keep a reference past its end (a timer, a
+ * promise chain not awaited); by then the connection is back in the pool, where its statement would be committed on
+ * its own or join whatever transaction its next holder runs. The store's own statements go to `client` directly.
+ * Statements sent before the end are left alone: `pg` runs them in order, inside the transaction.
  */
 export function transactionBoundClient<Client extends object>(client: Client, over: () => boolean): Client {
   return new Proxy(client, {
@@ -19,12 +20,24 @@ export function transactionBoundClient<Client extends object>(client: Client, ov
       if (property !== 'query' || typeof value !== 'function') return value;
       return (...args: unknown[]): unknown => {
         if (!over()) return (value as (...a: unknown[]) => unknown).apply(target, args);
-        const error = new UniqueJobsError(TRANSACTION_OVER);
-        const callback = args.at(-1);
-        if (typeof callback !== 'function') return Promise.reject(error);
-        queueMicrotask(() => (callback as (error: Error) => void)(error));
-        return undefined;
+        return refused(args, new UniqueJobsError(TRANSACTION_OVER));
       };
     },
   });
+}
+
+/** What a `pg` query refused with `error` answers, as `pg` answers one that fails. */
+function refused(args: unknown[], error: Error): unknown {
+  const config = (typeof args[0] === 'object' ? args[0] : undefined) as
+    { callback?: unknown; submit?: unknown; handleError?: unknown } | null | undefined;
+  if (typeof config?.submit === 'function' && typeof config.handleError === 'function') {
+    const handleError = config.handleError as (this: unknown, error: Error) => void;
+    queueMicrotask(() => handleError.call(config, error));
+    return config; // pg returns a Submittable itself
+  }
+  const last = args.at(-1);
+  const callback = args.length > 1 && typeof last === 'function' ? last : config?.callback;
+  if (typeof callback !== 'function') return Promise.reject(error);
+  queueMicrotask(() => (callback as (error: Error) => void)(error));
+  return undefined;
 }
