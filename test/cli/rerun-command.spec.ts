@@ -67,4 +67,13 @@ describe('rerunCommand', () => {
       "unique-jobs reap --redis 'redis://db.internal?pass%77ord=***&db=1' --prefix p",
     );
   });
+  // Found by a hostile review (session wt-4): `keys show -- -5` (a key starting with '-', given after `--`) printed
+  // `unique-jobs keys show -5 …`, which the CLI refuses (Unknown option '-5').
+  it("puts positionals after '--' when one starts with '-', so the printed command parses back", () => {
+    const printed = rerun(['keys', 'show', '--scope', 's', '--', '-5'], 'prefix', 'p');
+    expect(printed).toBe('unique-jobs --scope s --prefix p -- keys show -5');
+    expect(parseCliArgs(printed.split(' ').slice(1))).toEqual(
+      parseCliArgs(['keys', 'show', '--scope', 's', '--prefix', 'p', '--', '-5']),
+    );
+  });
 });
