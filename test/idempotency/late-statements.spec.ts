@@ -2,7 +2,7 @@
 // timer, a promise chain not awaited): the claim's transaction is over by then (committed, its connection back in the
 // pool), so the statement would land outside it — committed on its own, or inside the transaction of whatever job or
 // caller holds that connection next. PostgresIdempotencyStore refuses it with a clear error instead, and writes nothing.
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type { Job } from 'bullmq';
 import type pg from 'pg';
 import { idempotencyOf, PostgresIdempotencyStore, UniqueJobsError, type IdempotencyJob } from '../../lib/index.js';
@@ -62,6 +62,44 @@ describe('PostgresIdempotencyStore: a statement on the transaction client after 
     expect(outcome).toBeInstanceOf(UniqueJobsError);
     expect((outcome as Error).message).toMatch(/after that transaction ended/);
   });
+  it('a late statement nobody awaits is refused as a process warning, not an unhandled rejection', async () => {
+    const idem = uniqueTable('idem_void');
+    const effects = uniqueTable('fx_void');
+    tables.push(idem, effects);
+    await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, key text NOT NULL)`);
+    const store = new PostgresIdempotencyStore({ pool, table: idem });
+    await store.migrate();
+    const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
+    const warned = deferred<string>();
+    const unhandled: unknown[] = [];
+    // Jest's `process` is a copy whose listeners Node's own warnings never reach: the call itself is watched.
+    const emitWarning = jest.spyOn(process, 'emitWarning').mockImplementation((warning, options) => {
+      const code = typeof options === 'object' ? options.code : undefined;
+      if (code === 'UNIQUE_JOBS_LATE_STATEMENT') warned.resolve(String(warning));
+    });
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const app = await start({
+        module: { idempotency: { stores: { sql: store } } },
+        idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
+        handler: async (job: Job) => {
+          const client = idempotencyOf<pg.PoolClient>(job).transaction!;
+          setTimeout(() => void client.query(insert, ['void:late']), 100); // fire and forget
+          return 'ok';
+        },
+      });
+      await app.finished(await app.queue.add('charge', { key: 'k-void' }));
+      expect(await warned.promise).toMatch(/after that transaction ended/);
+      const rows = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects}`);
+      expect(Number(rows.rows[0].n)).toBe(0);
+      expect(unhandled).toEqual([]);
+    } finally {
+      emitWarning.mockRestore();
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   // Found by a hostile review (session wt-4): pg also takes a callback in the query config (`{ text, callback }`) and
   // a Submittable (pg-cursor, pg-query-stream), whose handleError it calls; the refusal answered neither (the callback
   // never called, a rejected promise nobody listens to: an unhandled rejection).

@@ -37,7 +37,13 @@ function refused(args: unknown[], error: Error): unknown {
   }
   const last = args.at(-1);
   const callback = args.length > 1 && typeof last === 'function' ? last : config?.callback;
-  if (typeof callback !== 'function') return Promise.reject(error);
+  if (typeof callback !== 'function') {
+    // Rejected for whoever awaits it; a statement nobody awaits (`void client.query(…)` in a timer) must not end the
+    // process as an unhandled rejection: it is told as a process warning instead (nothing was written).
+    const answer = Promise.reject(error);
+    answer.catch(() => process.emitWarning(error.message, { code: 'UNIQUE_JOBS_LATE_STATEMENT' }));
+    return answer;
+  }
   queueMicrotask(() => (callback as (error: Error) => void)(error));
   return undefined;
 }
