@@ -33,9 +33,12 @@ describe('the claim transaction’s checkout, failing', () => {
   }
 
   it('connectionTimeoutMillis on a full pool: rejects once, and the pool is whole afterwards', async () => {
-    const pool = new pg.Pool({ connectionString: databaseUrl(), max: 1, connectionTimeoutMillis: 200 });
+    // The one connection is opened without the short timeout (a loaded machine can take longer than 200 ms to open
+    // one); the store's checkout, waiting for it, meets the timeout (pg-pool reads it at each checkout).
+    const pool = new pg.Pool({ connectionString: databaseUrl(), max: 1, connectionTimeoutMillis: 30_000 });
     try {
       const held = await pool.connect();
+      pool.options.connectionTimeoutMillis = 200;
       expect(await attempt(new PostgresIdempotencyStore({ pool, table }))).toMatch(/rejected timeout exceeded/);
       held.release();
       expect(await attempt(new PostgresIdempotencyStore({ pool, table }))).toBe('resolved ran');
