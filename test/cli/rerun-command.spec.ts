@@ -19,8 +19,8 @@ describe('rerunCommand', () => {
 
   it('quotes what the shell would read otherwise: spaces, quotes, braces, $, globs', () => {
     expect(rerun(['dead', 'list'], 'bull-prefix', '{bull}')).toBe("unique-jobs dead list --bull-prefix '{bull}'");
-    expect(rerun(['locks', 'list', '--queue', "o'clock $HOME *"], 'prefix', 'a,b')).toBe(
-      `unique-jobs locks list --queue 'o'\\''clock $HOME *' --prefix 'a,b'`,
+    expect(rerun(['locks', 'list', '--queue', "o'clock $HOME *"], 'prefix', '{a}')).toBe(
+      `unique-jobs locks list --queue 'o'\\''clock $HOME *' --prefix '{a}'`,
     );
   });
 
@@ -72,8 +72,16 @@ describe('rerunCommand', () => {
   it("puts positionals after '--' when one starts with '-', so the printed command parses back", () => {
     const printed = rerun(['keys', 'show', '--scope', 's', '--', '-5'], 'prefix', 'p');
     expect(printed).toBe('unique-jobs --scope s --prefix p -- keys show -5');
-    expect(parseCliArgs(printed.split(' ').slice(1))).toEqual(
+    expect(parseCliArgs(printed!.split(' ').slice(1))).toEqual(
       parseCliArgs(['keys', 'show', '--scope', 's', '--prefix', 'p', '--', '-5']),
+    );
+  });
+
+  it('prints no command for a prefix found in Redis that the CLI would refuse as --prefix', () => {
+    expect(rerun(['dead', 'list'], 'prefix', 'my app')).toBeUndefined();
+    expect(rerun(['dead', 'list'], 'bull-prefix', 'x'.repeat(101))).toBeUndefined();
+    expect(rerun(['dead', 'list'], 'bull-prefix', 'x'.repeat(100))).toBe(
+      `unique-jobs dead list --bull-prefix ${'x'.repeat(100)}`,
     );
   });
 });

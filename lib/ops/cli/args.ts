@@ -117,9 +117,14 @@ export function uniqueAcrossOption(value: string | undefined): UniqueAcross[] {
 }
 
 /** A name that goes into a key (a prefix): printable, no spaces, no glob characters. */
+/** Whether `value` is a prefix the CLI takes (`--prefix`, `--bull-prefix`): {@link keyPartOption}'s rule. */
+export function isKeyPart(value: string): boolean {
+  return /^[\w{}.:@/-]{1,100}$/.test(value);
+}
+
 export function keyPartOption(name: string, value: string | undefined, fallback: string): string {
   if (value === undefined) return fallback;
-  if (!/^[\w{}.:@/-]{1,100}$/.test(value)) {
+  if (!isKeyPart(value)) {
     throw new CliError(
       `--${name} may hold letters, digits and _ { } . : @ / - only, 1 to 100 of them (got ${value.length > 100 ? `${value.length} characters` : JSON.stringify(value)})`,
     );

@@ -246,7 +246,7 @@ export class CliContext {
       : `none found in the first ${survey.scannedKeys} keys scanned; raise --max-scans to look further`;
     const hint =
       elsewhere.length > 0
-        ? `; a queue ${JSON.stringify(truncate(name, 100))} exists under BullMQ prefix ${elsewhere.map((queue) => JSON.stringify(queue.bullPrefix)).join(', ')}: run again with --bull-prefix ${clean(elsewhere[0].bullPrefix)} (${clean(rerunCommand(this.args, 'bull-prefix', elsewhere[0].bullPrefix))})`
+        ? `; a queue ${JSON.stringify(truncate(name, 100))} exists under BullMQ prefix ${elsewhere.map((queue) => JSON.stringify(queue.bullPrefix)).join(', ')}: run again with --bull-prefix ${clean(elsewhere[0].bullPrefix)}${rerunText(rerunCommand(this.args, 'bull-prefix', elsewhere[0].bullPrefix))}`
         : `; no queue of that name under another BullMQ prefix either (${extent})`;
     return new CliError(`${message}${hint}`, EXIT.failed, false, {
       searched: { redis: this.redisLabel, bullPrefix: this.bullPrefix, queues: found.map((queue) => queue.name) },
@@ -322,4 +322,9 @@ function refused(what: string, error: unknown): never {
 async function clusterEnabled(client: Redis): Promise<boolean> {
   const info = await client.info('cluster').catch(() => '');
   return /^cluster_enabled:1\s*$/m.test(info);
+}
+
+/** ` (<command>)`, made safe for a terminal, or nothing when there is no command to print. */
+function rerunText(command: string | undefined): string {
+  return command === undefined ? '' : ` (${clean(command)})`;
 }

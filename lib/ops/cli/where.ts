@@ -104,7 +104,7 @@ async function findTarget(context: CliContext, elsewhere: Elsewhere, target: Sur
         .map((entry) => entry.prefix),
     );
     for (const prefix of prefixes) {
-      const rerun = { rerunWith: `--prefix ${prefix}`, command: rerunCommand(context.args, 'prefix', prefix) };
+      const rerun = withCommand(`--prefix ${prefix}`, rerunCommand(context.args, 'prefix', prefix));
       for (const key of target.underPrefix(prefix)) candidates.push({ key, ...rerun });
     }
   }
@@ -117,10 +117,10 @@ async function findTarget(context: CliContext, elsewhere: Elsewhere, target: Sur
       const how =
         queue.bullPrefix === context.bullPrefix
           ? { note: `its queue has no ${queue.bullPrefix}:${queue.queue}:meta key, so the CLI does not list it` }
-          : {
-              rerunWith: `--bull-prefix ${queue.bullPrefix}`,
-              command: rerunCommand(context.args, 'bull-prefix', queue.bullPrefix),
-            };
+          : withCommand(
+              `--bull-prefix ${queue.bullPrefix}`,
+              rerunCommand(context.args, 'bull-prefix', queue.bullPrefix),
+            );
       for (const key of target.inQueue(queue)) candidates.push({ key, ...how });
     }
   }
@@ -130,6 +130,11 @@ async function findTarget(context: CliContext, elsewhere: Elsewhere, target: Sur
     candidates.map(({ key }) => (target.field === undefined ? client.exists(key) : client.hexists(key, target.field))),
   );
   return candidates.filter((_, index) => held[index] === 1);
+}
+
+/** The options to run again with, and the command when the CLI would take it. */
+function withCommand(rerunWith: string, command: string | undefined): Pick<ElsewhereMatch, 'rerunWith' | 'command'> {
+  return command === undefined ? { rerunWith } : { rerunWith, command };
 }
 
 /** `"uniquejobs"` — a prefix or name quoted for a message, made safe for a terminal. */
