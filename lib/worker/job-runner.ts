@@ -61,10 +61,14 @@ export class JobRunner {
     const definition = this.definitionOf(job);
     if (!keyed && !definition) return this.counted(run, job, token, signal);
     let handled = false;
-    const handler: ProcessFn = (j, t, s) => {
+    const handler: ProcessFn = async (j, t, s) => {
       handled = true;
-      // A `throw null` fails the attempt too, also one thrown synchronously (a `process` that is no async function).
-      return new Promise((resolve) => resolve(this.counted(run, j, t, s))).catch(rethrowNullish);
+      try {
+        return await this.counted(run, j, t, s);
+      } catch (thrown) {
+        // A `throw null` fails the attempt too, also one thrown synchronously (a `process` that is no async function).
+        return rethrowNullish(thrown);
+      }
     };
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
     const connection = workerConnection(worker);
