@@ -136,8 +136,8 @@ export class Replacer {
    * Removes a job of this queue and this digest that never started. `'removed'`: this call removed it;
    * `'removedByAnother'`: it is gone, another caller removing it at the same time (it reports it), or it was removed as
    * it ended; `'ran'`: it started between the check and the removal, and ended or went back to wait for a retry
-   * (BullMQ removes such a job too), so it was not replaced; `'gone'`: it no longer exists; `'kept'`: it started or finished, or is a flow child;
-   * `'foreign'`: a job of another digest (or none) has that id.
+   * (BullMQ removes such a job too), so it was not replaced; `'gone'`: it no longer exists; `'kept'`: it started or
+   * finished, or is a flow child; `'foreign'`: a job of another digest (or none) has that id.
    */
   private async removeIfNotStarted(
     queue: Queue,
