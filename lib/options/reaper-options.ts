@@ -17,8 +17,9 @@ export interface ReaperOptions {
   /** A run stops scanning after this many ms and goes on where it stopped at the next run. Default 1,000. */
   timeBudget?: number;
   /**
-   * A general-path enqueue lock or an idempotency claim found orphaned is checked again after this many ms before it
-   * is released, so a lock taken just before its job was added is never mistaken for an orphan. Default 15,000.
+   * A general-path enqueue lock, an idempotency claim or a deduplication key whose job finished, found orphaned, is
+   * checked again after this many ms before it is released, so a lock taken just before its job was added (or, for a
+   * deduplication key, before `job.retry()` moved its job back) is never mistaken for an orphan. Default 15,000.
    */
   grace?: number;
   /**

@@ -170,9 +170,16 @@ export class OrphanReaper {
     const dry = dryRun ? '1' : '0';
     const deduplication = pass.deduplicationSpaceOf(key);
     if (deduplication) {
-      const orphan = (await this.scripts.run('reapDeduplication', [key], [deduplication.jobKeyPrefix, dry])) as
-        [string, string] | null;
-      if (orphan) record({ key, kind: 'deduplicationKey', jobId: orphan[0], reason: orphan[1] });
+      // A key whose job is gone is released at once; one whose job finished only after the grace (see the script).
+      const reap = (mode: string) =>
+        this.scripts.run('reapDeduplication', [key], [deduplication.jobKeyPrefix, mode]) as Promise<
+          [string, string] | null
+        >;
+      const orphan = await reap(dryRun ? '1' : '2');
+      if (!orphan) return;
+      const item: ReapedItem = { key, kind: 'deduplicationKey', jobId: orphan[0], reason: orphan[1] };
+      if (dryRun || orphan[1] === 'job gone') record(item);
+      else suspects.push({ item, statuses: async () => [], release: async () => (await reap('0')) !== null });
       return;
     }
     // Parsed (in linear time) only under the library's prefix.
