@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { connectedScanNodes, discoverQueues, nodeAddress } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
 import { bullKeys, KEY_SHAPES, KEY_SUFFIX, UniqueJobsKeys } from '../../redis/keys.js';
@@ -83,19 +84,26 @@ export class LockInspector {
     while (position.node < nodes.length && locks.length < limit && scans < MAX_SCANS_PER_PAGE) {
       const [next, keys] = await nodes[position.node].scan(position.scan, 'MATCH', plan.match, 'COUNT', SCAN_COUNT);
       scans++;
+      // In a fixed order of their own (not their place in the batch, which shifts when a key before them goes), so
+      // a page that ends mid-batch names where it stood by the last order listed: a lock released since on an earlier
+      // page does not make the next page skip one held throughout.
       const candidates = [...new Set(keys)]
-        .sort()
         .map((key) => plan.parse(key))
-        .filter((candidate) => candidate !== undefined);
-      let index = position.skip;
+        .filter((candidate) => candidate !== undefined)
+        .map((candidate) => ({ candidate, order: listingOrder(candidate.key) }))
+        .filter(({ order }) => order >= position.skip) // `skip`: the first order not listed yet
+        .sort((a, b) => a.order - b.order);
+      let index = 0;
       while (index < candidates.length && locks.length < limit) {
-        const chunk = candidates.slice(index, index + (limit - locks.length));
+        let end = Math.min(candidates.length, index + (limit - locks.length));
+        while (end < candidates.length && candidates[end].order === candidates[end - 1].order) end++; // no tie split
+        const chunk = candidates.slice(index, end).map(({ candidate }) => candidate);
         const described = await Promise.all(chunk.map((candidate) => this.reader.describe(candidate, filter, false)));
         locks.push(...described.filter((lock) => lock !== undefined));
-        index += chunk.length;
+        index = end;
       }
       if (index < candidates.length) {
-        position.skip = index; // the page is full in the middle of this batch: the next page scans it again
+        position.skip = candidates[index].order; // the page is full mid-batch: the next page scans it again from there
         break;
       }
       Object.assign(position, next === '0' ? { node: position.node + 1, scan: '0', skip: 0 } : { scan: next, skip: 0 });
@@ -230,6 +238,11 @@ export class LockInspector {
       })),
     ];
   }
+}
+
+/** A key's place in a page's batch: 48 bits of its sha256 (an integer a cursor holds; ties are never split). */
+function listingOrder(key: string): number {
+  return Number.parseInt(createHash('sha256').update(key).digest('hex').slice(0, 12), 16);
 }
 
 /** `value` truncated when it is a finite number ≥ 1, else `fallback`. */

@@ -2,14 +2,17 @@ import { createHash } from 'node:crypto';
 import { InvalidCursorError } from './errors/invalid-cursor.error.js';
 
 /**
- * The cursor's text: node index, that node's SCAN cursor, how many of that batch's candidates were listed, and on a
+ * The cursor's text: node index, that node's SCAN cursor, the first listing order of that batch not listed yet, and on a
  * Cluster the masters' fingerprint.
  */
-const CURSOR = /^n(\d{1,6})\.(\d{1,20})\.(\d{1,9})(?:\.([0-9a-f]{8}))?$/;
+const CURSOR = /^n(\d{1,6})\.(\d{1,20})\.(\d{1,15})(?:\.([0-9a-f]{8}))?$/;
 /** SCAN's cursor is an unsigned 64-bit number: a larger one is refused by Redis ("ERR invalid cursor"). */
 const MAX_SCAN_CURSOR = 2n ** 64n - 1n;
 
-/** Where a lock listing stands: which node, its SCAN cursor, and how many of that SCAN batch were already listed. */
+/**
+ * Where a lock listing stands: which node, its SCAN cursor, and where in that SCAN batch (the first listing order, see
+ * `LockInspector.listLocks`, not listed yet; 0: from its start).
+ */
 export interface Position {
   node: number;
   scan: string;
