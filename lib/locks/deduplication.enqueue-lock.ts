@@ -6,6 +6,7 @@ import { ContendedDigests } from './contended-digests.js';
 import {
   delayOf,
   isAddErrorCode,
+  wholeDelay,
   type EnqueueLock,
   type EnqueueRequest,
   type LockedJob,
@@ -111,7 +112,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     const ttl = this.lockTtl ?? addedLockTtl(job);
     if (ttl === undefined) return; // no TTL: the lock lives as long as its job
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
-    await this.store.retimeDeduplication(key, job.id!, ttl + runInMs);
+    await this.store.retimeDeduplication(key, job.id!, ttl + wholeDelay(runInMs));
   }
 
   async forget(): Promise<void> {

@@ -123,9 +123,26 @@ export interface RemovableHold {
   release(): Promise<boolean>;
 }
 
-/** The delay of a job (its own, or the queue's default), which a lock's lifetime must cover. */
+/**
+ * The longest delay a lock's lifetime counts (about 31,700 years: any job delayed longer waits as good as forever).
+ * Redis takes an expiry in whole milliseconds below 2^63 ms from now, and a script writes a number past 10^17 in
+ * exponent notation, which Redis refuses too.
+ */
+const LONGEST_DELAY_MS = 1e15;
+
+/**
+ * The delay of a job (its own, or the queue's default), which a lock's lifetime must cover, in whole milliseconds:
+ * BullMQ takes fractional and huge delays, which Redis would refuse in an expiry (the lock's script failing after it
+ * took the lock, or BullMQ's add failing on its deduplication TTL). NaN and Infinity count as 0: BullMQ refuses the add.
+ */
 export function delayOf(queue: Queue, opts: JobsOptions): number {
-  return Math.max(opts.delay ?? queue.defaultJobOptions?.delay ?? 0, 0);
+  return wholeDelay(opts.delay ?? queue.defaultJobOptions?.delay ?? 0);
+}
+
+/** A delay as a lock's lifetime counts it: whole milliseconds from 0 to {@link LONGEST_DELAY_MS} (NaN: 0). */
+export function wholeDelay(ms: number): number {
+  const delay = Number(ms);
+  return Number.isFinite(delay) ? Math.min(Math.max(Math.ceil(delay), 0), LONGEST_DELAY_MS) : 0;
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   type Prepared,
   type RemovableHold,
   type Taken,
+  wholeDelay,
 } from './enqueue-lock.js';
 import { BulksInProgress } from './bulks-in-progress.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
@@ -208,7 +209,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   }
 
   async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
-    await this.store.renew(this.key(digest), job.id!, this.leaseBeforeAdd + runInMs); // only a slot it holds
+    await this.store.renew(this.key(digest), job.id!, this.leaseBeforeAdd + wholeDelay(runInMs)); // only a slot it holds
   }
 
   async forget(_queue: Queue, digest: string, holderId: string): Promise<void> {
