@@ -179,7 +179,10 @@ export class Replacer {
  * queue's `Job` class builds it (with the queue's default options, as `queue.add` merges them), serializes it
  * (`asJSON`: data that `JSON.stringify` refuses) and validates its options (`validateOptions`: a float priority, a
  * size limit, exclusive parent options, a custom id BullMQ refuses). One rule sits in `Queue.addJob` instead of the
- * `Job` class, and is repeated here: an id `'0'` or starting with `'0:'`. Throws BullMQ's error.
+ * `Job` class, and is repeated here: an id `'0'` or starting with `'0:'`. Throws BullMQ's error. One more is BullMQ's
+ * add script's, which stores the options as JSON and refuses a NaN or infinite number among them (`delay: NaN`,
+ * `attempts: Infinity`): refused here, naming the option (found by a hostile review: the holder was removed, the add
+ * refused).
  */
 export function checkAsBullMQAdds(queue: Queue, name: string, data: unknown, opts: JobsOptions): void {
   const { jobId } = opts;
@@ -187,6 +190,23 @@ export function checkAsBullMQAdds(queue: Queue, name: string, data: unknown, opt
   const JobClass = (queue as unknown as { Job: typeof Job }).Job;
   const job = new JobClass(queue, name, data, { ...queue.jobsOpts, ...opts }, jobId);
   (job as unknown as { validateOptions(json: JobJson): void }).validateOptions(job.asJSON());
+  const path = nonFinitePath(job.opts, 'opts', 0);
+  if (path !== undefined) {
+    throw new UniqueJobsError(
+      `Job "${name}" on queue "${queue.name}": ${path} is not a finite number, which BullMQ's add refuses (Redis cannot store it as JSON); replace removed nothing`,
+    );
+  }
+}
+
+/** Where a NaN or infinite number sits in job options (`opts.backoff.delay`), if anywhere (plain values, 8 deep). */
+function nonFinitePath(value: unknown, path: string, depth: number): string | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : path;
+  if (typeof value !== 'object' || value === null || depth >= 8) return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const found = nonFinitePath(item, `${path}.${key}`, depth + 1);
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 /**

@@ -40,6 +40,31 @@ describe('a job BullMQ refuses before Redis', () => {
     },
   );
 
+  // Found by a hostile review of the producer side: another refusal is made inside BullMQ's add script, which stores the
+  // options as JSON: a NaN or infinite number among them. `replace` removed the waiting holder first, on the fast path
+  // and on slot sets alike, and the digest was left with no job at all.
+  it.each(
+    [['the deduplication key', { lock: 'until_executed' }] as const, ...slotSetLocks].flatMap(([lock, unique]) =>
+      (
+        [
+          ['delay: NaN', { delay: Number.NaN }],
+          ['delay: Infinity', { delay: Infinity }],
+          ['attempts: Infinity', { attempts: Infinity }],
+          ['backoff.delay: NaN', { backoff: { type: 'fixed', delay: Number.NaN } }],
+        ] as [string, JobsOptions][]
+      ).map(([what, opts]) => [lock, what, unique, opts] as const),
+    ),
+  )('%s, replace, %s: refused, naming the option, and the waiting holders stay', async (_lock, _what, unique, opts) => {
+    const app = await start({ unique: { ...unique, onConflict: 'replace', lockArgs: byId }, paused: true });
+    const limit = 'lockLimit' in unique ? unique.lockLimit : 1;
+    const holders: string[] = [];
+    for (let i = 0; i < limit; i++)
+      holders.push(asEnqueued(await app.service.enqueue(app.queue, 'price', { id: 'a', n: i })).job.id!);
+    await expect(app.queue.add('price', { id: 'a', n: 99 }, opts)).rejects.toThrow(/is not a finite number/);
+    const left = (await app.queue.getJobs(['waiting', 'delayed', 'prioritized'])).map((job) => job.id);
+    expect(left.sort()).toEqual(holders.sort());
+  });
+
   // Review of session 26: one refusal is made inside BullMQ's add script, after a removal: a parent that is missing.
   it.each(slotSetLocks)(
     '%s, replace, a parent that does not exist: refused, the holders stay',
