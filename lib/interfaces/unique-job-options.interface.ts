@@ -59,9 +59,10 @@ export interface UniqueJobDefaults {
   /** What happens to a duplicate. Default `'log'`. */
   onConflict: OnConflict;
   /**
-   * Milliseconds the enqueue lock lives, counted from the job's run time (enqueue time plus `delay`). Required for
-   * `until_expired`. For the other enqueue locks the default is no TTL: the lock lives exactly as long as its job
-   * exists (BullMQ drops a lock whose job is gone on the next enqueue of that digest).
+   * Milliseconds the enqueue lock lives, counted from the job's run time (enqueue time plus `delay`; a delayed job
+   * given a `timestamp` of its own: that timestamp plus `delay`, as BullMQ schedules it). Required for `until_expired`.
+   * For the other enqueue locks the default is no TTL: the lock lives exactly as long as its job exists (BullMQ drops a
+   * lock whose job is gone on the next enqueue of that digest).
    */
   lockTtl: number | undefined;
   /** Milliseconds a run-time lock conflict waits for the holder before the strategy applies. Default `0`. */

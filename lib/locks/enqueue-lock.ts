@@ -131,12 +131,16 @@ export interface RemovableHold {
 const LONGEST_DELAY_MS = 1e15;
 
 /**
- * The delay of a job (its own, or the queue's default), which a lock's lifetime must cover, in whole milliseconds:
- * BullMQ takes fractional and huge delays, which Redis would refuse in an expiry (the lock's script failing after it
- * took the lock, or BullMQ's add failing on its deduplication TTL). NaN and Infinity count as 0: BullMQ refuses the add.
+ * How long from now a new job waits (its delay: its own, or the queue's default), which a lock's lifetime must cover,
+ * in whole milliseconds: BullMQ takes fractional and huge delays, which Redis would refuse in an expiry (the lock's
+ * script failing after it took the lock, or BullMQ's add failing on its deduplication TTL). NaN and Infinity count as
+ * 0: BullMQ refuses the add. A delayed job with a `timestamp` of the caller's runs at that timestamp plus its delay, as
+ * BullMQ schedules it (a timestamp in the future: later than its delay from now).
  */
 export function delayOf(queue: Queue, opts: JobsOptions): number {
-  return wholeDelay(opts.delay ?? queue.defaultJobOptions?.delay ?? 0);
+  const delay = Number(opts.delay ?? queue.defaultJobOptions?.delay ?? 0);
+  const timestamp = Number(opts.timestamp);
+  return wholeDelay(delay > 0 && Number.isFinite(timestamp) ? timestamp + delay - Date.now() : delay);
 }
 
 /** A delay as a lock's lifetime counts it: whole milliseconds from 0 to {@link LONGEST_DELAY_MS} (NaN: 0). */

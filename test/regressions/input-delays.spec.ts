@@ -5,7 +5,7 @@
 // that never got a job, and the next enqueue of the digest was answered as a duplicate of that ghost.
 import { describe, expect, it } from '@jest/globals';
 import { useApps } from '../support/apps.js';
-import { byId, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
+import { byId, dedupKey, digestOf, enqueuedJob, owners, queuedKey } from '../support/locks.js';
 
 describe('delays that are not whole milliseconds, or huge', () => {
   const { redis, start } = useApps('delays');
@@ -53,4 +53,18 @@ describe('delays that are not whole milliseconds, or huge', () => {
       if (extra.lockLimit === 2) expect(await owners(redis, key)).toEqual([]);
     },
   );
+
+  // A caller's `timestamp`: BullMQ runs a delayed job at that timestamp plus its delay. Before, the lock's TTL counted
+  // the delay from now, so a timestamp in the future let a duplicate in long before the first job ran.
+  it('a delayed job with a timestamp in the future: the lock lasts lockTtl past its run time', async () => {
+    const a = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockTtl: 1_000 }, paused: true });
+    const job = await a.queue.add('sync', { id: 't' }, { timestamp: Date.now() + 60_000, delay: 500 });
+    expect(await redis.pttl(dedupKey(a.queue.name, digestOf(a, 'sync', { id: 't' })))).toBeGreaterThan(60_000);
+    const b = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const key = queuedKey(b.prefix, digestOf(b, 'sync', { id: 't' }));
+    await b.queue.add('sync', { id: 't' }, { timestamp: Date.now() + 3_600_000, delay: 500 });
+    const [, score] = await redis.zrange(key, '0', '-1', 'WITHSCORES');
+    expect(Number(score) - Date.now()).toBeGreaterThan(24 * 3_600_000 + 3_500_000); // the 24 h lease past the run time
+    await job.remove();
+  });
 });
