@@ -26,17 +26,22 @@ afterAll(async () => {
   await pool.end();
 });
 
+/** A store on tables of its own, an effects table, and its INSERT statement. */
+async function storeAndEffects(name: string) {
+  const idem = uniqueTable(`idem_${name}`);
+  const effects = uniqueTable(`fx_${name}`);
+  tables.push(idem, effects);
+  await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, key text NOT NULL)`);
+  const store = new PostgresIdempotencyStore({ pool, table: idem });
+  await store.migrate();
+  return { store, effects, insert: `INSERT INTO ${effects} (key) VALUES ($1)` };
+}
+
 describe('PostgresIdempotencyStore: a statement on the transaction client after the handler returned', () => {
   const { start } = useApps('tx-late');
 
   it('is refused with a UniqueJobsError that says why, and nothing of it is written', async () => {
-    const idem = uniqueTable('idem_late');
-    const effects = uniqueTable('fx_late');
-    tables.push(idem, effects);
-    await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, key text NOT NULL)`);
-    const store = new PostgresIdempotencyStore({ pool, table: idem });
-    await store.migrate();
-    const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
+    const { store, effects, insert } = await storeAndEffects('late');
     const late = deferred<unknown>();
     const app = await start({
       module: { idempotency: { stores: { sql: store } } },
@@ -63,13 +68,7 @@ describe('PostgresIdempotencyStore: a statement on the transaction client after 
     expect((outcome as Error).message).toMatch(/after that transaction ended/);
   });
   it('a late statement nobody awaits is refused as a process warning, not an unhandled rejection', async () => {
-    const idem = uniqueTable('idem_void');
-    const effects = uniqueTable('fx_void');
-    tables.push(idem, effects);
-    await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, key text NOT NULL)`);
-    const store = new PostgresIdempotencyStore({ pool, table: idem });
-    await store.migrate();
-    const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
+    const { store, effects, insert } = await storeAndEffects('void');
     const warned = deferred<string>();
     const unhandled: unknown[] = [];
     // Jest's `process` is a copy whose listeners Node's own warnings never reach: the call itself is watched.
@@ -128,13 +127,7 @@ describe('PostgresIdempotencyStore: a statement on the transaction client after 
   ] as const)(
     'answers a late query through %s, refused',
     async (_label, lateQuery) => {
-      const idem = uniqueTable('idem_late');
-      const effects = uniqueTable('fx_late');
-      tables.push(idem, effects);
-      await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, key text NOT NULL)`);
-      const store = new PostgresIdempotencyStore({ pool, table: idem });
-      await store.migrate();
-      const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
+      const { store, insert } = await storeAndEffects('late');
       const late = deferred<unknown>();
       const app = await start({
         module: { idempotency: { stores: { sql: store } } },
