@@ -48,7 +48,7 @@ describe('a bulk’s acquires in one socket write', () => {
         ids.map((id, i) => ({
           name: 'sync',
           data: { id },
-          ...(i === at ? { opts: { delay: 1n as unknown as number } } : {}),
+          ...(i === at ? { opts: { delay: Symbol('not a delay') as unknown as number } } : {}),
         })),
       )
       .then(

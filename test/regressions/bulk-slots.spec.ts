@@ -176,13 +176,13 @@ describe('addBulk on the general path', () => {
     expect(await slotsOf(app, ids)).toEqual(Object.fromEntries(ids.map((id, i) => [id, [jobs[i].id]])));
   });
 
-  it('an entry whose options throw synchronously in begin (delay: 1n) leaves no slot of the entries before it', async () => {
+  it('an entry whose options throw synchronously in begin (a Symbol delay) leaves no slot of the entries before it', async () => {
     const app = await start();
     const failure = await app.queue
       .addBulk([
         { name: 'sync', data: { id: 'y1' } },
         { name: 'sync', data: { id: 'y2' } },
-        { name: 'sync', data: { id: 'y3' }, opts: { delay: 1n as unknown as number } },
+        { name: 'sync', data: { id: 'y3' }, opts: { delay: Symbol('not a delay') as unknown as number } },
       ])
       .then(
         () => undefined,
