@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { LeaseKeeper } from './lease-keeper.js';
 import { takeMark, type AcquireResult, type LockStore } from './lock-store.js';
@@ -45,11 +44,11 @@ export class RuntimeLease {
   }
 
   /**
-   * Waits up to `lockTimeout` for a slot, backing off (25 ms doubling to 1 s) rather than polling hot. `signal` (the
-   * job's, aborted by BullMQ's `worker.cancelJob`): the wait ends when it is aborted, with an `AbortError` whose
-   * `cause` is the signal's reason; a slot taken is kept (the handler sees the signal).
+   * Waits up to `lockTimeout` for a slot, backing off (25 ms doubling to 1 s) rather than polling hot. `signals` (the
+   * job's, aborted by BullMQ's `worker.cancelJob`; its worker's, aborted when it starts closing): the wait ends when
+   * one is aborted, with an `AbortError` whose `cause` is its reason; a slot taken is kept (the handler sees the signal).
    */
-  async take(signal?: AbortSignal): Promise<AcquireResult> {
+  async take(signals: readonly AbortSignal[] = []): Promise<AcquireResult> {
     const { lockTimeout, runtimeLockLease, lockLimit } = this.settings;
     const deadline = performance.now() + lockTimeout;
     let wait = 25;
@@ -77,10 +76,7 @@ export class RuntimeLease {
         return held;
       }
       if (left <= 0) return held;
-      if (signal?.aborted) throw cancelled(signal);
-      await sleep(Math.min(wait, left), undefined, signal && { signal }).catch((error: unknown) => {
-        throw signal?.aborted ? cancelled(signal) : error;
-      });
+      await pause(Math.min(wait, left), signals);
       wait = Math.min(wait * 2, 1000);
     }
   }
@@ -91,13 +87,13 @@ export class RuntimeLease {
    * meanwhile, so it is asked once more, at once. The acquire drops ended leases first: it then refuses while another
    * holds the slot, else takes it anew (re-entrant: this owner, with a fresh lease).
    */
-  async takeFresh(signal?: AbortSignal): Promise<AcquireResult> {
-    const held = await this.take(signal);
+  async takeFresh(signals: readonly AbortSignal[] = []): Promise<AcquireResult> {
+    const held = await this.take(signals);
     const keeper = this.keeper;
     if (!held.acquired || !keeper?.expired) return held;
     keeper.stop();
     this.keeper = undefined;
-    return this.take(signal);
+    return this.take(signals);
   }
 
   /**
@@ -123,6 +119,26 @@ export class RuntimeLease {
     if (keeper.expired) keeper.reportLost();
     return this.store.releaseMarked(this.key, this.owner, this.mark, inOrderOn);
   }
+}
+
+/**
+ * Sleeps `ms`, or rejects with {@link cancelled} as soon as one of `signals` is aborted. Its listeners are removed when
+ * it ends: a worker's signal lives as long as the worker, and must not keep one per wait.
+ */
+function pause(ms: number, signals: readonly AbortSignal[]): Promise<void> {
+  const aborted = signals.find((signal) => signal.aborted);
+  if (aborted) return Promise.reject(cancelled(aborted));
+  return new Promise((resolve, reject) => {
+    const end = (signal?: AbortSignal) => {
+      clearTimeout(timer);
+      for (const each of signals) each.removeEventListener('abort', onAbort);
+      if (signal) reject(cancelled(signal));
+      else resolve();
+    };
+    const onAbort = (event: Event) => end(event.target as AbortSignal);
+    const timer = setTimeout(end, ms);
+    for (const signal of signals) signal.addEventListener('abort', onAbort);
+  });
 }
 
 /** The error a wait for the lock ends with when the job is cancelled: a handler honouring its signal throws alike. */

@@ -46,8 +46,8 @@ export class JobRun implements LockRun {
     private readonly deps: JobRunDeps,
     /** The connection the worker records the job's end on, when known. */
     private readonly connection?: Redis,
-    /** The job's abort signal (BullMQ's `worker.cancelJob`): ends a wait for the run-time lock. */
-    private readonly signal?: AbortSignal,
+    /** The job's abort signal (BullMQ's `worker.cancelJob`) and its worker's closing one: end a wait for the run-time lock. */
+    private readonly signals: readonly AbortSignal[] = [],
   ) {
     this.restarted = isRestart(job);
     const lock = lockedBy && definition.enqueueLockOf(lockedBy); // the kind it took, were the options changed since
@@ -93,7 +93,7 @@ export class JobRun implements LockRun {
       async (annotate) => {
         // Asked again when its answer was read after its lease could have ended (an event-loop stall): the handler does
         // not start on a lease another job took over meanwhile.
-        const answer = await lease.takeFresh(this.signal);
+        const answer = await lease.takeFresh(this.signals);
         annotate({ acquired: answer.acquired });
         return answer;
       },

@@ -13,6 +13,7 @@ import { lockedAs } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
+import { closingSignal, isAbortError, putBack, signalsOf } from './worker-closing.js';
 import { workerConnection } from './worker-connection.js';
 
 /** A processor's `process`, as BullMQ calls it. */
@@ -85,7 +86,7 @@ export class JobRunner {
       : handler;
     const processed = definition
       ? tracer.run('process', { queue: job.queueName, jobName: job.name, lock: definition.options.lock }, (annotate) =>
-          this.runLocked(job, token, signal, next, definition, connection, annotate),
+          this.runLocked(job, token, signal, next, definition, connection, annotate, closingSignal(worker)),
         )
       : tracer.run('process', { queue: job.queueName, jobName: job.name }, () => next(job, token, signal));
     return processed.catch((error: unknown) => postponed(job, token, error)); // e.g. the run-time lock's take
@@ -142,14 +143,18 @@ export class JobRunner {
     definition: JobDefinition,
     connection: Redis | undefined,
     annotate: AnnotateOperation,
+    closing: AbortSignal | undefined,
   ): Promise<unknown> {
     const locked = lockedAs(job);
     const digest = locked?.digest ?? digestInWorker(definition, job);
     annotate({ digest });
-    const run = new JobRun(job, definition, digest, locked?.by, this.deps, connection, signal);
+    const run = new JobRun(job, definition, digest, locked?.by, this.deps, connection, signalsOf(signal, closing));
     this.runs.set(job, run);
     try {
-      const admitted = await definition.lock.start(run);
+      const admitted = await definition.lock.start(run).catch((error: unknown) => {
+        if (!closing?.aborted || !isAbortError(error)) throw error;
+        return putBack(job, token, error, () => (this.followsDelays(run) ? this.delayed(run) : undefined));
+      });
       if (!admitted.acquired) return await this.conflicted(run, token, admitted.holder);
       let value: unknown;
       try {
