@@ -46,7 +46,10 @@ export class JobRun implements LockRun {
     private readonly deps: JobRunDeps,
     /** The connection the worker records the job's end on, when known. */
     private readonly connection?: Redis,
-    /** The job's abort signal (BullMQ's `worker.cancelJob`) and its worker's closing one: end a wait for the run-time lock. */
+    /**
+     * The job's abort signal (BullMQ's `worker.cancelJob`) and its worker's closing one: end a wait for the run-time
+     * lock.
+     */
     private readonly signals: readonly AbortSignal[] = [],
   ) {
     this.restarted = isRestart(job);

@@ -1,8 +1,8 @@
-// Found by a hostile review (session 33, review 102): a worker closed (`worker.close()`, `app.close()`) while one of its jobs waited
-// for its run-time lock held by another worker went on waiting, up to `lockTimeout`, before the close could end (and a
-// forced close left the wait running: the handler could start on the closed worker once the holder was done). The wait
-// now ends when its worker starts closing: nothing ran, so the job is put back (to delayed, its attempts untouched, as
-// `reschedule` does), keeping the enqueue lock it holds, and another worker runs it.
+// Found by a hostile review (session 33, review 102): a worker closed (`worker.close()`, `app.close()`) while one of
+// its jobs waited for its run-time lock held by another worker went on waiting, up to `lockTimeout`, before the close
+// could end (and a forced close left the wait running: the handler could start on the closed worker once the holder was
+// done). The wait now ends when its worker starts closing: nothing ran, so the job is put back (to delayed, its
+// attempts untouched, as `reschedule` does), keeping the enqueue lock it holds, and another worker runs it.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { performance } from 'node:perf_hooks';
