@@ -92,58 +92,6 @@ describe('the orphan reaper', () => {
       });
       expect(await redis.get(live)).toBe(waiting.id);
     });
-
-    it('keeps a key that job.retry() took back for its finished job while BullMQ has not moved the job yet', async () => {
-      // job.retry() takes the lock (the deduplication key, naming the job) and then asks BullMQ to move the job: in
-      // between, the job still looks finished. A reaper run that looks there must not take the key for a finished
-      // job's leftover: its grace lets the move land.
-      const a = await start({ unique: { lock: 'until_executed', lockArgs: byId } });
-      const job = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'again' }));
-      a.start();
-      await a.finished(job);
-      await a.worker!.pause();
-      const key = dedupKey(a.queue.name, digestOf(a, 'sync', { id: 'again' }));
-      expect(await redis.exists(key)).toBe(0); // BullMQ deleted it with the completion
-
-      // Hold BullMQ's move (its script waits for the queue's client) from the moment the library took the lock…
-      const gate = deferred();
-      const backend = (a.queue.getBackend() as unknown as { queue: { client: Promise<unknown> } }).queue;
-      const client = backend.client;
-      const locked = a.service.events$.pipe(filter((event) => event.type === 'locked' && event.jobId === job.id));
-      const subscription = locked.subscribe(() => {
-        Object.defineProperty(backend, 'client', { configurable: true, get: () => gate.promise.then(() => client) });
-      });
-      // … and let it go once the reaper has looked at the key (the answer is handed over when the move has landed).
-      const scripts = (reaperOf(a) as unknown as { reaper: { scripts: { run: (...args: unknown[]) => unknown } } })
-        .reaper.scripts;
-      const run = scripts.run.bind(scripts);
-      scripts.run = async (...args: unknown[]) => {
-        const answer = await run(...args);
-        if (args[0] === 'reapDeduplication') {
-          gate.resolve();
-          await retried;
-        }
-        return answer;
-      };
-      const done = await a.queue.getJob(job.id!);
-      const retried = done!.retry('completed');
-      try {
-        await firstValueFrom(locked);
-        expect(await redis.get(key)).toBe(job.id);
-        expect(await redis.hexists(jobKey(a, job.id!), 'finishedOn')).toBe(1); // BullMQ has not moved it yet
-        await reaperOf(a).run();
-      } finally {
-        subscription.unsubscribe();
-        scripts.run = run;
-        gate.resolve();
-        await retried;
-        Object.defineProperty(backend, 'client', { configurable: true, get: () => client });
-      }
-
-      expect(await a.queue.getJobState(job.id!)).toBe('waiting');
-      expect(await redis.get(key)).toBe(job.id);
-      expect(await a.service.enqueue(a.queue, 'sync', { id: 'again' })).toMatchObject({ status: 'duplicate' });
-    });
   });
 
   describe('general-path enqueue locks', () => {

@@ -151,7 +151,14 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     finished: async (job) => {
       const found = typeof job === 'string' ? await queue.getJob(job) : job;
       if (!found) throw new Error(`job ${typeof job === 'string' ? job : job.id} not found`);
-      return (await found.waitUntilFinished(queueEvents)) as unknown;
+      try {
+        return (await found.waitUntilFinished(queueEvents)) as unknown;
+      } catch (error) {
+        // BullMQ checks the job after subscribing: one that finished and was removed (removeOnComplete / removeOnFail)
+        // before that check is "missing", its outcome still in the queue's event stream.
+        if (!/^Missing key for job/.test((error as Error).message)) throw error;
+        return finishedFromEvents(queue, found.id!);
+      }
     },
     close: async () => {
       await moduleRef.close();
@@ -160,4 +167,22 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
       await cleanUp(options.queue, prefix);
     },
   };
+}
+
+/** The outcome of a finished job read from its queue's event stream: its return value, or its failure thrown. */
+async function finishedFromEvents(queue: Queue, jobId: string): Promise<unknown> {
+  const client = redisClient();
+  try {
+    const entries = await client.xrevrange(`${bullPrefix()}:${queue.name}:events`, '+', '-', 'COUNT', 10_000);
+    for (const [, fields] of entries) {
+      const event = new Map<string, string>();
+      for (let i = 0; i + 1 < fields.length; i += 2) event.set(fields[i], fields[i + 1]);
+      if (event.get('jobId') !== jobId) continue;
+      if (event.get('event') === 'completed') return JSON.parse(event.get('returnvalue') ?? 'null') as unknown;
+      if (event.get('event') === 'failed') throw new Error(event.get('failedReason'));
+    }
+    throw new Error(`job ${jobId} was removed, and its queue's events hold no outcome of it`);
+  } finally {
+    await client.quit();
+  }
 }
