@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { connectedScanNodes, discoverQueues, nodeAddress } from '../../redis/scan.js';
 import type { Cluster, Redis } from 'ioredis';
 import { bullKeys, KEY_SHAPES, KEY_SUFFIX, UniqueJobsKeys } from '../../redis/keys.js';
@@ -242,7 +242,7 @@ export class LockInspector {
 
 /** A key's place in a page's batch: 48 bits of its sha256 (an integer a cursor holds; ties are never split). */
 function listingOrder(key: string): number {
-  return Number.parseInt(createHash('sha256').update(key).digest('hex').slice(0, 12), 16);
+  return Number.parseInt(hash('sha256', key, 'hex').slice(0, 12), 16);
 }
 
 /** `value` truncated when it is a finite number ≥ 1, else `fallback`. */
