@@ -30,6 +30,7 @@ export const DEFAULT_EVENT_LOG_LEVELS: Readonly<Record<UniqueJobEvent['type'], E
   idempotencyReplayed: 'log',
   idempotencyInProgress: 'log',
   idempotencyReleased: 'debug',
+  idempotencyHandedOver: 'debug',
   idempotencyFailureKept: 'warn',
   idempotencyMismatch: 'warn',
   idempotencyLeaseLost: false,
@@ -128,6 +129,8 @@ export function describeEvent(event: UniqueJobEvent): string {
           }`;
         case 'idempotencyReleased':
           return `Job ${event.jobId} (${job}) failed and released ${key}`;
+        case 'idempotencyHandedOver':
+          return `Job ${event.jobId} (${job}) ended a step (${event.step}) and kept ${key} for its next delivery (${event.leaseMs} ms at most)`;
         case 'idempotencyFailureKept':
           return `Job ${event.jobId} (${job}) failed for good; the failure of ${key} is kept`;
         case 'idempotencyMismatch':

@@ -72,6 +72,17 @@ export type IdempotencyEvent =
       retryInMs: number;
     })
   | (IdempotencyEventBase & { type: 'idempotencyReleased' })
+  | (IdempotencyEventBase & {
+      /**
+       * The handler moved its own job and ended between two steps (BullMQ's step jobs): the claim is kept for the job's
+       * next delivery, which resumes it; other deliveries of the key wait.
+       */
+      type: 'idempotencyHandedOver';
+      /** The error the handler ended with: `DelayedError`, `WaitingChildrenError` or `WaitingError`. */
+      step: string;
+      /** How long the record stays live for the job's next delivery, ms. */
+      leaseMs: number;
+    })
   | (IdempotencyEventBase & { type: 'idempotencyFailureKept' })
   | (IdempotencyEventBase & { type: 'idempotencyMismatch' })
   | (IdempotencyEventBase & { type: 'idempotencyLeaseLost' })

@@ -5,6 +5,7 @@ import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.
 import type { Attempt } from './attempt.js';
 import type { IdempotencyClaimLost } from './idempotency-store.interface.js';
 import type { WaitingDuplicates } from './waiting-duplicates.js';
+import { isHandedOver } from './step-handover.js';
 
 /** Slack added to a holder's remaining lease before a waiting duplicate is tried again (clocks differ slightly). */
 const DELAY_MARGIN_MS = 50;
@@ -47,8 +48,10 @@ export async function answerHeldKey(
     throw new IdempotencyInProgressError(scope, key, holderJobId, expiresInMs);
   }
   // Back to delayed until the holder settles the record (it promotes this job then), or at the latest until its lease
-  // could have ended (a holder that died); BullMQ does not count this as an attempt.
-  const retryInMs = expiresInMs + DELAY_MARGIN_MS;
+  // could have ended (a holder that died); BullMQ does not count this as an attempt. A record parked between two steps
+  // of its job has no holder running to wake this delivery, and may stay a long time: it looks again within a lease.
+  const bound = isHandedOver(record.owner) ? Math.min(expiresInMs, definition.options.lease) : expiresInMs;
+  const retryInMs = bound + DELAY_MARGIN_MS;
   const stillHeld =
     claim.stillHeld ??
     (async () => {

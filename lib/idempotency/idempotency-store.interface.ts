@@ -58,6 +58,17 @@ export interface IdempotencyStore<Transaction = unknown> {
     completion: IdempotencyCompletion,
   ): Promise<boolean> | undefined;
 
+  /**
+   * Hands the owner's `in_progress` record over to the claiming job's next delivery (optional): a step of a step job
+   * moved its job (`moveToDelayed` + `DelayedError`, `moveToWaitingChildren` + `WaitingChildrenError`, `moveToWait` +
+   * `WaitingError`), so its handler ends without settling the key and the same job runs again later. Makes the record's
+   * owner `handover.owner` and its lease `handover.leaseMs` from now, in one compare-and-set on `ref.owner`; `false`:
+   * the owner lost it. A store that implements it must then let a claim whose `resumeOwner` equals the record's owner
+   * take the live record over (see {@link IdempotencyClaim.resumeOwner}), while every other claim still meets it live.
+   * Absent: the runner releases the claim, and a duplicate delivered while the job waits runs from its first step.
+   */
+  handOver?(ref: IdempotencyRecordRef, handover: IdempotencyHandover): Promise<boolean>;
+
   /** Turns the owner's `in_progress` record into `failed`, storing `failure.error`, kept `failure.ttlMs`. */
   fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): Promise<boolean>;
 
@@ -178,12 +189,27 @@ export interface IdempotencyClaim extends IdempotencyRecordRef {
    */
   jobCreatedAt?: number;
   /**
+   * The owner token this job's earlier delivery handed the key over to (see {@link IdempotencyStore.handOver}): one
+   * per job (its key and creation time), the same at every delivery. A live `in_progress` record owned by it is this
+   * job's own, parked between two steps: the claim takes it over (`takeover: true`, keeping the stored fingerprint)
+   * instead of answering it live. Stores without `handOver` ignore it.
+   */
+  resumeOwner?: string;
+  /**
    * The claim is followed by the handler's transaction in this store (`runInTransaction`), which completes the record
    * and commits with the database's full durability. A store may then commit the claim without waiting for it to be
    * durable (PostgreSQL: `synchronous_commit` off for the claim's own transaction): a claim lost in a database crash
    * was never completed either, since the completion's commit makes every earlier commit durable with it.
    */
   transactional?: boolean;
+}
+
+/** What {@link IdempotencyStore.handOver} makes of a record. */
+export interface IdempotencyHandover {
+  /** The owner token the record is handed over to (the job's {@link IdempotencyClaim.resumeOwner}). */
+  owner: string;
+  /** How long the record stays live while the job waits for its next delivery (ms). */
+  leaseMs: number;
 }
 
 /** A claim inside the handler's transaction ({@link IdempotencyStore.claimInTransaction}). */

@@ -18,6 +18,7 @@ import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import { answerHeldKey } from './held-key.js';
 import { afterFailure, keepFailure } from './attempt-failure.js';
+import { handOverStep, resumeOwnerOf } from './step-handover.js';
 import type {
   IdempotencyTransactionalClaim,
   IdempotencyTransactionResult,
@@ -102,6 +103,11 @@ export class IdempotencyRunner {
     };
     const fingerprint = definition.fingerprintOf(job);
     const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
+    // Where a step of the job hands its claim over to (a store that can hand over: see step-handover.ts).
+    const resumeOwner =
+      store.handOver && !options.transactional && Number.isFinite(job.timestamp)
+        ? resumeOwnerOf(jobKey, job.timestamp)
+        : undefined;
     const request = {
       scope,
       key,
@@ -112,6 +118,7 @@ export class IdempotencyRunner {
       jobKey,
       jobCreatedAt: job.timestamp,
       ttlMs: options.ttl,
+      resumeOwner,
     };
     if (options.transactional) return this.runInTransaction(attempt, request, next);
     let fresh: FreshClaim;
@@ -127,7 +134,7 @@ export class IdempotencyRunner {
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
     if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
     const context = this.claimed(attempt, claim.claimed ? claim.takeover : claim.record.attempts > 1);
-    return context.run(job, () => this.runThenComplete(attempt, next, connection, sentAt));
+    return context.run(job, () => this.runThenComplete(attempt, next, connection, sentAt, resumeOwner));
   }
 
   /** The delivery got its claim's answer (it no longer waits for the key). */
@@ -158,6 +165,7 @@ export class IdempotencyRunner {
     next: Processor,
     connection: Redis | undefined,
     sentAt: number,
+    resumeOwner: string | undefined,
   ): Promise<unknown> {
     const { job, token, signal, definition, ref } = attempt;
     const { store, options } = definition;
@@ -168,7 +176,7 @@ export class IdempotencyRunner {
       value = await next(job, token, signal);
     } catch (error) {
       keeper.stop();
-      await afterFailure(attempt, error);
+      if (!(await handOverStep(attempt, error, resumeOwner))) await afterFailure(attempt, error);
       this.settled(attempt);
       throw error;
     }

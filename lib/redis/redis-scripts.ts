@@ -24,6 +24,7 @@ export type ScriptName =
   | 'idempotencyRenew'
   | 'idempotencySettle'
   | 'idempotencyRelease'
+  | 'idempotencyHandOver'
   | 'idempotencyGet'
   | 'reapExpiredLeases'
   | 'reapLockOwner'

@@ -416,6 +416,50 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
       expect(await store.get(SCOPE, key)).toEqual(completed);
     });
 
+    it('hands a claim over to a resume token: live for others, taken over by that token, fingerprint kept', async () => {
+      const store = storeOf();
+      if (!store.handOver) return; // optional: a store without it releases instead (the runner's fallback)
+      const key = newKey('hand-over');
+      const owner = newOwner();
+      const resumeOwner = `step:${randomUUID()}`;
+      expect(await store.claim(claimOf(key, owner, { fingerprint: 'fp-sent', resumeOwner }))).toEqual({
+        claimed: true,
+        takeover: false,
+      });
+      // Only the owner hands over; a stranger's token changes nothing.
+      expect(await store.handOver(refOf(key, newOwner()), { owner: resumeOwner, leaseMs: LEASE_MS * 2 })).toBe(false);
+      expect(await store.handOver(refOf(key, owner), { owner: resumeOwner, leaseMs: LEASE_MS * 2 })).toBe(true);
+      const parked = await liveRecord(store, SCOPE, key);
+      expect(parked).toMatchObject({ state: 'in_progress', owner: resumeOwner, fingerprint: 'fp-sent', attempts: 1 });
+      // The old owner lost it: no renewal, completion or release.
+      expect(await store.renew(refOf(key, owner), LEASE_MS)).toBe(false);
+      expect(await store.complete(refOf(key, owner), { result: '1', ttlMs: RETENTION_MS })).toBe(false);
+      expect(await store.release(refOf(key, owner))).toBe(false);
+
+      // Another job's claim (same payload, another resume token or none) meets it live, for the handed-over lease.
+      const other = refusedClaim(await store.claim(claimOf(key, newOwner(), { fingerprint: 'fp-sent' })));
+      expect(other.record).toMatchObject({ state: 'in_progress', owner: resumeOwner });
+      expect(other.expiresInMs).toBeGreaterThan(LEASE_MS);
+      refusedClaim(await store.claim(claimOf(key, newOwner(), { resumeOwner: `step:${randomUUID()}` })));
+
+      // The job's next delivery (its data changed by the step: another fingerprint) takes it over, keeping the first.
+      const resumed = newOwner();
+      expect(await store.claim(claimOf(key, resumed, { fingerprint: 'fp-updated', resumeOwner }))).toEqual({
+        claimed: true,
+        takeover: true,
+      });
+      expect(await liveRecord(store, SCOPE, key)).toMatchObject({
+        state: 'in_progress',
+        owner: resumed,
+        fingerprint: 'fp-sent',
+        attempts: 2,
+      });
+      expect(await store.complete(refOf(key, resumed), { result: '"done"', ttlMs: RETENTION_MS })).toBe(true);
+      // Settled: the resume token takes nothing any more.
+      refusedClaim(await store.claim(claimOf(key, newOwner(), { fingerprint: 'fp-sent', resumeOwner })));
+      expect(await liveRecord(store, SCOPE, key)).toMatchObject({ state: 'completed', result: '"done"' });
+    });
+
     it('does not let a different payload take over an ended claim: it answers the record, for a mismatch', async () => {
       const store = storeOf();
       const key = newKey('takeover-other-payload');

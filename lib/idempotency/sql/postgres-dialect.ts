@@ -93,28 +93,32 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
     SELECT $1, $2, '${state}', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
     FROM ${from} WHERE ${where}`;
-  // Inserts the record in `state`, or overwrites one the claim may take over.
+  // A record handed over between two steps of the claiming job (owned by its resume token, `resume`): the job's own,
+  // taken over live, keeping the fingerprint it was first claimed with.
+  const resumedBy = (resume: string) => `cur.state = 'in_progress' AND cur.owner = ${resume}`;
+  // Inserts the record in `state`, or overwrites one the claim may take over (or, given `resume`, resumes).
   const upsert = (
     state: 'in_progress' | 'completed',
     from: string,
     where = 'true',
+    resume?: string,
   ) => `${insertRecord(state, from, where)}
     ON CONFLICT (scope, key) DO UPDATE SET
       state = '${state}',
       owner = excluded.owner,
       job_id = excluded.job_id,
-      fingerprint = excluded.fingerprint,
+      fingerprint = ${resume ? `CASE WHEN ${resumedBy(resume)} THEN cur.fingerprint ELSE excluded.fingerprint END` : 'excluded.fingerprint'},
       result = NULL,
       error = NULL,
       attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,
       created_at = CASE WHEN cur.state = 'in_progress' THEN cur.created_at ELSE excluded.created_at END,
       expires_at = excluded.expires_at,
       updated_at = excluded.updated_at
-    WHERE ${takeoverAllowed}
+    WHERE ${resume ? `(${resumedBy(resume)}) OR (${takeoverAllowed})` : takeoverAllowed}
     RETURNING cur.attempts > 1 AS takeover`;
   const now = '(SELECT clock_timestamp() AS now) AS n';
   const claimStatement = (asynchronous: boolean) => `WITH cfg AS MATERIALIZED (SELECT ${claimSettings(asynchronous)})
-    ${upsert('in_progress', `${now}, cfg`)}`;
+    ${upsert('in_progress', `${now}, cfg`, 'true', '$7::text')}`;
   const claim = claimStatement(false);
   const claimBeforeTransaction = claimStatement(true);
   // The claim inside the handler's transaction, the record written completed. The advisory lock (transaction-scoped,
@@ -169,6 +173,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     WHERE scope = $1 AND key = $2`;
   const renew = `UPDATE ${t} SET expires_at = clock_timestamp() + ${ms(4)}, updated_at = clock_timestamp()
     WHERE ${owned}`;
+  const handOver = `UPDATE ${t} SET owner = $5, expires_at = clock_timestamp() + ${ms(4)}, updated_at = clock_timestamp()
+    WHERE ${owned}`;
   const settle = (state: 'completed' | 'failed') => `UPDATE ${t}
     SET state = '${state}', result = ${state === 'completed' ? '$4' : 'NULL'}, error = ${state === 'failed' ? '$4' : 'NULL'},
       expires_at = clock_timestamp() + ${ms(5)}, updated_at = clock_timestamp()
@@ -207,6 +213,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
         jobIdText(r.jobId),
         r.fingerprint ?? null,
         r.leaseMs,
+        r.resumeOwner ?? null,
       ]),
     claimFreshInTransaction: (r, ttlMs) =>
       query(freshInTransaction, [r.scope, r.key, r.owner, jobIdText(r.jobId), r.fingerprint ?? null, ttlMs]),
@@ -239,6 +246,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     },
     rowLocked: (scope, key) => query(rowLocked, [scope, key]),
     renew: (ref, leaseMs) => command(renew, [...ownedParams(ref), leaseMs]),
+    handOver: (ref, h) => command(handOver, [...ownedParams(ref), h.leaseMs, h.owner]),
     complete: (ref, c) => command(complete, [...ownedParams(ref), c.result ?? null, c.ttlMs]),
     fail: (ref, f) => command(fail, [...ownedParams(ref), f.error, f.ttlMs]),
     release: (ref) => command(release, ownedParams(ref)),

@@ -2,6 +2,7 @@ import type {
   IdempotencyClaim,
   IdempotencyCompletion,
   IdempotencyFailure,
+  IdempotencyHandover,
   IdempotencyRecordRef,
 } from '../idempotency-store.interface.js';
 import type { SqlDialectName, SqlResult, SqlStatement } from './sql-adapter.interface.js';
@@ -34,6 +35,8 @@ export interface SqlDialect {
    */
   rowLocked?(scope: string, key: string): SqlStatement;
   renew(ref: IdempotencyRecordRef, leaseMs: number): SqlStatement;
+  /** Gives the owner's `in_progress` record to `handover.owner`, live `handover.leaseMs` from now (a step job's). */
+  handOver(ref: IdempotencyRecordRef, handover: IdempotencyHandover): SqlStatement;
   complete(ref: IdempotencyRecordRef, completion: IdempotencyCompletion): SqlStatement;
   fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): SqlStatement;
   release(ref: IdempotencyRecordRef): SqlStatement;

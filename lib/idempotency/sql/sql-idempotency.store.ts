@@ -4,6 +4,7 @@ import type {
   IdempotencyClaimResult,
   IdempotencyCompletion,
   IdempotencyFailure,
+  IdempotencyHandover,
   IdempotencyRecord,
   IdempotencyRecordRef,
   IdempotencyStore,
@@ -184,6 +185,11 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
   /** @inheritDoc */
   async renew(ref: IdempotencyRecordRef, leaseMs: number): Promise<boolean> {
     return this.changed(this.sql.renew(ref, leaseMs));
+  }
+
+  /** @inheritDoc */
+  async handOver(ref: IdempotencyRecordRef, handover: IdempotencyHandover): Promise<boolean> {
+    return this.changed(this.sql.handOver(ref, handover));
   }
 
   /** @inheritDoc */

@@ -72,6 +72,9 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
   const columns = `scope, key, state, owner, job_id, fingerprint, result, error, attempts,
     created_at AS created_at_ms, expires_at AS expires_at_ms`;
   const owned = `scope = @scope AND key = @key AND owner = @owner AND state = 'in_progress'`;
+  // A record handed over between two steps of the claiming job (owned by its resume token): the job's own, taken over
+  // live, keeping the fingerprint it was first claimed with.
+  const resumed = `state = 'in_progress' AND owner = @resumeOwner`;
   // One statement: inserts, or overwrites a record that is no longer live (SET expressions read the old row). No row
   // back: a live record stopped it. A takeover counts one more attempt and keeps created_at, so attempts > 1 tells
   // exactly that the claim replaced an in_progress record. An ended claim of another payload is not taken over (the
@@ -84,17 +87,17 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       state = 'in_progress',
       owner = excluded.owner,
       job_id = excluded.job_id,
-      fingerprint = excluded.fingerprint,
+      fingerprint = CASE WHEN ${resumed} THEN fingerprint ELSE excluded.fingerprint END,
       result = NULL,
       error = NULL,
       attempts = CASE WHEN state = 'in_progress' THEN attempts + 1 ELSE 1 END,
       created_at = CASE WHEN state = 'in_progress' THEN created_at ELSE excluded.created_at END,
       expires_at = excluded.expires_at,
       updated_at = excluded.updated_at
-    WHERE expires_at <= excluded.updated_at
+    WHERE (${resumed}) OR (expires_at <= excluded.updated_at
       AND (state <> 'in_progress' OR fingerprint IS NULL OR excluded.fingerprint IS NULL
         OR fingerprint = excluded.fingerprint
-        OR expires_at <= excluded.updated_at - ${ABANDONED_CLAIM_MS})
+        OR expires_at <= excluded.updated_at - ${ABANDONED_CLAIM_MS}))
     RETURNING attempts > 1 AS takeover`,
     true,
   );
@@ -115,6 +118,10 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     true,
   );
   const renew = named(`UPDATE ${t} SET expires_at = @expiresAt, updated_at = @now WHERE ${owned}`, false);
+  const handOver = named(
+    `UPDATE ${t} SET owner = @to, expires_at = @expiresAt, updated_at = @now WHERE ${owned}`,
+    false,
+  );
   const completeText = `UPDATE ${t}
     SET state = 'completed', result = @result, error = NULL, expires_at = @expiresAt, updated_at = @now
     WHERE ${owned}`;
@@ -159,6 +166,7 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
         owner: r.owner,
         jobId: r.jobId ?? null,
         fingerprint: r.fingerprint ?? null,
+        resumeOwner: r.resumeOwner ?? null,
         now,
         expiresAt: now + r.leaseMs,
       });
@@ -169,6 +177,10 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     renew: (ref, leaseMs) => {
       const now = Date.now();
       return renew({ ...ownedValues(ref), now, expiresAt: now + leaseMs });
+    },
+    handOver: (ref, h) => {
+      const now = Date.now();
+      return handOver({ ...ownedValues(ref), to: h.owner, now, expiresAt: now + h.leaseMs });
     },
     complete: (ref, c) => {
       const now = Date.now();

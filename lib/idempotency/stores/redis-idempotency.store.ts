@@ -9,6 +9,7 @@ import type {
   IdempotencyClaimResult,
   IdempotencyCompletion,
   IdempotencyFailure,
+  IdempotencyHandover,
   IdempotencyRecord,
   IdempotencyRecordRef,
   IdempotencyState,
@@ -48,11 +49,11 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
   }
 
   async claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult> {
-    const { scope, key, owner, leaseMs, fingerprint, jobId, jobKey, jobCreatedAt } = request;
+    const { scope, key, owner, leaseMs, fingerprint, jobId, jobKey, jobCreatedAt, resumeOwner } = request;
     const reply = (await this.scripts.run(
       'idempotencyClaim',
       [this.recordKey(scope, key)],
-      [scope, key, owner, leaseMs, fingerprint ?? '', jobId ?? '', jobKey ?? '', jobCreatedAt ?? ''],
+      [scope, key, owner, leaseMs, fingerprint ?? '', jobId ?? '', jobKey ?? '', jobCreatedAt ?? '', resumeOwner ?? ''],
     )) as [1, number] | [0, number, string[], number?];
     if (reply[0] === 1) return { claimed: true, takeover: reply[1] === 1 };
     const record = toRecord(pairs(reply[2]));
@@ -81,6 +82,11 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
       [this.recordKey(ref.scope, ref.key)],
       settleArgs(ref, 'completed', completion.result, completion.ttlMs),
     ).then((settled) => settled === 1);
+  }
+
+  async handOver(ref: IdempotencyRecordRef, handover: IdempotencyHandover): Promise<boolean> {
+    const args = [ref.owner, handover.owner, handover.leaseMs];
+    return (await this.scripts.run('idempotencyHandOver', [this.recordKey(ref.scope, ref.key)], args)) === 1;
   }
 
   fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): Promise<boolean> {

@@ -48,6 +48,8 @@ function idempotencyOutcome(event: Extract<UniqueJobEvent, { type: `idempotency$
       return event.action === 'delayed' ? 'in_progress_delayed' : 'in_progress_failed';
     case 'idempotencyReleased':
       return 'released';
+    case 'idempotencyHandedOver':
+      return 'handed_over';
     case 'idempotencyFailureKept':
       return 'failure_kept';
     case 'idempotencyMismatch':
@@ -70,8 +72,8 @@ function idempotencyOutcome(event: Extract<UniqueJobEvent, { type: `idempotency$
  *   `reject`, `replace`, `reschedule`, custom).
  * - `lock_lost_total{queue,job_name}`, `errors_total{queue,job_name}`, `reaped_total{kind}`.
  * - `idempotency_total{queue,job_name,outcome}`: `claimed`, `taken_over`, `completed`, `replayed`,
- *   `replayed_failure`, `in_progress_delayed`, `in_progress_failed`, `released`, `failure_kept`, `mismatch`,
- *   `lease_lost`, `missing_key`.
+ *   `replayed_failure`, `in_progress_delayed`, `in_progress_failed`, `released`, `handed_over`, `failure_kept`,
+ *   `mismatch`, `lease_lost`, `missing_key`.
  * - `lock_wait_seconds{queue,job_name}` (histogram): how long workers waited for run-time locks they got.
  * - `lock_hold_seconds{queue,job_name,lock}` (histogram): from taking a lock to releasing it.
  * - `held_locks{lock}` and `held_locks_scan_complete` (gauges, a bounded SCAN on scrape), `dead_set_size` (gauge).

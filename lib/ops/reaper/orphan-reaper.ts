@@ -10,6 +10,7 @@ import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-
 import { jobStatus, ownerStatuses } from './job-statuses.js';
 import { ReaperPass } from './reaper-pass.js';
 import { MAX_SUSPECTS, SuspectConfirmation, type Suspect } from './suspect-confirmation.js';
+import { isHandedOver } from '../../idempotency/step-handover.js';
 
 /** What the reaper needs: the library's Redis and prefix, and where to find the jobs that own locks. */
 export interface OrphanReaperDeps {
@@ -241,13 +242,15 @@ export class OrphanReaper {
       'job',
     );
     // Only a claim whose lease ended: a live lease may belong to a handler still running after its job was removed.
-    if (state !== 'in_progress' || !owner || !jobKey || Number(until) > Date.now()) return;
+    // Or one parked between two steps of its job (handed over: no handler runs), whose job is gone or finished.
+    const parked = isHandedOver(owner ?? undefined);
+    if (state !== 'in_progress' || !owner || !jobKey || (!parked && Number(until) > Date.now())) return;
     const status = await jobStatus(this.deps.client, jobKey);
     if (status === 'live') return;
     suspects.push({
       item: { key, kind: 'idempotencyClaim', jobId: jobId ?? undefined, reason: `job ${status}` },
       statuses: async () => [await jobStatus(this.deps.client, jobKey)],
-      release: async () => (await this.scripts.run('reapIdempotencyClaim', [key], [owner])) === 1,
+      release: async () => (await this.scripts.run('reapIdempotencyClaim', [key], [owner, parked ? 1 : 0])) === 1,
     });
   }
 

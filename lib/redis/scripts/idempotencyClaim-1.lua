@@ -11,6 +11,8 @@
   ARGV[7] the job's Redis key ('' when unknown; the orphan reaper checks it)
   ARGV[8] the job's creation time, BullMQ's `timestamp` ('' when unknown): with its key, this job and not a later one
           given the same id
+  ARGV[9] the job's resume token ('' when none): a live in_progress record owned by it was handed over to this job
+          between two of its steps, and is taken over
 
   Returns {1, takeover (0/1)} when claimed, else {0, ms until the live record ends, {field, value, …}, own (0/1): the
   record is the claimant's job's}.
@@ -21,7 +23,7 @@ local record = KEYS[1]
 local lease = tonumber(ARGV[4])
 local now = nowMs()
 
-local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'jobKey', 'jobAt')
+local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'jobKey', 'jobAt', 'owner')
 local state, expiresAt = current[1], tonumber(current[2])
 
 -- Whether the record is the claimant's job's: the same Redis key (queue and id) and the same creation time, all known.
@@ -32,7 +34,10 @@ local function namesClaimant()
   return jobKey and jobAt and ARGV[7] ~= '' and ARGV[8] ~= '' and jobKey == ARGV[7] and jobAt == ARGV[8]
 end
 
-if state and expiresAt and expiresAt > now then
+-- A record handed over between two steps of the claimant's job (owned by the job's resume token) is the job's own.
+local resumed = state == 'in_progress' and ARGV[9] ~= '' and current[8] == ARGV[9]
+
+if state and expiresAt and expiresAt > now and not resumed then
   return {0, expiresAt - now, redis.call('HGETALL', record), namesClaimant() and 1 or 0}
 end
 
@@ -40,7 +45,8 @@ end
 -- claimant's own job, delivered again after its worker died: its data may have changed since (job.updateData, BullMQ's
 -- step jobs), it is still the same job. (The record itself lives ten minutes past its lease: after that any payload
 -- may claim the key.)
-if state == 'in_progress' and current[5] and ARGV[5] ~= '' and current[5] ~= ARGV[5] and not namesClaimant() then
+if state == 'in_progress' and current[5] and ARGV[5] ~= '' and current[5] ~= ARGV[5] and not namesClaimant()
+  and not resumed then
   return {0, 0, redis.call('HGETALL', record)}
 end
 
@@ -61,7 +67,7 @@ local fields = {'scope', ARGV[1], 'key', ARGV[2], 'state', 'in_progress', 'owner
 -- sent, not of what the handler made of the job's data since (a later delivery of that payload by another job is then
 -- a duplicate, not a mismatch).
 local fp = ARGV[5]
-if takeover and current[5] and namesClaimant() then fp = current[5] end
+if takeover and current[5] and (namesClaimant() or resumed) then fp = current[5] end
 if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
 if ARGV[6] ~= '' then fields[#fields + 1] = 'job'; fields[#fields + 1] = ARGV[6] end
 if ARGV[7] ~= '' then fields[#fields + 1] = 'jobKey'; fields[#fields + 1] = ARGV[7] end

@@ -1,0 +1,69 @@
+import { hash } from 'node:crypto';
+import type { Job } from 'bullmq';
+import { wholeDelay } from '../locks/enqueue-lock.js';
+import type { Attempt } from './attempt.js';
+
+/**
+ * What a handler throws after moving its own job (BullMQ's step jobs): `moveToDelayed` + `DelayedError`,
+ * `moveToWaitingChildren` + `WaitingChildrenError`, `moveToWait` + `WaitingError`. BullMQ then leaves the job where the
+ * handler put it, counts no attempt, and delivers the same job again later (or, when the handler did not move it,
+ * recovers it as stalled): the attempt ended between two steps, not in a failure.
+ */
+const STEP_MOVES: ReadonlySet<string> = new Set(['DelayedError', 'WaitingChildrenError', 'WaitingError']);
+
+/** The prefix of a resume token: an owner no attempt has (theirs are UUIDs), so operators can tell a parked record. */
+const RESUME_PREFIX = 'step:';
+
+/** Whether `error` is one BullMQ takes for the handler having moved its job itself (by name, as BullMQ tests it). */
+export function isStepMove(error: unknown): error is { name: string } {
+  return typeof error === 'object' && error !== null && STEP_MOVES.has(String((error as { name?: unknown }).name));
+}
+
+/**
+ * The token a job's claim is handed over to between two of its steps: one per job (its Redis key and creation time),
+ * the same at every delivery of it, and no other job's (a later job given the same id has another creation time).
+ */
+export function resumeOwnerOf(jobKey: string, createdAt: number): string {
+  return `${RESUME_PREFIX}${hash('sha256', `${jobKey}\0${createdAt}`, 'base64url')}`;
+}
+
+/** Whether a record's owner is a resume token: the record is parked between two steps of its job, no handler runs. */
+export function isHandedOver(owner: string | undefined): boolean {
+  return owner?.startsWith(RESUME_PREFIX) === true;
+}
+
+/**
+ * How long a record handed over stays live for its job: a delayed step, until the job is due plus a lease (the time a
+ * busy queue may take to deliver it); a job waiting for its children, the key's retention `ttl` (children take what
+ * they take; on Redis the orphan reaper releases the record early once the job is gone or finished); a job moved back
+ * to wait, a lease.
+ */
+function handoverLeaseMs(job: Job<unknown, unknown>, step: string, lease: number, ttl: number): number {
+  if (step === 'WaitingChildrenError') return Math.max(ttl, lease);
+  if (step === 'DelayedError') return wholeDelay(job.delay) + lease;
+  return lease;
+}
+
+/**
+ * The handler ended between two steps of its job (see {@link isStepMove}): hands the claim over to the job's next
+ * delivery, so that a duplicate delivered meanwhile waits instead of running the handler from its first step. `false`:
+ * not a step move, or a store without `handOver` (the caller releases the claim as after any failure that is retried).
+ * Never throws: a store out of reach leaves the claim to its lease, which the job's own next delivery takes over.
+ */
+export async function handOverStep(
+  attempt: Attempt,
+  error: unknown,
+  resumeOwner: string | undefined,
+): Promise<boolean> {
+  const { store, options } = attempt.definition;
+  if (!store.handOver || resumeOwner === undefined || !isStepMove(error)) return false;
+  try {
+    const leaseMs = handoverLeaseMs(attempt.job, error.name, options.lease, options.ttl);
+    if (await store.handOver(attempt.ref, { owner: resumeOwner, leaseMs })) {
+      attempt.report.emit({ type: 'idempotencyHandedOver', step: error.name, leaseMs });
+    }
+  } catch (storeError) {
+    attempt.report.error(storeError);
+  }
+  return true;
+}

@@ -1,0 +1,155 @@
+// BullMQ's step jobs under @IdempotencyKey (plain mode): a step moves its own job (`moveToDelayed` + `DelayedError`,
+// `moveToWaitingChildren` + `WaitingChildrenError`) and ends the attempt without settling the key. The claim is handed
+// over to the job's next delivery: a duplicate of the key delivered while the job waits between two steps waits too,
+// then replays the job's result; it never runs the handler from its first step (found by a review in session 33: the
+// claim was released, and the duplicate ran step 1 a second time).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
+import { DelayedError, WaitingChildrenError, type Job } from 'bullmq';
+import type pg from 'pg';
+import {
+  PostgresIdempotencyStore,
+  RedisIdempotencyStore,
+  UniqueJobsReaper,
+  SqliteIdempotencyStore,
+  type IdempotencyJob,
+  type IdempotencyStore,
+} from '../../lib/index.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { Outcomes } from '../support/outcomes.js';
+import { workerOf } from '../conflicts/helpers.js';
+import { pgPool, uniqueTable } from '../support/postgres.js';
+import type { TestApp } from '../support/app.js';
+
+interface Steps {
+  key: string;
+  step?: number;
+}
+
+const byKey = (job: IdempotencyJob<Steps>) => job.data.key;
+
+/** A two-step handler: step 1 counts its effect, stores the next step and parks the job in delayed for `parkMs`. */
+function twoSteps(effects: string[], parkMs: number) {
+  return async (job: Job) => {
+    const data = job.data as Steps;
+    if ((data.step ?? 1) === 1) {
+      effects.push(`step1:${job.id}`);
+      await job.updateData({ ...data, step: 2 });
+      await job.moveToDelayed(Date.now() + parkMs, job.token);
+      throw new DelayedError();
+    }
+    effects.push(`step2:${job.id}`);
+    return `done by ${job.id}`;
+  };
+}
+
+describe.each(['redis', 'postgres', 'sqlite'] as const)('@IdempotencyKey step jobs (%s store)', (kind) => {
+  const { start, redis } = useApps(`step-jobs-${kind}`);
+  const table = uniqueTable('idem_steps');
+  let pool: pg.Pool | undefined;
+  let sql: IdempotencyStore | undefined;
+  let closeSql: (() => Promise<void>) | undefined;
+
+  beforeAll(async () => {
+    if (kind === 'postgres') {
+      pool = pgPool(2);
+      const store = new PostgresIdempotencyStore({ pool, table });
+      await store.migrate();
+      sql = store;
+      closeSql = async () => {
+        await pool!.query(`DROP TABLE IF EXISTS ${table}`);
+        await pool!.end();
+      };
+    } else if (kind === 'sqlite') {
+      const directory = mkdtempSync(join(tmpdir(), 'idem-steps-sqlite-'));
+      const database = new Database(join(directory, 'store.db'), { timeout: 10_000 });
+      const store = new SqliteIdempotencyStore({ database, table: 'idempotency_steps' });
+      await store.migrate();
+      sql = store;
+      closeSql = async () => {
+        database.close();
+        rmSync(directory, { recursive: true, force: true });
+      };
+    }
+  });
+  afterAll(async () => closeSql?.());
+
+  const startWith = (handler: (job: Job) => Promise<unknown>, lease = 30_000) =>
+    start({
+      // The reaper runs on demand, with no grace (the test removes the job before the run, never during it).
+      module: { reaper: { interval: false, grace: 0 }, ...(sql ? { idempotency: { stores: { sql } } } : {}) },
+      idempotency: { key: byKey, lease, ...(sql ? { store: 'sql' } : {}) },
+      worker: { concurrency: 2 },
+      handler,
+    });
+
+  it('a duplicate added while the job waits between two steps waits, then replays: step 1 ran once', async () => {
+    const effects: string[] = [];
+    // Parked long enough that the duplicate is surely delivered while the job waits (it is promoted by hand below).
+    const app = await startWith(twoSteps(effects, 60_000));
+    const events = new EventLog(app);
+    const outcomes = new Outcomes(workerOf(app));
+    const handedOver = events.next((event) => event.type === 'idempotencyHandedOver');
+    const first = await app.queue.add('charge', { key: 'k' });
+    expect(await handedOver).toMatchObject({ jobId: first.id, step: 'DelayedError' });
+    expect(await app.queue.getJobState(first.id!)).toBe('delayed');
+
+    const waited = events.next((event) => event.type === 'idempotencyInProgress');
+    const duplicate = await app.queue.add('charge', { key: 'k' });
+    expect(await waited).toMatchObject({ jobId: duplicate.id, action: 'delayed', holderJobId: first.id });
+    expect(effects).toEqual([`step1:${first.id}`]);
+
+    await (await app.queue.getJob(first.id!))!.promote();
+    expect(await outcomes.completed(first.id!)).toBe(`done by ${first.id}`);
+    // The duplicate waits at most a lease (30 s here): promote it rather than wait for it.
+    await (await app.queue.getJob(duplicate.id!))?.promote().catch(() => undefined);
+    expect(await outcomes.completed(duplicate.id!)).toBe(`done by ${first.id}`);
+    expect(effects).toEqual([`step1:${first.id}`, `step2:${first.id}`]);
+  }, 30_000);
+
+  it('the job resumes its own parked claim at once, even with its data changed by the step', async () => {
+    const effects: string[] = [];
+    const app = await startWith(twoSteps(effects, 50));
+    const outcomes = new Outcomes(workerOf(app));
+    const job = await app.queue.add('charge', { key: 'k2' });
+    expect(await outcomes.completed(job.id!)).toBe(`done by ${job.id}`);
+    expect(effects).toEqual([`step1:${job.id}`, `step2:${job.id}`]);
+    // A later job of the same payload replays (the record kept the fingerprint the producer sent).
+    const later = await app.queue.add('charge', { key: 'k2' });
+    expect(await outcomes.completed(later.id!)).toBe(`done by ${job.id}`);
+    expect(effects).toHaveLength(2);
+  }, 30_000);
+
+  if (kind === 'redis') {
+    it('a parent waiting for its children keeps its key; the reaper releases it once the parent is removed', async () => {
+      const started: { app?: TestApp } = {};
+      const app = await startWith(async (job: Job) => {
+        // A child due in a minute: the parent waits for it.
+        const parent = { id: job.id!, queue: job.queueQualifiedName };
+        await started.app!.queue.add('child', { key: 'child' }, { delay: 60_000, parent });
+        if (await job.moveToWaitingChildren(job.token!)) throw new WaitingChildrenError();
+        return 'parent done';
+      });
+      started.app = app;
+      const events = new EventLog(app);
+      const handedOver = events.next((event) => event.type === 'idempotencyHandedOver');
+      const parent = await app.queue.add('charge', { key: 'k3' });
+      expect(await handedOver).toMatchObject({ jobId: parent.id, step: 'WaitingChildrenError' });
+      expect(await app.queue.getJobState(parent.id!)).toBe('waiting-children');
+      const store = new RedisIdempotencyStore({ client: redis, prefix: app.prefix });
+      const scope = `${app.queue.name}:charge`;
+      expect((await store.get(scope, 'k3'))?.owner).toMatch(/^step:/);
+      // Kept while the parent waits.
+      expect((await app.moduleRef.get(UniqueJobsReaper).run()).reaped.idempotencyClaims).toBe(0);
+      expect(await store.get(scope, 'k3')).toBeDefined();
+
+      await (await app.queue.getJob(parent.id!))!.remove({ removeChildren: true });
+      expect((await app.moduleRef.get(UniqueJobsReaper).run()).reaped.idempotencyClaims).toBe(1);
+      expect(await store.get(scope, 'k3')).toBeUndefined();
+    }, 30_000);
+  }
+});
