@@ -69,6 +69,13 @@ export interface IdempotencyStore<Transaction = unknown> {
    */
   handOver?(ref: IdempotencyRecordRef, handover: IdempotencyHandover): Promise<boolean>;
 
+  /**
+   * Whether {@link runInTransaction} and {@link claimInTransaction} honour {@link IdempotencyCompletion.handover}
+   * (optional): a step of a step job in transactional mode then commits its writes with the record handed over to the
+   * job's next delivery. Absent or `false`: such a step rolls back, its claim released.
+   */
+  readonly handsOverInTransaction?: boolean;
+
   /** Turns the owner's `in_progress` record into `failed`, storing `failure.error`, kept `failure.ttlMs`. */
   fail(ref: IdempotencyRecordRef, failure: IdempotencyFailure): Promise<boolean>;
 
@@ -257,6 +264,13 @@ export interface IdempotencyCompletion {
   result: string | undefined;
   /** Retention of the completed record (ms). */
   ttlMs: number;
+  /**
+   * Transactional mode, a step of a step job (see {@link IdempotencyStore.handOver}): instead of completing the record,
+   * hand it over in the same transaction, so the step's writes commit with a record its job's next delivery resumes
+   * (`result` is then `undefined`). Given only to a store that declares
+   * {@link IdempotencyStore.handsOverInTransaction}.
+   */
+  handover?: IdempotencyHandover;
 }
 
 /** What `fail` stores. */

@@ -18,8 +18,9 @@ import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import { answerHeldKey } from './held-key.js';
 import { afterFailure, keepFailure } from './attempt-failure.js';
-import { handOverStep, resumeOwnerOf } from './step-handover.js';
+import { handOverStep, resumeOwnerOf, TransactionStep } from './step-handover.js';
 import type {
+  IdempotencyCompletion,
   IdempotencyTransactionalClaim,
   IdempotencyTransactionResult,
   TransactionClaim,
@@ -105,7 +106,7 @@ export class IdempotencyRunner {
     const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
     // Where a step of the job hands its claim over to (a store that can hand over: see step-handover.ts).
     const resumeOwner =
-      store.handOver && !options.transactional && Number.isFinite(job.timestamp)
+      store.handOver && (!options.transactional || store.handsOverInTransaction) && Number.isFinite(job.timestamp)
         ? resumeOwnerOf(jobKey, job.timestamp)
         : undefined;
     const request = {
@@ -226,6 +227,7 @@ export class IdempotencyRunner {
   ): Promise<unknown> {
     const { job, token, signal, definition, ref } = attempt;
     const { store } = definition;
+    const step = new TransactionStep(attempt, request.resumeOwner);
     let context: AttemptContext | undefined;
     const won = (takeover: boolean) => {
       this.answered(attempt);
@@ -236,9 +238,12 @@ export class IdempotencyRunner {
       // before this one stalled (BullMQ's own count) is what says an earlier attempt may have run part of the handler.
       if (!context) won(claim.takeover || (claim.uncommitted === true && job.stalledCounter > 0));
       context!.transaction = transaction;
-      return context!.run(job, () => next(job, token, signal));
+      return step.run(() => context!.run(job, () => next(job, token, signal)));
     };
-    const completion = (result: unknown) => ({ result: serializeResult(result, ref), ttlMs: definition.options.ttl });
+    const ttlMs = definition.options.ttl;
+    let done: IdempotencyCompletion | undefined;
+    const completion = (result: unknown) =>
+      (done = step.completion(ttlMs) ?? { result: serializeResult(result, ref), ttlMs });
     let outcome: IdempotencyTransactionResult<unknown>;
     try {
       outcome = await (store.claimInTransaction
@@ -272,6 +277,7 @@ export class IdempotencyRunner {
       this.answered(attempt);
       return answerHeldKey(attempt, outcome, request.fingerprint, this.deps.waiting);
     }
+    step.rethrow(done); // a step of a step job: committed with the record handed over
     attempt.report.emit({ type: 'idempotencyCompleted' });
     return outcome.value;
   }

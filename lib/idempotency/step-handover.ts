@@ -2,6 +2,7 @@ import { hash } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { wholeDelay } from '../locks/enqueue-lock.js';
 import type { Attempt } from './attempt.js';
+import type { IdempotencyCompletion, IdempotencyHandover } from './idempotency-store.interface.js';
 
 /**
  * What a handler throws after moving its own job (BullMQ's step jobs): `moveToDelayed` + `DelayedError`,
@@ -44,6 +45,12 @@ function handoverLeaseMs(job: Job<unknown, unknown>, step: string, lease: number
   return lease;
 }
 
+/** The handover of `attempt`'s claim after the step `step` (an error name of {@link STEP_MOVES}). */
+function handoverOf(attempt: Attempt, step: string, resumeOwner: string): IdempotencyHandover {
+  const { lease, ttl } = attempt.definition.options;
+  return { owner: resumeOwner, leaseMs: handoverLeaseMs(attempt.job, step, lease, ttl) };
+}
+
 /**
  * The handler ended between two steps of its job (see {@link isStepMove}): hands the claim over to the job's next
  * delivery, so that a duplicate delivered meanwhile waits instead of running the handler from its first step. `false`:
@@ -55,15 +62,60 @@ export async function handOverStep(
   error: unknown,
   resumeOwner: string | undefined,
 ): Promise<boolean> {
-  const { store, options } = attempt.definition;
+  const { store } = attempt.definition;
   if (!store.handOver || resumeOwner === undefined || !isStepMove(error)) return false;
   try {
-    const leaseMs = handoverLeaseMs(attempt.job, error.name, options.lease, options.ttl);
-    if (await store.handOver(attempt.ref, { owner: resumeOwner, leaseMs })) {
-      attempt.report.emit({ type: 'idempotencyHandedOver', step: error.name, leaseMs });
+    const handover = handoverOf(attempt, error.name, resumeOwner);
+    if (await store.handOver(attempt.ref, handover)) {
+      attempt.report.emit({ type: 'idempotencyHandedOver', step: error.name, leaseMs: handover.leaseMs });
     }
   } catch (storeError) {
     attempt.report.error(storeError);
   }
   return true;
+}
+
+/**
+ * Transactional mode: a step of a step job commits its writes with the record handed over to the job's next delivery
+ * (the store's completion, `IdempotencyCompletion.handover`), instead of rolling them back while `job.updateData` has
+ * already stored the next step. Runs the handler ({@link run}), gives the completion ({@link completion}), then, once
+ * committed, ends the attempt as the handler did ({@link rethrow}).
+ */
+export class TransactionStep {
+  private step: { name: string } | undefined;
+
+  /** `resumeOwner`: the job's resume token, `undefined` when the store cannot hand over in a transaction. */
+  constructor(
+    private readonly attempt: Attempt,
+    private readonly resumeOwner: string | undefined,
+  ) {}
+
+  /** Runs the handler: a step move resolves `undefined` (its error kept for {@link rethrow}); any other error throws. */
+  async run<T>(handler: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await handler();
+    } catch (error) {
+      if (this.resumeOwner === undefined || !isStepMove(error)) throw error;
+      this.step = error;
+      return undefined;
+    }
+  }
+
+  /** The completion of a step (the record handed over), or `undefined` when the handler returned. */
+  completion(ttlMs: number): IdempotencyCompletion | undefined {
+    if (!this.step) return undefined;
+    return { result: undefined, ttlMs, handover: handoverOf(this.attempt, this.step.name, this.resumeOwner!) };
+  }
+
+  /** After the commit: throws the step's error, as the handler did, for BullMQ (nothing when the handler returned). */
+  rethrow(completion: IdempotencyCompletion | undefined): void {
+    if (!this.step || !completion?.handover) return;
+    this.attempt.report.emit({
+      type: 'idempotencyHandedOver',
+      step: this.step.name,
+      leaseMs: completion.handover.leaseMs,
+    });
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- what the handler threw, as BullMQ must see it
+    throw this.step;
+  }
 }

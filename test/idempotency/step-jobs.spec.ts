@@ -11,12 +11,15 @@ import Database from 'better-sqlite3';
 import { DelayedError, WaitingChildrenError, type Job } from 'bullmq';
 import type pg from 'pg';
 import {
+  idempotencyOf,
   PostgresIdempotencyStore,
   RedisIdempotencyStore,
   UniqueJobsReaper,
   SqliteIdempotencyStore,
   type IdempotencyJob,
   type IdempotencyStore,
+  type PgClientLike,
+  type SqliteDatabaseLike,
 } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
@@ -152,4 +155,91 @@ describe.each(['redis', 'postgres', 'sqlite'] as const)('@IdempotencyKey step jo
       expect(await store.get(scope, 'k3')).toBeUndefined();
     }, 30_000);
   }
+});
+
+// Transactional mode: the step's writes (through the handler's transaction) commit with the record handed over,
+// rather than rolling back while `job.updateData` has already stored the next step.
+describe.each(['postgres', 'sqlite'] as const)('@IdempotencyKey step jobs, transactional (%s store)', (kind) => {
+  const { start } = useApps(`step-jobs-tx-${kind}`);
+  const table = uniqueTable('idem_steps_tx');
+  const effects = uniqueTable('fx_steps_tx');
+  let store: IdempotencyStore;
+  /** Writes one effect row through the handler's transaction. */
+  let write: (job: Job, what: string) => Promise<void>;
+  /** The committed effect rows, in order. */
+  let written: () => Promise<string[]>;
+  let close: () => Promise<void>;
+
+  beforeAll(async () => {
+    if (kind === 'postgres') {
+      const pool = pgPool(3);
+      const pgStore = new PostgresIdempotencyStore({ pool, table });
+      await pgStore.migrate();
+      await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, what text NOT NULL)`);
+      store = pgStore;
+      write = async (job, what) =>
+        void (await idempotencyOf<PgClientLike>(job).transaction!.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [
+          what,
+        ]));
+      written = async () =>
+        (await pool.query<{ what: string }>(`SELECT what FROM ${effects} ORDER BY id`)).rows.map((r) => r.what);
+      close = async () => {
+        await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
+        await pool.end();
+      };
+    } else {
+      const directory = mkdtempSync(join(tmpdir(), 'idem-steps-tx-'));
+      const database = new Database(join(directory, 'store.db'), { timeout: 10_000 });
+      const sqliteStore = new SqliteIdempotencyStore({ database, table: 'idempotency_steps' });
+      await sqliteStore.migrate();
+      database.exec('CREATE TABLE effects (id INTEGER PRIMARY KEY, what TEXT NOT NULL)');
+      store = sqliteStore;
+      write = async (job, what) =>
+        void idempotencyOf<SqliteDatabaseLike>(job)
+          .transaction!.prepare('INSERT INTO effects (what) VALUES (?)')
+          .run(what);
+      written = async () =>
+        (database.prepare('SELECT what FROM effects ORDER BY id').all() as { what: string }[]).map((r) => r.what);
+      close = async () => {
+        database.close();
+        rmSync(directory, { recursive: true, force: true });
+      };
+    }
+  });
+  afterAll(async () => close());
+
+  it('the step commits its writes with the claim handed over; a duplicate waits and replays; step 1 ran once', async () => {
+    const app = await start({
+      module: { idempotency: { stores: { sql: store } } },
+      idempotency: { key: byKey, store: 'sql', transactional: true },
+      worker: { concurrency: 2 },
+      handler: async (job: Job) => {
+        const data = job.data as Steps;
+        if ((data.step ?? 1) === 1) {
+          await write(job, `step1:${job.id}`);
+          await job.updateData({ ...data, step: 2 });
+          await job.moveToDelayed(Date.now() + 60_000, job.token);
+          throw new DelayedError();
+        }
+        await write(job, `step2:${job.id}`);
+        return `done by ${job.id}`;
+      },
+    });
+    const events = new EventLog(app);
+    const outcomes = new Outcomes(workerOf(app));
+    const handedOver = events.next((event) => event.type === 'idempotencyHandedOver');
+    const first = await app.queue.add('charge', { key: 'k' });
+    expect(await handedOver).toMatchObject({ jobId: first.id, step: 'DelayedError' });
+    expect(await written()).toEqual([`step1:${first.id}`]);
+
+    const waited = events.next((event) => event.type === 'idempotencyInProgress');
+    const duplicate = await app.queue.add('charge', { key: 'k' });
+    expect(await waited).toMatchObject({ jobId: duplicate.id, action: 'delayed' });
+
+    await (await app.queue.getJob(first.id!))!.promote();
+    expect(await outcomes.completed(first.id!)).toBe(`done by ${first.id}`);
+    await (await app.queue.getJob(duplicate.id!))?.promote().catch(() => undefined);
+    expect(await outcomes.completed(duplicate.id!)).toBe(`done by ${first.id}`);
+    expect(await written()).toEqual([`step1:${first.id}`, `step2:${first.id}`]);
+  }, 30_000);
 });

@@ -691,6 +691,31 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
         return { store, probe, run };
       };
 
+      it('hands the record over in the transaction (a step of a step job): writes commit, the job resumes it', async () => {
+        const { store, probe, run } = transactional();
+        if (!store.handsOverInTransaction) return; // optional: such a step rolls back instead
+        const key = newKey('tx-hand-over');
+        const owner = newOwner();
+        const resumeOwner = `step:${randomUUID()}`;
+        expect(await store.claim(claimOf(key, owner, { resumeOwner }))).toEqual({ claimed: true, takeover: false });
+        const marker = randomUUID();
+        await run(
+          refOf(key, owner),
+          (transaction) => probe.write(transaction, marker),
+          () => ({ result: undefined, ttlMs: RETENTION_MS, handover: { owner: resumeOwner, leaseMs: LEASE_MS * 4 } }),
+        );
+        expect(await probe.count(marker)).toBe(1);
+        expect(await liveRecord(store, SCOPE, key)).toMatchObject({ state: 'in_progress', owner: resumeOwner });
+        expect(refusedClaim(await store.claim(claimOf(key, newOwner()))).expiresInMs).toBeGreaterThan(LEASE_MS);
+        const resumed = newOwner();
+        expect(await store.claim(claimOf(key, resumed, { resumeOwner }))).toEqual({ claimed: true, takeover: true });
+        expect(await liveRecord(store, SCOPE, key)).toMatchObject({
+          state: 'in_progress',
+          owner: resumed,
+          attempts: 2,
+        });
+      });
+
       it('commits the handler’s writes and the completed record together, and returns the value', async () => {
         const { store, probe, run } = transactional();
         const key = newKey('tx-commit');
@@ -893,6 +918,57 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
           expect(again).toMatchObject({ claimed: false, record: { state: 'completed', owner } });
           expect(ran).toBe(false);
           expect(refusedClaim(await t.store.claim(claimOf(key, newOwner()))).record).toMatchObject({ owner });
+        });
+
+        it('hands the record over in the claim’s transaction; the job’s next claim in a transaction resumes it', async () => {
+          const t = inTransaction();
+          if (!t.store.handsOverInTransaction) return;
+          const key = newKey('cit-hand-over');
+          const resumeOwner = `step:${randomUUID()}`;
+          const marker = randomUUID();
+          const handover = { owner: resumeOwner, leaseMs: LEASE_MS * 4 };
+          const first = await t.claimIn(
+            { ...requestOf(key, newOwner()), resumeOwner },
+            (transaction) => t.probe.write(transaction, marker),
+            () => ({ result: undefined, ttlMs: RETENTION_MS, handover }),
+          );
+          expect(first).toEqual({ claimed: true, value: undefined });
+          expect(await t.probe.count(marker)).toBe(1);
+          expect(await liveRecord(t.store, SCOPE, key)).toMatchObject({ state: 'in_progress', owner: resumeOwner });
+
+          // Another job's claim in a transaction meets it live and runs nothing.
+          let ran = false;
+          const other = await t.claimIn(
+            requestOf(key, newOwner()),
+            async () => {
+              ran = true;
+            },
+            () => ({ result: undefined, ttlMs: RETENTION_MS }),
+          );
+          expect(other).toMatchObject({ claimed: false, record: { state: 'in_progress', owner: resumeOwner } });
+          expect(ran).toBe(false);
+
+          // The job's next delivery resumes it (a takeover) and completes.
+          const seen: TransactionClaim[] = [];
+          const resumed = newOwner();
+          const second = await t.claimIn(
+            { ...requestOf(key, resumed), resumeOwner },
+            async (transaction, claim) => {
+              seen.push(claim);
+              await t.probe.write(transaction, marker);
+              return 'done';
+            },
+            (value) => ({ result: JSON.stringify(value), ttlMs: RETENTION_MS }),
+          );
+          expect(second).toEqual({ claimed: true, value: 'done' });
+          expect(seen).toEqual([expect.objectContaining({ takeover: true })]);
+          expect(await t.probe.count(marker)).toBe(2);
+          expect(await liveRecord(t.store, SCOPE, key)).toMatchObject({
+            state: 'completed',
+            owner: resumed,
+            result: '"done"',
+            attempts: 2,
+          });
         });
 
         it('rolls everything back when the work throws; release answers true, then the key is claimed afresh', async () => {

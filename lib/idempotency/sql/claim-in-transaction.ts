@@ -101,7 +101,11 @@ export async function claimInTransaction<T, Transaction>(
         // The record the claim wrote is the completion, unless there is a result to store or the work took long
         // enough to move its retention; and the transaction is surely still the claim's when the adapter saw nothing
         // end it. Otherwise one more statement stores, moves and checks.
-        const settled = done.result === undefined && tx.intact?.() === true && Date.now() - claimedAt < done.ttlMs / 4;
+        const settled =
+          done.result === undefined &&
+          !done.handover &&
+          tx.intact?.() === true &&
+          Date.now() - claimedAt < done.ttlMs / 4;
         if (!settled) {
           let completed: Record<string, unknown> | undefined;
           try {

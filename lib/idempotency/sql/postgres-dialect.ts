@@ -126,7 +126,9 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   // looked up before the upsert, so that a duplicate never waits on, nor writes, the row lock of the record that stops
   // it.
   const keyLock = `hashtextextended('${t.replace(/'/g, "''")}:' || length($1::text) || ':' || $1::text || $2::text, 0)`;
-  const liveRow = `SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > n.now`;
+  // (A record parked for the claiming job, `$7` its resume token, does not stop it: the job resumes it.)
+  const liveRow = `SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > n.now
+    AND NOT (state = 'in_progress' AND coalesce(owner = $7::text, false))`;
   // The same claim for a key with no record yet, the usual case: a plain insert under the advisory lock, which costs
   // PostgreSQL less than the conditional upsert below (measured with pgbench: ~1.2x the transactions per second). A
   // record in the way (or the lock held elsewhere) inserts nothing and the full statement decides. The insert is not
@@ -140,12 +142,19 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     ON CONFLICT (scope, key) DO NOTHING
     RETURNING txid_current()::text AS tx`;
   const inTransaction = `WITH lk AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(${keyLock}) AS got),
-    ins AS (${upsert('completed', `lk, ${now}`, `lk.got AND NOT EXISTS (${liveRow})`)}, txid_current()::text AS tx)
+    ins AS (${upsert('completed', `lk, ${now}`, `lk.got AND NOT EXISTS (${liveRow})`, '$7::text')}, txid_current()::text AS tx)
     SELECT lk.got, ins.takeover, ins.tx FROM lk LEFT JOIN ins ON true`;
   const finishClaimed = `WITH u AS (UPDATE ${t} SET result = $4, expires_at = clock_timestamp() + ${ms(5)},
       updated_at = clock_timestamp()
     WHERE scope = $1 AND key = $2 AND owner = $3 AND txid_current_if_assigned() = $6::bigint
       AND ($4::text IS NOT NULL OR expires_at < clock_timestamp() + ${ms(5)} / 2)
+    RETURNING 1)
+    SELECT coalesce(txid_current_if_assigned() = $6::bigint, false) AS ours, (SELECT count(*) FROM u) AS updated`;
+  // finishClaimed for a step of a step job: the record the claim wrote is handed over to the job's resume token ($4)
+  // for $5 ms, in progress, instead of completed.
+  const handOverClaimed = `WITH u AS (UPDATE ${t} SET state = 'in_progress', owner = $4, result = NULL,
+      expires_at = clock_timestamp() + ${ms(5)}, updated_at = clock_timestamp()
+    WHERE scope = $1 AND key = $2 AND owner = $3 AND txid_current_if_assigned() = $6::bigint
     RETURNING 1)
     SELECT coalesce(txid_current_if_assigned() = $6::bigint, false) AS ours, (SELECT count(*) FROM u) AS updated`;
   const failUnclaimed = `INSERT INTO ${t} AS cur
@@ -186,6 +195,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   // record (a handler that ran COMMIT or ROLLBACK itself leaves the connection in autocommit, or in another transaction).
   const lockOwned = `SELECT txid_current()::text AS tx FROM ${t} WHERE ${owned} FOR UPDATE`;
   const completeLocked = `${complete} AND txid_current() = $6::bigint`;
+  const handOverLocked = `${handOver} AND txid_current() = $6::bigint`;
   const transactionState = `SELECT CASE WHEN txid_current_if_assigned() = $1::bigint THEN 'open'
     ELSE txid_status($1::bigint) END AS state`;
   const remove = `DELETE FROM ${t} WHERE scope = $1 AND key = $2 RETURNING expires_at > clock_timestamp() AS live`;
@@ -218,8 +228,19 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     claimFreshInTransaction: (r, ttlMs) =>
       query(freshInTransaction, [r.scope, r.key, r.owner, jobIdText(r.jobId), r.fingerprint ?? null, ttlMs]),
     claimInTransaction: (r, ttlMs) =>
-      query(inTransaction, [r.scope, r.key, r.owner, jobIdText(r.jobId), r.fingerprint ?? null, ttlMs]),
-    finishClaimed: (ref, c, tx) => query(finishClaimed, [...ownedParams(ref), c.result ?? null, c.ttlMs, tx]),
+      query(inTransaction, [
+        r.scope,
+        r.key,
+        r.owner,
+        jobIdText(r.jobId),
+        r.fingerprint ?? null,
+        ttlMs,
+        r.resumeOwner ?? null,
+      ]),
+    finishClaimed: (ref, c, tx) =>
+      c.handover
+        ? query(handOverClaimed, [...ownedParams(ref), c.handover.owner, c.handover.leaseMs, tx])
+        : query(finishClaimed, [...ownedParams(ref), c.result ?? null, c.ttlMs, tx]),
     failUnclaimed: (r, f, ownCommitted) =>
       command(failUnclaimed, [
         r.scope,
@@ -251,7 +272,10 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     fail: (ref, f) => command(fail, [...ownedParams(ref), f.error, f.ttlMs]),
     release: (ref) => command(release, ownedParams(ref)),
     lockOwned: (ref) => query(lockOwned, ownedParams(ref)),
-    completeLocked: (ref, c, tx) => command(completeLocked, [...ownedParams(ref), c.result ?? null, c.ttlMs, tx]),
+    completeLocked: (ref, c, tx) =>
+      c.handover
+        ? command(handOverLocked, [...ownedParams(ref), c.handover.leaseMs, c.handover.owner, tx])
+        : command(completeLocked, [...ownedParams(ref), c.result ?? null, c.ttlMs, tx]),
     transactionState: (_ref, tx) => query(transactionState, [tx]),
     delete: (scope, key) => query(remove, [scope, key]),
     prune: (limit) => command(prune, [limit]),

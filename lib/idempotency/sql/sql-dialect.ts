@@ -48,7 +48,8 @@ export interface SqlDialect {
    */
   lockOwned(ref: IdempotencyRecordRef): SqlStatement;
   /**
-   * {@link complete}, only inside the transaction `tx` (what {@link lockOwned} answered) that still holds the lock:
+   * {@link complete} (or {@link handOver}, given `completion.handover`), only inside the transaction `tx` (what
+   * {@link lockOwned} answered) that still holds the lock:
    * changes nothing once that transaction ended (the handler committed or rolled it back itself), even though the
    * statement then runs outside it.
    */
@@ -82,7 +83,8 @@ export interface SqlDialect {
   claimFreshInTransaction?(request: IdempotencyClaim, ttlMs: number): SqlStatement;
   /**
    * The last statement of that transaction: stores the completion's result (and moves the retention when the work
-   * took more than half of it), only inside the transaction `tx`. Rows: `[{ ours }]`, whether it still runs in `tx`.
+   * took more than half of it), or hands the record over (`completion.handover`: in progress again, owned by the job's
+   * resume token), only inside the transaction `tx`. Rows: `[{ ours }]`, whether it still runs in `tx`.
    */
   finishClaimed?(ref: IdempotencyRecordRef, completion: IdempotencyCompletion, tx: string): SqlStatement;
   /**

@@ -70,6 +70,8 @@ export interface SqlIdempotencyStoreOptions<Transaction = unknown> {
 export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencyStore<Transaction> {
   /** @inheritDoc */
   readonly name: string;
+  /** @inheritDoc */
+  readonly handsOverInTransaction = true;
   /** The record table, as given (default `'unique_jobs_idempotency'`). */
   readonly table: string;
 

@@ -128,6 +128,12 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
   const complete = named(completeText, false);
   // Only while the record holds the transaction's marker: a ROLLBACK (by the handler) undid it.
   const completeLocked = named(`${completeText} AND result = @tx`, false);
+  // completeLocked for a step of a step job: handed over to the job's resume token instead, the marker cleared.
+  const handOverLocked = named(
+    `UPDATE ${t} SET owner = @to, result = NULL, expires_at = @expiresAt, updated_at = @now
+    WHERE ${owned} AND result = @tx`,
+    false,
+  );
   const fail = named(
     `UPDATE ${t}
     SET state = 'failed', result = NULL, error = @error, expires_at = @expiresAt, updated_at = @now
@@ -194,6 +200,10 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     lockOwned: (ref) => lockOwned({ ...ownedValues(ref), tx: `tx:${randomUUID()}` }),
     completeLocked: (ref, c, tx) => {
       const now = Date.now();
+      if (c.handover) {
+        const { owner: to, leaseMs } = c.handover;
+        return handOverLocked({ ...ownedValues(ref), to, now, expiresAt: now + leaseMs, tx });
+      }
       return completeLocked({ ...ownedValues(ref), result: c.result ?? null, now, expiresAt: now + c.ttlMs, tx });
     },
     transactionState: (ref, tx) => transactionState({ ...ownedValues(ref), tx }),
