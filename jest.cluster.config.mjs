@@ -14,6 +14,7 @@ export default {
     '<rootDir>/test/idempotency/effect-once.spec.ts',
     // The orphan reaper scans every master: its suite proves that on a cluster too.
     '<rootDir>/test/reaper/**/*.spec.ts',
+    '<rootDir>/test/regressions/reaper-retry-window.spec.ts',
     // Cluster-only checks (the topology, and where keys land), never run by `npm test`.
     '<rootDir>/test/cluster/**/*.cluster.ts',
   ],
