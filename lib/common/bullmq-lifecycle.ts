@@ -32,3 +32,41 @@ export async function attemptOutcome(
 export function isRestart(job: Job<unknown, unknown>): boolean {
   return job.attemptsMade > 0 || job.attemptsStarted > 1 || job.stalledCounter > 0;
 }
+
+/**
+ * What a handler throws after moving its own job (BullMQ's step jobs): `moveToDelayed` + `DelayedError`,
+ * `moveToWaitingChildren` + `WaitingChildrenError`, `moveToWait` + `WaitingError`. BullMQ then leaves the job where the
+ * handler put it, counts no attempt, and delivers the same job again later (or, when the handler did not move it,
+ * recovers it as stalled): the attempt ended between two steps, not in a failure.
+ */
+const STEP_MOVES: ReadonlySet<string> = new Set(['DelayedError', 'WaitingChildrenError', 'WaitingError']);
+
+/** Whether `error` is one BullMQ takes for the handler having moved its job itself (by name, as BullMQ tests it). */
+export function isStepMove(error: unknown): error is { name: string } {
+  return typeof error === 'object' && error !== null && STEP_MOVES.has(String((error as { name?: unknown }).name));
+}
+
+/**
+ * How long what a step job holds stays held while the job waits for its next delivery, after the step `step` (an error
+ * name {@link isStepMove} accepts): a delayed step until the job is due (`job.delay`, which BullMQ's `moveToDelayed`
+ * set) plus `lease` (the time a busy queue may take to deliver it); a job waiting for its children `forChildren`
+ * (children take what they take); a job moved back to wait, `lease`.
+ */
+export function parkedMs(job: Job<unknown, unknown>, step: string, lease: number, forChildren: number): number {
+  if (step === 'WaitingChildrenError') return Math.max(forChildren, lease);
+  if (step === 'DelayedError') return wholeDelay(job.delay) + lease;
+  return lease;
+}
+
+/**
+ * The longest delay a lock's lifetime counts (about 31,700 years: any job delayed longer waits as good as forever).
+ * Redis takes an expiry in whole milliseconds below 2^63 ms from now, and a script writes a number past 10^17 in
+ * exponent notation, which Redis refuses too.
+ */
+const LONGEST_DELAY_MS = 1e15;
+
+/** A delay as a lock's lifetime counts it: whole milliseconds from 0 to {@link LONGEST_DELAY_MS} (NaN: 0). */
+export function wholeDelay(ms: number): number {
+  const delay = Number(ms);
+  return Number.isFinite(delay) ? Math.min(Math.max(Math.ceil(delay), 0), LONGEST_DELAY_MS) : 0;
+}

@@ -1,24 +1,10 @@
 import { hash } from 'node:crypto';
-import type { Job } from 'bullmq';
-import { wholeDelay } from '../locks/enqueue-lock.js';
+import { isStepMove, parkedMs } from '../common/bullmq-lifecycle.js';
 import type { Attempt } from './attempt.js';
 import type { IdempotencyCompletion, IdempotencyHandover } from './idempotency-store.interface.js';
 
-/**
- * What a handler throws after moving its own job (BullMQ's step jobs): `moveToDelayed` + `DelayedError`,
- * `moveToWaitingChildren` + `WaitingChildrenError`, `moveToWait` + `WaitingError`. BullMQ then leaves the job where the
- * handler put it, counts no attempt, and delivers the same job again later (or, when the handler did not move it,
- * recovers it as stalled): the attempt ended between two steps, not in a failure.
- */
-const STEP_MOVES: ReadonlySet<string> = new Set(['DelayedError', 'WaitingChildrenError', 'WaitingError']);
-
 /** The prefix of a resume token: an owner no attempt has (theirs are UUIDs), so operators can tell a parked record. */
 const RESUME_PREFIX = 'step:';
-
-/** Whether `error` is one BullMQ takes for the handler having moved its job itself (by name, as BullMQ tests it). */
-export function isStepMove(error: unknown): error is { name: string } {
-  return typeof error === 'object' && error !== null && STEP_MOVES.has(String((error as { name?: unknown }).name));
-}
 
 /**
  * The token a job's claim is handed over to between two of its steps: one per job (its Redis key and creation time),
@@ -33,22 +19,12 @@ export function isHandedOver(owner: string | undefined): boolean {
   return owner?.startsWith(RESUME_PREFIX) === true;
 }
 
-/**
- * How long a record handed over stays live for its job: a delayed step, until the job is due plus a lease (the time a
- * busy queue may take to deliver it); a job waiting for its children, the key's retention `ttl` (children take what
- * they take; on Redis the orphan reaper releases the record early once the job is gone or finished); a job moved back
- * to wait, a lease.
- */
-function handoverLeaseMs(job: Job<unknown, unknown>, step: string, lease: number, ttl: number): number {
-  if (step === 'WaitingChildrenError') return Math.max(ttl, lease);
-  if (step === 'DelayedError') return wholeDelay(job.delay) + lease;
-  return lease;
-}
-
 /** The handover of `attempt`'s claim after the step `step` (an error name of {@link STEP_MOVES}). */
 function handoverOf(attempt: Attempt, step: string, resumeOwner: string): IdempotencyHandover {
   const { lease, ttl } = attempt.definition.options;
-  return { owner: resumeOwner, leaseMs: handoverLeaseMs(attempt.job, step, lease, ttl) };
+  // Waiting for its children: the key's retention (on Redis the orphan reaper releases the record early once the job is
+  // gone or finished).
+  return { owner: resumeOwner, leaseMs: parkedMs(attempt.job, step, lease, ttl) };
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Job, Queue } from 'bullmq';
+import { wholeDelay } from '../common/bullmq-lifecycle.js';
 import type { Redis } from 'ioredis';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import { bullKeys, deduplicationId } from '../redis/keys.js';
@@ -6,7 +7,6 @@ import { ContendedDigests } from './contended-digests.js';
 import {
   delayOf,
   isAddErrorCode,
-  wholeDelay,
   type EnqueueLock,
   type EnqueueRequest,
   type LockedJob,

@@ -1,6 +1,7 @@
 import type { Job, JobsOptions, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { AcquireResult } from './lock-store.js';
+import { wholeDelay } from '../common/bullmq-lifecycle.js';
 
 /** A queue's own `add`, which the library's guard replaces (the enqueue lock adds through it). */
 export type AddFn = (name: string, data: unknown, opts?: JobsOptions) => Promise<Job<unknown, unknown>>;
@@ -124,13 +125,6 @@ export interface RemovableHold {
 }
 
 /**
- * The longest delay a lock's lifetime counts (about 31,700 years: any job delayed longer waits as good as forever).
- * Redis takes an expiry in whole milliseconds below 2^63 ms from now, and a script writes a number past 10^17 in
- * exponent notation, which Redis refuses too.
- */
-const LONGEST_DELAY_MS = 1e15;
-
-/**
  * How long from now a new job waits (its delay: its own, or the queue's default), which a lock's lifetime must cover,
  * in whole milliseconds: BullMQ takes fractional and huge delays, which Redis would refuse in an expiry (the lock's
  * script failing after it took the lock, or BullMQ's add failing on its deduplication TTL). NaN and Infinity count as
@@ -141,12 +135,6 @@ export function delayOf(queue: Queue, opts: JobsOptions): number {
   const delay = Number(opts.delay ?? queue.defaultJobOptions?.delay ?? 0);
   const timestamp = Number(opts.timestamp);
   return wholeDelay(delay > 0 && Number.isFinite(timestamp) ? timestamp + delay - Date.now() : delay);
-}
-
-/** A delay as a lock's lifetime counts it: whole milliseconds from 0 to {@link LONGEST_DELAY_MS} (NaN: 0). */
-export function wholeDelay(ms: number): number {
-  const delay = Number(ms);
-  return Number.isFinite(delay) ? Math.min(Math.max(Math.ceil(delay), 0), LONGEST_DELAY_MS) : 0;
 }
 
 /**

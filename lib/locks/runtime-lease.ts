@@ -107,6 +107,19 @@ export class RuntimeLease {
   }
 
   /**
+   * Stops renewing and keeps the slot for the job's next delivery, `leaseMs` from now (a step of a step job: the job is
+   * parked, and its next delivery, the same owner, re-enters the slot at once). Resolves whether it was still held.
+   */
+  park(leaseMs: number): Promise<boolean> {
+    const keeper = this.keeper;
+    this.keeper = undefined;
+    if (!keeper) return Promise.resolve(false);
+    keeper.stop();
+    if (keeper.expired) keeper.reportLost();
+    return this.store.renewMarked(this.key, this.owner, leaseMs, this.mark);
+  }
+
+  /**
    * Stops renewing and gives the slot back; resolves whether it was still held. A lease that ended under the handler
    * (an event-loop stall, or Redis out of reach, longer than the lease) is reported lost even when no renewal said so.
    * `inOrderOn`: send the release on that connection (see `LockStore.release`).

@@ -1,4 +1,5 @@
 import type { Job, Queue } from 'bullmq';
+import { wholeDelay } from '../common/bullmq-lifecycle.js';
 import type { Redis } from 'ioredis';
 import type { LockType } from '../interfaces/unique-job-options.interface.js';
 import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
@@ -10,7 +11,6 @@ import {
   type Prepared,
   type RemovableHold,
   type Taken,
-  wholeDelay,
 } from './enqueue-lock.js';
 import { BulksInProgress } from './bulks-in-progress.js';
 import type { AcquireResult, LockStore } from './lock-store.js';

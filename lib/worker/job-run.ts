@@ -9,6 +9,7 @@ import type { LockRun } from '../locks/lock.js';
 import type { LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
+import { parkedMs } from '../common/bullmq-lifecycle.js';
 import type { JobDefinition } from '../options/job-definitions.js';
 import { parseRuntimeLockOwner, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
 import { knownOnSameServer } from '../redis/same-server.js';
@@ -27,12 +28,20 @@ export interface JobRunDeps {
 }
 
 /**
+ * How long a run-time lock stays the job's while it waits for its children between two steps: a day. Children take what
+ * they take; a parent removed meanwhile leaves its lock until then (`unique-jobs locks release <digest>` frees it).
+ */
+const PARKED_FOR_CHILDREN_MS = 24 * 60 * 60 * 1000;
+
+/**
  * One job under its lock, from its start to BullMQ's record of its end: what a lock type's hooks act on (its enqueue
- * lock, bound to it; its run-time lock, given back after each attempt), with the events of each transition.
+ * lock, bound to it; its run-time lock, given back after each attempt, kept across the steps of a step job), with the events of each transition.
  */
 export class JobRun implements LockRun {
   readonly enqueueLock: BoundEnqueueLock | undefined;
   readonly restarted: boolean;
+  /** The handler moved its own job and ended the attempt (a step of a step job: see `isStepMove`). */
+  stepped = false;
   private runtime: RuntimeLease | undefined;
   /** The run-time lock asked for last (held or not): an acquire of it may have failed without an answer. */
   private asked: RuntimeLease | undefined;
@@ -126,6 +135,20 @@ export class JobRun implements LockRun {
       (error: unknown) => this.deps.reportError(this.job, this.digest, error),
     );
     if (!inOrderOn) await released;
+  }
+
+  /**
+   * A step of a step job: the handler moved its job and ended the attempt with `step` (an error name `isStepMove`
+   * accepts). The run-time lock stays the job's while it waits ({@link parkedMs}; waiting for children,
+   * {@link PARKED_FOR_CHILDREN_MS}), so a duplicate started meanwhile meets it (the job is still executing, between two
+   * steps) and the job's next delivery re-enters it. Resolves whether it was still held (else that delivery takes it
+   * anew).
+   */
+  async parkRuntimeLock(step: string): Promise<boolean> {
+    const lease = this.runtime;
+    this.runtime = undefined;
+    const { runtimeLockLease } = this.definition.options;
+    return lease ? lease.park(parkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS)) : false;
   }
 
   /**

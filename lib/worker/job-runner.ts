@@ -1,6 +1,6 @@
 import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { attemptOutcome } from '../common/bullmq-lifecycle.js';
+import { attemptOutcome, isStepMove } from '../common/bullmq-lifecycle.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
@@ -67,6 +67,9 @@ export class JobRunner {
       try {
         return await this.counted(run, j, t, s);
       } catch (thrown) {
+        // A step of a step job (the handler moved its job): what the job holds stays its own while it waits.
+        const stepping = isStepMove(thrown) ? this.runs.get(j) : undefined;
+        if (stepping) stepping.stepped = true;
         // A `throw null` fails the attempt too, also one thrown synchronously (a `process` that is no async function).
         return rethrowNullish(thrown);
       }
@@ -166,6 +169,7 @@ export class JobRunner {
         let retry: AcquireResult = ADMITTED;
         await this.quietly(job, digest, async () => void (retry = await definition.lock.attemptFailed(run, attempt)));
         if (isDelayedError(error) && this.followsDelays(run)) await this.delayed(run); // the handler moved it
+        if (run.stepped) await this.quietly(job, digest, async () => void (await run.parkRuntimeLock(stepOf(error))));
         // Only a retry BullMQ is about to make can be refused; a job its handler moved already is where it goes.
         if (!retry.acquired && (await outcomeOf()) === 'retries') throw this.superseded(run, error, retry.holder);
         throw error;
@@ -269,6 +273,11 @@ export class JobRunner {
       this.deps.reportError(job, digest, error);
     }
   }
+}
+
+/** The name of the error a step of a step job ended with. */
+function stepOf(error: unknown): string {
+  return String((error as { name?: unknown }).name);
 }
 
 /** BullMQ's own test of a `DelayedError` (by class or name, as its worker makes it). */

@@ -25,7 +25,7 @@ describe('run-time locks: review of moves, limits, concurrency and forced close'
 
   describe.each(locks)('%s', (lock) => {
     it.each(moves)(
-      'a handler that ends its attempt by %s gives R back; a duplicate then runs; nothing stays',
+      'a handler that ends its attempt by %s: R given back (kept while a step job is parked); the duplicate runs after; nothing stays',
       async (move) => {
         const child = hold();
         const intervals: Interval[] = [];
@@ -77,19 +77,26 @@ describe('run-time locks: review of moves, limits, concurrency and forced close'
           );
           if (move !== 'rate-limit') expect(await first.getState()).toBe(parked);
         }
-        // R is given back after the attempt (sent on the worker's connection, not awaited): read once it is there.
-        await waitFor('R given back', async () => (await runtimeOwners(app)).length === 0);
+        const stepped = move === 'delayed' || move === 'waiting-children';
+        if (stepped) {
+          // A step of a step job: R stays the job's while it is parked (its next delivery re-enters it).
+          expect(await runtimeOwners(app)).toEqual([first.id]);
+        } else {
+          // R is given back after the attempt (sent on the worker's connection, not awaited): read once it is there.
+          await waitFor('R given back', async () => (await runtimeOwners(app)).length === 0);
+        }
         if (lock === 'until_and_while_executing' && move !== 'unrecoverable' && move !== 'rate-limit') {
           expect(await dedupHolder(redis, app.queue.name, digest)).toBe(first.id); // E taken back
         }
-        if (move === 'delayed' || move === 'waiting-children') {
-          // A duplicate: for while_executing it runs now (R is free); for until_and_while E keeps it out.
+        if (stepped) {
+          // A duplicate: for while_executing it waits for R (lockTimeout) while the step job is parked, and runs once
+          // the job resumed and completed; for until_and_while E keeps it out.
           const second = await app.queue.add('sync', { id: 'a', n: 2 });
-          if (lock === 'while_executing') await expect(app.finished(second)).resolves.toBe(2);
-          else expect(second.id).toBe(first.id);
+          if (lock === 'until_and_while_executing') expect(second.id).toBe(first.id);
           if (move === 'delayed') await first.promote();
           child.resolve();
           await expect(app.finished(first)).resolves.toBe(1);
+          if (lock === 'while_executing') await expect(app.finished(second)).resolves.toBe(2);
         } else if (move === 'rate-limit') {
           await expect(app.finished(first)).resolves.toBe(1);
         } else {
@@ -290,26 +297,23 @@ describe('run-time locks: review of moves, limits, concurrency and forced close'
   });
 
   // A step job (BullMQ's documented pattern: the handler moves its own job and throws DelayedError / WaitingChildrenError,
-  // then resumes on its next delivery) gives R back while parked. A duplicate that took R meanwhile makes the resumed
-  // step meet the server strategy: under the default `log` the job completes with null and its remaining step never runs
-  // (a parent waiting for its children completes without reading them). Real bug, not fixed: `it.failing` until it is.
-  it.failing.each(['delayed', 'waiting-children'] as const)(
-    'while_executing (log): a step job parked by %s whose duplicate runs when it resumes still runs its next step',
+  // then resumes on its next delivery) keeps R while parked: it is still executing, between two steps. A duplicate
+  // started meanwhile meets R as a duplicate of a running job (under the default `log`, dropped); the job resumes in its
+  // own slot and runs its next step. (Found by this review: R was given back while parked, a duplicate took it, and the
+  // resumed job met the strategy itself — under `log` it completed with null and its next step never ran.)
+  it.each(['delayed', 'waiting-children'] as const)(
+    'while_executing (log): a step job parked by %s keeps R; a duplicate meets it; the job resumes and runs its next step',
     async (move) => {
-      const gate = hold();
       const child = hold();
-      const secondStarted = deferred();
+      const ran: number[] = [];
       const ref: { app?: TestApp } = {};
       const handler = async (job: Job<Data>) => {
         if (job.name === 'child') {
           await child.promise;
           return 'child';
         }
-        if (job.data.n === 2) {
-          secondStarted.resolve();
-          await gate.promise;
-          return 2;
-        }
+        ran.push(job.data.n);
+        if (job.data.n === 2) return 2;
         if (job.attemptsStarted === 1) {
           if (move === 'delayed') {
             await job.moveToDelayed(Date.now() + 60_000, job.token);
@@ -333,14 +337,16 @@ describe('run-time locks: review of moves, limits, concurrency and forced close'
       await waitFor('the first job parked', async () =>
         ['delayed', 'waiting-children'].includes(await first.getState()),
       );
+      expect(await runtimeOwners(app)).toEqual([first.id]);
+      // A duplicate of a job still executing (between two steps): `log` drops it, its handler never runs.
       const second = await app.queue.add('sync', { id: 'a', n: 2 });
-      await secondStarted.promise;
+      await app.finished(second);
+      expect(ran).toEqual([1]);
       if (move === 'delayed') await first.promote();
       else child.resolve();
-      const resumed = app.finished(first);
-      await expect(resumed).resolves.toBe('step 2');
-      gate.resolve();
-      await expect(app.finished(second)).resolves.toBe(2);
+      await expect(app.finished(first)).resolves.toBe('step 2');
+      expect(ran).toEqual([1, 1]);
+      await waitFor('R given back', async () => (await runtimeOwners(app)).length === 0);
     },
   );
 });
