@@ -28,7 +28,23 @@ export async function answerHeldKey(
   const { scope, key } = attempt.ref;
   const { report } = attempt;
   const ownJob = expiresInMs > 0 && claim.ownJob === true;
-  if (fingerprint !== undefined && record.fingerprint !== undefined && fingerprint !== record.fingerprint && !ownJob) {
+  // A store that cannot tell (no `ownJob` answer: the SQL stores keep a job's id, not its queue) and a claim in progress
+  // by a job of this id: perhaps this very job, delivered again after its handler moved it between two steps and
+  // before that delivery handed the claim over (a round trip later). It waits, its payload compared when it looks
+  // again; a job of another queue sharing the scope and the id meets the mismatch then.
+  const maybeOwnJob =
+    expiresInMs > 0 &&
+    claim.ownJob === undefined &&
+    record.state === 'in_progress' &&
+    record.jobId !== undefined &&
+    record.jobId === attempt.job.id;
+  if (
+    fingerprint !== undefined &&
+    record.fingerprint !== undefined &&
+    fingerprint !== record.fingerprint &&
+    !ownJob &&
+    !maybeOwnJob
+  ) {
     report.emit({ type: 'idempotencyMismatch' });
     throw new IdempotencyKeyMismatchError(scope, key, fingerprint, record.fingerprint);
   }

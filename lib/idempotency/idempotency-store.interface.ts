@@ -253,7 +253,9 @@ export interface IdempotencyClaimLost {
   stillHeld?: () => Promise<boolean>;
   /**
    * The live record is the claiming job's own (its key and creation time match: see {@link IdempotencyStore.claim}):
-   * its data may have changed since it claimed, and it is replayed or waited for whatever its fingerprint.
+   * its data may have changed since it claimed, and it is replayed or waited for whatever its fingerprint. `false`: the
+   * store can tell, and it is not. Absent (a store that cannot tell): a live `in_progress` record naming the claiming
+   * job's id is waited for whatever its fingerprint (it may be this job's, between a step's move and its handover).
    */
   ownJob?: boolean;
 }

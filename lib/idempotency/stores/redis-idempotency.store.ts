@@ -57,7 +57,7 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
     )) as [1, number] | [0, number, string[], number?];
     if (reply[0] === 1) return { claimed: true, takeover: reply[1] === 1 };
     const record = toRecord(pairs(reply[2]));
-    return { claimed: false, record, expiresInMs: reply[1], ...(reply[3] === 1 ? { ownJob: true } : {}) };
+    return { claimed: false, record, expiresInMs: reply[1], ownJob: reply[3] === 1 };
   }
 
   async renew(ref: IdempotencyRecordRef, leaseMs: number): Promise<boolean> {

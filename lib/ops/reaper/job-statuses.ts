@@ -9,11 +9,17 @@ export type JobStatus = 'live' | 'finished' | 'gone' | 'another';
 /**
  * A BullMQ job's status from its hash: every job has a `timestamp`; a finished one has `finishedOn`. With `digest`
  * (a slot-set lock's), a job whose marker names another digest is `'another'`: its id was reused by a job that does
- * not own this lock.
+ * not own this lock. With `createdAt` (the creation time an idempotency record names), a job created at another time
+ * is `'gone'`: the record's job was removed and its custom id given to a later job.
  */
-export async function jobStatus(client: Redis | Cluster, jobKey: string, digest?: string): Promise<JobStatus> {
+export async function jobStatus(
+  client: Redis | Cluster,
+  jobKey: string,
+  digest?: string,
+  createdAt?: string,
+): Promise<JobStatus> {
   const [timestamp, finishedOn, opts] = await client.hmget(jobKey, 'timestamp', 'finishedOn', 'opts');
-  if (timestamp === null) return 'gone';
+  if (timestamp === null || (createdAt !== undefined && Number(timestamp) !== Number(createdAt))) return 'gone';
   if (digest !== undefined && markedDigestIn(opts) !== digest) return 'another';
   return finishedOn === null ? 'live' : 'finished';
 }

@@ -233,23 +233,26 @@ export class OrphanReaper {
   }
 
   private async suspectIdempotencyClaim(key: string, suspects: Suspect[]): Promise<void> {
-    const [state, owner, until, jobKey, jobId] = await this.deps.client.hmget(
+    const [state, owner, until, jobKey, jobId, jobAt] = await this.deps.client.hmget(
       key,
       'state',
       'owner',
       'until',
       'jobKey',
       'job',
+      'jobAt',
     );
     // Only a claim whose lease ended: a live lease may belong to a handler still running after its job was removed.
     // Or one parked between two steps of its job (handed over: no handler runs), whose job is gone or finished.
     const parked = isHandedOver(owner ?? undefined);
     if (state !== 'in_progress' || !owner || !jobKey || (!parked && Number(until) > Date.now())) return;
-    const status = await jobStatus(this.deps.client, jobKey);
+    // The job the record names, created when it says: a later job given its custom id is not it.
+    const statusNow = () => jobStatus(this.deps.client, jobKey, undefined, jobAt ?? undefined);
+    const status = await statusNow();
     if (status === 'live') return;
     suspects.push({
       item: { key, kind: 'idempotencyClaim', jobId: jobId ?? undefined, reason: `job ${status}` },
-      statuses: async () => [await jobStatus(this.deps.client, jobKey)],
+      statuses: async () => [await statusNow()],
       release: async () => (await this.scripts.run('reapIdempotencyClaim', [key], [owner, parked ? 1 : 0])) === 1,
     });
   }
