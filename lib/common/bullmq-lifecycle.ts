@@ -58,6 +58,43 @@ export function parkedMs(job: Job<unknown, unknown>, step: string, lease: number
   return lease;
 }
 
+/** BullMQ's defaults of a worker's `lockDuration` and `stalledInterval` (ms), for a worker whose options cannot be read. */
+const BULLMQ_LOCK_DURATION_MS = 30_000;
+const BULLMQ_STALLED_INTERVAL_MS = 30_000;
+
+/**
+ * How long BullMQ may take to recover a job its handler left active (a step error thrown without moving the job), on
+ * `worker`: the job's lock lasts a `lockDuration`, then the next stall check (every `stalledInterval`) moves it back.
+ */
+export function stallRecoveryMs(worker: unknown): number {
+  const opts = (worker as { opts?: { lockDuration?: unknown; stalledInterval?: unknown } } | undefined)?.opts;
+  const option = (value: unknown, fallback: number) => (typeof value === 'number' && value > 0 ? value : fallback);
+  return (
+    option(opts?.lockDuration, BULLMQ_LOCK_DURATION_MS) + option(opts?.stalledInterval, BULLMQ_STALLED_INTERVAL_MS)
+  );
+}
+
+/**
+ * {@link parkedMs}, asked of BullMQ for a job its handler may not have moved: one still `active` (the step error thrown
+ * alone, or a job moved and already taken again) comes back once BullMQ recovers it as stalled, up to `recoveryMs`
+ * ({@link stallRecoveryMs}) later, so what it holds is kept that long plus `lease`. A state BullMQ cannot answer
+ * leaves the lease computed from the step. One Redis call (the job's state).
+ */
+export async function stepParkedMs(
+  job: Job<unknown, unknown>,
+  step: string,
+  lease: number,
+  forChildren: number,
+  recoveryMs: number,
+): Promise<number> {
+  const parked = parkedMs(job, step, lease, forChildren);
+  const active = await job.getState().then(
+    (state) => state === 'active',
+    () => false,
+  );
+  return active ? Math.max(parked, recoveryMs + lease) : parked;
+}
+
 /**
  * The longest delay a lock's lifetime counts (about 31,700 years: any job delayed longer waits as good as forever).
  * Redis takes an expiry in whole milliseconds below 2^63 ms from now, and a script writes a number past 10^17 in

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { isStepMove, parkedMs } from '../common/bullmq-lifecycle.js';
+import { isStepMove, stallRecoveryMs, stepParkedMs } from '../common/bullmq-lifecycle.js';
 import type { Attempt } from './attempt.js';
 import type { IdempotencyCompletion, IdempotencyHandover } from './idempotency-store.interface.js';
 
@@ -19,12 +19,13 @@ export function isHandedOver(owner: string | undefined): boolean {
   return owner?.startsWith(RESUME_PREFIX) === true;
 }
 
-/** The handover of `attempt`'s claim after the step `step` (an error name of {@link STEP_MOVES}). */
-function handoverOf(attempt: Attempt, step: string, resumeOwner: string): IdempotencyHandover {
+/** The handover of `attempt`'s claim after the step `step` (an error name `isStepMove` accepts). */
+async function handoverOf(attempt: Attempt, step: string, resumeOwner: string): Promise<IdempotencyHandover> {
   const { lease, ttl } = attempt.definition.options;
   // Waiting for its children: the key's retention (on Redis the orphan reaper releases the record early once the job is
   // gone or finished).
-  return { owner: resumeOwner, leaseMs: parkedMs(attempt.job, step, lease, ttl) };
+  const leaseMs = await stepParkedMs(attempt.job, step, lease, ttl, stallRecoveryMs(attempt.worker));
+  return { owner: resumeOwner, leaseMs };
 }
 
 /**
@@ -41,7 +42,7 @@ export async function handOverStep(
   const { store } = attempt.definition;
   if (!store.handOver || resumeOwner === undefined || !isStepMove(error)) return false;
   try {
-    const handover = handoverOf(attempt, error.name, resumeOwner);
+    const handover = await handoverOf(attempt, error.name, resumeOwner);
     if (await store.handOver(attempt.ref, handover)) {
       attempt.report.emit({ type: 'idempotencyHandedOver', step: error.name, leaseMs: handover.leaseMs });
     }
@@ -59,6 +60,7 @@ export async function handOverStep(
  */
 export class TransactionStep {
   private step: { name: string } | undefined;
+  private handover: IdempotencyHandover | undefined;
 
   /** `resumeOwner`: the job's resume token, `undefined` when the store cannot hand over in a transaction. */
   constructor(
@@ -73,14 +75,14 @@ export class TransactionStep {
     } catch (error) {
       if (this.resumeOwner === undefined || !isStepMove(error)) throw error;
       this.step = error;
+      this.handover = await handoverOf(this.attempt, error.name, this.resumeOwner);
       return undefined;
     }
   }
 
   /** The completion of a step (the record handed over), or `undefined` when the handler returned. */
   completion(ttlMs: number): IdempotencyCompletion | undefined {
-    if (!this.step) return undefined;
-    return { result: undefined, ttlMs, handover: handoverOf(this.attempt, this.step.name, this.resumeOwner!) };
+    return this.handover && { result: undefined, ttlMs, handover: this.handover };
   }
 
   /** After the commit: throws the step's error, as the handler did, for BullMQ (nothing when the handler returned). */

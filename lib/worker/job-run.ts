@@ -9,7 +9,7 @@ import type { LockRun } from '../locks/lock.js';
 import type { LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
-import { parkedMs } from '../common/bullmq-lifecycle.js';
+import { stallRecoveryMs, stepParkedMs } from '../common/bullmq-lifecycle.js';
 import type { JobDefinition } from '../options/job-definitions.js';
 import { parseRuntimeLockOwner, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
 import { knownOnSameServer } from '../redis/same-server.js';
@@ -40,8 +40,11 @@ const PARKED_FOR_CHILDREN_MS = 24 * 60 * 60 * 1000;
 export class JobRun implements LockRun {
   readonly enqueueLock: BoundEnqueueLock | undefined;
   readonly restarted: boolean;
-  /** The handler moved its own job and ended the attempt (a step of a step job: see `isStepMove`). */
-  stepped = false;
+  /**
+   * Set when the handler moved its own job and ended the attempt (a step of a step job: see `isStepMove`): how long its
+   * worker may take to recover the job as stalled, should the handler not have moved it (`stallRecoveryMs`).
+   */
+  stepped: { recoveryMs: number } | undefined;
   private runtime: RuntimeLease | undefined;
   /** The run-time lock asked for last (held or not): an acquire of it may have failed without an answer. */
   private asked: RuntimeLease | undefined;
@@ -139,7 +142,7 @@ export class JobRun implements LockRun {
 
   /**
    * A step of a step job: the handler moved its job and ended the attempt with `step` (an error name `isStepMove`
-   * accepts). The run-time lock stays the job's while it waits ({@link parkedMs}; waiting for children,
+   * accepts). The run-time lock stays the job's while it waits (`stepParkedMs`; waiting for children,
    * {@link PARKED_FOR_CHILDREN_MS}), so a duplicate started meanwhile meets it (the job is still executing, between two
    * steps) and the job's next delivery re-enters it. Resolves whether it was still held (else that delivery takes it
    * anew).
@@ -147,8 +150,10 @@ export class JobRun implements LockRun {
   async parkRuntimeLock(step: string): Promise<boolean> {
     const lease = this.runtime;
     this.runtime = undefined;
+    if (!lease) return false;
     const { runtimeLockLease } = this.definition.options;
-    return lease ? lease.park(parkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS)) : false;
+    const recoveryMs = this.stepped?.recoveryMs ?? stallRecoveryMs(undefined);
+    return lease.park(await stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs));
   }
 
   /**

@@ -1,6 +1,6 @@
 import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { attemptOutcome, isStepMove } from '../common/bullmq-lifecycle.js';
+import { attemptOutcome, isStepMove, stallRecoveryMs } from '../common/bullmq-lifecycle.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
@@ -69,7 +69,7 @@ export class JobRunner {
       } catch (thrown) {
         // A step of a step job (the handler moved its job): what the job holds stays its own while it waits.
         const stepping = isStepMove(thrown) ? this.runs.get(j) : undefined;
-        if (stepping) stepping.stepped = true;
+        if (stepping) stepping.stepped = { recoveryMs: stallRecoveryMs(worker) };
         // A `throw null` fails the attempt too, also one thrown synchronously (a `process` that is no async function).
         return rethrowNullish(thrown);
       }

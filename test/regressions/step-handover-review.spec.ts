@@ -156,3 +156,52 @@ describe.each(['redis', 'postgres', 'sqlite'] as const)(
     }, 30_000);
   },
 );
+
+describe('step handover: a DelayedError thrown without moving the job (redis store)', () => {
+  const { start } = useApps('step-review-unmoved');
+
+  // BullMQ leaves such a job active and recovers it as stalled (a lock duration, then up to a `stalledInterval`: 30 s +
+  // 30 s by default), but its claim was parked for a lease only (`job.delay` is 0): a duplicate delivered meanwhile took
+  // the parked claim over once that lease ended and ran step 1 a second time.
+  it('a duplicate does not run step 1 again while the job waits to be recovered as stalled', async () => {
+    const effects: string[] = [];
+    const app = await start({
+      idempotency: { key: byKey, lease: 500 },
+      // No stall recovery within the test: the job the handler did not move stays active.
+      worker: { concurrency: 2, stalledInterval: 60_000 },
+      handler: async (job: Job) => {
+        const data = job.data as Steps;
+        if ((data.step ?? 1) === 1) {
+          effects.push(`step1:${job.id}`);
+          await job.updateData({ ...data, step: 2 });
+          throw new DelayedError(); // no moveToDelayed: BullMQ recovers the job as stalled
+        }
+        effects.push(`step2:${job.id}`);
+        return 'done';
+      },
+    });
+    const events = new EventLog(app);
+    const handedOver = events.next((event) => event.type === 'idempotencyHandedOver');
+    const first = await app.queue.add('charge', { key: 'unmoved' });
+    const event = await handedOver;
+    expect(event).toMatchObject({ jobId: first.id });
+    // Parked until BullMQ may recover the job (lock duration + stall interval), not for the lease alone.
+    expect((event as { leaseMs: number }).leaseMs).toBeGreaterThanOrEqual(30_000 + 60_000);
+
+    const duplicate = await app.queue.add('charge', { key: 'unmoved' });
+    const ofDuplicate = (type: string) => (e: { type: string; jobId?: string }) =>
+      e.type === type && e.jobId === duplicate.id;
+    // The duplicate looks, waits (the lease at most), and looks again once a lease-long parking would have ended: it
+    // must meet the parked claim again, not take it over.
+    await events.next(ofDuplicate('idempotencyInProgress'));
+    const inProgress = events.of('idempotencyInProgress').length;
+    const second = await Promise.race([
+      events.next(
+        (e) => ofDuplicate('idempotencyInProgress')(e) && events.of('idempotencyInProgress').length > inProgress,
+      ),
+      events.next(ofDuplicate('idempotencyClaimed')),
+    ]);
+    expect(second.type).toBe('idempotencyInProgress');
+    expect(effects).toEqual([`step1:${first.id}`]);
+  }, 30_000);
+});
