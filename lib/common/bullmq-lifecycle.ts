@@ -16,13 +16,24 @@ export async function attemptOutcome(
   job: Job<unknown, unknown>,
   error: unknown,
 ): Promise<'runs-again' | 'retries' | 'fails'> {
-  if (error instanceof Error && error.message === RATE_LIMIT_ERROR) return 'runs-again';
-  if ((await job.getState()) !== 'active') return 'runs-again';
+  return (await attemptEnd(job, error)).outcome;
+}
+
+/**
+ * {@link attemptOutcome}, with when the job runs again: `delay`, the retry's backoff as BullMQ computed it (ms; 0 for a
+ * retry at once, a move the handler made, a rate limit, or a BullMQ that cannot say).
+ */
+export async function attemptEnd(
+  job: Job<unknown, unknown>,
+  error: unknown,
+): Promise<{ outcome: 'runs-again' | 'retries' | 'fails'; delay: number }> {
+  if (error instanceof Error && error.message === RATE_LIMIT_ERROR) return { outcome: 'runs-again', delay: 0 };
+  if ((await job.getState()) !== 'active') return { outcome: 'runs-again', delay: 0 };
   const shouldRetryJob = (job as unknown as { shouldRetryJob?: (err: unknown) => Promise<[boolean, number]> })
     .shouldRetryJob;
-  if (typeof shouldRetryJob !== 'function') return 'retries';
-  const [retry] = await shouldRetryJob.call(job, error);
-  return retry ? 'retries' : 'fails';
+  if (typeof shouldRetryJob !== 'function') return { outcome: 'retries', delay: 0 };
+  const [retry, delay] = await shouldRetryJob.call(job, error);
+  return { outcome: retry ? 'retries' : 'fails', delay: wholeDelay(delay) };
 }
 
 /**

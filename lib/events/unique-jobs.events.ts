@@ -74,11 +74,15 @@ export type IdempotencyEvent =
   | (IdempotencyEventBase & { type: 'idempotencyReleased' })
   | (IdempotencyEventBase & {
       /**
-       * The handler moved its own job and ended between two steps (BullMQ's step jobs): the claim is kept for the job's
-       * next delivery, which resumes it; other deliveries of the key wait.
+       * The handler moved its own job and ended between two steps (BullMQ's step jobs), or a later step of such a job
+       * failed and BullMQ retries it: the claim is kept for the job's next delivery, which resumes it; other deliveries
+       * of the key wait.
        */
       type: 'idempotencyHandedOver';
-      /** The error the handler ended with: `DelayedError`, `WaitingChildrenError` or `WaitingError`. */
+      /**
+       * The name of the error the handler ended with: `DelayedError`, `WaitingChildrenError` or `WaitingError` for a
+       * step; for a later step's failure that is retried, that failure's.
+       */
       step: string;
       /** How long the record stays live for the job's next delivery, ms. */
       leaseMs: number;

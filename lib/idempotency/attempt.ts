@@ -29,6 +29,8 @@ export interface Attempt {
   worker: WorkerLike | undefined;
   /** Says what happened to the attempt: events and log lines naming it. */
   report: AttemptReport;
+  /** The claim resumed a record handed over to the job (a later step of a step job: see step-handover.ts). */
+  resumed?: boolean;
 }
 
 /** The events and log lines of one attempt. */

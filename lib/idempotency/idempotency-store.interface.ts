@@ -235,6 +235,12 @@ export type IdempotencyClaimResult =
       claimed: true;
       /** Whether the claim took over an in-progress record whose lease had ended (its holder died or stalled). */
       takeover: boolean;
+      /**
+       * The claim took over a record handed over to its job ({@link IdempotencyClaim.resumeOwner}): the job resumes
+       * after a step, so a retryable failure of this attempt hands the claim over again rather than releasing it.
+       * Absent: not known (a store without `handOver`).
+       */
+      resumed?: boolean;
     }
   | IdempotencyClaimLost;
 

@@ -134,6 +134,7 @@ export class IdempotencyRunner {
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
     if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
+    if (claim.claimed && claim.resumed) attempt.resumed = true;
     const context = this.claimed(attempt, claim.claimed ? claim.takeover : claim.record.attempts > 1);
     return context.run(job, () => this.runThenComplete(attempt, next, connection, sentAt, resumeOwner));
   }

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
-import { isStepMove, stallRecoveryMs, stepParkedMs } from '../common/bullmq-lifecycle.js';
+import { attemptEnd, isStepMove, stallRecoveryMs, stepParkedMs } from '../common/bullmq-lifecycle.js';
+import { describeThrown } from '../errors/thrown.js';
 import type { Attempt } from './attempt.js';
 import type { IdempotencyCompletion, IdempotencyHandover } from './idempotency-store.interface.js';
 
@@ -39,12 +40,23 @@ export async function handOverStep(
   error: unknown,
   resumeOwner: string | undefined,
 ): Promise<boolean> {
-  const { store } = attempt.definition;
-  if (!store.handOver || resumeOwner === undefined || !isStepMove(error)) return false;
+  const { store, options } = attempt.definition;
+  if (!store.handOver || resumeOwner === undefined) return false;
   try {
-    const handover = await handoverOf(attempt, error.name, resumeOwner);
+    let handover: IdempotencyHandover;
+    if (isStepMove(error)) {
+      handover = await handoverOf(attempt, error.name, resumeOwner);
+    } else {
+      // A later step of a step job (its claim resumed a handover) that failed: its retry resumes at this step, so the
+      // claim is the job's until then too, lest a duplicate run from the first step meanwhile. Failed for good: no.
+      if (!attempt.resumed) return false;
+      const end = await attemptEnd(attempt.job, error);
+      if (end.outcome === 'fails') return false;
+      handover = { owner: resumeOwner, leaseMs: end.delay + options.lease };
+    }
+    const step = isStepMove(error) ? error.name : describeThrown(error).name;
     if (await store.handOver(attempt.ref, handover)) {
-      attempt.report.emit({ type: 'idempotencyHandedOver', step: error.name, leaseMs: handover.leaseMs });
+      attempt.report.emit({ type: 'idempotencyHandedOver', step, leaseMs: handover.leaseMs });
     }
   } catch (storeError) {
     attempt.report.error(storeError);

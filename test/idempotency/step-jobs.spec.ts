@@ -127,6 +127,37 @@ describe.each(['redis', 'postgres', 'sqlite'] as const)('@IdempotencyKey step jo
     expect(effects).toHaveLength(2);
   }, 30_000);
 
+  it('a later step that fails and is retried keeps the claim: a duplicate during the backoff waits', async () => {
+    const effects: string[] = [];
+    const app = await startWith(async (job: Job) => {
+      const data = job.data as Steps;
+      if ((data.step ?? 1) === 1) {
+        effects.push(`step1:${job.id}`);
+        await job.updateData({ ...data, step: 2 });
+        await job.moveToDelayed(Date.now(), job.token);
+        throw new DelayedError();
+      }
+      effects.push(`step2:${job.id}`);
+      if (job.attemptsMade === 0) throw new Error('step 2 fails once');
+      return `done by ${job.id}`;
+    });
+    const events = new EventLog(app);
+    const outcomes = new Outcomes(workerOf(app));
+    const retried = events.next((event) => event.type === 'idempotencyHandedOver' && event.step === 'Error');
+    // Its retry waits a minute (promoted by hand below): the duplicate comes meanwhile.
+    const first = await app.queue.add('charge', { key: 'k4' }, { attempts: 2, backoff: 60_000 });
+    expect(await retried).toMatchObject({ jobId: first.id });
+    // (On a SQL store the job's own next delivery may meet its claim before the step handed it over, and wait too.)
+    const duplicate = await app.queue.add('charge', { key: 'k4' });
+    const waited = events.next((event) => event.type === 'idempotencyInProgress' && event.jobId === duplicate.id);
+    expect(await waited).toMatchObject({ action: 'delayed' });
+    await (await app.queue.getJob(first.id!))!.promote();
+    expect(await outcomes.completed(first.id!)).toBe(`done by ${first.id}`);
+    await (await app.queue.getJob(duplicate.id!))?.promote().catch(() => undefined);
+    expect(await outcomes.completed(duplicate.id!)).toBe(`done by ${first.id}`);
+    expect(effects).toEqual([`step1:${first.id}`, `step2:${first.id}`, `step2:${first.id}`]);
+  }, 30_000);
+
   if (kind === 'redis') {
     it('a parent waiting for its children keeps its key; the reaper releases it once the parent is removed', async () => {
       const started: { app?: TestApp } = {};

@@ -209,44 +209,39 @@ describe('step handover: a DelayedError thrown without moving the job (redis sto
 describe('step handover: a later step fails and is retried (redis store)', () => {
   const { start } = useApps('step-review-retry');
 
-  // NOT FIXED (reported): the handover covers the moves between steps only. A later step that fails and is retried
-  // releases the claim as any retried failure does (attempt-failure.ts), while the job's next attempt resumes at that
-  // step: a duplicate delivered during the backoff claims the key and runs the handler from step 1, so step 1 runs
-  // twice (docs: "It never runs the handler from its first step"). `it.failing` until a resumed step job's retryable
-  // failure hands the claim over as a step move does.
-  it.failing(
-    'a duplicate delivered while step 2 waits for its retry does not run step 1 again',
-    async () => {
-      const effects: string[] = [];
-      const app = await start({
-        idempotency: { key: byKey },
-        worker: { concurrency: 2 },
-        handler: async (job: Job) => {
-          const data = job.data as Steps;
-          if ((data.step ?? 1) === 1) {
-            effects.push(`step1:${job.id}`);
-            await job.updateData({ ...data, step: 2 });
-            await job.moveToDelayed(Date.now(), job.token);
-            throw new DelayedError();
-          }
-          effects.push(`step2:${job.id}`);
-          if (job.attemptsMade === 0) throw new Error('step 2 fails once');
-          return 'done';
-        },
-      });
-      const events = new EventLog(app);
-      const outcomes = new Outcomes(workerOf(app));
-      // Its retry waits a minute: the duplicate comes meanwhile.
-      const first = await app.queue.add('charge', { key: 'retried' }, { attempts: 2, backoff: 60_000 });
-      await outcomes.failures(first.id!);
-      const duplicate = await app.queue.add('charge', { key: 'retried' });
-      const seen = await Promise.race([
-        events.next((e) => e.type === 'idempotencyInProgress' && e.jobId === duplicate.id),
-        events.next((e) => e.type === 'idempotencyClaimed' && e.jobId === duplicate.id),
-      ]);
-      expect(seen.type).toBe('idempotencyInProgress');
-      expect(effects).toEqual([`step1:${first.id}`, `step2:${first.id}`]);
-    },
-    30_000,
-  );
+  // The handover covered the moves between steps only: a later step that failed and was retried released the claim as
+  // any retried failure does (attempt-failure.ts), while the job's next attempt resumes at that step, so a duplicate
+  // delivered during the backoff claimed the key and ran the handler from step 1 (step 1 twice). A resumed step job's
+  // retryable failure now hands the claim over as a step move does.
+  it('a duplicate delivered while step 2 waits for its retry does not run step 1 again', async () => {
+    const effects: string[] = [];
+    const app = await start({
+      idempotency: { key: byKey },
+      worker: { concurrency: 2 },
+      handler: async (job: Job) => {
+        const data = job.data as Steps;
+        if ((data.step ?? 1) === 1) {
+          effects.push(`step1:${job.id}`);
+          await job.updateData({ ...data, step: 2 });
+          await job.moveToDelayed(Date.now(), job.token);
+          throw new DelayedError();
+        }
+        effects.push(`step2:${job.id}`);
+        if (job.attemptsMade === 0) throw new Error('step 2 fails once');
+        return 'done';
+      },
+    });
+    const events = new EventLog(app);
+    const outcomes = new Outcomes(workerOf(app));
+    // Its retry waits a minute: the duplicate comes meanwhile.
+    const first = await app.queue.add('charge', { key: 'retried' }, { attempts: 2, backoff: 60_000 });
+    await outcomes.failures(first.id!);
+    const duplicate = await app.queue.add('charge', { key: 'retried' });
+    const seen = await Promise.race([
+      events.next((e) => e.type === 'idempotencyInProgress' && e.jobId === duplicate.id),
+      events.next((e) => e.type === 'idempotencyClaimed' && e.jobId === duplicate.id),
+    ]);
+    expect(seen.type).toBe('idempotencyInProgress');
+    expect(effects).toEqual([`step1:${first.id}`, `step2:${first.id}`]);
+  }, 30_000);
 });

@@ -5,7 +5,14 @@ import {
   quoteIdentifier,
   type SqlTableName,
 } from '../stores/sql-records.js';
-import { CLAIM_LOCK_TIMEOUT_MS, command, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
+import {
+  CLAIM_LOCK_TIMEOUT_MS,
+  command,
+  query,
+  RECORD_TABLE_COLUMNS,
+  RESUMED_MARKER,
+  type SqlDialect,
+} from './sql-dialect.js';
 
 /** The columns of a record as `toIdempotencyRecord` reads them, times in ms since the epoch. */
 const RECORD_COLUMNS = `scope, key, state, owner, job_id, fingerprint, result, error, attempts,
@@ -94,7 +101,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     SELECT $1, $2, '${state}', $3, $4, $5, NULL, NULL, 1, n.now, n.now + ${ms(6)}, n.now
     FROM ${from} WHERE ${where}`;
   // A record handed over between two steps of the claiming job (owned by its resume token, `resume`): the job's own,
-  // taken over live, keeping the fingerprint it was first claimed with.
+  // taken over live, keeping the fingerprint it was first claimed with; an in-progress one says so in `result` (no result
+  // while in progress: RESUMED_MARKER), which the claim returns as `resumed`.
   const resumedBy = (resume: string) => `cur.state = 'in_progress' AND cur.owner = ${resume}`;
   // Inserts the record in `state`, or overwrites one the claim may take over (or, given `resume`, resumes).
   const upsert = (
@@ -108,14 +116,14 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       owner = excluded.owner,
       job_id = excluded.job_id,
       fingerprint = ${resume ? `CASE WHEN ${resumedBy(resume)} THEN cur.fingerprint ELSE excluded.fingerprint END` : 'excluded.fingerprint'},
-      result = NULL,
+      result = ${resume && state === 'in_progress' ? `CASE WHEN ${resumedBy(resume)} THEN '${RESUMED_MARKER}' END` : 'NULL'},
       error = NULL,
       attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,
       created_at = CASE WHEN cur.state = 'in_progress' THEN cur.created_at ELSE excluded.created_at END,
       expires_at = excluded.expires_at,
       updated_at = excluded.updated_at
     WHERE ${resume ? `(${resumedBy(resume)}) OR (${takeoverAllowed})` : takeoverAllowed}
-    RETURNING cur.attempts > 1 AS takeover`;
+    RETURNING cur.attempts > 1 AS takeover, coalesce(cur.result = '${RESUMED_MARKER}', false) AS resumed`;
   const now = '(SELECT clock_timestamp() AS now) AS n';
   const claimStatement = (asynchronous: boolean) => `WITH cfg AS MATERIALIZED (SELECT ${claimSettings(asynchronous)})
     ${upsert('in_progress', `${now}, cfg`, 'true', '$7::text')}`;

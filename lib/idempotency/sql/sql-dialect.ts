@@ -129,6 +129,12 @@ export interface SqlDialect {
  */
 export const CLAIM_LOCK_TIMEOUT_MS = 200;
 
+/**
+ * What a claim that resumed a record handed over to its job (a step job's next delivery) writes in the record's `result`
+ * (an in-progress record has no result), so that the claim can answer `resumed`.
+ */
+export const RESUMED_MARKER = 'resumed';
+
 /** Every column of the record table, as the migrations create them (the probe reads them all). */
 export const RECORD_TABLE_COLUMNS =
   'scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at';

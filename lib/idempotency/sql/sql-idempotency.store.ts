@@ -171,7 +171,10 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
             return { claimed: false, record, expiresInMs: again };
           }
           const row = claimed.rows[0];
-          if (row) return { claimed: true, takeover: truthy(row.takeover) };
+          if (row) {
+            const takeover = truthy(row.takeover);
+            return truthy(row.resumed) ? { claimed: true, takeover, resumed: true } : { claimed: true, takeover };
+          }
           const blocking = await this.adapter.execute(this.sql.blocking(request));
           const current = blocking.rows[0];
           if (current) return lostTo(current);

@@ -7,7 +7,7 @@ import {
   type SqlTableName,
 } from '../stores/sql-records.js';
 import type { SqlStatement } from './sql-adapter.interface.js';
-import { command, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
+import { command, query, RECORD_TABLE_COLUMNS, RESUMED_MARKER, type SqlDialect } from './sql-dialect.js';
 
 /**
  * The DDL of the SQLite record table and of its index on `expires_at` (used to prune), `IF NOT EXISTS`.
@@ -73,7 +73,8 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     created_at AS created_at_ms, expires_at AS expires_at_ms`;
   const owned = `scope = @scope AND key = @key AND owner = @owner AND state = 'in_progress'`;
   // A record handed over between two steps of the claiming job (owned by its resume token): the job's own, taken over
-  // live, keeping the fingerprint it was first claimed with.
+  // live, keeping the fingerprint it was first claimed with, and saying so in `result` (RESUMED_MARKER), which the claim
+  // returns as `resumed`.
   const resumed = `state = 'in_progress' AND owner = @resumeOwner`;
   // One statement: inserts, or overwrites a record that is no longer live (SET expressions read the old row). No row
   // back: a live record stopped it. A takeover counts one more attempt and keeps created_at, so attempts > 1 tells
@@ -88,7 +89,7 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       owner = excluded.owner,
       job_id = excluded.job_id,
       fingerprint = CASE WHEN ${resumed} THEN fingerprint ELSE excluded.fingerprint END,
-      result = NULL,
+      result = CASE WHEN ${resumed} THEN '${RESUMED_MARKER}' END,
       error = NULL,
       attempts = CASE WHEN state = 'in_progress' THEN attempts + 1 ELSE 1 END,
       created_at = CASE WHEN state = 'in_progress' THEN created_at ELSE excluded.created_at END,
@@ -98,7 +99,7 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       AND (state <> 'in_progress' OR fingerprint IS NULL OR excluded.fingerprint IS NULL
         OR fingerprint = excluded.fingerprint
         OR expires_at <= excluded.updated_at - ${ABANDONED_CLAIM_MS}))
-    RETURNING attempts > 1 AS takeover`,
+    RETURNING attempts > 1 AS takeover, coalesce(result = '${RESUMED_MARKER}', 0) AS resumed`,
     true,
   );
   // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).

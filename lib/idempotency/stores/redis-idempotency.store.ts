@@ -54,8 +54,8 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
       'idempotencyClaim',
       [this.recordKey(scope, key)],
       [scope, key, owner, leaseMs, fingerprint ?? '', jobId ?? '', jobKey ?? '', jobCreatedAt ?? '', resumeOwner ?? ''],
-    )) as [1, number] | [0, number, string[], number?];
-    if (reply[0] === 1) return { claimed: true, takeover: reply[1] === 1 };
+    )) as [1, number, number] | [0, number, string[], number?];
+    if (reply[0] === 1) return claimedAs(reply[1] === 1, reply[2] === 1);
     const record = toRecord(pairs(reply[2]));
     return { claimed: false, record, expiresInMs: reply[1], ownJob: reply[3] === 1 };
   }
@@ -154,4 +154,9 @@ function toRecord(fields: Record<string, string>): IdempotencyRecord {
     createdAt: Number(fields.created),
     expiresAt: Number(fields.until),
   };
+}
+
+/** A won claim's answer; `resumed` only when true (the common answer stays `{ claimed, takeover }`). */
+function claimedAs(takeover: boolean, resumed: boolean): IdempotencyClaimResult {
+  return resumed ? { claimed: true, takeover, resumed } : { claimed: true, takeover };
 }
