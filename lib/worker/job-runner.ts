@@ -156,7 +156,7 @@ export class JobRunner {
     try {
       const admitted = await definition.lock.start(run).catch((error: unknown) => {
         if (!closing?.aborted || !isAbortError(error)) throw error;
-        return putBack(job, token, error, () => (this.followsDelays(run) ? this.delayed(run) : undefined));
+        return putBack(job, token, error, closing, () => (this.followsDelays(run) ? this.delayed(run) : undefined));
       });
       if (!admitted.acquired) return await this.conflicted(run, token, admitted.holder);
       let value: unknown;

@@ -1,6 +1,8 @@
-import { DelayedError, type Job, type Worker } from 'bullmq';
+import { DelayedError, Job, Queue, type Worker } from 'bullmq';
 
 const signals = new WeakMap<Worker, AbortSignal>();
+/** The worker of each closing signal (what a put-back that failed on the worker's own connection tries again through). */
+const workers = new WeakMap<AbortSignal, Worker>();
 
 /**
  * A signal aborted once `worker` starts closing (`worker.close()`, forced or not, as the application shuts down): a job
@@ -13,6 +15,7 @@ export function closingSignal(worker: Worker | undefined): AbortSignal | undefin
   if (known) return known;
   const controller = new AbortController();
   signals.set(worker, controller.signal);
+  workers.set(controller.signal, worker);
   const abort = () => controller.abort(new Error(`Worker of queue "${worker.name}" is closing`));
   if (worker.closing !== undefined) abort();
   else worker.once('closing', abort);
@@ -32,21 +35,44 @@ export function isAbortError(error: unknown): boolean {
 /**
  * The worker started closing while the job waited for its run-time lock: nothing ran, so the job goes back to delayed
  * (due at once, its attempts untouched, as `reschedule` moves it) with the enqueue lock it holds, for a worker that
- * stays; `moved` runs once it moved. Without a token, or when the move fails (a forced close's connection is gone: the
- * job comes back as stalled), `error` is thrown as it is.
+ * stays; `moved` runs once it moved. A forced close (`close(true)`) closes the worker's connection under the move: it is
+ * made again through a connection of its own, with the worker's connection options (the job's lock still holds the
+ * worker's token), else the job would come back only as stalled, and fail for good when it had stalled before (BullMQ's
+ * `maxStalledCount`) although its handler never ran. Without a token, or when neither move lands, `error` is thrown as
+ * it is (the job then comes back as stalled).
  */
 export async function putBack(
   job: Job<unknown, unknown>,
   token: string | undefined,
   error: unknown,
+  closing: AbortSignal | undefined,
   moved: () => Promise<void> | undefined,
 ): Promise<never> {
   if (token === undefined) throw error;
   try {
     await job.moveToDelayed(Date.now(), token);
   } catch {
-    throw error;
+    const worker = closing && workers.get(closing);
+    if (!worker) throw error;
+    try {
+      await moveElsewhere(job, token, worker);
+    } catch {
+      throw error;
+    }
   }
   await moved();
   throw new DelayedError('Put back, its attempts untouched: its worker closed while it waited for its run-time lock');
+}
+
+/** The put-back's move through a queue of its own on the worker's connection options (its own connection to close). */
+async function moveElsewhere(job: Job<unknown, unknown>, token: string, worker: Worker): Promise<void> {
+  const { connection, prefix } = worker.opts;
+  const queue = new Queue(job.queueName, { connection, ...(prefix === undefined ? {} : { prefix }) });
+  try {
+    const fresh = await Job.fromId(queue, job.id!);
+    if (!fresh) throw new Error(`Job ${job.id} is gone`);
+    await fresh.moveToDelayed(Date.now(), token);
+  } finally {
+    await queue.close();
+  }
 }
