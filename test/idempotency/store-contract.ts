@@ -444,9 +444,11 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
 
       // The job's next delivery (its data changed by the step: another fingerprint) takes it over, keeping the first.
       const resumed = newOwner();
+      // A store that hands over answers `resumed` (the runner then hands a retried failure of it over as well).
       expect(await store.claim(claimOf(key, resumed, { fingerprint: 'fp-updated', resumeOwner }))).toEqual({
         claimed: true,
         takeover: true,
+        resumed: true,
       });
       expect(await liveRecord(store, SCOPE, key)).toMatchObject({
         state: 'in_progress',
@@ -708,7 +710,11 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
         expect(await liveRecord(store, SCOPE, key)).toMatchObject({ state: 'in_progress', owner: resumeOwner });
         expect(refusedClaim(await store.claim(claimOf(key, newOwner()))).expiresInMs).toBeGreaterThan(LEASE_MS);
         const resumed = newOwner();
-        expect(await store.claim(claimOf(key, resumed, { resumeOwner }))).toEqual({ claimed: true, takeover: true });
+        expect(await store.claim(claimOf(key, resumed, { resumeOwner }))).toEqual({
+          claimed: true,
+          takeover: true,
+          resumed: true,
+        });
         expect(await liveRecord(store, SCOPE, key)).toMatchObject({
           state: 'in_progress',
           owner: resumed,

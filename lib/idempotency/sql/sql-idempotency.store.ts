@@ -1,6 +1,5 @@
 import type {
   IdempotencyClaim,
-  IdempotencyClaimLost,
   IdempotencyClaimResult,
   IdempotencyCompletion,
   IdempotencyFailure,
@@ -13,13 +12,7 @@ import type {
   TransactionClaim,
 } from '../idempotency-store.interface.js';
 import { claimThenTransaction } from '../claim-then-transaction.js';
-import {
-  claimInTransaction,
-  claimsInTransaction,
-  heldUncommitted,
-  lostTo,
-  RolledBackClaims,
-} from './claim-in-transaction.js';
+import { claimInTransaction, claimsInTransaction, lostTo, RolledBackClaims } from './claim-in-transaction.js';
 import {
   CLAIM_ATTEMPTS,
   DEFAULT_IDEMPOTENCY_TABLE,
@@ -35,6 +28,7 @@ import { postgresDialect } from './postgres-dialect.js';
 import { againOnCut, CUT_ATTEMPTS } from './network-error.js';
 import { verifyFailure } from './verify-failure.js';
 import { SerialQueue } from './serial-queue.js';
+import { lockedRecord, truthy, uncommittedHolder } from './claim-locks.js';
 import { sqliteDialect } from './sqlite-dialect.js';
 
 /** Options of {@link SqlIdempotencyStore}. */
@@ -155,9 +149,9 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           } catch (error) {
             // A claim inside another transaction holds the key (its row not committed, its advisory lock taken): in
             // progress, whatever the committed row says; the holder wakes the waiting delivery when it settles.
-            const uncommitted = await this.uncommittedHolder(request, error);
+            const uncommitted = await uncommittedHolder(this.adapter, this.sql, request, error);
             if (uncommitted) return uncommitted;
-            if (!(await this.lockedRecord(scope, key, error))) throw error;
+            if (!(await lockedRecord(this.adapter, this.sql, scope, key, error))) throw error;
             // A transaction holds the record (a holder of SQLite's transactional mode, whose lease is not renewed
             // while its lock holds): in progress; the holder wakes the waiting delivery when it settles.
             const held = (await this.adapter.execute(this.sql.current(scope, key))).rows[0];
@@ -271,39 +265,6 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
     return claimThenTransaction(this, request, work, completion);
   }
 
-  /**
-   * When a claim's `error` says it met a lock (or was cancelled while it may have waited on one), and a claim inside
-   * another transaction holds the key's advisory lock: the answer for that holder. Otherwise `undefined`.
-   */
-  private async uncommittedHolder(
-    request: IdempotencyClaim,
-    error: unknown,
-  ): Promise<IdempotencyClaimLost | undefined> {
-    if (!this.sql.keyHeld || !this.sql.lockBusy?.(error)) return undefined;
-    const lost = heldUncommitted((statement) => this.adapter.execute(statement), this.sql, request);
-    try {
-      return (await lost.stillHeld?.()) ? lost : undefined;
-    } catch {
-      return undefined; // the claim's own error is the one to report
-    }
-  }
-
-  /**
-   * Whether a claim's `error` says a transaction holds the record. A cancellation (`statement_timeout`) counts only
-   * when the row is seen locked: one that was merely slow is the claim's own failure, so a delivery never waits in
-   * delayed, again and again, behind a lock nobody holds.
-   */
-  private async lockedRecord(scope: string, key: string, error: unknown): Promise<boolean> {
-    const busy = this.sql.lockBusy?.(error);
-    if (busy !== 'cancelled' || !this.sql.rowLocked) return busy === 'locked';
-    try {
-      const { rows } = await this.adapter.execute(this.sql.rowLocked(scope, key));
-      return truthy(rows[0]?.locked);
-    } catch {
-      return false; // the claim's own error is the one to report
-    }
-  }
-
   private async changed(statement: SqlStatement): Promise<boolean> {
     return affected(statement, await this.run(statement));
   }
@@ -320,8 +281,3 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
 
 /** When a claim that met a locked record whose lease ended looks again, at the latest. */
 const LOCKED_RETRY_MS = 1_000;
-
-/** A boolean column: PostgreSQL answers `true`/`false`, SQLite `1`/`0` (or `1n`). */
-function truthy(value: unknown): boolean {
-  return value === true || value === 1 || value === 1n || value === '1' || value === 't';
-}
