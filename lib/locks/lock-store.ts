@@ -62,8 +62,9 @@ export class LockStore {
   }
 
   /** Renews the owner's lease only while its slot is the one the take marked `mark` took; `false` otherwise. */
-  async renewMarked(key: string, owner: string, leaseMs: number, mark: string): Promise<boolean> {
-    return (await this.scripts.run('renewLock', [key], [owner, leaseMs, mark])) === 1;
+  async renewMarked(key: string, owner: string, leaseMs: number, mark: string, newMark?: string): Promise<boolean> {
+    const args = [owner, leaseMs, mark, ...(newMark === undefined ? [] : [newMark])];
+    return (await this.scripts.run('renewLock', [key], args)) === 1;
   }
 
   /**
@@ -247,12 +248,23 @@ export class LockStore {
 }
 
 /**
- * A new take's mark: a fraction k/1024 (0 < k < 1024) its lease expiry carries, kept by its renewals, so that two takes
+ * A new take's mark: a fraction k/1024 (0 < k < 1023) its lease expiry carries, kept by its renewals, so that two takes
  * of one owner (a job and its copy recovered after a stall) are told apart whatever answers were lost. Two takes draw
- * the same mark once in 1,023.
+ * the same mark once in 1,022.
  */
 export function takeMark(): string {
-  return String(randomInt(1, 1024) / 1024);
+  return String(randomInt(1, 1023) / 1024);
+}
+
+/**
+ * The mark of a run-time lock slot parked for a step job's next delivery (`RuntimeLease.park`): no take draws it, so the
+ * orphan reaper can tell a parked slot (no handler renews it) and release it once its job is gone or finished.
+ */
+export const PARKED_MARK = String(1023 / 1024);
+
+/** Whether a lock slot's score (its lease expiry) carries {@link PARKED_MARK}. */
+export function isParkedScore(score: number): boolean {
+  return score % 1 === 1023 / 1024;
 }
 
 /** Entries of a queue's event stream read per call, and calls at most, looking for a job's removal. */

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { LeaseKeeper } from './lease-keeper.js';
-import { takeMark, type AcquireResult, type LockStore } from './lock-store.js';
+import { PARKED_MARK, takeMark, type AcquireResult, type LockStore } from './lock-store.js';
 
 /** The options of a run-time lock. */
 export interface RuntimeLeaseSettings {
@@ -116,7 +116,8 @@ export class RuntimeLease {
     if (!keeper) return Promise.resolve(false);
     keeper.stop();
     if (keeper.expired) keeper.reportLost();
-    return this.store.renewMarked(this.key, this.owner, leaseMs, this.mark);
+    // Marked parked: no handler renews it, and the orphan reaper releases it once the job is gone or finished.
+    return this.store.renewMarked(this.key, this.owner, leaseMs, this.mark, PARKED_MARK);
   }
 
   /**

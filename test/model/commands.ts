@@ -629,7 +629,10 @@ class ReapCommand implements ModelCommand {
 export async function reapStep(m: Model, s: System, label: string): Promise<void> {
   await step(m, label, async () => {
     const report = await s.reap();
-    for (const job of m.jobs) if (job.gone) job.reapedSinceGone = true;
+    for (const job of m.jobs) {
+      if (job.gone) job.reapedSinceGone = true;
+      if (job.gone || job.state === 'completed' || job.state === 'failed') job.reapedAfterEnd = true;
+    }
     const items = report.items.map((item) => `${item.kind} ${item.jobId ?? '?'} (${item.reason})`);
     return items.length ? `reaped ${items.join(', ')}` : 'nothing reaped';
   });

@@ -28,6 +28,8 @@ export interface ModelJob {
   reapedSinceGone?: boolean;
   /** Its last attempt ended with its handler moving it back (moveToDelayed + DelayedError): see DOCUMENTED_GAPS. */
   movedByHandler?: boolean;
+  /** The reaper ran once the job was gone or finished (a run-time lock parked for it is released by then). */
+  reapedAfterEnd?: boolean;
 }
 
 /** A violated invariant. */

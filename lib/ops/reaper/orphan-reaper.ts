@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { BulksInProgress } from '../../locks/bulks-in-progress.js';
-import { LockStore } from '../../locks/lock-store.js';
-import { KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
+import { isParkedScore, LockStore } from '../../locks/lock-store.js';
+import { bullKeys, KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
 import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
@@ -195,16 +195,17 @@ export class OrphanReaper {
         const jobId = kind === 'runtimeLease' ? parseRuntimeLockOwner(owner).jobId : owner;
         record({ key, kind, jobId, reason: 'lease ended' });
       }
-      // A run-time lease is renewed by a running handler: only its end frees it. A queued job renews nothing, so a
-      // general-path enqueue lock is checked against its job.
-      if (kind === 'enqueueLock') await this.suspectEnqueueLock(key, expired, pass, suspects);
+      // A queued job renews nothing, so a general-path enqueue lock is checked against its job; a run-time lease only
+      // when parked for a step job's next delivery (else a running handler renews it: only its end frees it).
+      await this.suspectOwners(key, kind, expired, pass, suspects);
     } else if (suffix === KEY_SUFFIX.idempotency) {
       await this.suspectIdempotencyClaim(key, suspects);
     }
   }
 
-  private async suspectEnqueueLock(
+  private async suspectOwners(
     key: string,
+    kind: 'enqueueLock' | 'runtimeLease',
     expired: readonly string[],
     pass: ReaperPass,
     suspects: Suspect[],
@@ -213,10 +214,17 @@ export class OrphanReaper {
     const reply = (await this.deps.client.call('ZRANGE', key, 0, MAX_LOCK_OWNERS - 1, 'WITHSCORES')) as unknown[];
     const owners = reply.flat().map(String);
     for (let i = 0; i < owners.length; i += 2) {
-      const [jobId, score] = [owners[i], owners[i + 1]];
-      if (expired.includes(jobId)) continue;
-      const digest = parseOwnKey(key)?.tag;
-      const statusesOf = () => ownerStatuses(this.deps.client, pass, jobId, digest);
+      const [owner, score] = [owners[i], owners[i + 1]];
+      if (expired.includes(owner)) continue;
+      const runtime = kind === 'runtimeLease';
+      if (runtime && !isParkedScore(Number(score))) continue;
+      const { jobId, queue } = runtime ? parseRuntimeLockOwner(owner) : { jobId: owner, queue: undefined };
+      // A run-time lock's job is not marked with its digest (no enqueue lock): its job's status alone decides.
+      const digest = runtime ? undefined : parseOwnKey(key)?.tag;
+      const statusesOf = async () =>
+        queue === undefined
+          ? ownerStatuses(this.deps.client, pass, jobId, digest)
+          : [await jobStatus(this.deps.client, bullKeys.job(queue, jobId))];
       const statuses = await statusesOf();
       if (statuses.includes('live')) continue;
       const reason = statuses.includes('finished')
@@ -225,9 +233,9 @@ export class OrphanReaper {
           ? 'its job id now names a job of another digest'
           : 'job gone';
       suspects.push({
-        item: { key, kind: 'enqueueLock', jobId, reason },
+        item: { key, kind, jobId, reason },
         statuses: statusesOf,
-        release: () => this.locks.releaseLease(key, jobId, score),
+        release: () => this.locks.releaseLease(key, owner, score),
       });
     }
   }

@@ -6,6 +6,7 @@
   ARGV[1] owner
   ARGV[2] lease, ms
   ARGV[3] optional: the take's mark (the fraction of its lease expiry), kept by the renewal
+  ARGV[4] optional: a new mark for the slot instead (a run-time lock parked for a step job's next delivery)
 
   Returns 1 when renewed, 0 when the owner no longer holds the lock (its lease ended, it was released, or another take
   of it holds the slot).
@@ -25,5 +26,5 @@ end
 -- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is
 -- full.
 redis.call('PEXPIRE', key, math.max(redis.call('PTTL', key), lease))
-redis.call('ZADD', key, 'XX', now + lease + mark, owner)
+redis.call('ZADD', key, 'XX', now + lease + tonumber(ARGV[4] or mark), owner)
 return 1
