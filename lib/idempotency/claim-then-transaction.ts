@@ -23,6 +23,9 @@ export async function claimThenTransaction<T, Transaction>(
   const claim = await store.claim({ ...request, transactional: true });
   if (!claim.claimed) return claim;
   won?.(claim.takeover);
-  const value = await store.runInTransaction(request, (tx) => work(tx, { takeover: claim.takeover }), completion);
+  const answer: TransactionClaim = claim.resumed
+    ? { takeover: claim.takeover, resumed: true }
+    : { takeover: claim.takeover };
+  const value = await store.runInTransaction(request, (tx) => work(tx, answer), completion);
   return { claimed: true, value };
 }

@@ -150,6 +150,11 @@ export interface TransactionClaim {
    * record, so `takeover` cannot tell of it.
    */
   uncommitted?: boolean;
+  /**
+   * The claim resumed a record handed over to the job between two of its steps (as {@link IdempotencyStore.claim}
+   * answers `resumed`), committed before the work runs: a retried failure of the work hands it over again.
+   */
+  resumed?: boolean;
 }
 
 /** The answer of {@link IdempotencyStore.claimInTransaction}: the committed `work`'s value, or the claim's loss. */

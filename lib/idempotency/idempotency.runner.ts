@@ -17,6 +17,7 @@ import { claimThenTransaction } from './claim-then-transaction.js';
 import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import { answerHeldKey } from './held-key.js';
+import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { afterFailure, keepFailure } from './attempt-failure.js';
 import { handOverStep, resumeOwnerOf, TransactionStep } from './step-handover.js';
 import type {
@@ -238,6 +239,7 @@ export class IdempotencyRunner {
       // A claim not committed before the work leaves nothing behind when its worker dies: that the job's delivery
       // before this one stalled (BullMQ's own count) is what says an earlier attempt may have run part of the handler.
       if (!context) won(claim.takeover || (claim.uncommitted === true && job.stalledCounter > 0));
+      if (claim.resumed) attempt.resumed = true;
       context!.transaction = transaction;
       return step.run(() => context!.run(job, () => next(job, token, signal)));
     };
@@ -265,7 +267,11 @@ export class IdempotencyRunner {
       } else {
         // The store's connection dropped mid-transaction: say so (naming the store), then release as for any failure.
         if (error instanceof IdempotencyConnectionLostError) attempt.report.error(error);
-        await afterFailure(attempt, error);
+        // A resumed step job's claim, committed before its transaction (claim, then transaction: SQLite), stays the
+        // job's for a retry, as in plain mode; one made inside the transaction rolled back to the handover it resumed.
+        // (Not when the handler's writes may be committed: that failure is kept, so none runs them again.)
+        const committed = error instanceof IdempotencyTransactionEndedError && error.outcome !== 'rolled back';
+        if (committed || !(await handOverStep(attempt, error, request.resumeOwner))) await afterFailure(attempt, error);
       }
       throw error;
     } finally {

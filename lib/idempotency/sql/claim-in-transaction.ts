@@ -92,7 +92,8 @@ export async function claimInTransaction<T, Transaction>(
         txId = typeof row.tx === 'string' ? row.tx : JSON.stringify(row.tx);
         let value: T;
         try {
-          value = await work(tx.handle, { takeover: row.takeover === true, uncommitted: true });
+          const resumed = row.resumed === true ? { resumed: true } : {};
+          value = await work(tx.handle, { takeover: row.takeover === true, uncommitted: true, ...resumed });
         } catch (error) {
           throw await handlerFailure(sql, tx, request, txId, error, elsewhere);
         }

@@ -149,9 +149,13 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   )}
     ON CONFLICT (scope, key) DO NOTHING
     RETURNING txid_current()::text AS tx`;
+  // `resumed`: the record the claim overwrote was parked for the claiming job (read before the upsert, same snapshot).
   const inTransaction = `WITH lk AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(${keyLock}) AS got),
+    pk AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 AND state = 'in_progress'
+      AND owner = $7::text) AS parked),
     ins AS (${upsert('completed', `lk, ${now}`, `lk.got AND NOT EXISTS (${liveRow})`, '$7::text')}, txid_current()::text AS tx)
-    SELECT lk.got, ins.takeover, ins.tx FROM lk LEFT JOIN ins ON true`;
+    SELECT lk.got, ins.takeover, ins.tx, (ins.tx IS NOT NULL AND pk.parked) AS resumed
+    FROM lk CROSS JOIN pk LEFT JOIN ins ON true`;
   const finishClaimed = `WITH u AS (UPDATE ${t} SET result = $4, expires_at = clock_timestamp() + ${ms(5)},
       updated_at = clock_timestamp()
     WHERE scope = $1 AND key = $2 AND owner = $3 AND txid_current_if_assigned() = $6::bigint

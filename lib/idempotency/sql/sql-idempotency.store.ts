@@ -188,6 +188,10 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
 
   /** @inheritDoc */
   async handOver(ref: IdempotencyRecordRef, handover: IdempotencyHandover): Promise<boolean> {
+    // A claim inside a transaction that rolled back: the rollback put back what it overwrote, which is the job's own
+    // handover when it resumed one (a later step of a step job, retried): parked again, for the new lease.
+    if (this.rolledBack.take(ref.owner))
+      return this.changed(this.sql.handOver({ ...ref, owner: handover.owner }, handover));
     return this.changed(this.sql.handOver(ref, handover));
   }
 

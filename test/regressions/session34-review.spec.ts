@@ -1,0 +1,144 @@
+// Hostile review (session 34) of today's step-job work (commits 13388d2..abffc6d). Each case here failed before its fix,
+// or says in its comment why it is kept as a control.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
+import { DelayedError, type Job } from 'bullmq';
+import type pg from 'pg';
+import {
+  idempotencyOf,
+  PostgresIdempotencyStore,
+  SqliteIdempotencyStore,
+  type IdempotencyJob,
+  type IdempotencyStore,
+  type PgClientLike,
+  type SqliteDatabaseLike,
+} from '../../lib/index.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { Outcomes } from '../support/outcomes.js';
+import { pgPool, uniqueTable } from '../support/postgres.js';
+import { workerOf } from '../conflicts/helpers.js';
+
+interface Steps {
+  key: string;
+  step?: number;
+}
+
+const byKey = (job: IdempotencyJob<Steps>) => job.data.key;
+
+// Transactional mode: a later step (its claim resumed a handover) that fails and is retried. Commit 2843be2 hands the
+// claim over for the backoff in plain mode only (runThenComplete); the transactional path released it as any retried
+// failure (afterFailure), so a duplicate delivered during the backoff claimed the key and ran step 1 a second time.
+describe.each(['sqlite', 'postgres'] as const)(
+  'session 34: transactional step job, later step retried (%s)',
+  (kind) => {
+    const { start } = useApps(`s34-tx-retry-${kind}`);
+    const table = uniqueTable('s34_idem');
+    const effects = uniqueTable('s34_fx');
+    let store: IdempotencyStore;
+    let write: (job: Job, what: string) => Promise<void>;
+    let close: () => Promise<void>;
+
+    beforeAll(async () => {
+      if (kind === 'postgres') {
+        const pool: pg.Pool = pgPool(3);
+        const pgStore = new PostgresIdempotencyStore({ pool, table });
+        await pgStore.migrate();
+        await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, what text NOT NULL)`);
+        store = pgStore;
+        write = async (job, what) =>
+          void (await idempotencyOf<PgClientLike>(job).transaction!.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [
+            what,
+          ]));
+        close = async () => {
+          await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
+          await pool.end();
+        };
+      } else {
+        const directory = mkdtempSync(join(tmpdir(), 's34-tx-'));
+        const database = new Database(join(directory, 'store.db'), { timeout: 10_000 });
+        const sqliteStore = new SqliteIdempotencyStore({ database, table: 'idempotency_steps' });
+        await sqliteStore.migrate();
+        database.exec('CREATE TABLE effects (id INTEGER PRIMARY KEY, what TEXT NOT NULL)');
+        store = sqliteStore;
+        write = async (job, what) =>
+          void idempotencyOf<SqliteDatabaseLike>(job)
+            .transaction!.prepare('INSERT INTO effects (what) VALUES (?)')
+            .run(what);
+        close = async () => {
+          database.close();
+          rmSync(directory, { recursive: true, force: true });
+        };
+      }
+    });
+    afterAll(async () => close());
+
+    it('a duplicate delivered while step 2 waits for its retry does not run step 1 again', async () => {
+      const ran: string[] = [];
+      const app = await start({
+        module: { idempotency: { stores: { sql: store } } },
+        idempotency: { key: byKey, store: 'sql', transactional: true },
+        worker: { concurrency: 2 },
+        handler: async (job: Job) => {
+          const data = job.data as Steps;
+          if ((data.step ?? 1) === 1) {
+            ran.push(`step1:${job.id}`);
+            await write(job, `step1:${job.id}`);
+            await job.updateData({ ...data, step: 2 });
+            await job.moveToDelayed(Date.now(), job.token);
+            throw new DelayedError();
+          }
+          ran.push(`step2:${job.id}`);
+          if (job.attemptsMade === 0) throw new Error('step 2 fails once');
+          return 'done';
+        },
+      });
+      const events = new EventLog(app);
+      const outcomes = new Outcomes(workerOf(app));
+      // Its retry waits a minute: the duplicate comes meanwhile.
+      const first = await app.queue.add('charge', { key: 'retried' }, { attempts: 2, backoff: 60_000 });
+      await outcomes.failures(first.id!);
+      const duplicate = await app.queue.add('charge', { key: 'retried' });
+      const seen = await Promise.race([
+        events.next((e) => e.type === 'idempotencyInProgress' && e.jobId === duplicate.id),
+        events.next((e) => e.type === 'idempotencyClaimed' && e.jobId === duplicate.id),
+      ]);
+      expect(seen.type).toBe('idempotencyInProgress');
+      expect(ran).toEqual([`step1:${first.id}`, `step2:${first.id}`]);
+      await (await app.queue.getJob(first.id!))!.promote();
+      expect(await outcomes.completed(first.id!)).toBe('done');
+      await (await app.queue.getJob(duplicate.id!))?.promote().catch(() => undefined);
+      expect(await outcomes.completed(duplicate.id!)).toBe('done');
+      expect(ran).toEqual([`step1:${first.id}`, `step2:${first.id}`, `step2:${first.id}`]);
+    }, 30_000);
+
+    // The same, the backoff longer than what was left of the parked lease: the claim must outlive the backoff (else a
+    // duplicate delivered after the lease and before the retry takes it over and runs step 1). PostgreSQL claims inside
+    // the transaction: its rollback put back the handover it resumed, with that handover's own lease (delay 0 + lease).
+    it('the claim of a resumed step whose retry waits longer than a lease stays the job’s for the whole backoff', async () => {
+      const app = await start({
+        module: { idempotency: { stores: { sql: store } } },
+        idempotency: { key: byKey, store: 'sql', transactional: true, lease: 5_000 },
+        handler: async (job: Job) => {
+          const data = job.data as Steps;
+          if ((data.step ?? 1) === 1) {
+            await job.updateData({ ...data, step: 2 });
+            await job.moveToDelayed(Date.now(), job.token);
+            throw new DelayedError();
+          }
+          throw new Error('step 2 fails');
+        },
+      });
+      const outcomes = new Outcomes(workerOf(app));
+      const first = await app.queue.add('charge', { key: 'long' }, { attempts: 2, backoff: 60_000 });
+      await outcomes.failures(first.id!);
+      const failedAt = Date.now();
+      const record = await store.get(`${app.queue.name}:charge`, 'long');
+      expect(record?.state).toBe('in_progress');
+      expect(record!.expiresAt).toBeGreaterThanOrEqual(failedAt + 60_000 - 1_000);
+    }, 30_000);
+  },
+);
