@@ -21,7 +21,8 @@ export async function attemptOutcome(
 
 /**
  * {@link attemptOutcome}, with when the job runs again: `delay`, the retry's backoff as BullMQ computed it (ms; 0 for a
- * retry at once, a move the handler made, a rate limit, or a BullMQ that cannot say).
+ * retry at once, a move the handler made, a rate limit, or a BullMQ that cannot say). A built-in backoff with `jitter`
+ * is drawn again when BullMQ moves the job: `delay` is then the longest it may draw ({@link jitterCeiling}).
  */
 export async function attemptEnd(
   job: Job<unknown, unknown>,
@@ -33,7 +34,21 @@ export async function attemptEnd(
     .shouldRetryJob;
   if (typeof shouldRetryJob !== 'function') return { outcome: 'retries', delay: 0 };
   const [retry, delay] = await shouldRetryJob.call(job, error);
-  return { outcome: retry ? 'retries' : 'fails', delay: wholeDelay(delay) };
+  return { outcome: retry ? 'retries' : 'fails', delay: wholeDelay(Math.max(delay, retry ? jitterCeiling(job) : 0)) };
+}
+
+/**
+ * The longest backoff BullMQ's built-in strategies (`fixed`, `exponential`) may draw for the job's next retry when they
+ * have a `jitter` (they draw at random below it, again at each call); 0 otherwise. A custom strategy is not bounded.
+ */
+function jitterCeiling(job: Job<unknown, unknown>): number {
+  const backoff = job.opts?.backoff;
+  if (typeof backoff !== 'object' || backoff === null || !(Number(backoff.jitter) > 0)) return 0;
+  const delay = Number(backoff.delay ?? 0);
+  if (backoff.type === 'fixed') return delay;
+  // BullMQ's `exponential`: 2^(attempts made, counting this one, - 1) × delay.
+  if (backoff.type === 'exponential') return Math.round(2 ** job.attemptsMade * delay);
+  return 0;
 }
 
 /**

@@ -3,13 +3,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import Database from 'better-sqlite3';
 import { DelayedError, UnrecoverableError, WaitingChildrenError, type Job } from 'bullmq';
 import type pg from 'pg';
 import {
   idempotencyOf,
   PostgresIdempotencyStore,
+  RedisIdempotencyStore,
   SqliteIdempotencyStore,
   UniqueJobsReaper,
   type IdempotencyJob,
@@ -178,4 +179,47 @@ describe('session 34: parked run-time lock of a parent failed by its child (whil
     },
     30_000,
   );
+});
+
+// A later step that fails and is retried parks its claim for the backoff BullMQ will apply, asked of BullMQ before it
+// applies it (attemptEnd: Job#shouldRetryJob). A backoff with jitter is drawn again by BullMQ: the claim may end before
+// the retry is due, and a duplicate delivered in between claims the key and runs step 1 again. Math.random is made to
+// draw the smallest backoff for the library's question and the largest for BullMQ's.
+describe('session 34: a retried later step with a jittered backoff (redis store)', () => {
+  const { start, redis } = useApps('s34-jitter');
+
+  it('the parked claim lasts until the retry BullMQ scheduled, whatever the jitter drew', async () => {
+    const app = await start({
+      idempotency: { key: byKey, lease: 5_000 },
+      handler: async (job: Job) => {
+        const data = job.data as Steps;
+        if ((data.step ?? 1) === 1) {
+          await job.updateData({ ...data, step: 2 });
+          await job.moveToDelayed(Date.now(), job.token);
+          throw new DelayedError();
+        }
+        // The library asks first (smallest backoff), then BullMQ draws its own (largest).
+        jest.spyOn(Math, 'random').mockReturnValueOnce(0).mockReturnValueOnce(0.999);
+        throw new Error('step 2 fails');
+      },
+    });
+    const outcomes = new Outcomes(workerOf(app));
+    const first = await app.queue.add(
+      'charge',
+      { key: 'jitter' },
+      { attempts: 2, backoff: { type: 'fixed', delay: 60_000, jitter: 1 } },
+    );
+    try {
+      await outcomes.failures(first.id!);
+    } finally {
+      jest.restoreAllMocks();
+    }
+    const failedAt = Date.now();
+    const retryIn = (await app.queue.getJob(first.id!))!.delay;
+    expect(retryIn).toBeGreaterThan(50_000); // BullMQ drew the largest
+    const store = new RedisIdempotencyStore({ client: redis, prefix: app.prefix });
+    const record = await store.get(`${app.queue.name}:charge`, 'jitter');
+    expect(record?.state).toBe('in_progress');
+    expect(record!.expiresAt).toBeGreaterThanOrEqual(failedAt + retryIn - 1_000);
+  }, 30_000);
 });
