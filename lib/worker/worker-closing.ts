@@ -64,10 +64,18 @@ export async function putBack(
   throw new DelayedError('Put back, its attempts untouched: its worker closed while it waited for its run-time lock');
 }
 
-/** The put-back's move through a queue of its own on the worker's connection options (its own connection to close). */
+/**
+ * The put-back's move through a queue of its own on the worker's connection options (its own connection to close). The
+ * queue leaves the queue's meta alone (`skipMetasUpdate`: a Queue writes its own, defaults included, over the
+ * application's, such as its events stream's length).
+ */
 async function moveElsewhere(job: Job<unknown, unknown>, token: string, worker: Worker): Promise<void> {
   const { connection, prefix } = worker.opts;
-  const queue = new Queue(job.queueName, { connection, ...(prefix === undefined ? {} : { prefix }) });
+  const queue = new Queue(job.queueName, {
+    connection,
+    skipMetasUpdate: true,
+    ...(prefix === undefined ? {} : { prefix }),
+  });
   try {
     const fresh = await Job.fromId(queue, job.id!);
     if (!fresh) throw new Error(`Job ${job.id} is gone`);

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import Database from 'better-sqlite3';
-import { DelayedError, UnrecoverableError, WaitingChildrenError, type Job } from 'bullmq';
+import { DelayedError, Queue, UnrecoverableError, WaitingChildrenError, Worker, type Job } from 'bullmq';
 import type pg from 'pg';
 import {
   idempotencyOf,
@@ -24,6 +24,9 @@ import { byId, digestOf, owners, runningKey } from '../support/locks.js';
 import { EventLog } from '../support/events.js';
 import { Outcomes } from '../support/outcomes.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
+import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
+import { closingSignal, putBack } from '../../lib/worker/worker-closing.js';
 import { workerOf } from '../conflicts/helpers.js';
 
 interface Steps {
@@ -221,5 +224,37 @@ describe('session 34: a retried later step with a jittered backoff (redis store)
     const record = await store.get(`${app.queue.name}:charge`, 'jitter');
     expect(record?.state).toBe('in_progress');
     expect(record!.expiresAt).toBeGreaterThanOrEqual(failedAt + retryIn - 1_000);
+  }, 30_000);
+});
+
+// A forced close's put-back made again on a connection of its own (moveElsewhere, commit abffc6d) builds a BullMQ
+// Queue, whose constructor writes the queue's meta hash (`opts.maxLenEvents` from its own options: BullMQ's default
+// 10,000, and the version) unless told `skipMetasUpdate`: it overwrote the events-stream length the application set.
+describe('session 34: the put-back made elsewhere leaves the queue’s meta as it was', () => {
+  it('keeps the application’s opts.maxLenEvents', async () => {
+    const name = uniqueName('s34-meta');
+    const queue = new Queue(name, { ...bullOptions(), streams: { events: { maxLen: 50 } } });
+    const worker = new Worker(name, null, { ...bullOptions(), autorun: false });
+    const client = redisClient();
+    try {
+      await queue.waitUntilReady();
+      const metaKey = `${queue.qualifiedName}:meta`;
+      await waitFor('the queue’s meta', async () => (await client.hget(metaKey, 'opts.maxLenEvents')) === '50');
+      await queue.add('job', {});
+      const token = 'tok-s34';
+      const job = await worker.getNextJob(token);
+      expect(job).toBeDefined();
+      const signal = closingSignal(worker)!;
+      // The move on the worker's own connection fails (as when a forced close closed it under the move).
+      job.moveToDelayed = () => Promise.reject(new Error('Connection is closed.'));
+      await expect(putBack(job, token, new Error('closing'), signal, () => undefined)).rejects.toThrow(DelayedError);
+      expect(await queue.getJobState(job.id!)).toBe('delayed');
+      expect(await client.hget(metaKey, 'opts.maxLenEvents')).toBe('50');
+    } finally {
+      await worker.close();
+      await queue.obliterate({ force: true });
+      await queue.close();
+      await client.quit();
+    }
   }, 30_000);
 });
