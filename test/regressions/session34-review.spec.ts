@@ -147,6 +147,36 @@ describe.each(['sqlite', 'postgres'] as const)(
       expect(record?.state).toBe('in_progress');
       expect(record!.expiresAt).toBeGreaterThanOrEqual(failedAt + 60_000 - 1_000);
     }, 30_000);
+
+    // A resumed later step that fails for good releases the key (onFailure 'release', the default) or keeps the
+    // failure. PostgreSQL claims inside the transaction: its rollback put the handover back, and the release (a claim
+    // that rolled back: nothing to delete) or the kept failure (refused by the live handover) left it parked, for what
+    // was left of its lease (a parent resumed after its children: the key's ttl): duplicates waited for it.
+    it.each(['release', 'keep'] as const)(
+      'a resumed step that fails for good leaves no parked record (onFailure %s)',
+      async (onFailure) => {
+        const key = `final-${onFailure}`;
+        const app = await start({
+          module: { idempotency: { stores: { sql: store } } },
+          idempotency: { key: byKey, store: 'sql', transactional: true, lease: 60_000, onFailure },
+          handler: async (job: Job) => {
+            const data = job.data as Steps;
+            if ((data.step ?? 1) === 1) {
+              await job.updateData({ ...data, step: 2 });
+              await job.moveToDelayed(Date.now(), job.token);
+              throw new DelayedError();
+            }
+            throw new UnrecoverableError('step 2 fails for good');
+          },
+        });
+        const first = await app.queue.add('charge', { key });
+        await expect(app.finished(first)).rejects.toThrow('step 2 fails for good');
+        const record = await store.get(`${app.queue.name}:charge`, key);
+        if (onFailure === 'release') expect(record).toBeUndefined();
+        else expect(record).toMatchObject({ state: 'failed' });
+      },
+      30_000,
+    );
   },
 );
 

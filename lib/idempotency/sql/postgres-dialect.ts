@@ -176,7 +176,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     ON CONFLICT (scope, key) DO UPDATE SET state = 'failed', owner = excluded.owner, job_id = excluded.job_id,
       fingerprint = excluded.fingerprint, result = NULL, error = excluded.error, attempts = 1,
       created_at = excluded.created_at, expires_at = excluded.expires_at, updated_at = excluded.updated_at
-    WHERE cur.expires_at <= excluded.updated_at OR ($8::boolean AND cur.owner = excluded.owner)`;
+    WHERE cur.expires_at <= excluded.updated_at OR ($8::boolean AND cur.owner = excluded.owner)
+      OR (cur.state = 'in_progress' AND cur.owner = $9::text)`;
   const keyHeld = `SELECT NOT pg_try_advisory_xact_lock(${keyLock}) AS held`;
   // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).
   const blocking = `SELECT ${RECORD_COLUMNS},
@@ -263,6 +264,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
         f.error,
         f.ttlMs,
         ownCommitted,
+        r.resumeOwner ?? null,
       ]),
     keyHeld: (scope, key) => query(keyHeld, [scope, key]),
     // 40001: serialization_failure; 26000: invalid_sql_statement_name (a prepared statement gone: DISCARD ALL).

@@ -90,7 +90,8 @@ export interface SqlDialect {
   /**
    * Writes the `failed` record of an owner whose claim inside a transaction rolled back, unless another claim holds
    * the key (a live record, or its advisory lock). `ownCommitted`: the work committed the transaction itself, so the
-   * owner's own committed record is overwritten too.
+   * owner's own committed record is overwritten too. A record handed over to the claim's job (`ref.resumeOwner`), which
+   * the rollback put back, is overwritten too: the job's later step failed for good.
    */
   failUnclaimed?(ref: IdempotencyClaim, failure: IdempotencyFailure, ownCommitted: boolean): SqlStatement;
   /**

@@ -211,8 +211,14 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
 
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef): Promise<boolean> {
-    // A claim inside a transaction that rolled back: released by the rollback.
-    if (this.rolledBack.take(ref.owner)) return true;
+    // A claim inside a transaction that rolled back: released by the rollback, which put back what it overwrote: the
+    // job's own handover when it resumed one (a later step of a step job that failed for good), released too.
+    const rolledBack = this.rolledBack.take(ref.owner);
+    if (rolledBack) {
+      const { resumeOwner } = rolledBack.request;
+      if (resumeOwner !== undefined) await this.changed(this.sql.release({ ...ref, owner: resumeOwner }));
+      return true;
+    }
     return this.changed(this.sql.release(ref));
   }
 
