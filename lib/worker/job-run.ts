@@ -29,7 +29,8 @@ export interface JobRunDeps {
 
 /**
  * How long a run-time lock stays the job's while it waits for its children between two steps: a day. Children take what
- * they take; a parent removed meanwhile leaves its lock until then (`unique-jobs locks release <digest>` frees it).
+ * they take; a parent removed or failed meanwhile (`failParentOnFailure`) has its lock released by the orphan reaper
+ * (a parked slot carries `PARKED_MARK`; its job is checked).
  */
 const PARKED_FOR_CHILDREN_MS = 24 * 60 * 60 * 1000;
 

@@ -180,38 +180,53 @@ describe.each(['sqlite', 'postgres'] as const)(
   },
 );
 
-// A run-time lock parked by a parent waiting for its children (a day: PARKED_FOR_CHILDREN_MS) whose child fails with
-// `failParentOnFailure`: BullMQ fails the parent in the child's move (no worker event names the parent, no handler of
-// it runs any more), so nothing gives its lock back and every duplicate of the digest meets it for a day. NOT FIXED
-// (it.failing): the reaper frees only run-time leases that ended, since a running handler renews its own whatever its
-// job's state; telling a parked lease apart (a mark of its own) and checking its job, as for enqueue locks, is the fix.
+// A run-time lock parked by a parent waiting for its children (a day: PARKED_FOR_CHILDREN_MS) whose child fails it
+// (failParentOnFailure): no worker event names the parent, so nothing of the job's own run gives R back. The reaper
+// frees it: a parked slot carries a mark of its own (PARKED_MARK), and its job is checked as an enqueue lock's is.
 describe('session 34: parked run-time lock of a parent failed by its child (while_executing)', () => {
   const { redis, start } = useApps('s34-rt-parent');
 
-  it.failing(
-    'the parent failed by its child does not keep R for a day (the reaper frees it at the latest)',
-    async () => {
-      const ref: { app?: TestApp } = {};
-      const app = (ref.app = await start({
-        module: { reaper: { interval: false, grace: 0 } },
-        unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
-        worker: { concurrency: 2 },
-        handler: async (job: Job<{ id: string }>) => {
-          if (job.name === 'child') throw new UnrecoverableError('child fails');
-          const parent = { id: job.id!, queue: job.queueQualifiedName };
-          await ref.app!.queue.add('child', { id: 'c' }, { parent, failParentOnFailure: true });
-          if (await job.moveToWaitingChildren(job.token!)) throw new WaitingChildrenError();
-          return 'parent done';
-        },
-      }));
-      const parent = await app.queue.add('sync', { id: 'a' });
-      await expect(app.finished(parent)).rejects.toThrow();
-      expect(await parent.getState()).toBe('failed');
-      await app.moduleRef.get(UniqueJobsReaper).run();
-      expect(await owners(redis, runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' })))).toEqual([]);
-    },
-    30_000,
-  );
+  it('the reaper keeps the parked R of a live step job, and releases it once the job is removed', async () => {
+    const app = await start({
+      module: { reaper: { interval: false, grace: 0 } },
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: async (job: Job<{ id: string }>) => {
+        await job.moveToDelayed(Date.now() + 60_000, job.token);
+        throw new DelayedError();
+      },
+    });
+    const job = await app.queue.add('sync', { id: 'a' });
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    await waitFor('the job parked', async () => (await job.getState()) === 'delayed');
+    expect(await owners(redis, running)).toEqual([job.id]);
+    const reaper = app.moduleRef.get(UniqueJobsReaper);
+    expect((await reaper.run()).reaped.runtimeLeases).toBe(0);
+    expect(await owners(redis, running)).toEqual([job.id]);
+    await job.remove();
+    expect((await reaper.run()).reaped.runtimeLeases).toBe(1);
+    expect(await owners(redis, running)).toEqual([]);
+  }, 30_000);
+
+  it('the parent failed by its child does not keep R for a day (the reaper frees it at the latest)', async () => {
+    const ref: { app?: TestApp } = {};
+    const app = (ref.app = await start({
+      module: { reaper: { interval: false, grace: 0 } },
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      worker: { concurrency: 2 },
+      handler: async (job: Job<{ id: string }>) => {
+        if (job.name === 'child') throw new UnrecoverableError('child fails');
+        const parent = { id: job.id!, queue: job.queueQualifiedName };
+        await ref.app!.queue.add('child', { id: 'c' }, { parent, failParentOnFailure: true });
+        if (await job.moveToWaitingChildren(job.token!)) throw new WaitingChildrenError();
+        return 'parent done';
+      },
+    }));
+    const parent = await app.queue.add('sync', { id: 'a' });
+    await expect(app.finished(parent)).rejects.toThrow();
+    expect(await parent.getState()).toBe('failed');
+    await app.moduleRef.get(UniqueJobsReaper).run();
+    expect(await owners(redis, runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' })))).toEqual([]);
+  }, 30_000);
 });
 
 // A later step that fails and is retried parks its claim for the backoff BullMQ will apply, asked of BullMQ before it
