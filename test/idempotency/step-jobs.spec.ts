@@ -3,37 +3,15 @@
 // over to the job's next delivery: a duplicate of the key delivered while the job waits between two steps waits too,
 // then replays the job's result; it never runs the handler from its first step (found by a review in session 33: the
 // claim was released, and the duplicate ran step 1 a second time).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import Database from 'better-sqlite3';
 import { DelayedError, WaitingChildrenError, type Job } from 'bullmq';
-import type pg from 'pg';
-import {
-  idempotencyOf,
-  PostgresIdempotencyStore,
-  RedisIdempotencyStore,
-  UniqueJobsReaper,
-  SqliteIdempotencyStore,
-  type IdempotencyJob,
-  type IdempotencyStore,
-  type PgClientLike,
-  type SqliteDatabaseLike,
-} from '../../lib/index.js';
+import { RedisIdempotencyStore, UniqueJobsReaper } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { Outcomes } from '../support/outcomes.js';
 import { workerOf } from '../conflicts/helpers.js';
-import { pgPool, uniqueTable } from '../support/postgres.js';
+import { byKey, stepStore, type StepStore, type Steps } from '../support/step-stores.js';
 import type { TestApp } from '../support/app.js';
-
-interface Steps {
-  key: string;
-  step?: number;
-}
-
-const byKey = (job: IdempotencyJob<Steps>) => job.data.key;
 
 /** A two-step handler: step 1 counts its effect, stores the next step and parks the job in delayed for `parkMs`. */
 function twoSteps(effects: string[], parkMs: number) {
@@ -52,39 +30,20 @@ function twoSteps(effects: string[], parkMs: number) {
 
 describe.each(['redis', 'postgres', 'sqlite'] as const)('@IdempotencyKey step jobs (%s store)', (kind) => {
   const { start, redis } = useApps(`step-jobs-${kind}`);
-  const table = uniqueTable('idem_steps');
-  let pool: pg.Pool | undefined;
-  let sql: IdempotencyStore | undefined;
-  let closeSql: (() => Promise<void>) | undefined;
+  let sql: StepStore | undefined;
 
   beforeAll(async () => {
-    if (kind === 'postgres') {
-      pool = pgPool(2);
-      const store = new PostgresIdempotencyStore({ pool, table });
-      await store.migrate();
-      sql = store;
-      closeSql = async () => {
-        await pool!.query(`DROP TABLE IF EXISTS ${table}`);
-        await pool!.end();
-      };
-    } else if (kind === 'sqlite') {
-      const directory = mkdtempSync(join(tmpdir(), 'idem-steps-sqlite-'));
-      const database = new Database(join(directory, 'store.db'), { timeout: 10_000 });
-      const store = new SqliteIdempotencyStore({ database, table: 'idempotency_steps' });
-      await store.migrate();
-      sql = store;
-      closeSql = async () => {
-        database.close();
-        rmSync(directory, { recursive: true, force: true });
-      };
-    }
+    if (kind !== 'redis') sql = await stepStore(kind);
   });
-  afterAll(async () => closeSql?.());
+  afterAll(async () => sql?.close());
 
   const startWith = (handler: (job: Job) => Promise<unknown>, lease = 30_000) =>
     start({
       // The reaper runs on demand, with no grace (the test removes the job before the run, never during it).
-      module: { reaper: { interval: false, grace: 0 }, ...(sql ? { idempotency: { stores: { sql } } } : {}) },
+      module: {
+        reaper: { interval: false, grace: 0 },
+        ...(sql ? { idempotency: { stores: { sql: sql.store } } } : {}),
+      },
       idempotency: { key: byKey, lease, ...(sql ? { store: 'sql' } : {}) },
       worker: { concurrency: 2 },
       handler,
@@ -192,67 +151,27 @@ describe.each(['redis', 'postgres', 'sqlite'] as const)('@IdempotencyKey step jo
 // rather than rolling back while `job.updateData` has already stored the next step.
 describe.each(['postgres', 'sqlite'] as const)('@IdempotencyKey step jobs, transactional (%s store)', (kind) => {
   const { start } = useApps(`step-jobs-tx-${kind}`);
-  const table = uniqueTable('idem_steps_tx');
-  const effects = uniqueTable('fx_steps_tx');
-  let store: IdempotencyStore;
-  /** Writes one effect row through the handler's transaction. */
-  let write: (job: Job, what: string) => Promise<void>;
-  /** The committed effect rows, in order. */
-  let written: () => Promise<string[]>;
-  let close: () => Promise<void>;
+  let sql: StepStore;
 
   beforeAll(async () => {
-    if (kind === 'postgres') {
-      const pool = pgPool(3);
-      const pgStore = new PostgresIdempotencyStore({ pool, table });
-      await pgStore.migrate();
-      await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, what text NOT NULL)`);
-      store = pgStore;
-      write = async (job, what) =>
-        void (await idempotencyOf<PgClientLike>(job).transaction!.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [
-          what,
-        ]));
-      written = async () =>
-        (await pool.query<{ what: string }>(`SELECT what FROM ${effects} ORDER BY id`)).rows.map((r) => r.what);
-      close = async () => {
-        await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
-        await pool.end();
-      };
-    } else {
-      const directory = mkdtempSync(join(tmpdir(), 'idem-steps-tx-'));
-      const database = new Database(join(directory, 'store.db'), { timeout: 10_000 });
-      const sqliteStore = new SqliteIdempotencyStore({ database, table: 'idempotency_steps' });
-      await sqliteStore.migrate();
-      database.exec('CREATE TABLE effects (id INTEGER PRIMARY KEY, what TEXT NOT NULL)');
-      store = sqliteStore;
-      write = async (job, what) =>
-        void idempotencyOf<SqliteDatabaseLike>(job)
-          .transaction!.prepare('INSERT INTO effects (what) VALUES (?)')
-          .run(what);
-      written = async () =>
-        (database.prepare('SELECT what FROM effects ORDER BY id').all() as { what: string }[]).map((r) => r.what);
-      close = async () => {
-        database.close();
-        rmSync(directory, { recursive: true, force: true });
-      };
-    }
+    sql = await stepStore(kind);
   });
-  afterAll(async () => close());
+  afterAll(async () => sql.close());
 
   it('the step commits its writes with the claim handed over; a duplicate waits and replays; step 1 ran once', async () => {
     const app = await start({
-      module: { idempotency: { stores: { sql: store } } },
+      module: { idempotency: { stores: { sql: sql.store } } },
       idempotency: { key: byKey, store: 'sql', transactional: true },
       worker: { concurrency: 2 },
       handler: async (job: Job) => {
         const data = job.data as Steps;
         if ((data.step ?? 1) === 1) {
-          await write(job, `step1:${job.id}`);
+          await sql.write(job, `step1:${job.id}`);
           await job.updateData({ ...data, step: 2 });
           await job.moveToDelayed(Date.now() + 60_000, job.token);
           throw new DelayedError();
         }
-        await write(job, `step2:${job.id}`);
+        await sql.write(job, `step2:${job.id}`);
         return `done by ${job.id}`;
       },
     });
@@ -261,7 +180,7 @@ describe.each(['postgres', 'sqlite'] as const)('@IdempotencyKey step jobs, trans
     const handedOver = events.next((event) => event.type === 'idempotencyHandedOver');
     const first = await app.queue.add('charge', { key: 'k' });
     expect(await handedOver).toMatchObject({ jobId: first.id, step: 'DelayedError' });
-    expect(await written()).toEqual([`step1:${first.id}`]);
+    expect(await sql.written()).toEqual([`step1:${first.id}`]);
 
     const waited = events.next((event) => event.type === 'idempotencyInProgress');
     const duplicate = await app.queue.add('charge', { key: 'k' });
@@ -271,6 +190,6 @@ describe.each(['postgres', 'sqlite'] as const)('@IdempotencyKey step jobs, trans
     expect(await outcomes.completed(first.id!)).toBe(`done by ${first.id}`);
     await (await app.queue.getJob(duplicate.id!))?.promote().catch(() => undefined);
     expect(await outcomes.completed(duplicate.id!)).toBe(`done by ${first.id}`);
-    expect(await written()).toEqual([`step1:${first.id}`, `step2:${first.id}`]);
+    expect(await sql.written()).toEqual([`step1:${first.id}`, `step2:${first.id}`]);
   }, 30_000);
 });

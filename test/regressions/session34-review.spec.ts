@@ -1,40 +1,18 @@
 // Hostile review (session 34) of today's step-job work (commits 13388d2..abffc6d). Each case here failed before its fix,
 // or says in its comment why it is kept as a control.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import Database from 'better-sqlite3';
 import { DelayedError, Queue, UnrecoverableError, WaitingChildrenError, Worker, type Job } from 'bullmq';
-import type pg from 'pg';
-import {
-  idempotencyOf,
-  PostgresIdempotencyStore,
-  RedisIdempotencyStore,
-  SqliteIdempotencyStore,
-  UniqueJobsReaper,
-  type IdempotencyJob,
-  type IdempotencyStore,
-  type PgClientLike,
-  type SqliteDatabaseLike,
-} from '../../lib/index.js';
+import { RedisIdempotencyStore, UniqueJobsReaper, type IdempotencyStore } from '../../lib/index.js';
+import { byKey, stepStore, type StepStore, type Steps } from '../support/step-stores.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { byId, digestOf, owners, runningKey } from '../support/locks.js';
 import { EventLog } from '../support/events.js';
 import { Outcomes } from '../support/outcomes.js';
-import { pgPool, uniqueTable } from '../support/postgres.js';
 import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 import { closingSignal, putBack } from '../../lib/worker/worker-closing.js';
 import { workerOf } from '../conflicts/helpers.js';
-
-interface Steps {
-  key: string;
-  step?: number;
-}
-
-const byKey = (job: IdempotencyJob<Steps>) => job.data.key;
 
 // Transactional mode: a later step (its claim resumed a handover) that fails and is retried. Commit 2843be2 hands the
 // claim over for the backoff in plain mode only (runThenComplete); the transactional path released it as any retried
@@ -43,45 +21,14 @@ describe.each(['sqlite', 'postgres'] as const)(
   'session 34: transactional step job, later step retried (%s)',
   (kind) => {
     const { start } = useApps(`s34-tx-retry-${kind}`);
-    const table = uniqueTable('s34_idem');
-    const effects = uniqueTable('s34_fx');
+    let sql: StepStore;
     let store: IdempotencyStore;
-    let write: (job: Job, what: string) => Promise<void>;
-    let close: () => Promise<void>;
 
     beforeAll(async () => {
-      if (kind === 'postgres') {
-        const pool: pg.Pool = pgPool(3);
-        const pgStore = new PostgresIdempotencyStore({ pool, table });
-        await pgStore.migrate();
-        await pool.query(`CREATE TABLE ${effects} (id serial PRIMARY KEY, what text NOT NULL)`);
-        store = pgStore;
-        write = async (job, what) =>
-          void (await idempotencyOf<PgClientLike>(job).transaction!.query(`INSERT INTO ${effects} (what) VALUES ($1)`, [
-            what,
-          ]));
-        close = async () => {
-          await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
-          await pool.end();
-        };
-      } else {
-        const directory = mkdtempSync(join(tmpdir(), 's34-tx-'));
-        const database = new Database(join(directory, 'store.db'), { timeout: 10_000 });
-        const sqliteStore = new SqliteIdempotencyStore({ database, table: 'idempotency_steps' });
-        await sqliteStore.migrate();
-        database.exec('CREATE TABLE effects (id INTEGER PRIMARY KEY, what TEXT NOT NULL)');
-        store = sqliteStore;
-        write = async (job, what) =>
-          void idempotencyOf<SqliteDatabaseLike>(job)
-            .transaction!.prepare('INSERT INTO effects (what) VALUES (?)')
-            .run(what);
-        close = async () => {
-          database.close();
-          rmSync(directory, { recursive: true, force: true });
-        };
-      }
+      sql = await stepStore(kind);
+      store = sql.store;
     });
-    afterAll(async () => close());
+    afterAll(async () => sql.close());
 
     it('a duplicate delivered while step 2 waits for its retry does not run step 1 again', async () => {
       const ran: string[] = [];
@@ -93,7 +40,7 @@ describe.each(['sqlite', 'postgres'] as const)(
           const data = job.data as Steps;
           if ((data.step ?? 1) === 1) {
             ran.push(`step1:${job.id}`);
-            await write(job, `step1:${job.id}`);
+            await sql.write(job, `step1:${job.id}`);
             await job.updateData({ ...data, step: 2 });
             await job.moveToDelayed(Date.now(), job.token);
             throw new DelayedError();
@@ -195,7 +142,9 @@ describe('session 34: parked run-time lock of a parent failed by its child (whil
         throw new DelayedError();
       },
     });
-    const job = await app.queue.add('sync', { id: 'a' });
+    // A job id no other queue has: the reaper checks a run-time lock owner's id in every queue it knows (numbered ids
+    // of other test files' queues would name live jobs).
+    const job = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('parked') });
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     await waitFor('the job parked', async () => (await job.getState()) === 'delayed');
     expect(await owners(redis, running)).toEqual([job.id]);
@@ -221,7 +170,7 @@ describe('session 34: parked run-time lock of a parent failed by its child (whil
         return 'parent done';
       },
     }));
-    const parent = await app.queue.add('sync', { id: 'a' });
+    const parent = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('parent') });
     await expect(app.finished(parent)).rejects.toThrow();
     expect(await parent.getState()).toBe('failed');
     await app.moduleRef.get(UniqueJobsReaper).run();

@@ -1,36 +1,18 @@
 // Hostile review of the step-job handover (commit 13388d2): a step job under @IdempotencyKey (plain mode) hands its
 // claim over to its next delivery instead of releasing it. Each case here failed before its fix.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import Database from 'better-sqlite3';
 import { DelayedError, WaitingChildrenError, type Job } from 'bullmq';
-import type pg from 'pg';
-import {
-  PostgresIdempotencyStore,
-  RedisIdempotencyStore,
-  SqliteIdempotencyStore,
-  UniqueJobsReaper,
-  type IdempotencyJob,
-  type IdempotencyStore,
-} from '../../lib/index.js';
+import { RedisIdempotencyStore, UniqueJobsReaper, type IdempotencyStore } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { EventLog } from '../support/events.js';
 import { Outcomes } from '../support/outcomes.js';
-import { pgPool, uniqueTable } from '../support/postgres.js';
 import { uniqueName } from '../support/redis.js';
+import { byKey, stepStore, type StepStore, type Steps as StepsOf } from '../support/step-stores.js';
 import { workerOf } from '../conflicts/helpers.js';
 
-interface Steps {
-  key: string;
-  step?: number;
-  plain?: boolean;
-}
-
-const byKey = (job: IdempotencyJob<Steps>) => job.data.key;
+type Steps = StepsOf & { plain?: boolean };
 
 describe('step handover: the reaper and a reused job id (redis store)', () => {
   const { start, redis } = useApps('step-review-reuse');
@@ -75,36 +57,14 @@ describe.each(['redis', 'postgres', 'sqlite'] as const)(
     const { start, redis } = useApps(`step-review-race-${kind}`);
     // The Redis store is made here (to be gated) on the app's prefix, which the app cleans up when it closes.
     const prefix = uniqueName('ujt');
-    const table = uniqueTable('idem_step_review');
-    let pool: pg.Pool | undefined;
+    let sql: StepStore | undefined;
     let backing: IdempotencyStore | undefined;
-    let closeSql: (() => Promise<void>) | undefined;
 
     beforeAll(async () => {
-      if (kind === 'postgres') {
-        pool = pgPool(2);
-        const store = new PostgresIdempotencyStore({ pool, table });
-        await store.migrate();
-        backing = store;
-        closeSql = async () => {
-          await pool!.query(`DROP TABLE IF EXISTS ${table}`);
-          await pool!.end();
-        };
-      } else if (kind === 'redis') {
-        backing = new RedisIdempotencyStore({ client: redis, prefix });
-      } else {
-        const directory = mkdtempSync(join(tmpdir(), 'idem-step-review-'));
-        const database = new Database(join(directory, 'store.db'), { timeout: 10_000 });
-        const store = new SqliteIdempotencyStore({ database, table: 'idempotency_step_review' });
-        await store.migrate();
-        backing = store;
-        closeSql = async () => {
-          database.close();
-          rmSync(directory, { recursive: true, force: true });
-        };
-      }
+      sql = kind === 'redis' ? undefined : await stepStore(kind);
+      backing = sql?.store ?? new RedisIdempotencyStore({ client: redis, prefix });
     });
-    afterAll(async () => closeSql?.());
+    afterAll(async () => sql?.close());
 
     it('the job delivered again while its step hands the claim over resumes it, not a mismatch', async () => {
       // The handler's move makes the job deliverable before the runner hands the claim over (one round trip later): a
@@ -203,45 +163,5 @@ describe('step handover: a DelayedError thrown without moving the job (redis sto
     ]);
     expect(second.type).toBe('idempotencyInProgress');
     expect(effects).toEqual([`step1:${first.id}`]);
-  }, 30_000);
-});
-
-describe('step handover: a later step fails and is retried (redis store)', () => {
-  const { start } = useApps('step-review-retry');
-
-  // The handover covered the moves between steps only: a later step that failed and was retried released the claim as
-  // any retried failure does (attempt-failure.ts), while the job's next attempt resumes at that step, so a duplicate
-  // delivered during the backoff claimed the key and ran the handler from step 1 (step 1 twice). A resumed step job's
-  // retryable failure now hands the claim over as a step move does.
-  it('a duplicate delivered while step 2 waits for its retry does not run step 1 again', async () => {
-    const effects: string[] = [];
-    const app = await start({
-      idempotency: { key: byKey },
-      worker: { concurrency: 2 },
-      handler: async (job: Job) => {
-        const data = job.data as Steps;
-        if ((data.step ?? 1) === 1) {
-          effects.push(`step1:${job.id}`);
-          await job.updateData({ ...data, step: 2 });
-          await job.moveToDelayed(Date.now(), job.token);
-          throw new DelayedError();
-        }
-        effects.push(`step2:${job.id}`);
-        if (job.attemptsMade === 0) throw new Error('step 2 fails once');
-        return 'done';
-      },
-    });
-    const events = new EventLog(app);
-    const outcomes = new Outcomes(workerOf(app));
-    // Its retry waits a minute: the duplicate comes meanwhile.
-    const first = await app.queue.add('charge', { key: 'retried' }, { attempts: 2, backoff: 60_000 });
-    await outcomes.failures(first.id!);
-    const duplicate = await app.queue.add('charge', { key: 'retried' });
-    const seen = await Promise.race([
-      events.next((e) => e.type === 'idempotencyInProgress' && e.jobId === duplicate.id),
-      events.next((e) => e.type === 'idempotencyClaimed' && e.jobId === duplicate.id),
-    ]);
-    expect(seen.type).toBe('idempotencyInProgress');
-    expect(effects).toEqual([`step1:${first.id}`, `step2:${first.id}`]);
   }, 30_000);
 });
