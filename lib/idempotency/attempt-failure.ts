@@ -34,3 +34,18 @@ export async function afterFailure(attempt: Attempt, error: unknown): Promise<vo
     attempt.report.error(storeError);
   }
 }
+
+/**
+ * The claim failed without an answer (a command timeout, a connection lost after it was sent): the store may have
+ * applied it, and it would then hold the key until its lease ends, against this job's own retries too. Releases it,
+ * best effort and not awaited (a store still out of reach must not hold the failure up): the owner token is this
+ * attempt's own, so nothing else is released, not even a retry's claim.
+ */
+export function releaseUnanswered(attempt: Attempt): void {
+  const { store } = attempt.definition;
+  Promise.resolve(attempt.ref)
+    .then((ref) => store.release(ref))
+    .catch(() => {
+      // Out of reach still: the claim, if it was applied, stays until its lease ends.
+    });
+}

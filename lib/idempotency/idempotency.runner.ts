@@ -18,7 +18,7 @@ import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import { answerHeldKey } from './held-key.js';
 import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
-import { afterFailure, keepFailure } from './attempt-failure.js';
+import { afterFailure, keepFailure, releaseUnanswered } from './attempt-failure.js';
 import { handOverStep, resumeOwnerOf, TransactionStep } from './step-handover.js';
 import type {
   IdempotencyCompletion,
@@ -127,7 +127,7 @@ export class IdempotencyRunner {
     try {
       fresh = await claimFresh(store, request); // an answer read late is confirmed before the handler starts
     } catch (error) {
-      this.releaseUnanswered(attempt);
+      releaseUnanswered(attempt);
       throw error;
     }
     this.answered(attempt);
@@ -136,7 +136,8 @@ export class IdempotencyRunner {
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
     if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
     if (claim.claimed && claim.resumed) attempt.resumed = true;
-    const context = this.claimed(attempt, claim.claimed ? claim.takeover : claim.record.attempts > 1);
+    // A resumed step is no takeover: nobody died mid-run (the store counts it as one; the event and context do not).
+    const context = this.claimed(attempt, claim.claimed ? claim.takeover && !claim.resumed : claim.record.attempts > 1);
     return context.run(job, () => this.runThenComplete(attempt, next, connection, sentAt, resumeOwner));
   }
 
@@ -238,7 +239,7 @@ export class IdempotencyRunner {
     const work = (transaction: unknown, claim: TransactionClaim) => {
       // A claim not committed before the work leaves nothing behind when its worker dies: that the job's delivery
       // before this one stalled (BullMQ's own count) is what says an earlier attempt may have run part of the handler.
-      if (!context) won(claim.takeover || (claim.uncommitted === true && job.stalledCounter > 0));
+      if (!context) won((claim.takeover && !claim.resumed) || (claim.uncommitted === true && job.stalledCounter > 0));
       if (claim.resumed) attempt.resumed = true;
       context!.transaction = transaction;
       return step.run(() => context!.run(job, () => next(job, token, signal)));
@@ -257,7 +258,7 @@ export class IdempotencyRunner {
         // The claim itself failed, or what came between it and the work (a transaction that did not open). A claim
         // made inside the transaction rolled back with it; one made before it (a claim, then a transaction) may be
         // held, its answer lost or the transaction refused.
-        this.releaseUnanswered(attempt);
+        releaseUnanswered(attempt);
         throw error;
       }
       if (error instanceof IdempotencyLeaseLostError) {
@@ -287,20 +288,5 @@ export class IdempotencyRunner {
     step.rethrow(done); // a step of a step job: committed with the record handed over
     attempt.report.emit({ type: 'idempotencyCompleted' });
     return outcome.value;
-  }
-
-  /**
-   * The claim failed without an answer (a command timeout, a connection lost after it was sent): the store may have
-   * applied it, and it would then hold the key until its lease ends, against this job's own retries too. Releases it,
-   * best effort and not awaited (a store still out of reach must not hold the failure up): the owner token is this
-   * attempt's own, so nothing else is released, not even a retry's claim.
-   */
-  private releaseUnanswered(attempt: Attempt): void {
-    const { store } = attempt.definition;
-    Promise.resolve(attempt.ref)
-      .then((ref) => store.release(ref))
-      .catch(() => {
-        // Out of reach still: the claim, if it was applied, stays until its lease ends.
-      });
   }
 }

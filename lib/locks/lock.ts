@@ -71,6 +71,8 @@ export abstract class Lock {
   readonly requiresTtl: boolean = false;
   /** Whether the enqueue lock outlives its job (only its TTL ends it): a holder whose job is gone still holds it. */
   readonly outlivesJob: boolean = false;
+  /** Whether the job takes a run-time lock around its handler (kept across the steps of a step job). */
+  readonly takesRuntimeLock: boolean = false;
 
   /** Whether a lock is taken before the job enters the queue (an enqueue lock). */
   get locksAtEnqueue(): boolean {

@@ -12,6 +12,7 @@ export class UntilAndWhileExecutingLock extends UntilExecutingLock {
   override readonly type: LockType = 'until_and_while_executing';
   override readonly conflictSides: readonly ConflictSide[] = ['client', 'server'];
   override readonly defaultStrategy = { client: 'log', server: 'reschedule' };
+  override readonly takesRuntimeLock = true;
 
   /** Start: take the run-time lock, then release the enqueue lock (a conflict keeps it: the job stays in line). */
   override async start(run: LockRun) {

@@ -8,6 +8,7 @@ import { Lock, type LockRun } from './lock.js';
 export class WhileExecutingLock extends Lock {
   readonly type = 'while_executing';
   readonly conflictSides = ['server'] as const;
+  override readonly takesRuntimeLock = true;
 
   /** Start: take the run-time lock (or meet the server strategy). */
   override start(run: LockRun) {

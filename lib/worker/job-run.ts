@@ -10,6 +10,7 @@ import type { LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
 import { stallRecoveryMs, stepParkedMs } from '../common/bullmq-lifecycle.js';
+import { PARKED_MARK } from '../locks/lock-store.js';
 import type { JobDefinition } from '../options/job-definitions.js';
 import { parseRuntimeLockOwner, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
 import { knownOnSameServer } from '../redis/same-server.js';
@@ -90,8 +91,7 @@ export class JobRun implements LockRun {
   /** Takes the run-time lock (waiting up to `lockTimeout`); a refusal names the holder's job id. */
   async takeRuntimeLock(): Promise<AcquireResult> {
     const { job, definition, digest, deps } = this;
-    const acrossQueues = definition.options.uniqueAcross.includes('queues');
-    const owner = runtimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
+    const owner = this.runtimeOwner();
     const lease = new RuntimeLease(deps.store, deps.keys.runtimeLock(digest), owner, definition.options, {
       lost: () => {
         deps.logger.error(
@@ -159,13 +159,32 @@ export class JobRun implements LockRun {
 
   /**
    * BullMQ failed the job for good: a run-time lock slot that an acquire without an answer may have taken is given back
-   * (no delivery of the job runs any more, so the job-owned slot is nobody's).
+   * (no delivery of the job runs any more, so the job-owned slot is nobody's), and one parked for its next delivery.
    */
   async giveBackUnanswered(): Promise<void> {
     const lease = this.asked;
     this.asked = undefined;
     // When it was taken is not known (its answer was lost): the held time reported is 0, not a guess.
     if (lease && (await lease.releaseUnanswered())) this.emitUnlocked('runtime', Date.now());
+    if (this.definition.lock.takesRuntimeLock) await this.giveBackParked();
+  }
+
+  /**
+   * BullMQ failed the job for good: a run-time lock slot parked for its next delivery (a step job failed without
+   * resuming: stalled or started too often, a parent failed by its child) is given back. One Redis call, on failures.
+   */
+  private async giveBackParked(): Promise<void> {
+    const { deps, digest } = this;
+    if (await deps.store.releaseMarked(deps.keys.runtimeLock(digest), this.runtimeOwner(), PARKED_MARK)) {
+      this.emitUnlocked('runtime', Date.now());
+    }
+  }
+
+  /** The owner of the job's run-time lock slot: the job (with its queue when the lock is unique across queues). */
+  private runtimeOwner(): string {
+    const { job, definition } = this;
+    const acrossQueues = definition.options.uniqueAcross.includes('queues');
+    return runtimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
   }
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */

@@ -76,10 +76,17 @@ describe.each(['redis', 'postgres', 'sqlite'] as const)('@IdempotencyKey step jo
   it('the job resumes its own parked claim at once, even with its data changed by the step', async () => {
     const effects: string[] = [];
     const app = await startWith(twoSteps(effects, 50));
+    const events = new EventLog(app);
     const outcomes = new Outcomes(workerOf(app));
     const job = await app.queue.add('charge', { key: 'k2' });
     expect(await outcomes.completed(job.id!)).toBe(`done by ${job.id}`);
     expect(effects).toEqual([`step1:${job.id}`, `step2:${job.id}`]);
+    // Two claims, neither a takeover: nobody died mid-run (the resumed one is no crash recovery).
+    const claims = events.events.filter((event) => event.type === 'idempotencyClaimed' && event.jobId === job.id);
+    expect(claims).toEqual([
+      expect.objectContaining({ takeover: false }),
+      expect.objectContaining({ takeover: false }),
+    ]);
     // A later job of the same payload replays (the record kept the fingerprint the producer sent).
     const later = await app.queue.add('charge', { key: 'k2' });
     expect(await outcomes.completed(later.id!)).toBe(`done by ${job.id}`);

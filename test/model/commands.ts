@@ -382,7 +382,11 @@ class FinishCommand implements ModelCommand {
     const run = runs[this.pick % runs.length];
     await step(m, `${this.toString()} [job ${run.jobId}, attempt ${run.attemptsStarted}]`, async () => {
       const job = m.job(run.jobId);
-      if (job) job.movedByHandler = this.action === 'delay' || this.action === 'nameDelayed';
+      if (job) {
+        job.movedByHandler = this.action === 'delay' || this.action === 'nameDelayed';
+        // Parked again (a step): a reaper run before this one no longer covers its end.
+        if (job.movedByHandler) job.reapedAfterEnd = false;
+      }
       run.release(this.action);
       return 'released';
     });

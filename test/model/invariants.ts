@@ -131,8 +131,10 @@ export function checkState(m: Model, locks: readonly LockSnapshot[]): Violation[
       for (const id of snapshot.running) {
         // A step job parked by its handler (moveToDelayed + DelayedError) keeps its run-time lock for its next delivery;
         // removed or finished without it, until the reaper's next run.
-        const parked = m.job(id);
-        if (parked?.movedByHandler && !parked.reapedAfterEnd) continue;
+        const parked = m.jobs.some(
+          (job) => job.id === id && job.digest === d && job.movedByHandler && !job.reapedAfterEnd,
+        );
+        if (parked) continue;
         if (!liveIds.has(id) && !killed.has(id)) {
           found.push({
             invariant: '3',
