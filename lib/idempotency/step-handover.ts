@@ -30,10 +30,11 @@ async function handoverOf(attempt: Attempt, step: string, resumeOwner: string): 
 }
 
 /**
- * The handler ended between two steps of its job (see {@link isStepMove}): hands the claim over to the job's next
- * delivery, so that a duplicate delivered meanwhile waits instead of running the handler from its first step. `false`:
- * not a step move, or a store without `handOver` (the caller releases the claim as after any failure that is retried).
- * Never throws: a store out of reach leaves the claim to its lease, which the job's own next delivery takes over.
+ * The handler ended between two steps of its job (see {@link isStepMove}), or a later step (the attempt resumed a
+ * handover) failed and BullMQ retries it: hands the claim over to the job's next delivery, so that a duplicate delivered
+ * meanwhile waits instead of running the handler from its first step. `false`: neither (a first step's failure, a
+ * failure for good), or a store without `handOver`: the caller releases or keeps the claim as after any failure. Never
+ * throws: a store out of reach leaves the claim to its lease, which the job's own next delivery takes over.
  */
 export async function handOverStep(
   attempt: Attempt,
