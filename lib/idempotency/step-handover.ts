@@ -45,17 +45,19 @@ export async function handOverStep(
   if (!store.handOver || resumeOwner === undefined) return false;
   try {
     let handover: IdempotencyHandover;
+    let step: string;
     if (isStepMove(error)) {
-      handover = await handoverOf(attempt, error.name, resumeOwner);
+      step = error.name;
+      handover = await handoverOf(attempt, step, resumeOwner);
     } else {
       // A later step of a step job (its claim resumed a handover) that failed: its retry resumes at this step, so the
       // claim is the job's until then too, lest a duplicate run from the first step meanwhile. Failed for good: no.
       if (!attempt.resumed) return false;
       const end = await attemptEnd(attempt.job, error);
       if (end.outcome === 'fails') return false;
+      step = describeThrown(error).name;
       handover = { owner: resumeOwner, leaseMs: end.delay + options.lease };
     }
-    const step = isStepMove(error) ? error.name : describeThrown(error).name;
     if (await store.handOver(attempt.ref, handover)) {
       attempt.report.emit({ type: 'idempotencyHandedOver', step, leaseMs: handover.leaseMs });
     }

@@ -37,7 +37,8 @@ const PARKED_FOR_CHILDREN_MS = 24 * 60 * 60 * 1000;
 
 /**
  * One job under its lock, from its start to BullMQ's record of its end: what a lock type's hooks act on (its enqueue
- * lock, bound to it; its run-time lock, given back after each attempt, kept across the steps of a step job), with the events of each transition.
+ * lock, bound to it; its run-time lock, given back after each attempt, kept across the steps of a step job), with the
+ * events of each transition.
  */
 export class JobRun implements LockRun {
   readonly enqueueLock: BoundEnqueueLock | undefined;
