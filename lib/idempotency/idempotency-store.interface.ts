@@ -241,9 +241,10 @@ export type IdempotencyClaimResult =
       /** Whether the claim took over an in-progress record whose lease had ended (its holder died or stalled). */
       takeover: boolean;
       /**
-       * The claim took over a record handed over to its job ({@link IdempotencyClaim.resumeOwner}): the job resumes
-       * after a step, so a retryable failure of this attempt hands the claim over again rather than releasing it.
-       * Absent: not known (a store without `handOver`).
+       * The claim took over a record handed over to its job ({@link IdempotencyClaim.resumeOwner}), or the ended claim
+       * of a delivery of the same job that had resumed one (its worker died mid-step; a SQL store tells the job by its
+       * id): the job runs a later step, so a retryable failure of this attempt hands the claim over again rather than
+       * releasing it. Absent: not known (a store without `handOver`).
        */
       resumed?: boolean;
     }

@@ -104,6 +104,10 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   // taken over live, keeping the fingerprint it was first claimed with; an in-progress one says so in `result` (no result
   // while in progress: RESUMED_MARKER), which the claim returns as `resumed`.
   const resumedBy = (resume: string) => `cur.state = 'in_progress' AND cur.owner = ${resume}`;
+  // The claim of a delivery of the same job (by its id: see takeoverAllowed) that had resumed one, taken over after
+  // its worker died mid-step: still a later step (BullMQ delivers the job again at the step its data names).
+  const laterStepOf = `(cur.state = 'in_progress' AND cur.result = '${RESUMED_MARKER}'
+        AND cur.job_id = excluded.job_id)`;
   // Inserts the record in `state`, or overwrites one the claim may take over (or, given `resume`, resumes).
   const upsert = (
     state: 'in_progress' | 'completed',
@@ -116,7 +120,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       owner = excluded.owner,
       job_id = excluded.job_id,
       fingerprint = ${resume ? `CASE WHEN ${resumedBy(resume)} THEN cur.fingerprint ELSE excluded.fingerprint END` : 'excluded.fingerprint'},
-      result = ${resume && state === 'in_progress' ? `CASE WHEN ${resumedBy(resume)} THEN '${RESUMED_MARKER}' END` : 'NULL'},
+      result = ${resume && state === 'in_progress' ? `CASE WHEN ${resumedBy(resume)} OR ${laterStepOf} THEN '${RESUMED_MARKER}' END` : 'NULL'},
       error = NULL,
       attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,
       created_at = CASE WHEN cur.state = 'in_progress' THEN cur.created_at ELSE excluded.created_at END,

@@ -76,6 +76,9 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
   // live, keeping the fingerprint it was first claimed with, and saying so in `result` (RESUMED_MARKER), which the claim
   // returns as `resumed`.
   const resumed = `state = 'in_progress' AND owner = @resumeOwner`;
+  // The claim of a delivery of the same job (by its id) that had resumed one, taken over after its worker died
+  // mid-step: still a later step, marked again.
+  const laterStep = `state = 'in_progress' AND result = '${RESUMED_MARKER}' AND job_id = excluded.job_id`;
   // One statement: inserts, or overwrites a record that is no longer live (SET expressions read the old row). No row
   // back: a live record stopped it. A takeover counts one more attempt and keeps created_at, so attempts > 1 tells
   // exactly that the claim replaced an in_progress record. An ended claim of another payload is not taken over (the
@@ -89,7 +92,7 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       owner = excluded.owner,
       job_id = excluded.job_id,
       fingerprint = CASE WHEN ${resumed} THEN fingerprint ELSE excluded.fingerprint END,
-      result = CASE WHEN ${resumed} THEN '${RESUMED_MARKER}' END,
+      result = CASE WHEN (${resumed}) OR (${laterStep}) THEN '${RESUMED_MARKER}' END,
       error = NULL,
       attempts = CASE WHEN state = 'in_progress' THEN attempts + 1 ELSE 1 END,
       created_at = CASE WHEN state = 'in_progress' THEN created_at ELSE excluded.created_at END,

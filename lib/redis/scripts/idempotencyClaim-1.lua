@@ -14,8 +14,9 @@
   ARGV[9] the job's resume token ('' when none): a live in_progress record owned by it was handed over to this job
           between two of its steps, and is taken over
 
-  Returns {1, takeover (0/1), resumed (0/1): a record handed over to this job} when claimed, else {0, ms until the live record ends, {field, value, …}, own (0/1): the
-  record is the claimant's job's}.
+  Returns {1, takeover (0/1), resumed (0/1): a later step of this job — a record handed over to it, or the claim of a
+  delivery of it that had resumed one, taken over after that delivery's worker died} when claimed, else {0, ms until
+  the live record ends, {field, value, …}, own (0/1): the record is the claimant's job's}.
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/keepClaim"
@@ -23,7 +24,8 @@ local record = KEYS[1]
 local lease = tonumber(ARGV[4])
 local now = nowMs()
 
-local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'jobKey', 'jobAt', 'owner')
+local current = redis.call('HMGET', record, 'state', 'until', 'attempts', 'created', 'fp', 'jobKey', 'jobAt', 'owner',
+  'step')
 local state, expiresAt = current[1], tonumber(current[2])
 
 -- Whether the record is the claimant's job's: the same Redis key (queue and id) and the same creation time, all known.
@@ -69,9 +71,14 @@ local fields = {'scope', ARGV[1], 'key', ARGV[2], 'state', 'in_progress', 'owner
 local fp = ARGV[5]
 if takeover and current[5] and (namesClaimant() or resumed) then fp = current[5] end
 if fp ~= '' then fields[#fields + 1] = 'fp'; fields[#fields + 1] = fp end
+-- A later step of the job ('step' = 1 in the record): resumed now, or resumed by a delivery of this job whose worker
+-- died mid-step (BullMQ delivers the job again at the step its data names). A retried failure of it hands the claim
+-- over again rather than releasing it: released, a duplicate could run the job's first step.
+local laterStep = resumed or (takeover and current[9] == '1' and namesClaimant())
+if laterStep then fields[#fields + 1] = 'step'; fields[#fields + 1] = 1 end
 if ARGV[6] ~= '' then fields[#fields + 1] = 'job'; fields[#fields + 1] = ARGV[6] end
 if ARGV[7] ~= '' then fields[#fields + 1] = 'jobKey'; fields[#fields + 1] = ARGV[7] end
 if ARGV[8] ~= '' then fields[#fields + 1] = 'jobAt'; fields[#fields + 1] = ARGV[8] end
 redis.call('HSET', record, unpack(fields))
 keepClaim(record, lease)
-return {1, takeover and 1 or 0, resumed and 1 or 0}
+return {1, takeover and 1 or 0, laterStep and 1 or 0}
