@@ -38,7 +38,7 @@ export function serializeResult(value: unknown, ref: IdempotencyRecordRef): stri
     // The serializer speaks of lock arguments (its other use): name the offending value of the result instead. The
     // message shows the path cut (it can be as long as the result); the error keeps it whole.
     if (error instanceof UnserializableLockArgsError) {
-      const reason = `${error.reason} (at ${cut(error.path, MAX_PATH)})`;
+      const reason = `${error.reason.replace(/cannot be hashed/g, 'cannot be stored')} (at ${cut(error.path, MAX_PATH)})`;
       throw new UnserializableIdempotencyResultError(ref.scope, ref.key, reason, error.path);
     }
     throw new UnserializableIdempotencyResultError(ref.scope, ref.key, describeThrown(error).message);

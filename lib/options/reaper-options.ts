@@ -51,7 +51,8 @@ export function validateReaperOptions(reaper: unknown, fail: (option: string, pr
     }
     const min = option === 'grace' ? 0 : 1;
     // Milliseconds (interval, timeBudget, grace) become timers: bounded by what Node's timers accept.
-    const problem = integerProblem(value, min, option === 'batchSize' ? undefined : MAX_TIMER_MS);
+    const problem =
+      option === 'batchSize' ? integerProblem(value, min) : integerProblem(value, min, MAX_TIMER_MS, ' (milliseconds)');
     if (problem) fail(`reaper.${option}`, `${problem}${option === 'interval' ? ', or false' : ''}`);
   }
 }

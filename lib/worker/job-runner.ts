@@ -3,7 +3,6 @@ import type { Redis } from 'ioredis';
 import { attemptOutcome, isStepMove, stallRecoveryMs } from '../common/bullmq-lifecycle.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
-import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 import { describeThrown, rethrowNullish } from '../errors/thrown.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
@@ -15,6 +14,7 @@ import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
 import { closingSignal, isAbortError, putBack, signalsOf } from './worker-closing.js';
 import { workerConnection } from './worker-connection.js';
+import { UnlockedArrivals } from './unlocked-arrivals.js';
 
 /** A processor's `process`, as BullMQ calls it. */
 export type ProcessFn = (job: Job<unknown, unknown>, token?: string, signal?: AbortSignal) => Promise<unknown>;
@@ -41,8 +41,11 @@ export class JobRunner {
   private readonly runs = new WeakMap<Job<unknown, unknown>, JobRun>();
   /** Handlers (the processors' own code) called and not settled yet. */
   private handlers = 0;
+  private readonly unlocked: UnlockedArrivals;
 
-  constructor(private readonly deps: JobRunnerDeps) {}
+  constructor(private readonly deps: JobRunnerDeps) {
+    this.unlocked = new UnlockedArrivals(deps.logger);
+  }
 
   /** Whether a processor's own code is running (what the library does around it is not counted). */
   get handlersRunning(): boolean {
@@ -149,7 +152,7 @@ export class JobRunner {
     closing: AbortSignal | undefined,
   ): Promise<unknown> {
     const locked = lockedAs(job);
-    const digest = locked?.digest ?? digestInWorker(definition, job);
+    const digest = locked?.digest ?? this.unlocked.digestOf(definition, job);
     annotate({ digest });
     const run = new JobRun(job, definition, digest, locked?.by, this.deps, connection, signalsOf(signal, closing));
     this.runs.set(job, run);
@@ -283,18 +286,4 @@ function stepOf(error: unknown): string {
 /** BullMQ's own test of a `DelayedError` (by class or name, as its worker makes it). */
 function isDelayedError(error: unknown): boolean {
   return error instanceof DelayedError || (error instanceof Error && error.name === 'DelayedError');
-}
-
-/**
- * The digest of a job that took no enqueue lock (a run-time lock only, or a job added without the library). The data
- * is what the producer stored, so it is the digest the producer computed. Lock arguments that cannot be hashed will
- * never be hashable: the job fails for good instead of retrying.
- */
-function digestInWorker(definition: JobDefinition, job: Job<unknown, unknown>): string {
-  try {
-    return definition.digestOf(job);
-  } catch (error) {
-    if (error instanceof UnserializableLockArgsError) throw new UnrecoverableError(error.message);
-    throw error;
-  }
 }

@@ -74,6 +74,13 @@ export class SampleApp {
     delete env.DATABASE_URL;
     delete env.SAMPLE_HOLD_POINTS;
     const started: AppProcess[] = [];
+    // Interrupted while starting (Ctrl-C before the caller could install its own handler): the processes started so
+    // far are stopped and the run's namespace removed, as a failed start does.
+    const interrupted = () =>
+      void Promise.all(started.map((child) => child.kill('SIGKILL')))
+        .then(() => removeNamespace(options, space))
+        .finally(() => process.exit(130));
+    process.once('SIGINT', interrupted);
     try {
       if (options.databaseUrl && schema) {
         await withPg(options.databaseUrl, (client) => client.query(`CREATE SCHEMA ${schema}`));
@@ -92,6 +99,8 @@ export class SampleApp {
       await Promise.all(started.map((child) => child.kill('SIGKILL')));
       await removeNamespace(options, space);
       throw error;
+    } finally {
+      process.removeListener('SIGINT', interrupted);
     }
   }
 

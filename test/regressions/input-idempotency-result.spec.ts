@@ -37,4 +37,13 @@ describe('serializeResult: an unserializable result at a long path', () => {
       'The result for idempotency key "evt-1" (scope "payments") cannot be stored as JSON: BigInt has no JSON form; convert it to a string (at $.total)',
     );
   });
+
+  // The serializer speaks of hashing (its other use: lock arguments); a result is stored, not hashed (found by session
+  // 35's new-user review: "undefined (a missing field?) cannot be hashed" for a handler's return value).
+  it('speaks of storing, not hashing', () => {
+    expect(() => serializeResult({ ids: [1, undefined] }, ref)).toThrow(
+      'cannot be stored as JSON: undefined (a missing field?) cannot be stored; use null (at $.ids[1])',
+    );
+    expect(() => serializeResult({ run: () => 1 }, ref)).toThrow('a function cannot be stored (at $.run)');
+  });
 });

@@ -74,6 +74,15 @@ describe('options refused at bootstrap, with bounded messages', () => {
     expect(moduleError({ defaults: { maxReschedules: -1 } }).problem).toBe('must be an integer ≥ 0 (got -1)');
   });
 
+  // Found by session 35's new-user review: `reaper.interval` did not say it counts milliseconds.
+  it('reaper times name their unit; batchSize (a count) does not', () => {
+    const interval = moduleError({ reaper: { interval: '1m' } });
+    expect(interval.option).toBe('reaper.interval');
+    expect(interval.problem).toBe('must be an integer ≥ 1 (milliseconds) (got "1m"), or false');
+    expect(moduleError({ reaper: { grace: -1 } }).problem).toBe('must be an integer ≥ 0 (milliseconds) (got -1)');
+    expect(moduleError({ reaper: { batchSize: 0 } }).problem).toBe('must be an integer ≥ 1 (got 0)');
+  });
+
   it.each([
     [
       { client: 'reschedule' },
