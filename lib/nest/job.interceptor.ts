@@ -121,7 +121,7 @@ export class JobInterceptor {
       reportError: (job, digest, error) => this.reportError(job, digest, error),
       loginRefused: () => this.availability.loginRefused() !== undefined,
     });
-    this.moves = new JobMovesGuard(definitions, client, events, logger, enabled);
+    this.moves = new JobMovesGuard(definitions, client, events, logger, enabled, deps);
     this.registry = new QueueRegistry(deps.scripts, deps.keys, (error) => {
       const message = error instanceof Error ? error.message : String(error);
       // Refused, not out of reach: the Redis user lacks the library's keys, which every lock beyond a first job needs.

@@ -5,12 +5,13 @@ import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { EnqueueLock, RemovableHold } from '../locks/enqueue-lock.js';
-import type { AcquireResult } from '../locks/lock-store.js';
+import { PARKED_MARK, type AcquireResult, type LockStore } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
-import { bullKeys, RESCHEDULES_FIELD } from '../redis/keys.js';
+import { bullKeys, RESCHEDULES_FIELD, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
 import { asError } from '../errors/thrown.js';
+import { wholeDelay } from '../common/bullmq-lifecycle.js';
 
 type FinishedState = 'failed' | 'completed';
 
@@ -56,6 +57,8 @@ export class JobMovesGuard {
     private readonly events: UniqueJobsEvents,
     private readonly logger: LoggerLike,
     private readonly enabled: boolean,
+    /** Where run-time locks live: a step job's parked one follows its run time. */
+    private readonly runtime: { readonly store: LockStore; readonly keys: UniqueJobsKeys },
   ) {}
 
   /** Installs the guard on a queue's or worker's backend (idempotent). */
@@ -118,12 +121,38 @@ export class JobMovesGuard {
     };
   }
 
-  /** The run time of a job moved to `runInMs` from now: its lock's TTL follows (when its queue has unique jobs). */
+  /**
+   * The run time of a job moved to `runInMs` from now: its lock's TTL follows (when its queue has unique jobs), and so
+   * does the run-time lock a step job parked for its next delivery (kept until it is due plus `runtimeLockLease`).
+   */
   private async retime(owner: MovingOwner, jobId: string, runInMs: number): Promise<void> {
     if (!this.enabled || !this.definitions.hasQueue(owner.name)) return;
     const job = await Job.fromId(owner, jobId);
-    const held = job && this.heldLock(job);
+    if (!job) return;
+    const held = this.heldLock(job);
     if (held) await held.lock.retime({ job, digest: held.digest }, runInMs);
+    await this.retimeParked(job, runInMs);
+  }
+
+  /**
+   * A parked run-time lock (a step job between two steps) lasts `runtimeLockLease` past the job's new run time, as
+   * parking it made it last past the old one: else a duplicate could start once the old one passed, and the job, due
+   * later, would meet it. Only a slot still marked parked is renewed (one Redis call, on a queue whose job has one).
+   */
+  private async retimeParked(job: Job<unknown, unknown>, runInMs: number): Promise<void> {
+    const definition = this.definitions.find(job.queueName, job.name);
+    if (!definition?.lock.takesRuntimeLock) return;
+    let digest: string;
+    try {
+      digest = lockedAs(job)?.digest ?? definition.digestOf(job); // as the worker computes it when the job resumes
+    } catch {
+      return; // lock arguments that cannot be hashed: the job fails when it starts, it holds nothing
+    }
+    const { store, keys } = this.runtime;
+    const acrossQueues = definition.options.uniqueAcross.includes('queues');
+    const owner = runtimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
+    const leaseMs = definition.options.runtimeLockLease + wholeDelay(runInMs);
+    await store.renewMarked(keys.runtimeLock(digest), owner, leaseMs, PARKED_MARK);
   }
 
   /** A job's definition and the enqueue lock of the kind it took, with its digest (were the options changed since). */
