@@ -119,6 +119,11 @@ export class IdempotencyDefinitions {
   find(queue: string, name: string): ResolvedIdempotency | undefined {
     return this.registry.find(queue, name);
   }
+
+  /** Whether a job of the queue may have an idempotency key. */
+  hasQueue(queue: string): boolean {
+    return this.registry.hasQueue(queue);
+  }
 }
 
 /** A key as stored: strings and finite numbers, normalised by `normalizeIdempotencyKey` (long keys hashed). */

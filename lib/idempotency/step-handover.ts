@@ -1,7 +1,11 @@
 import { hash } from 'node:crypto';
-import { attemptEnd, isStepMove, stallRecoveryMs, stepParkedMs } from '../common/bullmq-lifecycle.js';
+import type { Job } from 'bullmq';
+import { attemptEnd, isStepMove, stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
 import { describeThrown } from '../errors/thrown.js';
+import { bullKeys } from '../redis/keys.js';
 import type { Attempt } from './attempt.js';
+import { keyOf } from './attempt-values.js';
+import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyCompletion, IdempotencyHandover } from './idempotency-store.interface.js';
 
 /** The prefix of a resume token: an owner no attempt has (theirs are UUIDs), so operators can tell a parked record. */
@@ -13,6 +17,27 @@ const RESUME_PREFIX = 'step:';
  */
 export function resumeOwnerOf(jobKey: string, createdAt: number): string {
   return `${RESUME_PREFIX}${hash('sha256', `${jobKey}\0${createdAt}`, 'base64url')}`;
+}
+
+/**
+ * The job's run time moved (`job.changeDelay`, `job.promote` through a guarded queue or worker): a claim its last step
+ * handed over to its next delivery lasts a `lease` past the new run time, as the handover made it last past the old
+ * one (else a duplicate delivered in between would claim the key and run from the first step). The store changes only
+ * a record this job's resume token owns (its compare-and-set). One store call, for jobs with an idempotency key.
+ */
+export async function retimeHandover(
+  definition: ResolvedIdempotency,
+  job: Job<unknown, unknown>,
+  runInMs: number,
+): Promise<boolean> {
+  const { store, options } = definition;
+  const handsOver = store.handOver && (!options.transactional || store.handsOverInTransaction);
+  if (!handsOver || !Number.isFinite(job.timestamp)) return false;
+  const keyed = keyOf(definition, job);
+  if ('missing' in keyed) return false;
+  const owner = resumeOwnerOf(bullKeys.job(job.queueQualifiedName, job.id!), job.timestamp);
+  const ref = { scope: definition.scopeOf(job), key: keyed.key, owner };
+  return store.handOver!(ref, { owner, leaseMs: options.lease + wholeDelay(runInMs) });
 }
 
 /** Whether a record's owner is a resume token: the record is parked between two steps of its job, no handler runs. */

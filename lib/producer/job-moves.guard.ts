@@ -12,6 +12,8 @@ import type { JobDefinition, JobDefinitions } from '../options/job-definitions.j
 import { bullKeys, RESCHEDULES_FIELD, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
 import { asError } from '../errors/thrown.js';
 import { wholeDelay } from '../common/bullmq-lifecycle.js';
+import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
+import { retimeHandover } from '../idempotency/step-handover.js';
 
 type FinishedState = 'failed' | 'completed';
 
@@ -57,8 +59,12 @@ export class JobMovesGuard {
     private readonly events: UniqueJobsEvents,
     private readonly logger: LoggerLike,
     private readonly enabled: boolean,
-    /** Where run-time locks live: a step job's parked one follows its run time. */
-    private readonly runtime: { readonly store: LockStore; readonly keys: UniqueJobsKeys },
+    /** Where run-time locks live, and the idempotency keys: what a step job parked follows its run time. */
+    private readonly parked: {
+      readonly store: LockStore;
+      readonly keys: UniqueJobsKeys;
+      readonly idempotencyDefinitions: IdempotencyDefinitions;
+    },
   ) {}
 
   /** Installs the guard on a queue's or worker's backend (idempotent). */
@@ -123,15 +129,20 @@ export class JobMovesGuard {
 
   /**
    * The run time of a job moved to `runInMs` from now: its lock's TTL follows (when its queue has unique jobs), and so
-   * does the run-time lock a step job parked for its next delivery (kept until it is due plus `runtimeLockLease`).
+   * do the run-time lock and the idempotency claim a step job parked for its next delivery (kept until it is due plus a
+   * lease).
    */
   private async retime(owner: MovingOwner, jobId: string, runInMs: number): Promise<void> {
-    if (!this.enabled || !this.definitions.hasQueue(owner.name)) return;
+    const unique = this.enabled && this.definitions.hasQueue(owner.name);
+    const keyed = this.enabled && this.parked.idempotencyDefinitions.hasQueue(owner.name);
+    if (!unique && !keyed) return;
     const job = await Job.fromId(owner, jobId);
     if (!job) return;
-    const held = this.heldLock(job);
+    const held = unique ? this.heldLock(job) : undefined;
     if (held) await held.lock.retime({ job, digest: held.digest }, runInMs);
-    await this.retimeParked(job, runInMs);
+    if (unique) await this.retimeParked(job, runInMs);
+    const idempotency = keyed ? this.parked.idempotencyDefinitions.find(job.queueName, job.name) : undefined;
+    if (idempotency) await retimeHandover(idempotency, job, runInMs);
   }
 
   /**
@@ -148,7 +159,7 @@ export class JobMovesGuard {
     } catch {
       return; // lock arguments that cannot be hashed: the job fails when it starts, it holds nothing
     }
-    const { store, keys } = this.runtime;
+    const { store, keys } = this.parked;
     const acrossQueues = definition.options.uniqueAcross.includes('queues');
     const owner = runtimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
     const leaseMs = definition.options.runtimeLockLease + wholeDelay(runInMs);

@@ -1,7 +1,6 @@
 // Hostile review (session 35) of the BullMQ moves that do not pass through `queue.add`, job schedulers and flows
-// (docs/how-locks-move.md). Each case failed before its fix, or says in a `BUG:` comment what it still shows wrong, or
-// says why it is kept as a control.
-import { describe, expect, it } from '@jest/globals';
+// (docs/how-locks-move.md). Each case failed before its fix, or says in a `BUG:` comment what it still shows wrong.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { DelayedError, WaitingChildrenError, type Job } from 'bullmq';
 import { UniqueJobsReaper, type LockType } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
@@ -9,7 +8,7 @@ import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { asDuplicate, byId, dedupHolder, digestOf, runningKey } from '../support/locks.js';
 import { uniqueName } from '../support/redis.js';
-import { byKey, type Steps } from '../support/step-stores.js';
+import { byKey, stepStore, type StepStore, type Steps } from '../support/step-stores.js';
 import { waitFor } from '../support/wait.js';
 
 type StepData = { id: string; step?: number };
@@ -60,47 +59,57 @@ describe.each(['while_executing', 'until_and_while_executing'] as const)(
 );
 
 // The same move, for the idempotency claim a step job hands over to its next delivery (step-handover.ts: kept until
-// the job is due plus the key's `lease`). The guard's retime moves the run-time lock (above) but not the claim.
-describe('session 35: job.changeDelay of a parked step job (@IdempotencyKey, redis store)', () => {
-  const { start } = useApps('s35-claim-delay');
+// the job is due plus the key's `lease`). The guard moved neither: once the old handover ended, a duplicate claimed the
+// key and ran step 1 while the first job waited for its step 2. The guard now hands the claim over again, to the same
+// resume token, for a `lease` past the new run time (retimeHandover).
+describe.each(['redis', 'sqlite', 'postgres'] as const)(
+  'session 35: job.changeDelay of a parked step job (@IdempotencyKey, %s store)',
+  (kind) => {
+    const { start } = useApps(`s35-claim-delay-${kind}`);
+    let sql: StepStore | undefined;
 
-  it('a duplicate delivered after the old handover ended claims the key and runs step 1', async () => {
-    const lease = 500;
-    const ran: string[] = [];
-    const app = await start({
-      idempotency: { key: byKey, lease },
-      handler: async (job: Job<Steps>) => {
-        const step = job.data.step ?? 1;
-        ran.push(`${job.id}:${step}`);
-        if (step === 1) {
-          await job.updateData({ ...job.data, step: 2 });
-          await job.moveToDelayed(Date.now() + lease, job.token);
-          throw new DelayedError();
-        }
-        return 'done';
-      },
+    beforeAll(async () => {
+      if (kind !== 'redis') sql = await stepStore(kind);
     });
-    const events = new EventLog(app);
-    const first = await app.queue.add('charge', { key: 'k' });
-    await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
-    const handedOverAt = Date.now();
-    await (await app.queue.getJob(first.id!))!.changeDelay(60_000);
-    await waitFor('the old handover to pass', () => Date.now() > handedOverAt + 2 * lease + 50, 10_000);
-    const duplicate = await app.queue.add('charge', { key: 'k' });
-    const seen = await Promise.race([
-      events.next((e) => e.type === 'idempotencyInProgress' && e.jobId === duplicate.id),
-      events.next((e) => e.type === 'idempotencyClaimed' && e.jobId === duplicate.id),
-    ]);
-    // BUG: the handover kept its old end (the first job's old run time plus `lease`): the duplicate claims the key and
-    // runs step 1 while the first job waits for its step 2. Fixed, it would meet the claim in progress
-    // ('idempotencyInProgress') and never run. Proposed fix: JobMovesGuard.retime also re-hands a parked claim over to
-    // the same resume token (`store.handOver(ref, { owner: resumeOwnerOf(jobKey, job.timestamp), leaseMs: runInMs +
-    // lease })`, which every store accepts from the token that owns the record), for queues with `@IdempotencyKey`.
-    expect(seen.type).toBe('idempotencyClaimed');
-    await waitFor('the duplicate to run step 1', () => ran.includes(`${duplicate.id}:1`));
-    expect(ran).toEqual([`${first.id}:1`, `${duplicate.id}:1`]);
-  }, 30_000);
-});
+    afterAll(async () => sql?.close());
+
+    it('a duplicate delivered after the old handover ended waits for the key; the first job runs its step 2', async () => {
+      const lease = 500;
+      const ran: string[] = [];
+      const app = await start({
+        ...(sql ? { module: { idempotency: { stores: { sql: sql.store } } } } : {}),
+        idempotency: { key: byKey, lease, ...(sql ? { store: 'sql' } : {}) },
+        handler: async (job: Job<Steps>) => {
+          const step = job.data.step ?? 1;
+          ran.push(`${job.id}:${step}`);
+          if (step === 1) {
+            await job.updateData({ ...job.data, step: 2 });
+            await job.moveToDelayed(Date.now() + lease, job.token);
+            throw new DelayedError();
+          }
+          return 'done';
+        },
+      });
+      const events = new EventLog(app);
+      const first = await app.queue.add('charge', { key: 'k' });
+      await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+      const handedOverAt = Date.now();
+      await (await app.queue.getJob(first.id!))!.changeDelay(60_000);
+      await waitFor('the old handover to pass', () => Date.now() > handedOverAt + 2 * lease + 50, 10_000);
+      const duplicate = await app.queue.add('charge', { key: 'k' });
+      const seen = await Promise.race([
+        events.next((e) => e.type === 'idempotencyInProgress' && e.jobId === duplicate.id),
+        events.next((e) => e.type === 'idempotencyClaimed' && e.jobId === duplicate.id),
+      ]);
+      expect(seen.type).toBe('idempotencyInProgress');
+      expect(ran).toEqual([`${first.id}:1`]);
+      await (await app.queue.getJob(first.id!))!.promote();
+      await expect(app.finished(first.id!)).resolves.toBe('done');
+      await expect(app.finished(duplicate.id!)).resolves.toBe('done'); // replayed
+      expect(ran).toEqual([`${first.id}:1`, `${first.id}:2`]);
+    }, 30_000);
+  },
+);
 
 // BullMQ removes a parent waiting for its children when `drain`, `clean` or `obliterate` removes its last child of the
 // same queue (removeParentDependencyKey, hard): it deletes the parent's job keys and then `de:<deid>` of the CHILD's
