@@ -1,13 +1,14 @@
 // Hostile review (session 35) of the BullMQ moves that do not pass through `queue.add`, job schedulers and flows
 // (docs/how-locks-move.md). Each case failed before its fix, or says in a `BUG:` comment what it still shows wrong.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { DelayedError, WaitingChildrenError, type Job } from 'bullmq';
+import { DelayedError, FlowProducer, WaitingChildrenError, type Job } from 'bullmq';
 import { UniqueJobsReaper, type LockType } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
 import { asDuplicate, byId, dedupHolder, digestOf, runningKey } from '../support/locks.js';
-import { uniqueName } from '../support/redis.js';
+import { bullOptions, uniqueName } from '../support/redis.js';
 import { byKey, stepStore, type StepStore, type Steps } from '../support/step-stores.js';
 import { waitFor } from '../support/wait.js';
 
@@ -145,5 +146,62 @@ describe('session 35: drain removes a unique parent with its last child (fast pa
     expect(report.reaped.deduplicationKeys).toBe(1);
     expect(await dedupHolder(redis, app.queue.name, digest)).toBeNull();
     expect((await app.service.enqueue(app.queue, 'sync', { id: 'a' })).status).toBe('enqueued');
+  }, 30_000);
+});
+
+// Controls for the rows "FlowProducer jobs (add, addBulk: the root and every child)" and "job schedulers" of
+// docs/how-locks-move.md: no enqueue lock, the run-time lock applies. Kept as controls (they passed as they are).
+describe('session 35: flows and job schedulers under run-time locks (controls)', () => {
+  const { redis, start, keysOf, onCleanup } = useApps('s35-bypass');
+
+  it('FlowProducer.addBulk roots of one digest (until_and_while_executing): one runs, the other is rescheduled, then runs', async () => {
+    const gates = new Gates().hold('a', 'b');
+    const app = await start({
+      unique: { lock: 'until_and_while_executing', lockArgs: byId, jobName: 'sync', rescheduleIn: 50 },
+      handler: gates.handler,
+      worker: { concurrency: 2 },
+    });
+    const events = new EventLog(app);
+    const flows = new FlowProducer(bullOptions());
+    onCleanup(() => flows.close());
+    const [fa, fb] = await flows.addBulk(
+      ['a', 'b'].map((tag) => ({ name: 'sync', queueName: app.queue.name, data: { id: 'x', tag } })),
+    );
+    // No enqueue lock for either (the run-time lock may be taken already).
+    expect(await dedupHolder(redis, app.queue.name, digestOf(app, 'sync', { id: 'x' }))).toBeNull();
+    const firstTag = await Promise.race(['a', 'b'].map(async (tag) => (await gates.started(tag), tag)));
+    const [first, second] = firstTag === 'a' ? [fa.job, fb.job] : [fb.job, fa.job];
+    await events.next((e) => e.type === 'rescheduled' && e.jobId === second.id);
+    expect(app.runs.map((job) => job.id)).toEqual([first.id]);
+    gates.release(firstTag);
+    await expect(app.finished(first.id!)).resolves.toBe(`ran:${firstTag}`);
+    gates.releaseAll();
+    await expect(app.finished(second.id!)).resolves.toMatch(/^ran:/);
+    expect(app.runs.map((job) => job.id)).toEqual([first.id, second.id]);
+    expect(await keysOf(app)).toEqual([]);
+  }, 30_000);
+
+  it('job schedulers of one digest on a while_executing queue: an iteration meeting a running one ends through log', async () => {
+    const gates = new Gates().hold('s');
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: gates.handler,
+      worker: { concurrency: 2 },
+    });
+    const events = new EventLog(app);
+    onCleanup(async () => {
+      await app.queue.removeJobScheduler('s35-one');
+      await app.queue.removeJobScheduler('s35-two');
+    });
+    const template = { name: 'sync', data: { id: 'x', tag: 's' } };
+    await app.queue.upsertJobScheduler('s35-one', { every: 3_600_000 }, template);
+    const running = await gates.started('s');
+    await app.queue.upsertJobScheduler('s35-two', { every: 3_600_000 }, template);
+    const met = await events.next((e) => e.type === 'duplicate' && e.side === 'server');
+    expect(met).toMatchObject({ existingJobId: running.id });
+    expect(app.runs).toHaveLength(1);
+    gates.releaseAll();
+    await expect(app.finished(running.id!)).resolves.toBe('ran:s');
+    expect(await keysOf(app)).toEqual([]);
   }, 30_000);
 });
