@@ -5,7 +5,9 @@ import { runInOrder, type RedisScripts, type ScriptName } from '../redis/redis-s
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
-export type AcquireResult = { acquired: true } | { acquired: false; holder: string | undefined; retryAfter: number };
+export type AcquireResult =
+  /** `resumed`: the owner re-entered a slot parked for a step job's next delivery ({@link PARKED_MARK}). */
+  { acquired: true; resumed?: boolean } | { acquired: false; holder: string | undefined; retryAfter: number };
 
 /**
  * The lock operations on Redis, each one call (a script, or a plain command where one does): counted slots with owner
@@ -38,9 +40,8 @@ export class LockStore {
       string | null,
       number | undefined,
     ];
-    return held === 1
-      ? { acquired: true }
-      : { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
+    if (held === 1) return retryAfter === 1 ? { acquired: true, resumed: true } : { acquired: true };
+    return { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
   }
 
   /**

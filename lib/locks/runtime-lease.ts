@@ -27,6 +27,8 @@ export class RuntimeLease {
   takenAt = 0;
   /** Whether an acquire failed without an answer (it may have been applied). */
   private unanswered = false;
+  /** Whether the take re-entered the slot the job's last step parked (this delivery resumes a step job). */
+  resumed = false;
   /** This take's mark (see `takeMark`): what its renewals and release name. */
   private readonly mark = takeMark();
 
@@ -67,6 +69,7 @@ export class RuntimeLease {
       const left = deadline - performance.now();
       if (held.acquired) {
         this.takenAt = Date.now();
+        if (held.resumed) this.resumed = true;
         this.keeper = new LeaseKeeper(
           () => this.store.renewMarked(this.key, this.owner, runtimeLockLease, this.mark),
           runtimeLockLease,

@@ -9,7 +9,7 @@ import type { LockRun } from '../locks/lock.js';
 import type { LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
-import { stallRecoveryMs, stepParkedMs } from '../common/bullmq-lifecycle.js';
+import { stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
 import { PARKED_MARK } from '../locks/lock-store.js';
 import type { JobDefinition } from '../options/job-definitions.js';
 import { parseRuntimeLockOwner, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
@@ -156,6 +156,21 @@ export class JobRun implements LockRun {
     const { runtimeLockLease } = this.definition.options;
     const recoveryMs = this.stepped?.recoveryMs ?? stallRecoveryMs(undefined);
     return lease.park(await stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs));
+  }
+
+  /**
+   * A later step of a step job (its attempt re-entered the slot a step parked) failed, and BullMQ retries it or puts it
+   * back (a rate limit; `end`: BullMQ's answer, asked only then): the job is still between its steps, so its run-time
+   * lock stays its own until it is due again plus a lease, as its idempotency claim does (step-handover.ts), and a
+   * duplicate started meanwhile meets it. Resolves whether it was parked.
+   */
+  async parkForRetry(end: () => Promise<{ outcome: string; delay: number }>): Promise<boolean> {
+    const lease = this.runtime;
+    if (!lease?.resumed) return false;
+    const { outcome, delay } = await end();
+    if (outcome === 'fails') return false;
+    this.runtime = undefined;
+    return lease.park(wholeDelay(delay) + this.definition.options.runtimeLockLease);
   }
 
   /**

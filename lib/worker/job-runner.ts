@@ -1,6 +1,6 @@
 import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { attemptOutcome, isStepMove, stallRecoveryMs } from '../common/bullmq-lifecycle.js';
+import { attemptEnd, attemptOutcome, isStepMove, stallRecoveryMs } from '../common/bullmq-lifecycle.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
 import { describeThrown, rethrowNullish } from '../errors/thrown.js';
@@ -166,13 +166,15 @@ export class JobRunner {
       try {
         value = await next(job, token, signal);
       } catch (error) {
-        let outcome: ReturnType<typeof attemptOutcome> | undefined;
-        const outcomeOf = () => (outcome ??= attemptOutcome(job, error)); // asked of BullMQ once, on demand
+        let end: ReturnType<typeof attemptEnd> | undefined;
+        const endOf = () => (end ??= attemptEnd(job, error)); // asked of BullMQ once, on demand
+        const outcomeOf = async () => (await endOf()).outcome;
         const attempt = { endsJob: async () => (await outcomeOf()) === 'fails' };
         let retry: AcquireResult = ADMITTED;
         await this.quietly(job, digest, async () => void (retry = await definition.lock.attemptFailed(run, attempt)));
         if (isDelayedError(error) && this.followsDelays(run)) await this.delayed(run); // the handler moved it
         if (run.stepped) await this.quietly(job, digest, async () => void (await run.parkRuntimeLock(stepOf(error))));
+        else if (retry.acquired) await this.quietly(job, digest, async () => void (await run.parkForRetry(endOf)));
         // Only a retry BullMQ is about to make can be refused; a job its handler moved already is where it goes.
         if (!retry.acquired && (await outcomeOf()) === 'retries') throw this.superseded(run, error, retry.holder);
         throw error;

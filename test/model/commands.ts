@@ -383,9 +383,15 @@ class FinishCommand implements ModelCommand {
     await step(m, `${this.toString()} [job ${run.jobId}, attempt ${run.attemptsStarted}]`, async () => {
       const job = m.job(run.jobId);
       if (job) {
+        const wasParked = job.movedByHandler === true || job.parkedForRetry === true;
         job.movedByHandler = this.action === 'delay' || this.action === 'nameDelayed';
+        // A later step (it re-entered the run-time lock a step parked) that fails and is retried, or is rate limited,
+        // keeps it parked until it is due again (JobRun.parkForRetry); one failed for good gives it back (allowed here,
+        // checked no further).
+        job.parkedForRetry =
+          !job.movedByHandler && wasParked && (this.action === 'fail' || this.action === 'rateLimit');
         // Parked again (a step): a reaper run before this one no longer covers its end.
-        if (job.movedByHandler) job.reapedAfterEnd = false;
+        if (job.movedByHandler || job.parkedForRetry) job.reapedAfterEnd = false;
       }
       run.release(this.action);
       return 'released';

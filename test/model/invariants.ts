@@ -132,7 +132,8 @@ export function checkState(m: Model, locks: readonly LockSnapshot[]): Violation[
         // A step job parked by its handler (moveToDelayed + DelayedError) keeps its run-time lock for its next delivery;
         // removed or finished without it, until the reaper's next run.
         const parked = m.jobs.some(
-          (job) => job.id === id && job.digest === d && job.movedByHandler && !job.reapedAfterEnd,
+          (job) =>
+            job.id === id && job.digest === d && (job.movedByHandler || job.parkedForRetry) && !job.reapedAfterEnd,
         );
         if (parked) continue;
         if (!liveIds.has(id) && !killed.has(id)) {

@@ -28,6 +28,8 @@ export interface ModelJob {
   reapedSinceGone?: boolean;
   /** Its last attempt ended with its handler moving it back (moveToDelayed + DelayedError): see DOCUMENTED_GAPS. */
   movedByHandler?: boolean;
+  /** Its last attempt was a later step (after a `movedByHandler` one) that failed: its run-time lock may stay parked. */
+  parkedForRetry?: boolean;
   /** The reaper ran once the job was gone or finished (a run-time lock parked for it is released by then). */
   reapedAfterEnd?: boolean;
 }

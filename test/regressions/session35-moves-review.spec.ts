@@ -1,7 +1,7 @@
 // Hostile review (session 35) of the BullMQ moves that do not pass through `queue.add`, job schedulers and flows
 // (docs/how-locks-move.md). Each case failed before its fix, or says in a `BUG:` comment what it still shows wrong.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { DelayedError, FlowProducer, WaitingChildrenError, type Job } from 'bullmq';
+import { DelayedError, FlowProducer, WaitingChildrenError, Worker, type Job } from 'bullmq';
 import { UniqueJobsReaper, type LockType } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
@@ -11,6 +11,9 @@ import { asDuplicate, byId, dedupHolder, digestOf, runningKey } from '../support
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { byKey, stepStore, type StepStore, type Steps } from '../support/step-stores.js';
 import { waitFor } from '../support/wait.js';
+import { Outcomes } from '../support/outcomes.js';
+import { isParkedScore } from '../../lib/locks/lock-store.js';
+import { workerOf } from '../conflicts/helpers.js';
 
 type StepData = { id: string; step?: number };
 
@@ -203,5 +206,88 @@ describe('session 35: flows and job schedulers under run-time locks (controls)',
     gates.releaseAll();
     await expect(app.finished(running.id!)).resolves.toBe('ran:s');
     expect(await keysOf(app)).toEqual([]);
+  }, 30_000);
+});
+
+// A later step of a step job that fails and is retried: BullMQ delays it (backoff), its data already says "step 2".
+// The idempotency claim is handed over for the backoff (session 34: "lest a duplicate run from the first step
+// meanwhile"), but the run-time lock was given back as after any failed attempt, so a duplicate started from step 1
+// between the first job's steps. Now an attempt that re-entered a parked slot (acquireLock answers it) and fails with
+// a retry parks R for BullMQ's backoff plus runtimeLockLease (JobRun.parkForRetry).
+describe('session 35: a later step of a while_executing step job fails and is retried', () => {
+  const { redis, start } = useApps('s35-step-retry');
+
+  it('R stays the job’s for the backoff: a duplicate meets it, the first job retries its step 2', async () => {
+    const ran: string[] = [];
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
+      handler: async (job: Job<StepData>) => {
+        const step = job.data.step ?? 1;
+        ran.push(`${job.id}:${step}`);
+        if (step === 1) {
+          await job.updateData({ ...job.data, step: 2 });
+          await job.moveToDelayed(Date.now(), job.token);
+          throw new DelayedError();
+        }
+        if (job.attemptsMade === 0 && job.opts.attempts === 2) throw new Error('step 2 fails once');
+        return 'done';
+      },
+    });
+    const outcomes = new Outcomes(workerOf(app));
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add(
+      'sync',
+      { id: 'a' },
+      { jobId: uniqueName('first'), attempts: 2, backoff: 60_000 },
+    );
+    await outcomes.failures(first.id!);
+    const failedAt = Date.now();
+    expect(await first.getState()).toBe('delayed');
+    expect(Number(await redis.zscore(running, first.id!))).toBeGreaterThanOrEqual(failedAt + 60_000 - 1_000);
+    const duplicate = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('dup') });
+    await expect(outcomes.completed(duplicate.id!)).resolves.toBeUndefined(); // met R: `log`, its handler never ran
+    await (await app.queue.getJob(first.id!))!.promote();
+    await expect(outcomes.completed(first.id!)).resolves.toBe('done');
+    expect(ran).toEqual([`${first.id}:1`, `${first.id}:2`, `${first.id}:2`]);
+    expect(await redis.exists(running)).toBe(0);
+  }, 30_000);
+
+  it('a later step that is rate limited keeps R parked while it waits to run again', async () => {
+    const ref: { app?: TestApp } = {};
+    const app = (ref.app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: async (job: Job<StepData>) => {
+        if ((job.data.step ?? 1) === 1) {
+          await job.updateData({ ...job.data, step: 2 });
+          await job.moveToDelayed(Date.now(), job.token);
+          throw new DelayedError();
+        }
+        await ref.app!.worker!.rateLimit(60_000);
+        throw Worker.RateLimitError();
+      },
+    }));
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('limited') });
+    await waitFor(
+      'step 2 to be rate limited',
+      async () => (await first.getState()) === 'waiting' && app.runs.length === 2,
+    );
+    // Parked (the mark no take draws), not given back: a duplicate started meanwhile would meet it.
+    await waitFor('R parked', async () => isParkedScore(Number(await redis.zscore(running, first.id!))));
+  }, 30_000);
+
+  it('a first step that fails and is retried gives R back (control: nothing was resumed)', async () => {
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: async (job: Job<StepData>) => {
+        if (job.attemptsMade === 0) throw new Error('fails once');
+        return 'done';
+      },
+    });
+    const outcomes = new Outcomes(workerOf(app));
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add('sync', { id: 'a' }, { attempts: 2, backoff: 60_000 });
+    await outcomes.failures(first.id!);
+    expect(await redis.exists(running)).toBe(0);
   }, 30_000);
 });

@@ -14,7 +14,8 @@
           recovered elsewhere after a stall) has taken it since, whatever answers were lost. (Exact in a double until
           2^43 ms, the year 2248.)
 
-  Returns {1, owner} when held, {0, oldest holder, ms until its lease ends} when full.
+  Returns {1, owner} when held ({1, owner, 1} when the owner re-entered a slot parked for a step job's next delivery:
+  its score carried the parked mark, 1023/1024), {0, oldest holder, ms until its lease ends} when full.
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/extendKeyTtl"
@@ -40,6 +41,9 @@ end
 if own or redis.call('ZCARD', key) < limit then
   redis.call('ZADD', key, now + lease + mark, owner)
   extendKeyTtl(key, lease)
+  if own and math.fmod(tonumber(own), 1) == 1023 / 1024 then
+    return {1, owner, 1}
+  end
   return {1, owner}
 end
 local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
