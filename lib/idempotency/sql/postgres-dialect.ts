@@ -227,6 +227,8 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
   // Only planned (EXPLAIN): nothing written, no trigger fired, and a read-only standby or transaction answers it too.
   const probeKey = `EXPLAIN INSERT INTO ${t} (scope, key) VALUES ('', '') ON CONFLICT (scope, key) DO NOTHING`;
+  const columnTypes = `SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute
+    WHERE attrelid = to_regclass('${t.replace(/'/g, "''")}') AND attnum > 0 AND NOT attisdropped`;
   const regclass = (name: string) => `to_regclass('${name.replace(/'/g, "''")}') IS NOT NULL`;
   const migrated = `SELECT ${regclass(t)} AND ${regclass(indexOf(table))} AS done`;
   const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
@@ -271,8 +273,9 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
         r.resumeOwner ?? null,
       ]),
     keyHeld: (scope, key) => query(keyHeld, [scope, key]),
-    // 40001: serialization_failure; 26000: invalid_sql_statement_name (a prepared statement gone: DISCARD ALL).
-    claimAgain: (error) => ['40001', '26000'].includes(sqlState(error) ?? ''),
+    // 40001: serialization_failure; 26000: invalid_sql_statement_name (a prepared statement gone: DISCARD ALL); 0A000:
+    // a prepared statement whose rows changed type (the table altered: "cached plan must not change result type").
+    claimAgain: (error) => ['40001', '26000', '0A000'].includes(sqlState(error) ?? ''),
     blocking: (c) => query(blocking, [c.scope, c.key, c.fingerprint ?? null]),
     live: (scope, key) => query(live, [scope, key]),
     current: (scope, key) => query(current, [scope, key]),
@@ -298,6 +301,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     delete: (scope, key) => query(remove, [scope, key]),
     prune: (limit) => command(prune, [limit]),
     probe: () => [query(probe, []), query(probeKey, [])],
+    columnTypes: () => query(columnTypes, []),
     migration: () => postgresMigration(table),
     migrated: () => query(migrated, []),
     migrationLock: () =>

@@ -111,6 +111,12 @@ export interface SqlDialect {
    * then fail).
    */
   probe(): SqlStatement[];
+  /**
+   * PostgreSQL: rows `[{ name, type }]`, every column of the table and its type as `format_type` spells it, which
+   * {@link wrongColumnTypes} checks (a table of the application's own migration may have the store's columns with types
+   * that break it only at run time). Absent: types are not checked (SQLite's are affinities).
+   */
+  columnTypes?(): SqlStatement;
   /** The DDL, one statement each (`IF NOT EXISTS`). */
   migration(): string[];
   /**

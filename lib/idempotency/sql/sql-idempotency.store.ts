@@ -27,6 +27,7 @@ import { runLocked } from './locked-transaction.js';
 import { postgresDialect } from './postgres-dialect.js';
 import { againOnCut, CUT_ATTEMPTS } from './network-error.js';
 import { verifyFailure } from './verify-failure.js';
+import { wrongColumnTypes, wrongColumnTypesError } from './column-types.js';
 import { SerialQueue } from './serial-queue.js';
 import { lockedRecord, truthy, uncommittedHolder } from './claim-locks.js';
 import { sqliteDialect } from './sqlite-dialect.js';
@@ -121,20 +122,25 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
   }
 
   /**
-   * Checks that the table exists, has every column the store uses (a `SELECT … LIMIT 0`) and its primary key on
-   * `(scope, key)` (an `INSERT` of no row with the claims' `ON CONFLICT`). The module calls it at bootstrap, before any
-   * worker takes a job. Throws an Error saying what is missing and how to create it.
+   * Checks that the table exists, has every column the store uses (a `SELECT … LIMIT 0`), of types it can use
+   * (PostgreSQL: read from the catalog), and its primary key on `(scope, key)` (the claims' `INSERT … ON CONFLICT`,
+   * planned). The module calls it at bootstrap, before any worker takes a job. Throws an Error saying what is missing
+   * or wrong and how to create it.
    */
   async verify(): Promise<void> {
     // A connection cut under the check (a failover, `pg_terminate_backend`, a server restarting) says nothing of the
     // table: look again on another connection, a few times, before failing the bootstrap.
+    const types = this.sql.columnTypes?.();
+    let wrong: string[] = [];
     try {
       await againOnCut(async () => {
         for (const statement of this.sql.probe()) await this.run(statement);
+        if (types) wrong = wrongColumnTypes((await this.run(types)).rows);
       });
     } catch (error) {
       throw verifyFailure(error, this.constructor.name, this.table, this.sql.name, CUT_ATTEMPTS);
     }
+    if (wrong.length > 0) throw wrongColumnTypesError(this.constructor.name, this.table, wrong);
   }
 
   /** @inheritDoc */

@@ -144,9 +144,9 @@ export function pgPoolAdapter(
         ? queryable.query(statement.text, values)
         : queryable.query({ name, text: statement.text, values }));
     } catch (error) {
-      // Outside a transaction, a prepared statement the pooled connection lost is sent again unnamed (the pool
-      // discards that connection after the error).
-      if (name === undefined || queryable !== pool || pgCode(error) !== '26000') throw error;
+      // Outside a transaction, a prepared statement the pooled connection lost, or whose rows changed type (an
+      // `ALTER TABLE` of the record table), is sent again unnamed (the pool discards that connection after the error).
+      if (name === undefined || queryable !== pool || !lostPlan(error)) throw error;
       result = await queryable.query(statement.text, values);
     }
     return { rows: result.rows, rowCount: result.rowCount ?? 0 };
@@ -181,9 +181,10 @@ export function pgPoolAdapter(
         return value;
       } catch (error) {
         broken = await rollback(client);
-        // A prepared statement the connection lost (`DISCARD ALL`, `DEALLOCATE`) stays in pg's cache of the client:
-        // the connection is discarded rather than fail every transaction it serves.
-        if (pgCode(error) === '26000') broken ??= asError(error);
+        // A prepared statement the connection lost (`DISCARD ALL`, `DEALLOCATE`) stays in pg's cache of the client, and
+        // one whose rows changed type fails on it until it ends: the connection is discarded rather than fail every
+        // transaction it serves.
+        if (lostPlan(error)) broken ??= asError(error);
         const lost = watch.lost();
         if (lost) throw new IdempotencyConnectionLostError(lost);
         throw error;
@@ -212,6 +213,15 @@ async function rollback(client: PgQueryable): Promise<Error | undefined> {
 function pgCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
+}
+
+/**
+ * A prepared statement the connection cannot run any more: lost (`26000`: `DISCARD ALL`, `DEALLOCATE`), or planned for
+ * rows of another type (`0A000`, "cached plan must not change result type": the record table altered meanwhile).
+ */
+function lostPlan(error: unknown): boolean {
+  const code = pgCode(error);
+  return code === '26000' || code === '0A000';
 }
 
 /** A `pg.Pool` (which takes named statements), not a wrapper of one that may take `query(text, values)` only. */

@@ -1,0 +1,145 @@
+// Session 35's hostile review of the SQL idempotency stores (PostgreSQL first): what a record table of the
+// application's own migration with the right column names but the wrong column types does, and other inputs a
+// hostile user gives the stores.
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { PostgresIdempotencyStore } from '../../lib/index.js';
+import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
+
+const claimOf = (key: string, leaseMs = 60_000) => ({
+  scope: 's',
+  key,
+  owner: randomUUID(),
+  leaseMs,
+  fingerprint: 'f',
+  jobId: '1',
+});
+
+describe('PostgreSQL: a record table with the right columns of the wrong types fails the bootstrap check', () => {
+  const pool = pgPool(4);
+  const tables: string[] = [];
+  const pools: pg.Pool[] = [pool];
+  afterAll(async () => {
+    for (const table of tables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    for (const p of pools) await p.end();
+  });
+  /** A table made by the store's own DDL with `from` replaced by `to`. */
+  const tableWith = async (label: string, from: string, to: string) => {
+    const table = uniqueTable(label);
+    tables.push(table);
+    const ddl = PostgresIdempotencyStore.migrationSql(table);
+    expect(ddl).toContain(from);
+    await pool.query(ddl.replace(from, to));
+    return table;
+  };
+
+  it('result varchar(16): a completion of a longer result fails after the effect, so the key is run again', async () => {
+    const table = await tableWith('idem_short_result', 'result text,', 'result varchar(16),');
+    const store = new PostgresIdempotencyStore({ pool, table });
+    // The bootstrap check fails, naming the column (it passed before session 35).
+    await expect(store.verify()).rejects.toThrow(
+      `PostgresIdempotencyStore: its table "${table}" has columns of types the store cannot use: result is character varying(16) (needs text)`,
+    );
+    // What a store that was not checked meets at run time:
+    const first = claimOf('k', 100);
+    await expect(store.claim(first)).resolves.toEqual({ claimed: true, takeover: false });
+    // The handler ran its effect; its result cannot be stored, so the record stays in progress.
+    await expect(store.complete(first, { result: JSON.stringify('x'.repeat(100)), ttlMs: 60_000 })).rejects.toThrow(
+      /value too long for type character varying\(16\)/,
+    );
+    // Once the lease ends the retry takes it over and runs the effect again, and again at every attempt.
+    const retry = claimOf('k', 100);
+    for (;;) {
+      const answer = await store.claim(retry);
+      if (answer.claimed) {
+        expect(answer).toEqual({ claimed: true, takeover: true });
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, answer.expiresInMs + 5));
+    }
+  });
+
+  it('expires_at timestamp without time zone: a process in another TimeZone takes over a live claim', async () => {
+    const table = await tableWith(
+      'idem_naive_time',
+      'expires_at timestamptz NOT NULL,',
+      'expires_at timestamp NOT NULL,',
+    );
+    const inZone = (zone: string) => {
+      const p = new pg.Pool({ connectionString: databaseUrl(), max: 2, options: `-c TimeZone=${zone}` });
+      pools.push(p);
+      return new PostgresIdempotencyStore({ pool: p, table });
+    };
+    const newYork = inZone('America/New_York');
+    const utc = inZone('UTC');
+    await expect(newYork.verify()).rejects.toThrow(
+      'columns of types the store cannot use: expires_at is timestamp without time zone (needs timestamp with time zone)',
+    );
+    // What stores that were not checked meet at run time:
+    await expect(newYork.claim(claimOf('k'))).resolves.toEqual({ claimed: true, takeover: false });
+    // The first claim's lease has a minute to go; the other process reads its naive end as UTC: hours ago.
+    await expect(utc.claim(claimOf('k'))).resolves.toEqual({ claimed: true, takeover: true });
+  });
+});
+
+describe('PostgreSQL: the bootstrap check of column types', () => {
+  const pool = pgPool(2);
+  const tables: string[] = [];
+  afterAll(async () => {
+    for (const table of tables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.end();
+  });
+
+  it('accepts the migration, unbounded varchar and bigint, and a schema-qualified table; lists every wrong column', async () => {
+    const table = uniqueTable('idem_types');
+    tables.push(table);
+    const ddl = PostgresIdempotencyStore.migrationSql(table)
+      .replace('owner text,', 'owner varchar,')
+      .replace('attempts integer', 'attempts bigint');
+    await pool.query(ddl);
+    await expect(new PostgresIdempotencyStore({ pool, table }).verify()).resolves.toBeUndefined();
+    await expect(new PostgresIdempotencyStore({ pool, table: `public.${table}` }).verify()).resolves.toBeUndefined();
+    await pool.query(`ALTER TABLE ${table} ALTER COLUMN key TYPE char(40), ALTER COLUMN created_at TYPE timestamp`);
+    // (The probe prepared on the pool's connections before the ALTER is sent again unnamed: see the next test.)
+    await expect(new PostgresIdempotencyStore({ pool, table }).verify()).rejects.toThrow(
+      'key is character(40) (needs text), created_at is timestamp without time zone (needs timestamp with time zone)',
+    );
+  });
+});
+
+describe('PostgreSQL: the record table altered while the store runs (its prepared statements planned before)', () => {
+  const pool = pgPool(1);
+  const admin = pgPool(1);
+  const tables: string[] = [];
+  afterAll(async () => {
+    for (const table of tables) await admin.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.end();
+    await admin.end();
+  });
+
+  it('a read and a transactional duplicate after ALTER COLUMN result TYPE varchar: answered, not failed on the connection', async () => {
+    const table = uniqueTable('idem_altered');
+    tables.push(table);
+    const store = new PostgresIdempotencyStore({ pool, table });
+    await store.migrate();
+    const inTransaction = () =>
+      store.claimInTransaction(
+        { ...claimOf('k'), ttlMs: 60_000 },
+        async () => 'ran',
+        (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
+      );
+    await expect(inTransaction()).resolves.toEqual({ claimed: true, value: 'ran' });
+    // Prepares the duplicate's read of what stopped it (in a transaction) and the plain read, on the one connection.
+    await expect(inTransaction()).resolves.toMatchObject({ claimed: false, record: { state: 'completed' } });
+    await expect(store.get('s', 'k')).resolves.toMatchObject({ result: '"ran"' });
+    // A legitimate change (unbounded varchar is a type the store accepts), made while the store's connection is idle.
+    await admin.query(`ALTER TABLE ${table} ALTER COLUMN result TYPE varchar`);
+    await expect(store.verify()).resolves.toBeUndefined();
+    // Before session 35 each failed with "cached plan must not change result type", the transactional one on every
+    // attempt: its connection was kept with the stale plan.
+    await expect(inTransaction()).resolves.toMatchObject({ claimed: false, record: { state: 'completed' } });
+    await expect(inTransaction()).resolves.toMatchObject({ claimed: false, record: { state: 'completed' } });
+    await expect(store.get('s', 'k')).resolves.toMatchObject({ result: '"ran"' });
+  });
+});
