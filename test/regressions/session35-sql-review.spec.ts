@@ -1,10 +1,17 @@
 // Session 35's hostile review of the SQL idempotency stores (PostgreSQL first): what a record table of the
 // application's own migration with the right column names but the wrong column types does, and other inputs a
 // hostile user gives the stores.
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { sql } from 'drizzle-orm';
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { PostgresIdempotencyStore } from '../../lib/index.js';
+import {
+  DrizzleIdempotencyStore,
+  IdempotencyTransactionEndedError,
+  PostgresIdempotencyStore,
+} from '../../lib/index.js';
+import { deferred } from '../support/deferred.js';
 import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
 
 const claimOf = (key: string, leaseMs = 60_000) => ({
@@ -141,5 +148,134 @@ describe('PostgreSQL: the record table altered while the store runs (its prepare
     await expect(inTransaction()).resolves.toMatchObject({ claimed: false, record: { state: 'completed' } });
     await expect(inTransaction()).resolves.toMatchObject({ claimed: false, record: { state: 'completed' } });
     await expect(store.get('s', 'k')).resolves.toMatchObject({ result: '"ran"' });
+  });
+});
+
+describe('DrizzleIdempotencyStore on PostgreSQL: a handler that ends, nests or rolls back the claim transaction itself', () => {
+  const pool = pgPool(3);
+  const db: NodePgDatabase = drizzle(pool);
+  const table = uniqueTable('idem_drizzle_end');
+  const effects = uniqueTable('fx_drizzle_end');
+  const store = new DrizzleIdempotencyStore({ db, table });
+  type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
+  beforeAll(async () => {
+    await store.migrate();
+    await pool.query(`CREATE TABLE ${effects} (key text NOT NULL)`);
+  });
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
+    await pool.end();
+  });
+  const effect = (tx: Tx, key: string) => tx.execute(sql`INSERT INTO ${sql.raw(effects)} (key) VALUES (${key})`);
+  const effectsOf = async (key: string) =>
+    Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects} WHERE key = $1`, [key])).rows[0].n);
+  const run = (key: string, work: (tx: Tx) => Promise<unknown>) =>
+    store.claimInTransaction(
+      { ...claimOf(key), ttlMs: 60_000 },
+      (tx) => work(tx),
+      (value) => ({ result: JSON.stringify(value ?? null), ttlMs: 60_000 }),
+    );
+
+  it('COMMIT, then a write: IdempotencyTransactionEndedError (committed); both writes stay (the second autocommitted)', async () => {
+    const answer = run('commit', async (tx) => {
+      await effect(tx, 'commit');
+      await tx.execute(sql.raw('COMMIT'));
+      await effect(tx, 'commit'); // autocommitted: outside any transaction, after the COMMIT
+      return 'done';
+    });
+    await expect(answer).rejects.toBeInstanceOf(IdempotencyTransactionEndedError);
+    await expect(answer).rejects.toMatchObject({ outcome: 'committed' });
+    expect(await effectsOf('commit')).toBe(2); // committed by the handler, and autocommitted: no retry may add a third
+    // (The runner then keeps the key failed: test/idempotency/transaction-ended.spec.ts, on the other stores.)
+  });
+
+  it('ROLLBACK; BEGIN, then a write: IdempotencyTransactionEndedError (rolled back), nothing committed', async () => {
+    const answer = run('rollback-begin', async (tx) => {
+      await effect(tx, 'rollback-begin');
+      await tx.execute(sql.raw('ROLLBACK; BEGIN'));
+      await effect(tx, 'rollback-begin');
+      return 'done';
+    });
+    await expect(answer).rejects.toMatchObject({ outcome: 'rolled back' });
+    expect(await effectsOf('rollback-begin')).toBe(0);
+    expect(await store.get('s', 'rollback-begin')).toBeUndefined();
+  });
+
+  it("tx.rollback(): Drizzle's own error, the handler's, nothing committed, no record", async () => {
+    const answer = run('tx-rollback', async (tx) => {
+      await effect(tx, 'tx-rollback');
+      tx.rollback();
+    });
+    await expect(answer).rejects.toThrow('Rollback'); // drizzle-orm's TransactionRollbackError (named DrizzleError)
+    expect(await effectsOf('tx-rollback')).toBe(0);
+    expect(await store.get('s', 'tx-rollback')).toBeUndefined();
+  });
+
+  it('a nested tx.transaction() rolled back (a savepoint): the outer writes and the record commit, the inner do not', async () => {
+    const answer = run('nested', async (tx) => {
+      await effect(tx, 'nested');
+      await tx
+        .transaction(async (inner) => {
+          await inner.execute(sql`INSERT INTO ${sql.raw(effects)} (key) VALUES ('nested-inner')`);
+          inner.rollback();
+        })
+        .catch(() => undefined);
+      return 'outer';
+    });
+    await expect(answer).resolves.toEqual({ claimed: true, value: 'outer' });
+    expect(await effectsOf('nested')).toBe(1);
+    expect(await effectsOf('nested-inner')).toBe(0);
+    expect(await store.get('s', 'nested')).toMatchObject({ state: 'completed', result: '"outer"' });
+  });
+});
+
+describe('PostgresIdempotencyStore, transactional: a pool of one connection under four concurrent claims', () => {
+  const pool = pgPool(1);
+  const table = uniqueTable('idem_pool_one');
+  const effects = uniqueTable('fx_pool_one');
+  const store = new PostgresIdempotencyStore({ pool, table });
+  beforeAll(async () => {
+    await store.migrate();
+    await pool.query(`CREATE TABLE ${effects} (key text NOT NULL)`);
+  });
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
+    await pool.end();
+  });
+
+  it('they run one after the other, a duplicate replays, a failing one releases its key: no hang, one effect each', async () => {
+    const gate = deferred<void>();
+    const run = (key: string, fail?: 'throw' | 'aborted') =>
+      store.claimInTransaction(
+        { ...claimOf(key), ttlMs: 60_000 },
+        async (tx) => {
+          const client = tx;
+          await gate.promise;
+          await client.query(`INSERT INTO ${effects} (key) VALUES ($1)`, [key]);
+          if (fail === 'aborted') await client.query('SELECT 1/0').catch(() => undefined);
+          if (fail) throw new Error(`failed: ${key}`);
+          return key;
+        },
+        (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
+      );
+    const answers = Promise.allSettled([run('a'), run('b'), run('a'), run('c', 'aborted'), run('d', 'throw')]);
+    gate.resolve();
+    const settled = await answers;
+    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value.claimed : String(s.reason)))).toEqual([
+      true,
+      true,
+      false,
+      'Error: failed: c',
+      'Error: failed: d',
+    ]);
+    const { rows } = await pool.query<{ key: string; n: string }>(
+      `SELECT key, count(*) AS n FROM ${effects} GROUP BY key ORDER BY key`,
+    );
+    expect(rows).toEqual([
+      { key: 'a', n: '1' },
+      { key: 'b', n: '1' },
+    ]);
+    expect(await store.get('s', 'c')).toBeUndefined();
+    expect(pool.totalCount).toBeLessThanOrEqual(1);
   });
 });
