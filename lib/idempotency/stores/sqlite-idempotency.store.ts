@@ -59,7 +59,10 @@ const STORE = 'SqliteIdempotencyStore';
  * handlers short. **Give the store a connection of its own**, used only by the store and by handlers through their
  * `transaction`: any other statement run on the same connection while a transaction is open (another handler, an HTTP
  * request) becomes part of that transaction and is rolled back with it. Other processes sharing the file wait on
- * SQLite's busy timeout: open the database in WAL mode with a busy timeout longer than your longest transaction:
+ * SQLite's busy timeout: open the database in WAL mode with a busy timeout longer than your longest transaction. A
+ * second connection of the *same* process must not write while a transactional handler runs: better-sqlite3 waits on
+ * the busy timeout synchronously, which stops the event loop (and so the handler holding the lock) for the whole
+ * timeout, then fails with `SQLITE_BUSY`; write from another process or a worker thread:
  *
  * ```ts
  * const database = new Database('app.db', { timeout: 10_000 });
