@@ -332,3 +332,62 @@ describe('SqliteIdempotencyStore, transactional: another connection of the same 
     }
   });
 });
+
+describe('PostgresIdempotencyStore, transactional: a handler that sets search_path for the session (schema per tenant)', () => {
+  const pool = pgPool(1);
+  const admin = pgPool(1);
+  const table = uniqueTable('idem_path');
+  const tenant = uniqueTable('tenant');
+  afterAll(async () => {
+    await admin.query(`DROP TABLE IF EXISTS public.${table}`);
+    await admin.query(`DROP SCHEMA IF EXISTS ${tenant} CASCADE`);
+    await pool.end();
+    await admin.end();
+  });
+
+  it('fails the attempt and rolls back (the SET with it), where it moved the table of every later statement on that connection', async () => {
+    await admin.query(`CREATE SCHEMA ${tenant}`);
+    // Schema per tenant: every tenant schema has the application's tables, the record table among them.
+    await admin.query(PostgresIdempotencyStore.migrationSql(`${tenant}.${table}`));
+    const store = new PostgresIdempotencyStore({ pool, table }); // unqualified: found through search_path (public)
+    await store.migrate();
+    const run = (key: string, set: 'SET' | 'SET LOCAL', value?: string) =>
+      store.claimInTransaction(
+        { ...claimOf(key), ttlMs: 60_000 },
+        async (client) => {
+          await client.query(`${set} search_path TO ${tenant}, public`);
+          return value;
+        },
+        (result) => ({ result: result === undefined ? undefined : JSON.stringify(result), ttlMs: 60_000 }),
+      );
+    const rows = async (schema: string) =>
+      (await admin.query<{ key: string; result: string | null }>(`SELECT key, result FROM ${schema}.${table} ORDER BY key`))
+        .rows;
+    // Before session 35: the completion's UPDATE ran against the tenant's table (0 rows) and was taken as done, so the
+    // record committed in public had no result; the connection went back to the pool with the tenant's search_path,
+    // and the next claim of the same key on it wrote the tenant's table, found nothing, and ran the handler again.
+    await expect(run('k', 'SET', 'charged')).rejects.toThrow('The completion did not find the record the claim wrote');
+    // With no result to store as well (the pg client's protocol shows the SET: the store checks its record).
+    await expect(run('k', 'SET')).rejects.toThrow('The completion did not find the record the claim wrote');
+    expect(await rows('public')).toEqual([]);
+    expect(await rows(tenant)).toEqual([]);
+    // The SET was rolled back with the transaction: the pool's one connection looks in public again.
+    expect((await pool.query<{ search_path: string }>('SHOW search_path')).rows[0].search_path).not.toContain(tenant);
+    // SET LOCAL ends with the transaction, after the store's completion ran under it: the record table of public is
+    // still the one the claim wrote (the tenant's comes first on the path, and holds no record of this claim)...
+    await expect(run('k', 'SET LOCAL', 'charged')).rejects.toThrow('The completion did not find the record');
+    // ...so a handler that needs another search_path must give the store a schema-qualified table.
+    const qualified = new PostgresIdempotencyStore({ pool, table: `public.${table}` });
+    await expect(
+      qualified.claimInTransaction(
+        { ...claimOf('k'), ttlMs: 60_000 },
+        async (client) => {
+          await client.query(`SET LOCAL search_path TO ${tenant}, public`);
+          return 'charged';
+        },
+        (result) => ({ result: JSON.stringify(result), ttlMs: 60_000 }),
+      ),
+    ).resolves.toEqual({ claimed: true, value: 'charged' });
+    expect(await rows('public')).toEqual([{ key: 'k', result: '"charged"' }]);
+  });
+});

@@ -14,6 +14,7 @@ import {
   completionRefused,
   handlerFailure,
   namedConnectionLoss,
+  RECORD_NOT_FOUND,
   ROLLED_BACK_AT_COMMIT,
   stateElsewhere,
 } from './ended-transaction.js';
@@ -117,6 +118,7 @@ export async function claimInTransaction<T, Transaction>(
             throw await handlerFailure(sql, tx, request, txId, error, elsewhere);
           }
           if (completed?.ours !== true) throw await completionRefused(sql, tx, request, txId, tx.active?.());
+          if (completed.present === false) throw new Error(RECORD_NOT_FOUND);
         }
         finished = { value };
         return { claimed: true, value };

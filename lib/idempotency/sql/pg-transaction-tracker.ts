@@ -11,7 +11,8 @@ interface ProtocolEmitter {
 export interface TransactionTracker {
   /**
    * `true` when every statement the connection ran since `BEGIN` left the transaction open and not aborted (no
-   * `COMMIT`, `ROLLBACK`, `PREPARE TRANSACTION`, not in the failed state); `false` otherwise; `undefined` when the client
+   * `COMMIT`, `ROLLBACK`, `PREPARE TRANSACTION`, not in the failed state) and changed no setting (`SET`, `RESET`: a
+   * `search_path` may have moved the record table's name); `false` otherwise; `undefined` when the client
    * does not show its protocol messages (then nothing can be told).
    */
   intact(): boolean | undefined;
@@ -22,6 +23,9 @@ export interface TransactionTracker {
 
 /** A command tag that ends the transaction (or may: `ROLLBACK TO SAVEPOINT` is tagged `ROLLBACK` too). */
 const ENDING_TAG = /^(COMMIT|ROLLBACK|PREPARE TRANSACTION)\b/;
+
+/** A setting changed (`SET search_path` may move the table's name): not an ending, but the store checks its record. */
+const SETTING_TAG = /^(SET|RESET)\b/;
 
 /**
  * Listens to the command tags and transaction states the server sends on `client`'s connection (what `pg` itself
@@ -37,6 +41,7 @@ export function trackTransaction(client: unknown): TransactionTracker {
   let intact = true;
   let endings = 0;
   const onComplete = (message: { text?: unknown }): void => {
+    if (typeof message.text === 'string' && SETTING_TAG.test(message.text)) intact = false;
     if (typeof message.text === 'string' && !ENDING_TAG.test(message.text)) return;
     intact = false;
     endings++;

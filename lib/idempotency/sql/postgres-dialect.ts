@@ -160,19 +160,24 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     ins AS (${upsert('completed', `lk, ${now}`, `lk.got AND NOT EXISTS (${liveRow})`, '$7::text')}, txid_current()::text AS tx)
     SELECT lk.got, ins.takeover, ins.tx, (ins.tx IS NOT NULL AND pk.parked) AS resumed
     FROM lk CROSS JOIN pk LEFT JOIN ins ON true`;
+  // Whether the claim's record is where the completion looks (same snapshot as its update): not when the handler
+  // deleted it, or moved the table's name with a SET search_path of the session (a schema per tenant).
+  const present = `EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 AND owner = $3)`;
   const finishClaimed = `WITH u AS (UPDATE ${t} SET result = $4, expires_at = clock_timestamp() + ${ms(5)},
       updated_at = clock_timestamp()
     WHERE scope = $1 AND key = $2 AND owner = $3 AND txid_current_if_assigned() = $6::bigint
       AND ($4::text IS NOT NULL OR expires_at < clock_timestamp() + ${ms(5)} / 2)
     RETURNING 1)
-    SELECT coalesce(txid_current_if_assigned() = $6::bigint, false) AS ours, (SELECT count(*) FROM u) AS updated`;
+    SELECT coalesce(txid_current_if_assigned() = $6::bigint, false) AS ours, (SELECT count(*) FROM u) AS updated,
+      ${present} AS present`;
   // finishClaimed for a step of a step job: the record the claim wrote is handed over to the job's resume token ($4)
   // for $5 ms, in progress, instead of completed.
   const handOverClaimed = `WITH u AS (UPDATE ${t} SET state = 'in_progress', owner = $4, result = NULL,
       expires_at = clock_timestamp() + ${ms(5)}, updated_at = clock_timestamp()
     WHERE scope = $1 AND key = $2 AND owner = $3 AND txid_current_if_assigned() = $6::bigint
     RETURNING 1)
-    SELECT coalesce(txid_current_if_assigned() = $6::bigint, false) AS ours, (SELECT count(*) FROM u) AS updated`;
+    SELECT coalesce(txid_current_if_assigned() = $6::bigint, false) AS ours, (SELECT count(*) FROM u) AS updated,
+      ${present} AS present`;
   const failUnclaimed = `INSERT INTO ${t} AS cur
       (scope, key, state, owner, job_id, fingerprint, result, error, attempts, created_at, expires_at, updated_at)
     SELECT $1, $2, 'failed', $3, $4, $5, NULL, $6, 1, n.now, n.now + ${ms(7)}, n.now

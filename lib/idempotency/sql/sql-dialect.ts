@@ -84,7 +84,8 @@ export interface SqlDialect {
   /**
    * The last statement of that transaction: stores the completion's result (and moves the retention when the work
    * took more than half of it), or hands the record over (`completion.handover`: in progress again, owned by the job's
-   * resume token), only inside the transaction `tx`. Rows: `[{ ours }]`, whether it still runs in `tx`.
+   * resume token), only inside the transaction `tx`. Rows: `[{ ours, present }]`, whether it still runs in `tx`, and
+   * whether the claim's record is still found under the table's name there.
    */
   finishClaimed?(ref: IdempotencyRecordRef, completion: IdempotencyCompletion, tx: string): SqlStatement;
   /**
