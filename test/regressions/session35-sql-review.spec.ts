@@ -10,11 +10,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { DataSource } from 'typeorm';
 import {
   DrizzleIdempotencyStore,
   IdempotencyTransactionEndedError,
   PostgresIdempotencyStore,
   SqliteIdempotencyStore,
+  TypeOrmIdempotencyStore,
 } from '../../lib/index.js';
 import { deferred } from '../support/deferred.js';
 import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
@@ -389,5 +391,56 @@ describe('PostgresIdempotencyStore, transactional: a handler that sets search_pa
       ),
     ).resolves.toEqual({ claimed: true, value: 'charged' });
     expect(await rows('public')).toEqual([{ key: 'k', result: '"charged"' }]);
+  });
+});
+
+describe('TypeOrmIdempotencyStore on PostgreSQL, transactional: poolSize 1 under five concurrent claims', () => {
+  const dataSource = new DataSource({ type: 'postgres', url: databaseUrl(), poolSize: 1, logging: false });
+  const table = uniqueTable('idem_typeorm_one');
+  const effects = uniqueTable('fx_typeorm_one');
+  const store = new TypeOrmIdempotencyStore({ dataSource, table });
+  beforeAll(async () => {
+    await dataSource.initialize();
+    await store.migrate();
+    await dataSource.query(`CREATE TABLE ${effects} (key text NOT NULL)`);
+  });
+  afterAll(async () => {
+    await dataSource.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
+    await dataSource.destroy();
+  });
+
+  it('one after the other (the checks on another connection give up within a second): no hang, one effect each', async () => {
+    const gate = deferred<void>();
+    const run = (key: string, fail?: 'throw' | 'aborted') =>
+      store.claimInTransaction(
+        { ...claimOf(key), ttlMs: 60_000 },
+        async (manager) => {
+          const m = manager;
+          await gate.promise;
+          await m.query(`INSERT INTO ${effects} (key) VALUES ($1)`, [key]);
+          if (fail === 'aborted') await m.query('SELECT 1/0').catch(() => undefined);
+          if (fail) throw new Error(`failed: ${key}`);
+          return key;
+        },
+        (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
+      );
+    const answers = Promise.allSettled([run('a'), run('b'), run('a'), run('c', 'aborted'), run('d', 'throw')]);
+    gate.resolve();
+    const settled = await answers;
+    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value.claimed : String(s.reason)))).toEqual([
+      true,
+      true,
+      false,
+      'Error: failed: c',
+      'Error: failed: d',
+    ]);
+    const { rows } = await dataSource.query<{ key: string; n: string }[]>(
+      `SELECT key, count(*) AS n FROM ${effects} GROUP BY key ORDER BY key`,
+    ).then((r) => ({ rows: r }));
+    expect(rows).toEqual([
+      { key: 'a', n: '1' },
+      { key: 'b', n: '1' },
+    ]);
+    await expect(store.get('s', 'a')).resolves.toMatchObject({ state: 'completed', result: '"a"' });
   });
 });
