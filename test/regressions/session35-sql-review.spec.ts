@@ -13,12 +13,19 @@ import pg from 'pg';
 import { DataSource } from 'typeorm';
 import {
   DrizzleIdempotencyStore,
+  IdempotencyKeyFailedError,
   IdempotencyTransactionEndedError,
+  idempotencyOf,
+  type IdempotencyJob,
+  type PgClientLike,
   PostgresIdempotencyStore,
   SqliteIdempotencyStore,
   TypeOrmIdempotencyStore,
 } from '../../lib/index.js';
 import { deferred } from '../support/deferred.js';
+import { useApps } from '../support/apps.js';
+import { Outcomes } from '../support/outcomes.js';
+import { workerOf } from '../conflicts/helpers.js';
 import { databaseUrl, pgPool, uniqueTable } from '../support/postgres.js';
 
 const claimOf = (key: string, leaseMs = 60_000) => ({
@@ -443,4 +450,66 @@ describe('TypeOrmIdempotencyStore on PostgreSQL, transactional: poolSize 1 under
     ]);
     await expect(store.get('s', 'a')).resolves.toMatchObject({ state: 'completed', result: '"a"' });
   });
+});
+
+describe('@IdempotencyKey transactional on PostgreSQL: a handler that writes, then throws what is not an Error', () => {
+  const pool = pgPool(4);
+  const table = uniqueTable('idem_thrown');
+  const effects = uniqueTable('fx_thrown');
+  const store = new PostgresIdempotencyStore({ pool, table });
+  const { start } = useApps('s35-thrown', { module: { idempotency: { stores: { sql: store } } } });
+  beforeAll(async () => {
+    await store.migrate();
+    await pool.query(`CREATE TABLE ${effects} (key text NOT NULL)`);
+  });
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
+    await pool.end();
+  });
+  const effectsOf = async (key: string) =>
+    Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects} WHERE key = $1`, [key])).rows[0].n);
+
+  it.each([
+    ['null', null, 'null'],
+    ['undefined', undefined, 'undefined'],
+    ['a string', 'card declined', 'card declined'],
+    ['an object with name and message', { name: 'CardDeclined', message: 'no funds' }, 'no funds'],
+  ])(
+    "onFailure 'keep', thrown %s: the write rolled back, the failure kept, the next delivery does not run",
+    async (label, thrown, shown) => {
+      const key = `k-${label}`;
+      let runs = 0;
+      const app = await start({
+        idempotency: {
+          key: (job: IdempotencyJob<{ key: string }>) => job.data.key,
+          store: 'sql',
+          transactional: true,
+          onFailure: 'keep',
+        },
+        handler: async (job) => {
+          runs++;
+          const client = idempotencyOf<PgClientLike>(job).transaction!;
+          await client.query(`INSERT INTO ${effects} (key) VALUES ($1)`, [key]);
+          // eslint-disable-next-line @typescript-eslint/only-throw-error -- what the test is about
+          throw thrown;
+        },
+      });
+      const outcomes = new Outcomes(workerOf(app));
+      const first = await app.queue.add('charge', { key }, { attempts: 1 });
+      const [failure] = await outcomes.failures(first.id!);
+      // A thrown string reaches BullMQ as it is (only null and undefined are wrapped): the job fails with no
+      // failedReason; the record keeps its text.
+      expect(typeof failure === 'string' ? failure : failure.message).toContain(shown);
+      expect(await app.queue.getJobState(first.id!)).toBe('failed');
+      expect(await effectsOf(key)).toBe(0);
+      const record = await store.get(`${app.queue.name}:charge`, key);
+      expect(record).toMatchObject({ state: 'failed' });
+      expect(record?.error).toContain(shown);
+      const second = await app.queue.add('charge', { key }, { attempts: 1 });
+      expect((await outcomes.failures(second.id!))[0]).toBeInstanceOf(IdempotencyKeyFailedError);
+      expect(runs).toBe(1);
+      expect(await effectsOf(key)).toBe(0);
+    },
+    15_000,
+  );
 });
