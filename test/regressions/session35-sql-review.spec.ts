@@ -129,6 +129,52 @@ describe('PostgreSQL: the bootstrap check of column types', () => {
   });
 });
 
+describe('the bootstrap check through the ORM stores, and a table that lacks a column', () => {
+  const pool = pgPool(2);
+  const tables: string[] = [];
+  afterAll(async () => {
+    for (const table of tables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.end();
+  });
+
+  it('Drizzle and TypeORM name the wrong column types as PostgresIdempotencyStore does', async () => {
+    const table = uniqueTable('idem_orm_types');
+    tables.push(table);
+    await pool.query(PostgresIdempotencyStore.migrationSql(table).replace('result text,', 'result varchar(255),'));
+    const wrong = 'columns of types the store cannot use: result is character varying(255) (needs text)';
+    await expect(new DrizzleIdempotencyStore({ db: drizzle(pool), table }).verify()).rejects.toThrow(
+      `DrizzleIdempotencyStore: its table "${table}" has ${wrong}`,
+    );
+    const dataSource = new DataSource({ type: 'postgres', url: databaseUrl(), poolSize: 1, logging: false });
+    await dataSource.initialize();
+    try {
+      await expect(new TypeOrmIdempotencyStore({ dataSource, table }).verify()).rejects.toThrow(
+        `TypeOrmIdempotencyStore: its table "${table}" has ${wrong}`,
+      );
+    } finally {
+      await dataSource.destroy();
+    }
+  });
+
+  it('PostgreSQL and SQLite: a missing column is named as such, not as a table to create', async () => {
+    const table = uniqueTable('idem_no_column');
+    tables.push(table);
+    await pool.query(PostgresIdempotencyStore.migrationSql(table).replace('  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n', ''));
+    await expect(new PostgresIdempotencyStore({ pool, table }).verify()).rejects.toThrow(
+      `PostgresIdempotencyStore: its table "${table}" lacks a column the store uses (column "updated_at" does not exist)`,
+    );
+    const database = new Database(':memory:');
+    try {
+      database.exec(SqliteIdempotencyStore.migrationSql('idem').replace(/\n\s*updated_at [^\n]*,/, ''));
+      await expect(new SqliteIdempotencyStore({ database, table: 'idem' }).verify()).rejects.toMatchObject({
+        message: expect.stringContaining('SqliteIdempotencyStore: its table "idem" lacks a column the store uses (no such column: updated_at)'),
+      });
+    } finally {
+      database.close();
+    }
+  });
+});
+
 describe('PostgreSQL: the record table altered while the store runs (its prepared statements planned before)', () => {
   const pool = pgPool(1);
   const admin = pgPool(1);

@@ -41,6 +41,13 @@ export function verifyFailure(
       { cause: error },
     );
   }
+  if (missingColumn(error) || missingColumn(root)) {
+    return new Error(
+      `${label}: its table "${table}" lacks a column the store uses (${reason}). \`migrate()\` does not change a table ` +
+        `that exists: add the column as \`${sqlClass}.migrationSql('${table}')\` defines it, or recreate the table`,
+      { cause: error },
+    );
+  }
   return new Error(
     `${label} cannot read its table "${table}" (${reason}). Create the table before the application starts, with one of: ` +
       `(1) \`await store.migrate()\` where the store is created (e.g. in the useFactory of UniqueJobsModule.forRootAsync); ` +
@@ -61,6 +68,13 @@ function noConflictTarget(error: unknown): boolean {
     code === '42P10' ||
     (typeof message === 'string' && message.includes('ON CONFLICT clause does not match any PRIMARY KEY or UNIQUE'))
   );
+}
+
+/** A column the probe reads is not in the table: PostgreSQL's SQLSTATE 42703, SQLite's own words. */
+function missingColumn(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return code === '42703' || (typeof message === 'string' && /^no such column: /.test(message));
 }
 
 /** An error, whatever realm made it (`instanceof Error` fails across realms). */
