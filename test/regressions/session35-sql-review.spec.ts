@@ -271,6 +271,33 @@ describe('DrizzleIdempotencyStore on PostgreSQL: a handler that ends, nests or r
     expect(await store.get('s', 'tx-rollback')).toBeUndefined();
   });
 
+  it('a statement on tx after the handler returned is refused and writes nothing; a statement in flight runs inside', async () => {
+    let kept: Tx | undefined;
+    await expect(
+      run('late', async (tx) => {
+        kept = tx;
+        // Started, not awaited (a Drizzle query runs once then() is called): sent before the store's last statement,
+        // so inside the transaction.
+        effect(tx, 'late-in-flight').catch(() => undefined);
+        return 'returned';
+      }),
+    ).resolves.toEqual({ claimed: true, value: 'returned' });
+    // Before session 35 Drizzle's tx was not guarded: a statement on it after the handler's end ran on the connection
+    // given back to the pool, autocommitted (or inside whatever transaction its next holder ran).
+    // (Drizzle wraps the refusal: "Failed query: …", the store's UniqueJobsError as its cause.)
+    const refused = { cause: { message: expect.stringContaining('after that transaction ended') } };
+    await expect(effect(kept!, 'late')).rejects.toMatchObject(refused);
+    await expect(kept!.select().from(sql`(SELECT 1) AS one`)).rejects.toMatchObject(refused);
+    expect(await effectsOf('late')).toBe(0);
+    expect(await effectsOf('late-in-flight')).toBe(1);
+    // The pool's connections are whole: the store and db work on them.
+    await expect(run('after-late', async (tx) => effect(tx, 'after-late').then(() => 'ok'))).resolves.toEqual({
+      claimed: true,
+      value: 'ok',
+    });
+    expect(await effectsOf('after-late')).toBe(1);
+  });
+
   it('a nested tx.transaction() rolled back (a savepoint): the outer writes and the record commit, the inner do not', async () => {
     const answer = run('nested', async (tx) => {
       await effect(tx, 'nested');

@@ -13,13 +13,18 @@ export const TRANSACTION_OVER =
  * its own or join whatever transaction its next holder runs. The store's own statements go to `client` directly.
  * Statements sent before the end are left alone: `pg` runs them in order, inside the transaction.
  */
-export function transactionBoundClient<Client extends object>(client: Client, over: () => boolean): Client {
+export function transactionBoundClient<Client extends object>(
+  client: Client,
+  over: () => boolean,
+  /** Lets through, once over, a statement of the transaction's owner itself (an ORM's own `commit`). */
+  owners?: (args: unknown[]) => boolean,
+): Client {
   return new Proxy(client, {
     get(target, property) {
       const value: unknown = Reflect.get(target, property, target);
       if (property !== 'query' || typeof value !== 'function') return value;
       return (...args: unknown[]): unknown => {
-        if (!over()) return (value as (...a: unknown[]) => unknown).apply(target, args);
+        if (!over() || owners?.(args)) return (value as (...a: unknown[]) => unknown).apply(target, args);
         return refused(args, new UniqueJobsError(TRANSACTION_OVER));
       };
     },

@@ -1,5 +1,6 @@
 import type * as DrizzleOrm from 'drizzle-orm';
 import { IdempotencyConnectionLostError } from '../../errors/idempotency-connection-lost.error.js';
+import { transactionBoundClient } from '../sql/transaction-bound-client.js';
 import { openWatched } from '../sql/connection-watch.js';
 import type { SqlDialectName, SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
@@ -167,7 +168,9 @@ export async function drizzlePgTransaction<Tx, R>(
     try {
       return await open((tx) => {
         watch.adopt(drizzleTransactionClient(tx));
-        return body(tx);
+        let over = false;
+        guardLateStatements(tx, source, () => over);
+        return body(tx).finally(() => (over = true));
       });
     } catch (error) {
       const lost = watch.lost();
@@ -180,6 +183,27 @@ export async function drizzlePgTransaction<Tx, R>(
       watch.stop();
     }
   });
+}
+
+/**
+ * Refuses the statements run on a Drizzle node-postgres `tx` once the handler's body settled, as
+ * `PostgresIdempotencyStore` refuses them on its client (see `transactionBoundClient`): kept past the handler's end (a
+ * timer, a promise chain not awaited), `tx` would run them outside the transaction, on a connection back in the pool.
+ * Drizzle's own `commit` or `rollback`, which follows the body, goes through once. (Only on a transaction's own
+ * session, over a client checked out of a pool.)
+ */
+function guardLateStatements(tx: unknown, source: unknown, over: () => boolean): void {
+  const session = (tx as { _?: { session?: { client?: unknown } } } | undefined)?._?.session;
+  const client = session?.client;
+  // A database on one `pg.Client` (not a pool) runs its transactions on its own session: left alone, it outlives them.
+  if (!session || typeof client !== 'object' || client === null || client === source) return;
+  let ended = false;
+  const drizzleEnds = (args: unknown[]): boolean => {
+    const text = typeof args[0] === 'object' ? (args[0] as { text?: unknown } | null)?.text : args[0];
+    if (ended || (text !== 'commit' && text !== 'rollback')) return false;
+    return (ended = true);
+  };
+  session.client = transactionBoundClient(client, over, drizzleEnds);
 }
 
 function drizzlePgAdapter(
