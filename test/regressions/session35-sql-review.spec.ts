@@ -3,6 +3,7 @@
 // hostile user gives the stores.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
+import { TransactionalAdapterDrizzleOrm } from '@nestjs-cls/transactional-adapter-drizzle-orm';
 import { sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { randomUUID } from 'node:crypto';
@@ -20,8 +21,10 @@ import {
   type PgClientLike,
   PostgresIdempotencyStore,
   SqliteIdempotencyStore,
+  TransactionHostIdempotencyStore,
   TypeOrmIdempotencyStore,
 } from '../../lib/index.js';
+import { FakeTransactionHost } from '../idempotency/fake-transaction-host.js';
 import { deferred } from '../support/deferred.js';
 import { useApps } from '../support/apps.js';
 import { Outcomes } from '../support/outcomes.js';
@@ -296,6 +299,30 @@ describe('DrizzleIdempotencyStore on PostgreSQL: a handler that ends, nests or r
       value: 'ok',
     });
     expect(await effectsOf('after-late')).toBe(1);
+  });
+
+  it('through TransactionHostIdempotencyStore (Drizzle adapter): a late statement on tx is refused too', async () => {
+    const adapter = new TransactionalAdapterDrizzleOrm({ drizzleInstanceToken: 'DRIZZLE' });
+    const txHost = new FakeTransactionHost<NodePgDatabase>(
+      adapter.optionsFactory(db) as unknown as ConstructorParameters<typeof FakeTransactionHost<NodePgDatabase>>[0],
+    );
+    const hosted = new TransactionHostIdempotencyStore({ txHost, table });
+    let kept: Tx | undefined;
+    await expect(
+      hosted.claimInTransaction(
+        { ...claimOf('late-hosted'), ttlMs: 60_000 },
+        async (tx) => {
+          kept = tx as unknown as Tx;
+          await effect(kept, 'late-hosted');
+          return 'returned';
+        },
+        (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
+      ),
+    ).resolves.toEqual({ claimed: true, value: 'returned' });
+    await expect(effect(kept!, 'late-hosted')).rejects.toMatchObject({
+      cause: { message: expect.stringContaining('after that transaction ended') },
+    });
+    expect(await effectsOf('late-hosted')).toBe(1);
   });
 
   it('a nested tx.transaction() rolled back (a savepoint): the outer writes and the record commit, the inner do not', async () => {

@@ -192,7 +192,7 @@ export async function drizzlePgTransaction<Tx, R>(
  * Drizzle's own `commit` or `rollback`, which follows the body, goes through once. (Only on a transaction's own
  * session, over a client checked out of a pool.)
  */
-function guardLateStatements(tx: unknown, source: unknown, over: () => boolean): void {
+export function guardLateStatements(tx: unknown, source: unknown, over: () => boolean): void {
   const session = (tx as { _?: { session?: { client?: unknown } } } | undefined)?._?.session;
   const client = session?.client;
   // A database on one `pg.Client` (not a pool) runs its transactions on its own session: left alone, it outlives them.

@@ -6,6 +6,7 @@ import {
   drizzleClientOf,
   drizzlePgExecute,
   drizzleTransactionClient,
+  guardLateStatements,
   type DrizzlePgDatabaseLike,
 } from './drizzle-idempotency.store.js';
 import {
@@ -127,11 +128,14 @@ export function transactionHostAdapter<Tx>(
             // The transaction's pg client: TypeORM's runner's connection, or Drizzle's session client.
             const runner = (tx as { queryRunner?: { databaseConnection?: unknown } }).queryRunner;
             watch.adopt(kind === 'typeorm' ? runner?.databaseConnection : drizzleTransactionClient(tx));
+            let over = false;
+            if (kind === 'drizzle') guardLateStatements(tx, source, () => over);
             return body({
               handle: tx,
               execute: (statement) => execute(txHost.tx, statement),
               active: () => (runner ? typeOrmTransactionActive(runner as TypeOrmQueryRunnerLike) : true),
             }).finally(() => {
+              over = true;
               // Before the adapter's own commit or rollback, which would fail on a transaction the handler ended.
               if (runner) forgetEndedTypeOrmTransaction(runner as TypeOrmQueryRunnerLike);
             });
