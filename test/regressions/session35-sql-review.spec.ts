@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import {
   DrizzleIdempotencyStore,
   IdempotencyKeyFailedError,
@@ -514,6 +514,27 @@ describe('TypeOrmIdempotencyStore on PostgreSQL, transactional: poolSize 1 under
   afterAll(async () => {
     await dataSource.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
     await dataSource.destroy();
+  });
+
+  it('a statement on the EntityManager after the handler returned is refused by TypeORM (released runner)', async () => {
+    let kept: EntityManager | undefined;
+    await expect(
+      store.claimInTransaction(
+        { ...claimOf('late'), ttlMs: 60_000 },
+        async (manager) => {
+          kept = manager;
+          return 'returned';
+        },
+        (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
+      ),
+    ).resolves.toEqual({ claimed: true, value: 'returned' });
+    await expect(kept!.query(`INSERT INTO ${effects} (key) VALUES ('late')`)).rejects.toThrow(/released/i);
+    await expect(
+      kept!.createQueryBuilder().insert().into(effects, ['key']).values({ key: 'late' }).execute(),
+    ).rejects.toThrow(/released/i);
+    await expect(kept!.transaction(async () => undefined)).rejects.toThrow(/released/i);
+    const rows = await dataSource.query<{ n: string }[]>(`SELECT count(*) AS n FROM ${effects} WHERE key = 'late'`);
+    expect(rows).toEqual([{ n: '0' }]);
   });
 
   it('one after the other (the checks on another connection give up within a second): no hang, one effect each', async () => {
