@@ -115,19 +115,26 @@ describe('PostgreSQL: the bootstrap check of column types', () => {
     await pool.end();
   });
 
-  it('accepts the migration, unbounded varchar and bigint, and a schema-qualified table; lists every wrong column', async () => {
+  it('accepts unbounded varchar, varchar(255) keys, timestamptz(3), bigint, a schema-qualified table; lists every wrong column', async () => {
     const table = uniqueTable('idem_types');
     tables.push(table);
     const ddl = PostgresIdempotencyStore.migrationSql(table)
       .replace('owner text,', 'owner varchar,')
+      .replace('key text NOT NULL', 'key varchar(255) NOT NULL')
+      .replace('created_at timestamptz', 'created_at timestamptz(3)')
       .replace('attempts integer', 'attempts bigint');
     await pool.query(ddl);
     await expect(new PostgresIdempotencyStore({ pool, table }).verify()).resolves.toBeUndefined();
     await expect(new PostgresIdempotencyStore({ pool, table: `public.${table}` }).verify()).resolves.toBeUndefined();
-    await pool.query(`ALTER TABLE ${table} ALTER COLUMN key TYPE char(40), ALTER COLUMN created_at TYPE timestamp`);
+    await pool.query(
+      `ALTER TABLE ${table} ALTER COLUMN key TYPE char(40), ALTER COLUMN created_at TYPE timestamp,` +
+        ` ALTER COLUMN scope TYPE varchar(100), ALTER COLUMN expires_at TYPE timestamptz(0)`,
+    );
     // (The probe prepared on the pool's connections before the ALTER is sent again unnamed: see the next test.)
     await expect(new PostgresIdempotencyStore({ pool, table }).verify()).rejects.toThrow(
-      'key is character(40) (needs text), created_at is timestamp without time zone (needs timestamp with time zone)',
+      'scope is character varying(100) (needs text), key is character(40) (needs text), ' +
+        'created_at is timestamp without time zone (needs timestamp with time zone), ' +
+        'expires_at is timestamp(0) with time zone (needs timestamp with time zone)',
     );
   });
 });

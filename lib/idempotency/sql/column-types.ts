@@ -1,20 +1,40 @@
 /**
  * The column types the PostgreSQL statements need. A table of the application's own migration may have every column
- * the store reads with a type that breaks it only at run time: a bounded `varchar` refuses a long result after the
+ * the store reads with a type that breaks it only at run time: a `varchar(n)` too short refuses a long result after the
  * handler's effect ran (the claim is then run again at every attempt); a `timestamp` without time zone is read in each
  * session's `TimeZone`, so a process in another zone takes a live claim over, or replays nothing of a completed one.
+ * Each entry: the type the migration gives, and whether a found type (as `format_type` spells it) does as well.
  */
-const EXPECTED: Readonly<Record<string, readonly string[]>> = {
-  ...Object.fromEntries(
-    ['scope', 'key', 'state', 'owner', 'job_id', 'fingerprint', 'result', 'error'].map((column) => [
-      column,
-      ['text', 'character varying'],
-    ]),
-  ),
-  attempts: ['integer', 'bigint'],
-  created_at: ['timestamp with time zone'],
-  expires_at: ['timestamp with time zone'],
-  updated_at: ['timestamp with time zone'],
+const TEXT = (min?: number) => ({
+  needs: 'text',
+  fits: (type: string) => {
+    if (type === 'text' || type === 'character varying') return true;
+    const bounded = /^character varying\((\d+)\)$/.exec(type);
+    return min !== undefined && bounded !== null && Number(bounded[1]) >= min;
+  },
+});
+/** A time kept to the millisecond at least, with its time zone. */
+const TIME = {
+  needs: 'timestamp with time zone',
+  fits: (type: string) => {
+    const match = /^timestamp(?:\((\d)\))? with time zone$/.exec(type);
+    return match !== null && (match[1] === undefined || Number(match[1]) >= 3);
+  },
+};
+const EXPECTED: Readonly<Record<string, { needs: string; fits: (type: string) => boolean }>> = {
+  // A stored key or scope is at most 255 characters (MAX_IDEMPOTENCY_KEY_LENGTH; longer ones are stored hashed).
+  scope: TEXT(255),
+  key: TEXT(255),
+  state: TEXT('in_progress'.length),
+  owner: TEXT(),
+  job_id: TEXT(),
+  fingerprint: TEXT(),
+  result: TEXT(),
+  error: TEXT(),
+  attempts: { needs: 'integer', fits: (type) => type === 'integer' || type === 'bigint' },
+  created_at: TIME,
+  expires_at: TIME,
+  updated_at: TIME,
 };
 
 /**
@@ -23,8 +43,8 @@ const EXPECTED: Readonly<Record<string, readonly string[]>> = {
  */
 export function wrongColumnTypes(rows: readonly Record<string, unknown>[]): string[] {
   return rows.flatMap(({ name, type }) => {
-    const allowed = EXPECTED[String(name)];
-    return allowed && !allowed.includes(String(type)) ? [`${String(name)} is ${String(type)} (needs ${allowed[0]})`] : [];
+    const expected = EXPECTED[String(name)];
+    return expected && !expected.fits(String(type)) ? [`${String(name)} is ${String(type)} (needs ${expected.needs})`] : [];
   });
 }
 
