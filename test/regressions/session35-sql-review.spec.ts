@@ -26,6 +26,7 @@ import {
 } from '../../lib/index.js';
 import { FakeTransactionHost } from '../idempotency/fake-transaction-host.js';
 import { deferred } from '../support/deferred.js';
+import { hold } from '../support/gates.js';
 import { useApps } from '../support/apps.js';
 import { Outcomes } from '../support/outcomes.js';
 import { workerOf } from '../conflicts/helpers.js';
@@ -637,6 +638,63 @@ describe('@IdempotencyKey transactional on PostgreSQL: a handler that writes, th
       expect((await outcomes.failures(second.id!))[0]).toBeInstanceOf(IdempotencyKeyFailedError);
       expect(runs).toBe(1);
       expect(await effectsOf(key)).toBe(0);
+    },
+    15_000,
+  );
+});
+
+describe('@IdempotencyKey on PostgreSQL: the job removed (obliterated) while its handler holds the claim', () => {
+  const pool = pgPool(4);
+  const table = uniqueTable('idem_removed');
+  const effects = uniqueTable('fx_removed');
+  const store = new PostgresIdempotencyStore({ pool, table });
+  const { start } = useApps('s35-removed', { module: { idempotency: { stores: { sql: store } } } });
+  beforeAll(async () => {
+    await store.migrate();
+    await pool.query(`CREATE TABLE ${effects} (key text NOT NULL)`);
+  });
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
+    await pool.end();
+  });
+
+  it.each([false, true])(
+    'transactional %s: the handler finishes, the record completes, a later job of the key replays it',
+    async (transactional) => {
+      const key = `k-${transactional}`;
+      const gate = hold();
+      const started = deferred<void>();
+      let runs = 0;
+      const app = await start({
+        idempotency: { key: (job: IdempotencyJob<{ key: string }>) => job.data.key, store: 'sql', transactional },
+        handler: async (job) => {
+          runs++;
+          started.resolve();
+          await gate.promise;
+          const tx = idempotencyOf<PgClientLike>(job).transaction;
+          const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
+          await (tx ? tx.query(insert, [key]) : pool.query(insert, [key]));
+          return 'paid';
+        },
+      });
+      const worker = workerOf(app);
+      const errors: Error[] = [];
+      worker.on('error', (error) => errors.push(error));
+      const outcomes = new Outcomes(worker);
+      await app.queue.add('charge', { key });
+      await started.promise;
+      await app.queue.obliterate({ force: true });
+      const settled = new Promise<void>((resolve) => worker.once('error', () => resolve()));
+      gate.resolve();
+      await settled; // BullMQ cannot move the removed job to completed: its worker says so
+      expect(errors.map((e) => e.message).join()).toMatch(/Missing key for job|Missing lock/);
+      const scope = `${app.queue.name}:charge`;
+      await expect(store.get(scope, key)).resolves.toMatchObject({ state: 'completed', result: '"paid"' });
+      const again = await app.queue.add('charge', { key });
+      expect(await outcomes.completed(again.id!)).toBe('paid');
+      expect(runs).toBe(1);
+      const { rows } = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects} WHERE key = $1`, [key]);
+      expect(rows[0].n).toBe('1');
     },
     15_000,
   );
