@@ -127,15 +127,23 @@ describe('PostgreSQL: the bootstrap check of column types', () => {
     await pool.query(ddl);
     await expect(new PostgresIdempotencyStore({ pool, table }).verify()).resolves.toBeUndefined();
     await expect(new PostgresIdempotencyStore({ pool, table: `public.${table}` }).verify()).resolves.toBeUndefined();
+    // Columns of the application's own: fine when an insert that does not name them works.
+    await pool.query(
+      `ALTER TABLE ${table} ADD COLUMN note text, ADD COLUMN tenant text NOT NULL DEFAULT 'a',` +
+        ` ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY, ADD COLUMN k2 text NOT NULL GENERATED ALWAYS AS (coalesce(note, '') || '!') STORED`,
+    );
+    await expect(new PostgresIdempotencyStore({ pool, table }).verify()).resolves.toBeUndefined();
     await pool.query(
       `ALTER TABLE ${table} ALTER COLUMN key TYPE char(40), ALTER COLUMN created_at TYPE timestamp,` +
+        ` ADD COLUMN region text NOT NULL,` +
         ` ALTER COLUMN scope TYPE varchar(100), ALTER COLUMN expires_at TYPE timestamptz(0)`,
     );
     // (The probe prepared on the pool's connections before the ALTER is sent again unnamed: see the next test.)
     await expect(new PostgresIdempotencyStore({ pool, table }).verify()).rejects.toThrow(
       'scope is character varying(100) (needs text), key is character(40) (needs text), ' +
         'created_at is timestamp without time zone (needs timestamp with time zone), ' +
-        'expires_at is timestamp(0) with time zone (needs timestamp with time zone)',
+        'expires_at is timestamp(0) with time zone (needs timestamp with time zone), ' +
+        'region is NOT NULL with no default (the store never sets it)',
     );
   });
 });

@@ -38,13 +38,16 @@ const EXPECTED: Readonly<Record<string, { needs: string; fits: (type: string) =>
 };
 
 /**
- * The columns of `rows` (`{ name, type }`, see `SqlDialect.columnTypes`) whose type the store cannot use, as
- * `result is character varying(16) (needs text)`; empty when every one is fine (missing columns are the probe's).
+ * The columns of `rows` (`{ name, type, required }`, see `SqlDialect.columnTypes`) the store cannot use, as
+ * `result is character varying(16) (needs text)`, and columns of the application's own that every insert of the store
+ * would leave NULL against a NOT NULL; empty when every one is fine (missing columns are the probe's).
  */
 export function wrongColumnTypes(rows: readonly Record<string, unknown>[]): string[] {
-  return rows.flatMap(({ name, type }) => {
+  return rows.flatMap(({ name, type, required }) => {
     const expected = EXPECTED[String(name)];
-    return expected && !expected.fits(String(type)) ? [`${String(name)} is ${String(type)} (needs ${expected.needs})`] : [];
+    // A column of the application's own that the store's inserts leave NULL: every claim would fail.
+    if (!expected) return required === true ? [`${String(name)} is NOT NULL with no default (the store never sets it)`] : [];
+    return expected.fits(String(type)) ? [] : [`${String(name)} is ${String(type)} (needs ${expected.needs})`];
   });
 }
 

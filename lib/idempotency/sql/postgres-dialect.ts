@@ -232,7 +232,9 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
   // Only planned (EXPLAIN): nothing written, no trigger fired, and a read-only standby or transaction answers it too.
   const probeKey = `EXPLAIN INSERT INTO ${t} (scope, key) VALUES ('', '') ON CONFLICT (scope, key) DO NOTHING`;
-  const columnTypes = `SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute
+  // (A generated column has `atthasdef` too; `attidentity` is PostgreSQL 10's, `attgenerated` 12's: not read.)
+  const columnTypes = `SELECT attname AS name, format_type(atttypid, atttypmod) AS type,
+      attnotnull AND NOT atthasdef AND attidentity = '' AS required FROM pg_attribute
     WHERE attrelid = to_regclass('${t.replace(/'/g, "''")}') AND attnum > 0 AND NOT attisdropped`;
   const regclass = (name: string) => `to_regclass('${name.replace(/'/g, "''")}') IS NOT NULL`;
   const migrated = `SELECT ${regclass(t)} AND ${regclass(indexOf(table))} AS done`;

@@ -113,7 +113,8 @@ export interface SqlDialect {
    */
   probe(): SqlStatement[];
   /**
-   * PostgreSQL: rows `[{ name, type }]`, every column of the table and its type as `format_type` spells it, which
+   * PostgreSQL: rows `[{ name, type, required }]`, every column of the table, its type as `format_type` spells it and
+   * whether an insert must set it (NOT NULL, no default), which
    * {@link wrongColumnTypes} checks (a table of the application's own migration may have the store's columns with types
    * that break it only at run time). Absent: types are not checked (SQLite's are affinities).
    */
