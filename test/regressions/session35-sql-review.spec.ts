@@ -178,7 +178,12 @@ describe('the bootstrap check through the ORM stores, and a table that lacks a c
   it('PostgreSQL and SQLite: a missing column is named as such, not as a table to create', async () => {
     const table = uniqueTable('idem_no_column');
     tables.push(table);
-    await pool.query(PostgresIdempotencyStore.migrationSql(table).replace('  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n', ''));
+    await pool.query(
+      PostgresIdempotencyStore.migrationSql(table).replace(
+        '  updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),\n',
+        '',
+      ),
+    );
     await expect(new PostgresIdempotencyStore({ pool, table }).verify()).rejects.toThrow(
       `PostgresIdempotencyStore: its table "${table}" lacks a column the store uses (column "updated_at" does not exist)`,
     );
@@ -186,7 +191,9 @@ describe('the bootstrap check through the ORM stores, and a table that lacks a c
     try {
       database.exec(SqliteIdempotencyStore.migrationSql('idem').replace(/\n\s*updated_at [^\n]*,/, ''));
       await expect(new SqliteIdempotencyStore({ database, table: 'idem' }).verify()).rejects.toMatchObject({
-        message: expect.stringContaining('SqliteIdempotencyStore: its table "idem" lacks a column the store uses (no such column: updated_at)'),
+        message: expect.stringContaining(
+          'SqliteIdempotencyStore: its table "idem" lacks a column the store uses (no such column: updated_at)',
+        ),
       });
     } finally {
       database.close();
@@ -486,8 +493,11 @@ describe('PostgresIdempotencyStore, transactional: a handler that sets search_pa
         (result) => ({ result: result === undefined ? undefined : JSON.stringify(result), ttlMs: 60_000 }),
       );
     const rows = async (schema: string) =>
-      (await admin.query<{ key: string; result: string | null }>(`SELECT key, result FROM ${schema}.${table} ORDER BY key`))
-        .rows;
+      (
+        await admin.query<{ key: string; result: string | null }>(
+          `SELECT key, result FROM ${schema}.${table} ORDER BY key`,
+        )
+      ).rows;
     // Before session 35: the completion's UPDATE ran against the tenant's table (0 rows) and was taken as done, so the
     // record committed in public had no result; the connection went back to the pool with the tenant's search_path,
     // and the next claim of the same key on it wrote the tenant's table, found nothing, and ran the handler again.
@@ -578,9 +588,9 @@ describe('TypeOrmIdempotencyStore on PostgreSQL, transactional: poolSize 1 under
       'Error: failed: c',
       'Error: failed: d',
     ]);
-    const { rows } = await dataSource.query<{ key: string; n: string }[]>(
-      `SELECT key, count(*) AS n FROM ${effects} GROUP BY key ORDER BY key`,
-    ).then((r) => ({ rows: r }));
+    const { rows } = await dataSource
+      .query<{ key: string; n: string }[]>(`SELECT key, count(*) AS n FROM ${effects} GROUP BY key ORDER BY key`)
+      .then((r) => ({ rows: r }));
     expect(rows).toEqual([
       { key: 'a', n: '1' },
       { key: 'b', n: '1' },

@@ -46,7 +46,8 @@ export function wrongColumnTypes(rows: readonly Record<string, unknown>[]): stri
   return rows.flatMap(({ name, type, required }) => {
     const expected = EXPECTED[String(name)];
     // A column of the application's own that the store's inserts leave NULL: every claim would fail.
-    if (!expected) return required === true ? [`${String(name)} is NOT NULL with no default (the store never sets it)`] : [];
+    if (!expected)
+      return required === true ? [`${String(name)} is NOT NULL with no default (the store never sets it)`] : [];
     return expected.fits(String(type)) ? [] : [`${String(name)} is ${String(type)} (needs ${expected.needs})`];
   });
 }

@@ -4,7 +4,7 @@ import { checkOutWatched } from '../sql/connection-watch.js';
 import { ROLLED_BACK_AT_COMMIT } from '../sql/ended-transaction.js';
 import { trackTransaction, type TransactionTracker } from '../sql/pg-transaction-tracker.js';
 import { transactionBoundClient } from '../sql/transaction-bound-client.js';
-import { postgresMigrationSql } from '../sql/postgres-dialect.js';
+import { postgresMigrationSql } from '../sql/postgres-migration.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
 import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';

@@ -1,4 +1,4 @@
-import { postgresMigration } from '../sql/postgres-dialect.js';
+import { postgresMigration } from '../sql/postgres-migration.js';
 import { sqliteMigration } from '../sql/sqlite-dialect.js';
 import { DEFAULT_IDEMPOTENCY_TABLE, parseTableName } from './sql-records.js';
 import { typeOrmDialect } from './typeorm-idempotency.store.js';
