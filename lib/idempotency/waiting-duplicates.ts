@@ -54,7 +54,9 @@ interface SettledMessage {
  * promotes it (delayed → waiting) once the record is completed, failed or released. A delivery of another queue (a
  * scope shared across queues: the holder's worker may not reach that queue) is promoted by its own process instead,
  * which the holder tells on the same channel that the record is settled. A delivery that announces itself after the
- * holder settled sees the settled record when it checks again, and promotes itself. Costs nothing to a job that no one
+ * holder settled sees the settled record when it checks again, and promotes itself; one whose check came before the
+ * settle, its announcement heard after it, is woken by the holder's process, which remembers the keys it settled in the
+ * last {@link PENDING_MS}. Costs nothing to a job that no one
  * waits for: one subscriber connection per process, opened with the first key a worker holds.
  */
 export class WaitingDuplicates {
@@ -64,6 +66,12 @@ export class WaitingDuplicates {
    * waiter's claim answered the waiter, so `holding` adopts what came in the last {@link PENDING_MS}.
    */
   private readonly pending = new Map<string, { at: number; waiters: Waiters }>();
+  /**
+   * Keys this process settled in the last {@link PENDING_MS}, with the worker of the job that held them: a delivery
+   * whose announcement comes after the settle (the channel is slower than the store) and whose own look at the record
+   * came before it is promoted at once, instead of waiting for the holder's lease.
+   */
+  private readonly recent = new Map<string, { at: number; queue: WorkerLike }>();
   /**
    * The deliveries this process delayed, by record, until their delay ends: promoted here when the holder of the record
    * (running a job of another queue) says it settled it.
@@ -115,6 +123,8 @@ export class WaitingDuplicates {
     if (!holding) return;
     this.held.delete(recordId);
     this.forgetAll(holding.waiters);
+    this.dropOlder(this.recent, Date.now());
+    if (this.recent.size < MAX_PENDING) this.recent.set(recordId, { at: Date.now(), queue: holding.queue });
     let elsewhere = false;
     const here: { worker: WorkerLike; jobId: string }[] = [];
     for (const waiter of holding.waiters.values()) {
@@ -155,6 +165,7 @@ export class WaitingDuplicates {
     this.channel.close();
     this.held.clear();
     this.pending.clear();
+    this.recent.clear();
     this.delayed.clear();
     this.remembered = 0;
   }
@@ -186,6 +197,17 @@ export class WaitingDuplicates {
     waiters.set(id, value);
     this.remembered++;
     return true;
+  }
+
+  /** Drops the entries of `map` (oldest first) older than {@link PENDING_MS}; returns them. */
+  private dropOlder<V extends { at: number }>(map: Map<string, V>, now: number): V[] {
+    const dropped: V[] = [];
+    for (const [recordId, entry] of map) {
+      if (now - entry.at < PENDING_MS) break; // oldest first: the rest are younger
+      map.delete(recordId);
+      dropped.push(entry);
+    }
+    return dropped;
   }
 
   /** Counts a waiter map that was dropped out of {@link remembered}. */
@@ -225,11 +247,15 @@ export class WaitingDuplicates {
       return;
     }
     const now = Date.now();
-    for (const [recordId, early] of this.pending) {
-      if (now - early.at < PENDING_MS) break; // oldest first: the rest are younger
-      this.pending.delete(recordId);
-      this.forgetAll(early.waiters);
+    const justSettled = this.recent.get(waiter.recordId);
+    if (justSettled && now - justSettled.at < PENDING_MS) {
+      // Announced just after this process settled the key: woken now (it claims again, and waits again if another
+      // holder took the key meanwhile). A delivery of another queue is woken by its own process.
+      if (entry.queue === justSettled.queue.qualifiedName) void promote(justSettled.queue, entry.jobId);
+      else this.channel.announceSettled({ settled: waiter.recordId });
+      return;
     }
+    for (const early of this.dropOlder(this.pending, now)) this.forgetAll(early.waiters);
     if (this.pending.size >= MAX_PENDING && !this.pending.has(waiter.recordId)) return;
     const early = this.pending.get(waiter.recordId) ?? { at: now, waiters: new Map<string, Waiter>() };
     if (this.add(early.waiters, id, entry)) this.pending.set(waiter.recordId, early);
