@@ -189,21 +189,36 @@ export async function drizzlePgTransaction<Tx, R>(
  * Refuses the statements run on a Drizzle node-postgres `tx` once the handler's body settled, as
  * `PostgresIdempotencyStore` refuses them on its client (see `transactionBoundClient`): kept past the handler's end (a
  * timer, a promise chain not awaited), `tx` would run them outside the transaction, on a connection back in the pool.
- * Drizzle's own `commit` or `rollback`, which follows the body, goes through once. (Only on a transaction's own
- * session, over a client checked out of a pool.)
+ * Drizzle's own `commit` and `rollback`, which follow the body, go through once each until Drizzle releases the client
+ * (a `rollback` follows a `commit` that failed: refused, its refusal would replace the commit's error). (Only on a
+ * transaction's own session, over a client checked out of a pool.)
  */
 export function guardLateStatements(tx: unknown, source: unknown, over: () => boolean): void {
   const session = (tx as { _?: { session?: { client?: unknown } } } | undefined)?._?.session;
   const client = session?.client;
   // A database on one `pg.Client` (not a pool) runs its transactions on its own session: left alone, it outlives them.
   if (!session || typeof client !== 'object' || client === null || client === source) return;
-  let ended = false;
+  // Drizzle sends `commit`, or `rollback` (the body threw, or its `commit` failed: a deferred constraint, a serialization
+  // failure), each at most once, then releases the client: after that nothing of it goes through.
+  const sent = new Set<string>();
+  let released = false;
   const drizzleEnds = (args: unknown[]): boolean => {
     const text = typeof args[0] === 'object' ? (args[0] as { text?: unknown } | null)?.text : args[0];
-    if (ended || (text !== 'commit' && text !== 'rollback')) return false;
-    return (ended = true);
+    if (released || (text !== 'commit' && text !== 'rollback') || sent.has(text)) return false;
+    sent.add(text);
+    return true;
   };
-  session.client = transactionBoundClient(client, over, drizzleEnds);
+  const bound = transactionBoundClient(client, over, drizzleEnds);
+  session.client = new Proxy(bound, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (property !== 'release' || typeof value !== 'function') return value;
+      return (...args: unknown[]): unknown => {
+        released = true;
+        return (value as (...a: unknown[]) => unknown).apply(client, args);
+      };
+    },
+  });
 }
 
 function drizzlePgAdapter(

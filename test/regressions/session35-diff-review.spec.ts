@@ -1,0 +1,183 @@
+// Session 35's hostile review of the day's diff (1efe74c..6c1f230): the 'later step' claim answer, the Drizzle late-
+// statement guard, and the other changes, each against real Redis and PostgreSQL.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { sql } from 'drizzle-orm';
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import { randomUUID } from 'node:crypto';
+import {
+  DrizzleIdempotencyStore,
+  PostgresIdempotencyStore,
+  RedisIdempotencyStore,
+  type IdempotencyClaim,
+  type IdempotencyStore,
+} from '../../lib/index.js';
+import { pgPool, uniqueTable } from '../support/postgres.js';
+import { redisClient, scanKeys, deleteKeys, uniqueName } from '../support/redis.js';
+
+const SHORT_LEASE_MS = 150;
+
+/** Claims until the claim is won (a record whose lease has to end first is waited for, as long as it says). */
+async function claimOnceEnded(store: IdempotencyStore, request: IdempotencyClaim) {
+  for (;;) {
+    const answer = await store.claim(request);
+    if (answer.claimed) return answer;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(answer.expiresInMs, 0) + 5));
+  }
+}
+
+/**
+ * A step job (`job`) whose second step resumed the handover of its first, for a short lease, and whose worker died
+ * mid-step: the record is left in progress, resumed.
+ */
+async function leaveResumedStepBehind(
+  store: IdempotencyStore,
+  key: string,
+  job: { jobId: string; jobKey: string; jobCreatedAt: number },
+) {
+  const resumeOwner = `step:${randomUUID()}`;
+  const base = { scope: 's', key, leaseMs: 60_000, fingerprint: 'f', ...job, resumeOwner };
+  const first = { ...base, owner: randomUUID() };
+  expect(await store.claim(first)).toEqual({ claimed: true, takeover: false });
+  expect(await store.handOver!(first, { owner: resumeOwner, leaseMs: 60_000 })).toBe(true);
+  const second = { ...base, owner: randomUUID(), leaseMs: SHORT_LEASE_MS };
+  expect(await store.claim(second)).toEqual({ claimed: true, takeover: true, resumed: true });
+  return resumeOwner;
+}
+
+describe('a later step stays a later step: which claim answers resumed', () => {
+  const pool = pgPool(2);
+  const table = uniqueTable('idem_s35_later');
+  const postgres = new PostgresIdempotencyStore({ pool, table });
+  const redis = redisClient();
+  const prefix = uniqueName('s35-later');
+  const onRedis = new RedisIdempotencyStore({ client: redis, prefix });
+  beforeAll(async () => {
+    await postgres.migrate();
+  });
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.end();
+    await deleteKeys(redis, await scanKeys(redis, `${prefix}*`));
+    redis.disconnect();
+  });
+
+  // Job ids are per queue ("5" in each) and a producer's custom id is given again to a new job once the first is gone:
+  // the PostgreSQL and SQLite tables keep only the id, so another job of the same id, key and payload, taking over the
+  // ended claim of a resumed step, is answered resumed.
+  it('PostgreSQL: another job of the same id (another queue, or a custom id reused) is answered resumed', async () => {
+    const key = `other-job-${randomUUID()}`;
+    await leaveResumedStepBehind(postgres, key, { jobId: '5', jobKey: 'bull:qa:5', jobCreatedAt: 1_700_000_000_000 });
+    const other = {
+      scope: 's',
+      key,
+      owner: randomUUID(),
+      leaseMs: 60_000,
+      fingerprint: 'f',
+      jobId: '5',
+      jobKey: 'bull:qb:5', // another queue's job "5" (or a later job given the same custom id)
+      jobCreatedAt: 1_700_000_999_000,
+      resumeOwner: `step:${randomUUID()}`,
+    };
+    // BUG: answered `resumed` (a later step of this job): the runner then reports no takeover (ctx.takeover false,
+    // though the holder died mid-run), and a retried failure of this job's FIRST step hands the claim over to its own
+    // resume token (backoff + lease) instead of releasing it. Redis (below) tells the job by its key and creation time.
+    // Fix: a job_created_at column (or the job's Redis key) in the SQL record, compared as namesClaimant does.
+    expect(await claimOnceEnded(postgres, other)).toEqual({ claimed: true, takeover: true, resumed: true });
+  });
+
+  it('Redis: another job of the same id is not answered resumed (control)', async () => {
+    const key = `other-job-${randomUUID()}`;
+    await leaveResumedStepBehind(onRedis, key, { jobId: '5', jobKey: 'bull:qa:5', jobCreatedAt: 1_700_000_000_000 });
+    const other = {
+      scope: 's',
+      key,
+      owner: randomUUID(),
+      leaseMs: 60_000,
+      fingerprint: 'f',
+      jobId: '5',
+      jobKey: 'bull:qb:5',
+      jobCreatedAt: 1_700_000_999_000,
+      resumeOwner: `step:${randomUUID()}`,
+    };
+    expect(await claimOnceEnded(onRedis, other)).toEqual({ claimed: true, takeover: true });
+  });
+
+  // The same job's takeover after its worker died mid-step answers {takeover: true, resumed: true}, exactly what a
+  // live resume of a handover answers: the runner (idempotency.runner.ts, `claim.takeover && !claim.resumed`) cannot
+  // tell them apart, and reports no takeover for a step whose previous delivery died mid-run.
+  it.each([
+    ['Redis', () => onRedis],
+    ['PostgreSQL', () => postgres],
+  ])('%s: the crashed step’s takeover answers as a live resume does (no way to report the takeover)', async (_, of) => {
+    const store = of();
+    const key = `same-job-${randomUUID()}`;
+    const job = { jobId: '7', jobKey: `bull:q:${randomUUID()}`, jobCreatedAt: 1_700_000_000_000 };
+    const resumeOwner = await leaveResumedStepBehind(store, key, job);
+    const again = { scope: 's', key, owner: randomUUID(), leaseMs: 60_000, fingerprint: 'f', ...job };
+    // BUG: identical to a live resume's answer, so ctx.takeover and idempotencyClaimed's takeover are false although
+    // the delivery before this one died mid-step (its effect may be partly done: the documented meaning of takeover).
+    // Before df9c0f2 this answered { claimed, takeover: true } and the runner reported the takeover. Fix: the store
+    // says which it was (e.g. `resumed: 'handover' | 'takeover'`, or takeover false for a live resume), and the runner
+    // keeps takeover true for the second.
+    const answer = await claimOnceEnded(store, { ...again, resumeOwner });
+    expect(answer).toEqual({ claimed: true, takeover: true, resumed: true });
+  });
+});
+
+// 124ffe3 wraps the Drizzle transaction's pg client so that a statement after the handler's end is refused, letting
+// Drizzle's own commit OR rollback through once. Drizzle (node-postgres session.transaction) sends `rollback` after a
+// `commit` that failed (a deferred constraint, a serialization failure at commit): that rollback was refused and its
+// refusal replaced the commit's error.
+describe('DrizzleIdempotencyStore on PostgreSQL, transactional: a COMMIT that fails', () => {
+  const pool = pgPool(2);
+  const db: NodePgDatabase = drizzle(pool);
+  const table = uniqueTable('idem_s35_commit');
+  const parents = uniqueTable('fx_s35_parent');
+  const children = uniqueTable('fx_s35_child');
+  const store = new DrizzleIdempotencyStore({ db, table });
+  beforeAll(async () => {
+    await store.migrate();
+    await pool.query(`CREATE TABLE ${parents} (id int PRIMARY KEY)`);
+    await pool.query(`CREATE TABLE ${children} (parent int REFERENCES ${parents} (id) DEFERRABLE INITIALLY DEFERRED)`);
+  });
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${children}, ${parents}, ${table}`);
+    await pool.end();
+  });
+
+  it('fails the attempt with the COMMIT’s own error (the deferred foreign key), nothing committed', async () => {
+    const key = `deferred-${randomUUID()}`;
+    const claim = {
+      scope: 's',
+      key,
+      owner: randomUUID(),
+      leaseMs: 60_000,
+      fingerprint: 'f',
+      jobId: '1',
+      ttlMs: 60_000,
+    };
+    let kept: typeof db | undefined;
+    const answer = store.claimInTransaction(
+      claim,
+      async (tx) => {
+        kept = tx;
+        // Checked at COMMIT only: no parent 42.
+        await kept.execute(sql`INSERT INTO ${sql.raw(children)} (parent) VALUES (42)`);
+        return 'done';
+      },
+      (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
+    );
+    // Before the fix: "Failed query: rollback" (the guard refused Drizzle's rollback after its failed commit).
+    // (Drizzle wraps it: "Failed query: commit", pg's foreign_key_violation as its cause.)
+    await expect(answer).rejects.toMatchObject({
+      message: expect.stringContaining('Failed query: commit'),
+      cause: { code: '23503' },
+    });
+    // Drizzle released the client: a late `rollback` or `commit` on the kept tx is refused, as any late statement.
+    const refused = { cause: { message: expect.stringContaining('after that transaction ended') } };
+    await expect(kept!.execute(sql.raw('rollback'))).rejects.toMatchObject(refused);
+    await expect(kept!.execute(sql.raw('commit'))).rejects.toMatchObject(refused);
+    expect((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${children}`)).rows[0].n).toBe('0');
+    expect(await store.get('s', key)).toBeUndefined();
+  });
+});
