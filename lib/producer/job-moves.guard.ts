@@ -142,7 +142,16 @@ export class JobMovesGuard {
     if (held) await held.lock.retime({ job, digest: held.digest }, runInMs);
     if (unique) await this.retimeParked(job, runInMs);
     const idempotency = keyed ? this.parked.idempotencyDefinitions.find(job.queueName, job.name) : undefined;
-    if (idempotency) await retimeHandover(idempotency, job, runInMs);
+    if (!idempotency) return;
+    // Best effort: BullMQ moved the job already, and this store (maybe SQL, out of reach) is asked for any job of the
+    // queue, stepping or not. A handover left as it was keeps its old end.
+    try {
+      await retimeHandover(idempotency, job, runInMs);
+    } catch (error) {
+      this.logger.warn(
+        `Job ${jobId} (queue "${owner.name}") was moved, but its idempotency handover (if it parked one between two steps) could not follow its new run time (${describe(error)}): it keeps its old end`,
+      );
+    }
   }
 
   /**

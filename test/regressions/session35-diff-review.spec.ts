@@ -12,6 +12,9 @@ import {
   type IdempotencyStore,
 } from '../../lib/index.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
+import { useApps } from '../support/apps.js';
+import { captureLogger } from '../support/events.js';
+import { byKey } from '../support/step-stores.js';
 import { redisClient, scanKeys, deleteKeys, uniqueName } from '../support/redis.js';
 
 const SHORT_LEASE_MS = 150;
@@ -179,5 +182,74 @@ describe('DrizzleIdempotencyStore on PostgreSQL, transactional: a COMMIT that fa
     await expect(kept!.execute(sql.raw('commit'))).rejects.toMatchObject(refused);
     expect((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${children}`)).rows[0].n).toBe('0');
     expect(await store.get('s', key)).toBeUndefined();
+  });
+});
+
+// 65b7cda: the completion checks that the claim's record is where it looks. Its error advised SET LOCAL, which moves
+// the table's name for the rest of the transaction too, where the completion runs: it fails alike.
+describe('PostgresIdempotencyStore, transactional: SET LOCAL search_path onto a tenant schema with the record table', () => {
+  const pool = pgPool(1);
+  const table = uniqueTable('idem_s35_local');
+  const tenant = uniqueTable('tenant_s35');
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS public.${table}`);
+    await pool.query(`DROP SCHEMA IF EXISTS ${tenant} CASCADE`);
+    await pool.end();
+  });
+
+  it('fails the attempt, and the error advises a schema-qualified table, not SET LOCAL', async () => {
+    await pool.query(`CREATE SCHEMA ${tenant}`);
+    await pool.query(PostgresIdempotencyStore.migrationSql(`${tenant}.${table}`));
+    const store = new PostgresIdempotencyStore({ pool, table });
+    await store.migrate();
+    const answer = store.claimInTransaction(
+      { scope: 's', key: 'k', owner: randomUUID(), leaseMs: 60_000, fingerprint: 'f', jobId: '1', ttlMs: 60_000 },
+      async (client) => {
+        await client.query(`SET LOCAL search_path TO ${tenant}, public`);
+        return 'charged';
+      },
+      (result) => ({ result: JSON.stringify(result), ttlMs: 60_000 }),
+    );
+    await expect(answer).rejects.toThrow('The completion did not find the record the claim wrote');
+    // Before: "(use SET LOCAL, or give the store a schema-qualified table)".
+    await expect(answer).rejects.toThrow(/SET LOCAL too: .*give the store a schema-qualified table/);
+  });
+});
+
+// 8b1ce26: a guarded job.changeDelay/promote on a queue with @IdempotencyKey also calls the idempotency store (one
+// handOver, for every job of the queue, stepping or not). When that store failed (PostgreSQL out of reach, the table
+// renamed here), the user's changeDelay rejected with the store's error although BullMQ had moved the job. Fixed: the
+// move resolves, and a warning names the handover left as it was.
+describe('a guarded job.changeDelay on a queue whose @IdempotencyKey store (PostgreSQL) fails', () => {
+  const { start } = useApps('s35d-retime');
+  const pool = pgPool(2);
+  const table = uniqueTable('idem_s35_retime');
+  const store = new PostgresIdempotencyStore({ pool, table });
+  beforeAll(async () => {
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}, ${table}_gone`);
+    await pool.end();
+  });
+
+  it('a plain delayed job (no step, nothing parked): changeDelay is applied and resolves; the failure is a warning', async () => {
+    const { logger, lines } = captureLogger();
+    const app = await start({
+      module: { logger, idempotency: { stores: { sql: store } } },
+      idempotency: { key: byKey, store: 'sql' },
+      handler: async () => 'done',
+    });
+    const job = await app.queue.add('charge', { key: `k-${randomUUID()}` }, { delay: 60_000 });
+    await pool.query(`ALTER TABLE ${table} RENAME TO ${table}_gone`);
+    try {
+      // Before the fix: rejected with the store's 42P01, for a move BullMQ had made.
+      await expect((await app.queue.getJob(job.id!))!.changeDelay(120_000)).resolves.toBeUndefined();
+      expect(lines.warn.filter((line) => line.includes('could not follow its new run time'))).toHaveLength(1);
+      expect((await app.queue.getJob(job.id!))!.delay).toBe(120_000);
+    } finally {
+      await pool.query(`ALTER TABLE ${table}_gone RENAME TO ${table}`);
+    }
+    await (await app.queue.getJob(job.id!))!.remove();
   });
 });

@@ -15,7 +15,7 @@ export const ROLLED_BACK_AT_COMMIT =
 
 /** Why an attempt failed whose completion did not find the record its claim wrote in the same transaction. */
 export const RECORD_NOT_FOUND =
-  "The completion did not find the record the claim wrote in the handler's transaction: the handler deleted or changed it, or moved the table's unqualified name with a session-level SET search_path (use SET LOCAL, or give the store a schema-qualified table); the transaction was rolled back";
+  "The completion did not find the record the claim wrote in the handler's transaction: the handler deleted or changed it, or moved the table's unqualified name with a SET search_path (SET LOCAL too: the completion runs inside the transaction; give the store a schema-qualified table); the transaction was rolled back";
 
 /** How long the failure path waits for another connection's answer (one the pool may not have free). */
 const ELSEWHERE_TIMEOUT_MS = 1_000;
