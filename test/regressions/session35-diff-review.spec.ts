@@ -1,6 +1,7 @@
 // Session 35's hostile review of the day's diff (1efe74c..6c1f230): the 'later step' claim answer, the Drizzle late-
 // statement guard, and the other changes, each against real Redis and PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { DelayedError, type Job } from 'bullmq';
 import { sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { randomUUID } from 'node:crypto';
@@ -13,6 +14,11 @@ import {
 } from '../../lib/index.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
 import { useApps } from '../support/apps.js';
+import { waitFor } from '../support/wait.js';
+import { Outcomes } from '../support/outcomes.js';
+import { workerOf } from '../conflicts/helpers.js';
+import { byId, digestOf, runningKey } from '../support/locks.js';
+import { isParkedScore } from '../../lib/locks/lock-store.js';
 import { captureLogger } from '../support/events.js';
 import { byKey } from '../support/step-stores.js';
 import { redisClient, scanKeys, deleteKeys, uniqueName } from '../support/redis.js';
@@ -251,5 +257,68 @@ describe('a guarded job.changeDelay on a queue whose @IdempotencyKey store (Post
       await pool.query(`ALTER TABLE ${table}_gone RENAME TO ${table}`);
     }
     await (await app.queue.getJob(job.id!))!.remove();
+  });
+});
+
+// 3b26fbf: parkForRetry keeps R parked for a retried failure when the attempt re-entered a slot carrying the parked
+// mark. The slot's owner is the job id: a new job given the id of a removed step job that had parked R (BullMQ's remove
+// leaves it to the orphan reaper) re-enters it at its FIRST step, and a plain failure of it keeps R for the backoff.
+describe('parkForRetry: a first step re-entering the parked R of a removed job of the same custom id', () => {
+  const { redis, start } = useApps('s35d-park-reuse');
+
+  it('keeps R parked for the backoff after a plain failure (a duplicate meanwhile ends through log)', async () => {
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
+      handler: async (job: Job<{ id: string; step?: number; fail?: boolean }>) => {
+        if (job.data.fail && job.attemptsMade === 0) throw new Error('first attempt fails');
+        if ((job.data.step ?? 1) === 1 && !job.data.fail) {
+          await job.updateData({ ...job.data, step: 2 });
+          await job.moveToDelayed(Date.now() + 60_000, job.token);
+          throw new DelayedError();
+        }
+        return 'done';
+      },
+    });
+    const outcomes = new Outcomes(workerOf(app));
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const id = uniqueName('custom');
+    const stepping = await app.queue.add('sync', { id: 'a' }, { jobId: id });
+    await waitFor('R parked', async () => isParkedScore(Number(await redis.zscore(running, id))));
+    await stepping.remove();
+    // A new job given the same id, at its first step, fails once and is retried after a minute.
+    await app.queue.add('sync', { id: 'a', fail: true }, { jobId: id, attempts: 2, backoff: 60_000 });
+    await outcomes.failures(id);
+    // BUG: R stays parked for the backoff (its take re-entered the removed job's parked slot: `resumed`), where a first
+    // step's retried failure gives R back (session35-moves-review's control). A duplicate started meanwhile meets it
+    // and ends through `log` without running. Fix: RuntimeLease.resumed only when the delivery is a later step (the
+    // job's data or BullMQ's attemptsStarted/processedOn say it resumed), or the removal guard releasing a parked R
+    // with its job (releaseMarked with PARKED_MARK).
+    expect(isParkedScore(Number(await redis.zscore(running, id)))).toBe(true);
+    await (await app.queue.getJob(id))!.remove();
+  }, 30_000);
+});
+
+describe('PostgreSQL column-type check: a domain over text', () => {
+  const pool = pgPool(1);
+  const table = uniqueTable('idem_s35_domain');
+  const domain = uniqueTable('s35_text');
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.query(`DROP DOMAIN IF EXISTS ${domain}`);
+    await pool.end();
+  });
+
+  it('is refused at bootstrap, though the store works on it', async () => {
+    await pool.query(`CREATE DOMAIN ${domain} AS text`);
+    const ddl = PostgresIdempotencyStore.migrationSql(table);
+    await pool.query(ddl.replace('result text,', `result ${domain},`));
+    const store = new PostgresIdempotencyStore({ pool, table });
+    // Low: a false rejection (format_type names the domain); the message names the column, so an ALTER fixes it.
+    // Accepting a domain would need its base type AND its constraints (a CHECK may refuse what the store writes).
+    await expect(store.verify()).rejects.toThrow(`result is ${domain} (needs text)`);
+    const claim = { scope: 's', key: 'k', owner: randomUUID(), leaseMs: 60_000, fingerprint: 'f', jobId: '1' };
+    await expect(store.claim(claim)).resolves.toEqual({ claimed: true, takeover: false });
+    await expect(store.complete(claim, { result: '"x"', ttlMs: 60_000 })).resolves.toBe(true);
+    await expect(store.get('s', 'k')).resolves.toMatchObject({ state: 'completed', result: '"x"' });
   });
 });
