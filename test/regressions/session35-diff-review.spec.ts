@@ -57,7 +57,7 @@ describe('a later step stays a later step: which claim answers resumed', () => {
   const pool = pgPool(2);
   const table = uniqueTable('idem_s35_later');
   const postgres = new PostgresIdempotencyStore({ pool, table });
-  const redis = redisClient();
+  const redis = redisClient({ lazyConnect: true });
   const prefix = uniqueName('s35-later');
   const onRedis = new RedisIdempotencyStore({ client: redis, prefix });
   beforeAll(async () => {
@@ -321,4 +321,34 @@ describe('PostgreSQL column-type check: a domain over text', () => {
     await expect(store.complete(claim, { result: '"x"', ttlMs: 60_000 })).resolves.toBe(true);
     await expect(store.get('s', 'k')).resolves.toMatchObject({ state: 'completed', result: '"x"' });
   });
+});
+
+// 33f5b04: the worker warns once per definition when a job arrives without its enqueue lock. Jobs of the guarded
+// queue that legitimately carry none at a later delivery must not trigger it.
+describe('unlocked arrivals: retried and slot-set jobs added through the guarded queue', () => {
+  const { start } = useApps('s35d-unlocked');
+
+  it.each([
+    ['until_executing', {}],
+    ['until_and_while_executing', {}],
+    ['until_executed', { lockLimit: 2 }], // slot set (general path)
+    ['until_executing', { uniqueAcross: ['queues'] as const }], // slot set across queues
+  ] as const)(
+    '%s %j: a job retried after its first attempt failed is not warned of',
+    async (lock, extra) => {
+      const { logger, lines } = captureLogger();
+      const app = await start({
+        unique: { lock, jobName: 'sync', ...extra },
+        module: { logger },
+        handler: async (job: Job) => {
+          if (job.attemptsMade === 0) throw new Error('fails once');
+          return 'done';
+        },
+      });
+      const job = await app.queue.add('sync', { id: randomUUID() }, { attempts: 2 });
+      await expect(app.finished(job.id!)).resolves.toBe('done');
+      expect(lines.warn.filter((line) => line.includes('without the enqueue lock'))).toEqual([]);
+    },
+    30_000,
+  );
 });
