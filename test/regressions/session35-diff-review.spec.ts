@@ -19,6 +19,7 @@ import { Outcomes } from '../support/outcomes.js';
 import { workerOf } from '../conflicts/helpers.js';
 import { byId, digestOf, runningKey } from '../support/locks.js';
 import { isParkedScore } from '../../lib/locks/lock-store.js';
+import { resumeOwnerOf } from '../../lib/idempotency/step-handover.js';
 import { captureLogger } from '../support/events.js';
 import { byKey } from '../support/step-stores.js';
 import { redisClient, scanKeys, deleteKeys, uniqueName } from '../support/redis.js';
@@ -351,4 +352,45 @@ describe('unlocked arrivals: retried and slot-set jobs added through the guarded
     },
     30_000,
   );
+});
+
+// 51b7aee accepts a bounded varchar where what the store writes always fits (scope, key, state). owner and fingerprint
+// have a bounded length too (a UUID or a 48-character resume token; 'v1:' and a 43-character hash): a table of the
+// application's own with `owner varchar(64)` worked, and failed the bootstrap after the upgrade.
+describe('PostgreSQL column-type check: bounded owner and fingerprint columns', () => {
+  const pool = pgPool(1);
+  const tables: string[] = [];
+  afterAll(async () => {
+    for (const table of tables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.end();
+  });
+  const tableWith = async (owner: string, fingerprint: string) => {
+    const table = uniqueTable('idem_s35_bounded');
+    tables.push(table);
+    const ddl = PostgresIdempotencyStore.migrationSql(table)
+      .replace('owner text,', `owner ${owner},`)
+      .replace('fingerprint text,', `fingerprint ${fingerprint},`);
+    await pool.query(ddl);
+    return new PostgresIdempotencyStore({ pool, table });
+  };
+
+  it('accepts varchar(64), where every owner and fingerprint fits (a resume token handed over and resumed)', async () => {
+    const store = await tableWith('varchar(64)', 'varchar(64)');
+    await expect(store.verify()).resolves.toBeUndefined(); // refused before the fix: "owner is character varying(64)"
+    const resumeOwner = resumeOwnerOf(`bull:q:${randomUUID()}`, Date.now());
+    expect(resumeOwner).toHaveLength(48);
+    const fingerprint = `v1:${'x'.repeat(43)}`;
+    const job = { jobId: '1', jobKey: 'bull:q:1', jobCreatedAt: 1, resumeOwner };
+    const first = { scope: 's', key: 'k', owner: randomUUID(), leaseMs: 60_000, fingerprint, ...job };
+    await expect(store.claim(first)).resolves.toEqual({ claimed: true, takeover: false });
+    await expect(store.handOver(first, { owner: resumeOwner, leaseMs: 60_000 })).resolves.toBe(true);
+    await expect(store.claim({ ...first, owner: randomUUID() })).resolves.toMatchObject({ resumed: true });
+  });
+
+  it('refuses one shorter than what the store writes', async () => {
+    const store = await tableWith('varchar(47)', 'varchar(45)');
+    await expect(store.verify()).rejects.toThrow(
+      'owner is character varying(47) (needs text), fingerprint is character varying(45) (needs text)',
+    );
+  });
 });

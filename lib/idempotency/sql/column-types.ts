@@ -26,9 +26,11 @@ const EXPECTED: Readonly<Record<string, { needs: string; fits: (type: string) =>
   scope: TEXT(255),
   key: TEXT(255),
   state: TEXT('in_progress'.length),
-  owner: TEXT(),
+  // An attempt's UUID (36 characters) or a job's resume token ('step:' and a base64url sha256: 48).
+  owner: TEXT(48),
   job_id: TEXT(),
-  fingerprint: TEXT(),
+  // 'v1:' and a base64url sha256.
+  fingerprint: TEXT(46),
   result: TEXT(),
   error: TEXT(),
   attempts: { needs: 'integer', fits: (type) => type === 'integer' || type === 'bigint' },
