@@ -394,3 +394,32 @@ describe('PostgreSQL column-type check: bounded owner and fingerprint columns', 
     );
   });
 });
+
+// b5aaafd: a column of the application's own that is NOT NULL with no default fails the bootstrap. One a BEFORE INSERT
+// trigger fills (a tenant id from a setting, an audit column) never reaches the insert NULL: the store works on it.
+describe('PostgreSQL column check: an own NOT NULL column that a BEFORE INSERT trigger fills', () => {
+  const pool = pgPool(1);
+  const table = uniqueTable('idem_s35_trigger');
+  const fill = uniqueTable('s35_fill');
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.query(`DROP FUNCTION IF EXISTS ${fill}()`);
+    await pool.end();
+  });
+
+  it('is refused at bootstrap, though every claim works', async () => {
+    await pool.query(PostgresIdempotencyStore.migrationSql(table));
+    await pool.query(`ALTER TABLE ${table} ADD COLUMN tenant text NOT NULL`);
+    await pool.query(
+      `CREATE FUNCTION ${fill}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.tenant := 'acme'; RETURN NEW; END $$`,
+    );
+    await pool.query(`CREATE TRIGGER ${fill} BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION ${fill}()`);
+    const store = new PostgresIdempotencyStore({ pool, table });
+    // BUG (low): a false rejection; the check cannot see the trigger. Fix: skip the NOT NULL check (or only warn) when
+    // pg_trigger has an enabled BEFORE INSERT row trigger on the table (tgtype & 7 = 7), or warn instead of failing.
+    await expect(store.verify()).rejects.toThrow('tenant is NOT NULL with no default (the store never sets it)');
+    const claim = { scope: 's', key: 'k', owner: randomUUID(), leaseMs: 60_000, fingerprint: 'f', jobId: '1' };
+    await expect(store.claim(claim)).resolves.toEqual({ claimed: true, takeover: false });
+    await expect(store.complete(claim, { result: '"x"', ttlMs: 60_000 })).resolves.toBe(true);
+  });
+});
