@@ -29,7 +29,7 @@ export interface Attempt {
   worker: WorkerLike | undefined;
   /** Says what happened to the attempt: events and log lines naming it. */
   report: AttemptReport;
-  /** The claim resumed a record handed over to the job (a later step of a step job: see step-handover.ts). */
+  /** The claim continues a later step of a step job (resumed a handover, or took a crashed later step over). */
   resumed?: boolean;
 }
 

@@ -22,10 +22,10 @@ export async function claimThenTransaction<T, Transaction>(
   if (!store.runInTransaction) throw new Error(`Idempotency store "${store.name}" has no transactions`);
   const claim = await store.claim({ ...request, transactional: true });
   if (!claim.claimed) return claim;
-  won?.(claim.takeover);
-  const answer: TransactionClaim = claim.resumed
-    ? { takeover: claim.takeover, resumed: true }
-    : { takeover: claim.takeover };
+  won?.(claim.takeover && !claim.resumed); // a resumed step is no takeover: nobody died mid-run
+  const answer: TransactionClaim = { takeover: claim.takeover };
+  if (claim.resumed) answer.resumed = true;
+  if (claim.laterStep) answer.laterStep = true;
   const value = await store.runInTransaction(request, (tx) => work(tx, answer), completion);
   return { claimed: true, value };
 }

@@ -155,6 +155,8 @@ export interface TransactionClaim {
    * answers `resumed`), committed before the work runs: a retried failure of the work hands it over again.
    */
   resumed?: boolean;
+  /** The claim took over a crashed later step of the job (as {@link IdempotencyStore.claim} answers `laterStep`). */
+  laterStep?: boolean;
 }
 
 /** The answer of {@link IdempotencyStore.claimInTransaction}: the committed `work`'s value, or the claim's loss. */
@@ -241,12 +243,18 @@ export type IdempotencyClaimResult =
       /** Whether the claim took over an in-progress record whose lease had ended (its holder died or stalled). */
       takeover: boolean;
       /**
-       * The claim took over a record handed over to its job ({@link IdempotencyClaim.resumeOwner}), or the ended claim
-       * of a delivery of the same job that had resumed one (its worker died mid-step; a SQL store tells the job by its
-       * id): the job runs a later step, so a retryable failure of this attempt hands the claim over again rather than
-       * releasing it. Absent: not known (a store without `handOver`).
+       * The claim took over a record handed over to its job ({@link IdempotencyClaim.resumeOwner}): the job resumes
+       * after a step, so a retryable failure of this attempt hands the claim over again rather than releasing it. A
+       * resumed claim is no takeover to the handler (nobody died mid-run), whatever `takeover` says. Absent: not known
+       * (a store without `handOver`).
        */
       resumed?: boolean;
+      /**
+       * The claim took over (`takeover`) the ended claim of a delivery of the same job that had resumed one: its worker
+       * died mid-step, and BullMQ delivers the job again at the step its data names. A later step still, as for
+       * `resumed` (a retryable failure hands the claim over), but a takeover. (A SQL store tells the job by its id.)
+       */
+      laterStep?: boolean;
     }
   | IdempotencyClaimLost;
 

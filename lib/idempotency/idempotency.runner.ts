@@ -135,7 +135,7 @@ export class IdempotencyRunner {
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
     if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
-    if (claim.claimed && claim.resumed) attempt.resumed = true;
+    if (claim.claimed && (claim.resumed || claim.laterStep)) attempt.resumed = true;
     // A resumed step is no takeover: nobody died mid-run (the store counts it as one; the event and context do not).
     const context = this.claimed(attempt, claim.claimed ? claim.takeover && !claim.resumed : claim.record.attempts > 1);
     return context.run(job, () => this.runThenComplete(attempt, next, connection, sentAt, resumeOwner));
@@ -240,7 +240,7 @@ export class IdempotencyRunner {
       // A claim not committed before the work leaves nothing behind when its worker dies: that the job's delivery
       // before this one stalled (BullMQ's own count) is what says an earlier attempt may have run part of the handler.
       if (!context) won((claim.takeover && !claim.resumed) || (claim.uncommitted === true && job.stalledCounter > 0));
-      if (claim.resumed) attempt.resumed = true;
+      if (claim.resumed || claim.laterStep) attempt.resumed = true;
       context!.transaction = transaction;
       return step.run(() => context!.run(job, () => next(job, token, signal)));
     };

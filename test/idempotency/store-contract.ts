@@ -484,12 +484,13 @@ export function describeIdempotencyStoreContract<Transaction>(name: string, setu
       });
       await untilAbsent(store, key);
       // BullMQ delivers the job again at that step: its takeover is a later step still (a retried failure of it must
-      // hand the claim over again, not release it for a duplicate to run the first step).
+      // hand the claim over again, not release it for a duplicate to run the first step), and a takeover (its handler
+      // may find the step's effect partly done), not a resume.
       const again = newOwner();
       expect(await store.claim(claimOf(key, again, { ...job, resumeOwner, leaseMs: SHORT_LEASE_MS }))).toEqual({
         claimed: true,
         takeover: true,
-        resumed: true,
+        laterStep: true,
       });
       expect(await liveRecord(store, SCOPE, key)).toMatchObject({ owner: again, attempts: 3, result: undefined });
       await untilAbsent(store, key);

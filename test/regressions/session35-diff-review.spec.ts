@@ -72,9 +72,10 @@ describe('a later step stays a later step: which claim answers resumed', () => {
   });
 
   // Job ids are per queue ("5" in each) and a producer's custom id is given again to a new job once the first is gone:
-  // the PostgreSQL and SQLite tables keep only the id, so another job of the same id, key and payload, taking over the
-  // ended claim of a resumed step, is answered resumed.
-  it('PostgreSQL: another job of the same id (another queue, or a custom id reused) is answered resumed', async () => {
+  // the PostgreSQL and SQLite tables keep only the id, so the first build of the rule (by job id) answered another job
+  // of the same id, key and payload, taking over the ended claim of a resumed step, as a later step of its own. The
+  // record now keeps the job's resume token (its Redis key and creation time), as Redis tells the job.
+  it('PostgreSQL: another job of the same id (another queue, or a custom id reused) is no later step', async () => {
     const key = `other-job-${randomUUID()}`;
     await leaveResumedStepBehind(postgres, key, { jobId: '5', jobKey: 'bull:qa:5', jobCreatedAt: 1_700_000_000_000 });
     const other = {
@@ -88,11 +89,7 @@ describe('a later step stays a later step: which claim answers resumed', () => {
       jobCreatedAt: 1_700_000_999_000,
       resumeOwner: `step:${randomUUID()}`,
     };
-    // BUG: answered `resumed` (a later step of this job): the runner then reports no takeover (ctx.takeover false,
-    // though the holder died mid-run), and a retried failure of this job's FIRST step hands the claim over to its own
-    // resume token (backoff + lease) instead of releasing it. Redis (below) tells the job by its key and creation time.
-    // Fix: a job_created_at column (or the job's Redis key) in the SQL record, compared as namesClaimant does.
-    expect(await claimOnceEnded(postgres, other)).toEqual({ claimed: true, takeover: true, resumed: true });
+    expect(await claimOnceEnded(postgres, other)).toEqual({ claimed: true, takeover: true });
   });
 
   it('Redis: another job of the same id is not answered resumed (control)', async () => {
@@ -112,25 +109,26 @@ describe('a later step stays a later step: which claim answers resumed', () => {
     expect(await claimOnceEnded(onRedis, other)).toEqual({ claimed: true, takeover: true });
   });
 
-  // The same job's takeover after its worker died mid-step answers {takeover: true, resumed: true}, exactly what a
-  // live resume of a handover answers: the runner (idempotency.runner.ts, `claim.takeover && !claim.resumed`) cannot
-  // tell them apart, and reports no takeover for a step whose previous delivery died mid-run.
+  // The same job's takeover after its worker died mid-step answered {takeover: true, resumed: true}, exactly what a
+  // live resume of a handover answers: the runner (idempotency.runner.ts, `claim.takeover && !claim.resumed`) could not
+  // tell them apart, and reported no takeover for a step whose previous delivery died mid-run. It answers `laterStep`.
   it.each([
     ['Redis', () => onRedis],
     ['PostgreSQL', () => postgres],
-  ])('%s: the crashed step’s takeover answers as a live resume does (no way to report the takeover)', async (_, of) => {
+  ])('%s: the crashed step’s takeover is a takeover of a later step, not a resume', async (_, of) => {
     const store = of();
     const key = `same-job-${randomUUID()}`;
     const job = { jobId: '7', jobKey: `bull:q:${randomUUID()}`, jobCreatedAt: 1_700_000_000_000 };
     const resumeOwner = await leaveResumedStepBehind(store, key, job);
-    const again = { scope: 's', key, owner: randomUUID(), leaseMs: 60_000, fingerprint: 'f', ...job };
-    // BUG: identical to a live resume's answer, so ctx.takeover and idempotencyClaimed's takeover are false although
-    // the delivery before this one died mid-step (its effect may be partly done: the documented meaning of takeover).
-    // Before df9c0f2 this answered { claimed, takeover: true } and the runner reported the takeover. Fix: the store
-    // says which it was (e.g. `resumed: 'handover' | 'takeover'`, or takeover false for a live resume), and the runner
-    // keeps takeover true for the second.
-    const answer = await claimOnceEnded(store, { ...again, resumeOwner });
-    expect(answer).toEqual({ claimed: true, takeover: true, resumed: true });
+    const again = { scope: 's', key, owner: randomUUID(), leaseMs: SHORT_LEASE_MS, fingerprint: 'f', ...job };
+    expect(await claimOnceEnded(store, { ...again, resumeOwner })).toEqual({
+      claimed: true,
+      takeover: true,
+      laterStep: true,
+    });
+    // Dies again mid-step: still a later step.
+    const third = { ...again, owner: randomUUID(), resumeOwner };
+    expect(await claimOnceEnded(store, third)).toEqual({ claimed: true, takeover: true, laterStep: true });
   });
 });
 

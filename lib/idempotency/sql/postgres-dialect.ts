@@ -5,7 +5,7 @@ import {
   command,
   query,
   RECORD_TABLE_COLUMNS,
-  RESUMED_MARKER,
+  LATER_STEP_PREFIX,
   type SqlDialect,
 } from './sql-dialect.js';
 
@@ -57,12 +57,12 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     FROM ${from} WHERE ${where}`;
   // A record handed over between two steps of the claiming job (owned by its resume token, `resume`): the job's own,
   // taken over live, keeping the fingerprint it was first claimed with; an in-progress one says so in `result` (no result
-  // while in progress: RESUMED_MARKER), which the claim returns as `resumed`.
+  // while in progress: the token, see LATER_STEP_PREFIX), which the claim returns as `resumed`.
   const resumedBy = (resume: string) => `cur.state = 'in_progress' AND cur.owner = ${resume}`;
-  // The claim of a delivery of the same job (by its id: see takeoverAllowed) that had resumed one, taken over after
-  // its worker died mid-step: still a later step (BullMQ delivers the job again at the step its data names).
-  const laterStepOf = `(cur.state = 'in_progress' AND cur.result = '${RESUMED_MARKER}'
-        AND cur.job_id = excluded.job_id)`;
+  // The ended claim of a delivery of the same job (its token in `result`) that had resumed one, taken over after its
+  // worker died mid-step: still a later step (BullMQ delivers the job again at the step its data names): `laterStep`.
+  const laterStepOf = (resume: string) =>
+    `(cur.state = 'in_progress' AND cur.result IN (${resume}, '${LATER_STEP_PREFIX}' || ${resume}))`;
   // Inserts the record in `state`, or overwrites one the claim may take over (or, given `resume`, resumes).
   const upsert = (
     state: 'in_progress' | 'completed',
@@ -75,14 +75,15 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
       owner = excluded.owner,
       job_id = excluded.job_id,
       fingerprint = ${resume ? `CASE WHEN ${resumedBy(resume)} THEN cur.fingerprint ELSE excluded.fingerprint END` : 'excluded.fingerprint'},
-      result = ${resume && state === 'in_progress' ? `CASE WHEN ${resumedBy(resume)} OR ${laterStepOf} THEN '${RESUMED_MARKER}' END` : 'NULL'},
+      result = ${resume && state === 'in_progress' ? `CASE WHEN ${resumedBy(resume)} THEN ${resume} WHEN ${laterStepOf(resume)} THEN '${LATER_STEP_PREFIX}' || ${resume} END` : 'NULL'},
       error = NULL,
       attempts = CASE WHEN cur.state = 'in_progress' THEN cur.attempts + 1 ELSE 1 END,
       created_at = CASE WHEN cur.state = 'in_progress' THEN cur.created_at ELSE excluded.created_at END,
       expires_at = excluded.expires_at,
       updated_at = excluded.updated_at
     WHERE ${resume ? `(${resumedBy(resume)}) OR (${takeoverAllowed})` : takeoverAllowed}
-    RETURNING cur.attempts > 1 AS takeover, coalesce(cur.result = '${RESUMED_MARKER}', false) AS resumed`;
+    RETURNING cur.attempts > 1 AS takeover, coalesce(cur.result = ${resume ?? 'NULL'}, false) AS resumed,
+      coalesce(cur.result = '${LATER_STEP_PREFIX}' || ${resume ?? 'NULL'}, false) AS later_step`;
   const now = '(SELECT clock_timestamp() AS now) AS n';
   const claimStatement = (asynchronous: boolean) => `WITH cfg AS MATERIALIZED (SELECT ${claimSettings(asynchronous)})
     ${upsert('in_progress', `${now}, cfg`, 'true', '$7::text')}`;

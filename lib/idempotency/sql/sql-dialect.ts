@@ -139,10 +139,12 @@ export interface SqlDialect {
 export const CLAIM_LOCK_TIMEOUT_MS = 200;
 
 /**
- * What a claim that resumed a record handed over to its job (a step job's next delivery) writes in the record's `result`
- * (an in-progress record has no result), so that the claim can answer `resumed`.
+ * A later step of a step job, in an in-progress record's `result` (an in-progress record has no result): a claim that
+ * resumed a record handed over to its job writes the job's resume token there (`resumed`); one that took over the
+ * ended claim of such a delivery (its worker died mid-step) writes this prefix and the token (`laterStep`). The token
+ * names the job (its Redis key and creation time), so another job of the same id is not taken for it.
  */
-export const RESUMED_MARKER = 'resumed';
+export const LATER_STEP_PREFIX = 'later step:';
 
 /** Every column of the record table, as the migrations create them (the probe reads them all). */
 export const RECORD_TABLE_COLUMNS =

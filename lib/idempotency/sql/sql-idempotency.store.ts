@@ -173,7 +173,8 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           const row = claimed.rows[0];
           if (row) {
             const takeover = truthy(row.takeover);
-            return truthy(row.resumed) ? { claimed: true, takeover, resumed: true } : { claimed: true, takeover };
+            if (truthy(row.resumed)) return { claimed: true, takeover, resumed: true };
+            return truthy(row.later_step) ? { claimed: true, takeover, laterStep: true } : { claimed: true, takeover };
           }
           const blocking = await this.adapter.execute(this.sql.blocking(request));
           const current = blocking.rows[0];

@@ -7,7 +7,7 @@ import {
   type SqlTableName,
 } from '../stores/sql-records.js';
 import type { SqlStatement } from './sql-adapter.interface.js';
-import { command, query, RECORD_TABLE_COLUMNS, RESUMED_MARKER, type SqlDialect } from './sql-dialect.js';
+import { command, LATER_STEP_PREFIX, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
 
 /**
  * The DDL of the SQLite record table and of its index on `expires_at` (used to prune), `IF NOT EXISTS`.
@@ -73,12 +73,12 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
     created_at AS created_at_ms, expires_at AS expires_at_ms`;
   const owned = `scope = @scope AND key = @key AND owner = @owner AND state = 'in_progress'`;
   // A record handed over between two steps of the claiming job (owned by its resume token): the job's own, taken over
-  // live, keeping the fingerprint it was first claimed with, and saying so in `result` (RESUMED_MARKER), which the claim
-  // returns as `resumed`.
+  // live, keeping the fingerprint it was first claimed with, and saying so in `result` (the token: see
+  // LATER_STEP_PREFIX), which the claim returns as `resumed`.
   const resumed = `state = 'in_progress' AND owner = @resumeOwner`;
-  // The claim of a delivery of the same job (by its id) that had resumed one, taken over after its worker died
-  // mid-step: still a later step, marked again.
-  const laterStep = `state = 'in_progress' AND result = '${RESUMED_MARKER}' AND job_id = excluded.job_id`;
+  // The ended claim of a delivery of the same job (its token in `result`) that had resumed one, taken over after its
+  // worker died mid-step: still a later step (`laterStep`).
+  const laterStep = `state = 'in_progress' AND result IN (@resumeOwner, '${LATER_STEP_PREFIX}' || @resumeOwner)`;
   // One statement: inserts, or overwrites a record that is no longer live (SET expressions read the old row). No row
   // back: a live record stopped it. A takeover counts one more attempt and keeps created_at, so attempts > 1 tells
   // exactly that the claim replaced an in_progress record. An ended claim of another payload is not taken over (the
@@ -92,7 +92,7 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       owner = excluded.owner,
       job_id = excluded.job_id,
       fingerprint = CASE WHEN ${resumed} THEN fingerprint ELSE excluded.fingerprint END,
-      result = CASE WHEN (${resumed}) OR (${laterStep}) THEN '${RESUMED_MARKER}' END,
+      result = CASE WHEN ${resumed} THEN @resumeOwner WHEN ${laterStep} THEN '${LATER_STEP_PREFIX}' || @resumeOwner END,
       error = NULL,
       attempts = CASE WHEN state = 'in_progress' THEN attempts + 1 ELSE 1 END,
       created_at = CASE WHEN state = 'in_progress' THEN created_at ELSE excluded.created_at END,
@@ -102,7 +102,8 @@ export function sqliteDialect(table: SqlTableName): SqlDialect {
       AND (state <> 'in_progress' OR fingerprint IS NULL OR excluded.fingerprint IS NULL
         OR fingerprint = excluded.fingerprint
         OR expires_at <= excluded.updated_at - ${ABANDONED_CLAIM_MS}))
-    RETURNING attempts > 1 AS takeover, coalesce(result = '${RESUMED_MARKER}', 0) AS resumed`,
+    RETURNING attempts > 1 AS takeover, coalesce(result = @resumeOwner, 0) AS resumed,
+      coalesce(result = '${LATER_STEP_PREFIX}' || @resumeOwner, 0) AS later_step`,
     true,
   );
   // What stopped a claim: the live record, or an ended claim of another payload (not taken over: a mismatch).

@@ -54,8 +54,8 @@ export class RedisIdempotencyStore implements IdempotencyStore<never> {
       'idempotencyClaim',
       [this.recordKey(scope, key)],
       [scope, key, owner, leaseMs, fingerprint ?? '', jobId ?? '', jobKey ?? '', jobCreatedAt ?? '', resumeOwner ?? ''],
-    )) as [1, number, number] | [0, number, string[], number?];
-    if (reply[0] === 1) return claimedAs(reply[1] === 1, reply[2] === 1);
+    )) as [1, number, number, number] | [0, number, string[], number?];
+    if (reply[0] === 1) return claimedAs(reply[1] === 1, reply[2] === 1, reply[3] === 1);
     const record = toRecord(pairs(reply[2]));
     return { claimed: false, record, expiresInMs: reply[1], ownJob: reply[3] === 1 };
   }
@@ -156,7 +156,8 @@ function toRecord(fields: Record<string, string>): IdempotencyRecord {
   };
 }
 
-/** A won claim's answer; `resumed` only when true (the common answer stays `{ claimed, takeover }`). */
-function claimedAs(takeover: boolean, resumed: boolean): IdempotencyClaimResult {
-  return resumed ? { claimed: true, takeover, resumed } : { claimed: true, takeover };
+/** A won claim's answer; `resumed` and `laterStep` only when true (the common answer stays `{ claimed, takeover }`). */
+function claimedAs(takeover: boolean, resumed: boolean, laterStep: boolean): IdempotencyClaimResult {
+  if (resumed) return { claimed: true, takeover, resumed };
+  return laterStep ? { claimed: true, takeover, laterStep } : { claimed: true, takeover };
 }

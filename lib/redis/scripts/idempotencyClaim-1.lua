@@ -14,9 +14,9 @@
   ARGV[9] the job's resume token ('' when none): a live in_progress record owned by it was handed over to this job
           between two of its steps, and is taken over
 
-  Returns {1, takeover (0/1), resumed (0/1): a later step of this job — a record handed over to it, or the claim of a
-  delivery of it that had resumed one, taken over after that delivery's worker died} when claimed, else {0, ms until
-  the live record ends, {field, value, …}, own (0/1): the record is the claimant's job's}.
+  Returns {1, takeover (0/1), resumed (0/1): a record handed over to this job, later step (0/1): the claim of a
+  delivery of this job that had resumed one, taken over after that delivery's worker died} when claimed, else {0, ms
+  until the live record ends, {field, value, …}, own (0/1): the record is the claimant's job's}.
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/keepClaim"
@@ -81,4 +81,4 @@ if ARGV[7] ~= '' then fields[#fields + 1] = 'jobKey'; fields[#fields + 1] = ARGV
 if ARGV[8] ~= '' then fields[#fields + 1] = 'jobAt'; fields[#fields + 1] = ARGV[8] end
 redis.call('HSET', record, unpack(fields))
 keepClaim(record, lease)
-return {1, takeover and 1 or 0, laterStep and 1 or 0}
+return {1, takeover and 1 or 0, resumed and 1 or 0, (laterStep and not resumed) and 1 or 0}
