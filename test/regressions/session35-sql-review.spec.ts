@@ -18,6 +18,7 @@ import {
   IdempotencyTransactionEndedError,
   idempotencyOf,
   type IdempotencyJob,
+  type IdempotencyStore,
   type PgClientLike,
   PostgresIdempotencyStore,
   SqliteIdempotencyStore,
@@ -40,6 +41,35 @@ const claimOf = (key: string, leaseMs = 60_000) => ({
   fingerprint: 'f',
   jobId: '1',
 });
+/**
+ * Five transactional claims at once on a store whose pool has one connection — a duplicate, an aborted statement and a
+ * throwing handler among them — each writing its key into the effects table through `write`: their answers, in order.
+ */
+async function fiveClaimsAtOnce<Transaction>(
+  store: { claimInTransaction: IdempotencyStore<Transaction>['claimInTransaction'] },
+  write: (transaction: Transaction, statement: string, params?: unknown[]) => Promise<unknown>,
+  effects: string,
+): Promise<unknown[]> {
+  const gate = deferred<void>();
+  const run = (key: string, fail?: 'throw' | 'aborted') =>
+    store.claimInTransaction!(
+      { ...claimOf(key), ttlMs: 60_000 },
+      async (transaction) => {
+        await gate.promise;
+        await write(transaction, `INSERT INTO ${effects} (key) VALUES ($1)`, [key]);
+        if (fail === 'aborted') await write(transaction, 'SELECT 1/0').catch(() => undefined);
+        if (fail) throw new Error(`failed: ${key}`);
+        return key;
+      },
+      (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
+    );
+  const answers = Promise.allSettled([run('a'), run('b'), run('a'), run('c', 'aborted'), run('d', 'throw')]);
+  gate.resolve();
+  return (await answers).map((s) => (s.status === 'fulfilled' ? s.value.claimed : String(s.reason)));
+}
+
+/** What {@link fiveClaimsAtOnce} answers: two claims won, the duplicate lost, the two failures thrown. */
+const FIVE_ANSWERS = [true, true, false, 'Error: failed: c', 'Error: failed: d'];
 
 describe('PostgreSQL: a record table with the right columns of the wrong types fails the bootstrap check', () => {
   const pool = pgPool(4);
@@ -381,30 +411,9 @@ describe('PostgresIdempotencyStore, transactional: a pool of one connection unde
   });
 
   it('they run one after the other, a duplicate replays, a failing one releases its key: no hang, one effect each', async () => {
-    const gate = deferred<void>();
-    const run = (key: string, fail?: 'throw' | 'aborted') =>
-      store.claimInTransaction(
-        { ...claimOf(key), ttlMs: 60_000 },
-        async (tx) => {
-          const client = tx;
-          await gate.promise;
-          await client.query(`INSERT INTO ${effects} (key) VALUES ($1)`, [key]);
-          if (fail === 'aborted') await client.query('SELECT 1/0').catch(() => undefined);
-          if (fail) throw new Error(`failed: ${key}`);
-          return key;
-        },
-        (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
-      );
-    const answers = Promise.allSettled([run('a'), run('b'), run('a'), run('c', 'aborted'), run('d', 'throw')]);
-    gate.resolve();
-    const settled = await answers;
-    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value.claimed : String(s.reason)))).toEqual([
-      true,
-      true,
-      false,
-      'Error: failed: c',
-      'Error: failed: d',
-    ]);
+    expect(await fiveClaimsAtOnce(store, (tx, statement, params) => tx.query(statement, params), effects)).toEqual(
+      FIVE_ANSWERS,
+    );
     const { rows } = await pool.query<{ key: string; n: string }>(
       `SELECT key, count(*) AS n FROM ${effects} GROUP BY key ORDER BY key`,
     );
@@ -564,30 +573,9 @@ describe('TypeOrmIdempotencyStore on PostgreSQL, transactional: poolSize 1 under
   });
 
   it('one after the other (the checks on another connection give up within a second): no hang, one effect each', async () => {
-    const gate = deferred<void>();
-    const run = (key: string, fail?: 'throw' | 'aborted') =>
-      store.claimInTransaction(
-        { ...claimOf(key), ttlMs: 60_000 },
-        async (manager) => {
-          const m = manager;
-          await gate.promise;
-          await m.query(`INSERT INTO ${effects} (key) VALUES ($1)`, [key]);
-          if (fail === 'aborted') await m.query('SELECT 1/0').catch(() => undefined);
-          if (fail) throw new Error(`failed: ${key}`);
-          return key;
-        },
-        (value) => ({ result: JSON.stringify(value), ttlMs: 60_000 }),
-      );
-    const answers = Promise.allSettled([run('a'), run('b'), run('a'), run('c', 'aborted'), run('d', 'throw')]);
-    gate.resolve();
-    const settled = await answers;
-    expect(settled.map((s) => (s.status === 'fulfilled' ? s.value.claimed : String(s.reason)))).toEqual([
-      true,
-      true,
-      false,
-      'Error: failed: c',
-      'Error: failed: d',
-    ]);
+    expect(await fiveClaimsAtOnce(store, (m, statement, params) => m.query(statement, params), effects)).toEqual(
+      FIVE_ANSWERS,
+    );
     const { rows } = await dataSource
       .query<{ key: string; n: string }[]>(`SELECT key, count(*) AS n FROM ${effects} GROUP BY key ORDER BY key`)
       .then((r) => ({ rows: r }));
