@@ -188,10 +188,15 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
   // Only planned (EXPLAIN): nothing written, no trigger fired, and a read-only standby or transaction answers it too.
   const probeKey = `EXPLAIN INSERT INTO ${t} (scope, key) VALUES ('', '') ON CONFLICT (scope, key) DO NOTHING`;
-  // (A generated column has `atthasdef` too; `attidentity` is PostgreSQL 10's, `attgenerated` 12's: not read.)
+  // (A generated column has `atthasdef` too; `attidentity` is PostgreSQL 10's, `attgenerated` 12's: not read.) A NOT
+  // NULL column is not required when an enabled BEFORE INSERT row trigger may fill it (tgtype bits: row 1, before 2,
+  // insert 4).
+  const relation = `to_regclass('${t.replace(/'/g, "''")}')`;
+  const filledByTrigger = `EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = ${relation} AND NOT tgisinternal
+      AND tgenabled <> 'D' AND tgtype & 7 = 7)`;
   const columnTypes = `SELECT attname AS name, format_type(atttypid, atttypmod) AS type,
-      attnotnull AND NOT atthasdef AND attidentity = '' AS required FROM pg_attribute
-    WHERE attrelid = to_regclass('${t.replace(/'/g, "''")}') AND attnum > 0 AND NOT attisdropped`;
+      attnotnull AND NOT atthasdef AND attidentity = '' AND NOT ${filledByTrigger} AS required FROM pg_attribute
+    WHERE attrelid = ${relation} AND attnum > 0 AND NOT attisdropped`;
   const regclass = (name: string) => `to_regclass('${name.replace(/'/g, "''")}') IS NOT NULL`;
   const migrated = `SELECT ${regclass(t)} AND ${regclass(indexOf(table))} AS done`;
   const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
