@@ -166,7 +166,9 @@ export class JobRun implements LockRun {
    */
   async parkForRetry(end: () => Promise<{ outcome: string; delay: number }>): Promise<boolean> {
     const lease = this.runtime;
-    if (!lease?.resumed) return false;
+    // A first delivery is no later step, whatever slot it re-entered (a new job given the custom id of a removed job
+    // whose slot was parked): BullMQ counts every start of the job.
+    if (!lease?.resumed || this.job.attemptsStarted <= 1) return false;
     const { outcome, delay } = await end();
     if (outcome === 'fails') return false;
     this.runtime = undefined;
