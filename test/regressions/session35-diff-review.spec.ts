@@ -75,9 +75,13 @@ describe('a later step stays a later step: which claim answers resumed', () => {
   // the PostgreSQL and SQLite tables keep only the id, so the first build of the rule (by job id) answered another job
   // of the same id, key and payload, taking over the ended claim of a resumed step, as a later step of its own. The
   // record now keeps the job's resume token (its Redis key and creation time), as Redis tells the job.
-  it('PostgreSQL: another job of the same id (another queue, or a custom id reused) is no later step', async () => {
+  it.each([
+    ['PostgreSQL', () => postgres],
+    ['Redis', () => onRedis],
+  ])('%s: another job of the same id (another queue, or a custom id reused) is no later step', async (_, of) => {
+    const store = of();
     const key = `other-job-${randomUUID()}`;
-    await leaveResumedStepBehind(postgres, key, { jobId: '5', jobKey: 'bull:qa:5', jobCreatedAt: 1_700_000_000_000 });
+    await leaveResumedStepBehind(store, key, { jobId: '5', jobKey: 'bull:qa:5', jobCreatedAt: 1_700_000_000_000 });
     const other = {
       scope: 's',
       key,
@@ -89,24 +93,7 @@ describe('a later step stays a later step: which claim answers resumed', () => {
       jobCreatedAt: 1_700_000_999_000,
       resumeOwner: `step:${randomUUID()}`,
     };
-    expect(await claimOnceEnded(postgres, other)).toEqual({ claimed: true, takeover: true });
-  });
-
-  it('Redis: another job of the same id is not answered resumed (control)', async () => {
-    const key = `other-job-${randomUUID()}`;
-    await leaveResumedStepBehind(onRedis, key, { jobId: '5', jobKey: 'bull:qa:5', jobCreatedAt: 1_700_000_000_000 });
-    const other = {
-      scope: 's',
-      key,
-      owner: randomUUID(),
-      leaseMs: 60_000,
-      fingerprint: 'f',
-      jobId: '5',
-      jobKey: 'bull:qb:5',
-      jobCreatedAt: 1_700_000_999_000,
-      resumeOwner: `step:${randomUUID()}`,
-    };
-    expect(await claimOnceEnded(onRedis, other)).toEqual({ claimed: true, takeover: true });
+    expect(await claimOnceEnded(store, other)).toEqual({ claimed: true, takeover: true });
   });
 
   // The same job's takeover after its worker died mid-step answered {takeover: true, resumed: true}, exactly what a

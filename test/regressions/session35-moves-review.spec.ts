@@ -9,13 +9,27 @@ import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
 import { asDuplicate, byId, dedupHolder, digestOf, runningKey } from '../support/locks.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
-import { byKey, stepStore, type StepStore, type Steps } from '../support/step-stores.js';
+import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
 import { waitFor } from '../support/wait.js';
 import { Outcomes } from '../support/outcomes.js';
 import { isParkedScore } from '../../lib/locks/lock-store.js';
 import { workerOf } from '../conflicts/helpers.js';
 
 type StepData = { id: string; step?: number };
+
+/** A two-step handler: notes `<job id>:<step>` in `ran`; step 1 stores the next step and parks the job for `parkMs`. */
+function twoSteps(ran: string[], parkMs: number) {
+  return async (job: Job<{ step?: number }>) => {
+    const step = job.data.step ?? 1;
+    ran.push(`${job.id}:${step}`);
+    if (step === 1) {
+      await job.updateData({ ...job.data, step: 2 });
+      await job.moveToDelayed(Date.now() + parkMs, job.token);
+      throw new DelayedError();
+    }
+    return 'done';
+  };
+}
 
 // A step job parks its run-time lock until it is due plus `runtimeLockLease` (stepParkedMs). A guarded
 // `job.changeDelay` moved only the enqueue lock's TTL: the parked R kept its old end, so once the job's old run time
@@ -31,16 +45,7 @@ describe.each(['while_executing', 'until_and_while_executing'] as const)(
       const ran: string[] = [];
       const app = await start({
         unique: { lock, lockArgs: byId, jobName: 'sync', runtimeLockLease: lease, onConflict: 'log' },
-        handler: async (job: Job<StepData>) => {
-          const step = job.data.step ?? 1;
-          ran.push(`${job.id}:${step}`);
-          if (step === 1) {
-            await job.updateData({ ...job.data, step: 2 });
-            await job.moveToDelayed(Date.now() + lease, job.token);
-            throw new DelayedError();
-          }
-          return 'done';
-        },
+        handler: twoSteps(ran, lease),
       });
       const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
       const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('step') });
@@ -83,16 +88,7 @@ describe.each(['redis', 'sqlite', 'postgres'] as const)(
       const app = await start({
         ...(sql ? { module: { idempotency: { stores: { sql: sql.store } } } } : {}),
         idempotency: { key: byKey, lease, ...(sql ? { store: 'sql' } : {}) },
-        handler: async (job: Job<Steps>) => {
-          const step = job.data.step ?? 1;
-          ran.push(`${job.id}:${step}`);
-          if (step === 1) {
-            await job.updateData({ ...job.data, step: 2 });
-            await job.moveToDelayed(Date.now() + lease, job.token);
-            throw new DelayedError();
-          }
-          return 'done';
-        },
+        handler: twoSteps(ran, lease),
       });
       const events = new EventLog(app);
       const first = await app.queue.add('charge', { key: 'k' });

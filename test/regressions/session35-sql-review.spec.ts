@@ -587,12 +587,16 @@ describe('TypeOrmIdempotencyStore on PostgreSQL, transactional: poolSize 1 under
   });
 });
 
-describe('@IdempotencyKey transactional on PostgreSQL: a handler that writes, then throws what is not an Error', () => {
+/**
+ * For a describe block: a PostgreSQL store (`sql`) on a pool of its own, with its record table and an effects table,
+ * and apps using it; both tables dropped after the block. `effectsOf(key)`: rows the handlers wrote for the key.
+ */
+function postgresAppWithEffects(label: string) {
   const pool = pgPool(4);
-  const table = uniqueTable('idem_thrown');
-  const effects = uniqueTable('fx_thrown');
+  const table = uniqueTable(`idem_${label}`);
+  const effects = uniqueTable(`fx_${label}`);
   const store = new PostgresIdempotencyStore({ pool, table });
-  const { start } = useApps('s35-thrown', { module: { idempotency: { stores: { sql: store } } } });
+  const { start } = useApps(`s35-${label}`, { module: { idempotency: { stores: { sql: store } } } });
   beforeAll(async () => {
     await store.migrate();
     await pool.query(`CREATE TABLE ${effects} (key text NOT NULL)`);
@@ -603,6 +607,11 @@ describe('@IdempotencyKey transactional on PostgreSQL: a handler that writes, th
   });
   const effectsOf = async (key: string) =>
     Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects} WHERE key = $1`, [key])).rows[0].n);
+  return { pool, store, effects, start, effectsOf };
+}
+
+describe('@IdempotencyKey transactional on PostgreSQL: a handler that writes, then throws what is not an Error', () => {
+  const { store, effects, start, effectsOf } = postgresAppWithEffects('thrown');
 
   it.each([
     ['null', null, 'null'],
@@ -650,19 +659,7 @@ describe('@IdempotencyKey transactional on PostgreSQL: a handler that writes, th
 });
 
 describe('@IdempotencyKey on PostgreSQL: the job removed (obliterated) while its handler holds the claim', () => {
-  const pool = pgPool(4);
-  const table = uniqueTable('idem_removed');
-  const effects = uniqueTable('fx_removed');
-  const store = new PostgresIdempotencyStore({ pool, table });
-  const { start } = useApps('s35-removed', { module: { idempotency: { stores: { sql: store } } } });
-  beforeAll(async () => {
-    await store.migrate();
-    await pool.query(`CREATE TABLE ${effects} (key text NOT NULL)`);
-  });
-  afterAll(async () => {
-    await pool.query(`DROP TABLE IF EXISTS ${table}, ${effects}`);
-    await pool.end();
-  });
+  const { pool, store, effects, start } = postgresAppWithEffects('removed');
 
   it.each([false, true])(
     'transactional %s: the handler finishes, the record completes, a later job of the key replays it',
