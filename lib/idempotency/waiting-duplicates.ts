@@ -124,6 +124,7 @@ export class WaitingDuplicates {
     this.held.delete(recordId);
     this.forgetAll(holding.waiters);
     this.dropOlder(this.recent, Date.now());
+    this.recent.delete(recordId); // settled again: moved to the end, so the map stays in age order
     if (this.recent.size < MAX_PENDING) this.recent.set(recordId, { at: Date.now(), queue: holding.queue });
     let elsewhere = false;
     const here: { worker: WorkerLike; jobId: string }[] = [];

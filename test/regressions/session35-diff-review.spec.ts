@@ -281,28 +281,41 @@ describe('parkForRetry: a first step re-entering the parked R of a removed job o
   }, 30_000);
 });
 
-describe('PostgreSQL column-type check: a domain over text', () => {
+describe('PostgreSQL column-type check: domains', () => {
   const pool = pgPool(1);
   const table = uniqueTable('idem_s35_domain');
-  const domain = uniqueTable('s35_text');
+  const plain = uniqueTable('s35_text');
+  const checked = uniqueTable('s35_checked');
+  const short = uniqueTable('s35_short');
   afterAll(async () => {
     await pool.query(`DROP TABLE IF EXISTS ${table}`);
-    await pool.query(`DROP DOMAIN IF EXISTS ${domain}`);
+    for (const domain of [plain, checked, short]) await pool.query(`DROP DOMAIN IF EXISTS ${domain}`);
     await pool.end();
   });
 
-  it('is refused at bootstrap, though the store works on it', async () => {
-    await pool.query(`CREATE DOMAIN ${domain} AS text`);
-    const ddl = PostgresIdempotencyStore.migrationSql(table);
-    await pool.query(ddl.replace('result text,', `result ${domain},`));
+  it('accepts a domain over text without constraints, and the store works on it', async () => {
+    await pool.query(`CREATE DOMAIN ${plain} AS text`);
+    await pool.query(PostgresIdempotencyStore.migrationSql(table).replace('result text,', `result ${plain},`));
     const store = new PostgresIdempotencyStore({ pool, table });
-    // Low: a false rejection (format_type names the domain); the message names the column, so an ALTER fixes it.
-    // Accepting a domain would need its base type AND its constraints (a CHECK may refuse what the store writes).
-    await expect(store.verify()).rejects.toThrow(`result is ${domain} (needs text)`);
+    await expect(store.verify()).resolves.toBeUndefined();
     const claim = { scope: 's', key: 'k', owner: randomUUID(), leaseMs: 60_000, fingerprint: 'f', jobId: '1' };
     await expect(store.claim(claim)).resolves.toEqual({ claimed: true, takeover: false });
     await expect(store.complete(claim, { result: '"x"', ttlMs: 60_000 })).resolves.toBe(true);
     await expect(store.get('s', 'k')).resolves.toMatchObject({ state: 'completed', result: '"x"' });
+    await pool.query(`DROP TABLE ${table}`);
+  });
+
+  it('refuses a domain with a CHECK (it may refuse what the store writes) and one over a short varchar', async () => {
+    await pool.query(`CREATE DOMAIN ${checked} AS text CHECK (length(VALUE) < 4)`);
+    await pool.query(`CREATE DOMAIN ${short} AS varchar(8)`);
+    const ddl = PostgresIdempotencyStore.migrationSql(table)
+      .replace('result text,', `result ${checked},`)
+      .replace('error text,', `error ${short},`);
+    await pool.query(ddl);
+    const store = new PostgresIdempotencyStore({ pool, table });
+    const refused = store.verify();
+    await expect(refused).rejects.toThrow(`result is ${checked} (needs text)`);
+    await expect(refused).rejects.toThrow('error is character varying(8) (needs text)');
   });
 });
 

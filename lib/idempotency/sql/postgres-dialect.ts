@@ -194,8 +194,14 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   const relation = `to_regclass('${t.replace(/'/g, "''")}')`;
   const filledByTrigger = `EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = ${relation} AND NOT tgisinternal
       AND tgenabled <> 'D' AND tgtype & 7 = 7)`;
-  const columnTypes = `SELECT attname AS name, format_type(atttypid, atttypmod) AS type,
-      attnotnull AND NOT atthasdef AND attidentity = '' AND NOT ${filledByTrigger} AS required FROM pg_attribute
+  // A domain without constraints of its own (no NOT NULL, no CHECK) is checked as its base type; one with constraints
+  // as itself (refused: a CHECK may refuse what the store writes).
+  const plainDomain = `typtype = 'd' AND NOT typnotnull
+      AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE contypid = pg_type.oid)`;
+  const columnTypes = `SELECT attname AS name, CASE WHEN ${plainDomain} THEN format_type(typbasetype, typtypmod)
+      ELSE format_type(atttypid, atttypmod) END AS type,
+      attnotnull AND NOT atthasdef AND attidentity = '' AND NOT ${filledByTrigger} AS required
+    FROM pg_attribute JOIN pg_type ON pg_type.oid = atttypid
     WHERE attrelid = ${relation} AND attnum > 0 AND NOT attisdropped`;
   const regclass = (name: string) => `to_regclass('${name.replace(/'/g, "''")}') IS NOT NULL`;
   const migrated = `SELECT ${regclass(t)} AND ${regclass(indexOf(table))} AS done`;
