@@ -56,7 +56,10 @@ export class Replacer {
       if (holder !== undefined) {
         if (attempt >= MAX_REPLACEMENTS) break;
         const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.checkBeforeRemoving(conflict));
-        if (removed === 'removed' || removed === 'removedByAnother' || removed === 'ran') {
+        // A holder of a lock that outlives its job (an until_expired period) that ran meanwhile keeps its period: BullMQ
+        // removed its record, not the run (found by a hostile review: the period was freed and the new job ran in it).
+        const ranInPeriod = removed === 'ran' && definition.lock.outlivesJob;
+        if (!ranInPeriod && (removed === 'removed' || removed === 'removedByAnother' || removed === 'ran')) {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
           if (removed === 'removed') replaced.push(holder);
         } else {
@@ -65,7 +68,7 @@ export class Replacer {
           // that never started; with none left to try, there is nothing to replace.
           // 'foreign': the id of a hold that outlived its job (removed behind the library's back) now names a job of
           // another digest (a caller's jobId), never this lock's to remove; the reaper frees that hold.
-          if (removed === 'kept' || removed === 'foreign') kept.add(holder);
+          if (removed === 'kept' || removed === 'foreign' || ranInPeriod) kept.add(holder);
           const live = await lock.holders(queue, digest);
           if (live.length > 0 && live.every((id) => kept.has(id) || id === holder)) {
             this.reportReplaced(definition.queue, name, digest, replaced, live.includes(holder) ? holder : live[0]);
@@ -137,7 +140,7 @@ export class Replacer {
    * `'removedByAnother'`: it is gone, another caller removing it at the same time (it reports it), or it was removed as
    * it ended; `'ran'`: it started between the check and the removal, and ended or went back to wait for a retry
    * (BullMQ removes such a job too), so it was not replaced; `'gone'`: it no longer exists; `'kept'`: it started or
-   * finished, or is a flow child; `'foreign'`: a job of another digest (or none) has that id.
+   * finished, or is a flow child or parent; `'foreign'`: a job of another digest (or none) has that id.
    */
   private async removeIfNotStarted(
     queue: Queue,
@@ -156,7 +159,11 @@ export class Replacer {
     // A flow child: removing it takes it out of its parent's dependencies, and BullMQ then runs the parent without it
     // (the replacement is no child of that parent).
     if (job.attemptsStarted > 0 || job.parentKey !== undefined) return 'kept';
-    const state = await job.getState();
+    // A flow parent (children added with `parent` naming it): BullMQ's removal takes its children with it, jobs of
+    // their own that the replacement does not carry (found by a hostile review: a waiting child was deleted, nothing
+    // in the dead set). Asked beside the state: one round trip.
+    const [state, children] = await Promise.all([job.getState(), job.getDependenciesCount()]);
+    if (Object.values(children).some((count) => count > 0)) return 'kept';
     if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
       return state === 'unknown' ? 'gone' : 'kept';
     await beforeRemoving();

@@ -1,0 +1,101 @@
+// Hostile review (session 36) of the lock types and conflict strategies in their less-trodden combinations. Each case
+// failed before its fix.
+import { describe, expect, it } from '@jest/globals';
+import { Queue, type JobsOptions } from 'bullmq';
+import { LockStore } from '../../lib/locks/lock-store.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { asDuplicate, asEnqueued, byId, dedupHolder, digestOf, expiringKey, owners } from '../support/locks.js';
+import { bullOptions, bullPrefix, uniqueName } from '../support/redis.js';
+
+// `replace` checks that the holder never started, then removes it; a worker may run the holder to its end in between
+// (replace-races.spec.ts). For `until_executed` the lock is free by then and the new job is enqueued. An `until_expired`
+// holder that ran keeps its period, though: the replacer released the period with the removed record and enqueued the
+// new job, which ran in the same period as the holder.
+describe('session 36: replace racing with an until_expired holder that runs to its end', () => {
+  const { redis, start } = useApps('s36-replace-expired');
+
+  it.each([{}, { removeOnComplete: true }] as JobsOptions[])(
+    'the holder keeps its period: the new job falls back to reject and does not run (%j)',
+    async (opts) => {
+      const app = await start({
+        unique: { lock: 'until_expired', lockTtl: 60_000, onConflict: 'replace', lockArgs: byId },
+        paused: true,
+      });
+      const events = new EventLog(app);
+      const first = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 1 }, opts));
+      const ran = app.finished(first.job);
+      const requireWritable = LockStore.prototype.requireWritable;
+      let raced = false;
+      // Asked just before the removal, after the holder's state was read: the holder runs to its end there.
+      LockStore.prototype.requireWritable = async function (this: LockStore, ...args) {
+        if (!raced) {
+          raced = true;
+          app.start();
+          await ran;
+        }
+        return requireWritable.apply(this, args);
+      };
+      let second;
+      try {
+        second = asDuplicate(await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 2 }));
+      } finally {
+        LockStore.prototype.requireWritable = requireWritable;
+      }
+      expect(raced).toBe(true);
+      expect(second).toMatchObject({ strategy: 'reject', existingJobId: first.job.id });
+      expect(events.of('replaced')).toEqual([]);
+      const key = expiringKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+      expect(await owners(redis, key)).toEqual([first.job.id]);
+      expect(await app.queue.getJobCounts('wait', 'delayed', 'prioritized', 'active')).toEqual({
+        wait: 0,
+        delayed: 0,
+        prioritized: 0,
+        active: 0,
+      });
+      expect(app.runs.map((job) => job.data as unknown)).toEqual([{ id: 'a', n: 1 }]);
+      // The period still refuses a later duplicate; the rejected payload waits in the dead set.
+      expect(await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 3 })).toMatchObject({
+        status: 'duplicate',
+        existingJobId: first.job.id,
+      });
+      const entry = await app.service.deadSet.get(second.deadSetEntryId!);
+      expect(entry?.data).toEqual({ id: 'a', n: 2 });
+      for (const stored of await app.service.deadSet.list({ offset: 0, limit: 10 })) {
+        await app.service.deadSet.delete(stored.id);
+      }
+    },
+  );
+});
+
+// `replace` kept a holder that is a flow child, but removed one that is a flow parent (a job other jobs were added
+// with `parent` naming it): BullMQ's removal took the parent's children with it, jobs of their own (here of another,
+// unguarded queue), gone without a trace: no dead-set entry, no event.
+describe('session 36: replace meeting a holder that is a flow parent', () => {
+  const { redis, start, onCleanup } = useApps('s36-replace-parent');
+
+  it('keeps the parent and its child: the new job falls back to reject', async () => {
+    const app = await start({
+      unique: { lock: 'until_executed', onConflict: 'replace', lockArgs: byId },
+      paused: true,
+    });
+    const children = new Queue(uniqueName('s36-children'), bullOptions());
+    onCleanup(async () => {
+      await children.obliterate({ force: true });
+      await children.close();
+    });
+    const parent = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 1 }));
+    const child = await children.add(
+      'child',
+      { keep: true },
+      { parent: { id: parent.job.id!, queue: `${bullPrefix()}:${app.queue.name}` } },
+    );
+    const second = asDuplicate(await app.service.enqueue(app.queue, 'sync', { id: 'a', n: 2 }));
+    expect(second).toMatchObject({ strategy: 'reject', existingJobId: parent.job.id });
+    expect(await children.getJobState(child.id!)).toBe('waiting');
+    expect(await app.queue.getJobState(parent.job.id!)).toBe('waiting');
+    expect(await dedupHolder(redis, app.queue.name, digestOf(app, 'sync', { id: 'a' }))).toBe(parent.job.id);
+    expect((await app.service.deadSet.get(second.deadSetEntryId!))?.data).toEqual({ id: 'a', n: 2 });
+    await app.service.deadSet.delete(second.deadSetEntryId!);
+  });
+});
