@@ -6,13 +6,14 @@ import type {
 } from './conflict-strategy.interface.js';
 
 /**
- * At enqueue: removes the job holding the lock if it never started (waiting, delayed or prioritized, no attempt begun)
- * and enqueues the new one in its place, with the lock. A holder that is running, waiting for a retry, finished (an
- * `until_expired` period), in another queue, the child of a flow parent (removing it would let the parent run
- * without it) or a flow parent (BullMQ's removal would take its children with it) cannot be replaced, and `reject` applies: the new job is kept in the dead
- * set, so its payload is never lost. Nor is anything replaced when the new job's own `jobId` is what holds the lock (an
- * `until_expired` period or a lock across queues that outlived its job of that id): replacing another holder would not
- * free it, so `reject` names that id.
+ * At enqueue: removes the job holding the lock if it never started (waiting, delayed or prioritized, no attempt begun
+ * but starts the `reschedule` strategy put back before the handler) and enqueues the new one in its place, with the
+ * lock. A holder that is running, waiting for a retry, finished (an `until_expired` period), in another queue, the child
+ * of a flow parent (removing it would let the parent run without it) or a flow parent (BullMQ's removal would take its
+ * children with it) cannot be replaced, and `reject` applies: the new job is kept in the dead set, so its payload is
+ * never lost. Nor is anything replaced when the new job's own `jobId` is what holds the lock (an `until_expired` period
+ * or a lock across queues that outlived its job of that id): replacing another holder would not free it, so `reject`
+ * names that id.
  */
 export class ReplaceStrategy implements ConflictStrategy {
   readonly name = 'replace';

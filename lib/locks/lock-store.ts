@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { bullKeys } from '../redis/keys.js';
+import { bullKeys, RESCHEDULES_FIELD } from '../redis/keys.js';
 import { runInOrder, type RedisScripts, type ScriptName } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
@@ -167,6 +167,11 @@ export class LockStore {
   /** Whether BullMQ's lock of a job (`<job>:lock`) holds `token`: the worker that took the job with it still runs it. */
   async holdsJobLock(qualifiedName: string, jobId: string, token: string): Promise<boolean> {
     return (await this.scripts.client.get(bullKeys.jobLock(qualifiedName, jobId))) === token;
+  }
+
+  /** How many times the `reschedule` strategy put a job back (its hash's {@link RESCHEDULES_FIELD}; 0: never). */
+  async reschedulesOf(jobKey: string): Promise<number> {
+    return Number((await this.scripts.client.hget(jobKey, RESCHEDULES_FIELD)) ?? 0);
   }
 
   /** The options a job was stored with (its hash's `opts` field), or `undefined` when the job does not exist. */

@@ -30,8 +30,8 @@ export class Replacer {
   ) {}
 
   /**
-   * Removes the holder if it never started (waiting, delayed or prioritized, no attempt begun) and adds the job in its
-   * place, with the lock; `undefined` when the holder is running, finished, waiting for a retry or in another queue.
+   * Removes the holder if it never started (waiting, delayed or prioritized, no attempt begun but reschedules) and adds
+   * the job in its place, with the lock; `undefined` when the holder is running, finished, waiting for a retry or in another queue.
    */
   async replace(conflict: ClientConflict): Promise<EnqueueResult | undefined> {
     const { queue, digest, name, data, opts } = conflict;
@@ -43,7 +43,7 @@ export class Replacer {
     // released, and the new job refused all the same).
     if (await callerIdHolds(lock, conflict)) return undefined;
     // A job BullMQ refuses before sending anything (options it rejects, data it cannot serialize) must not cost the
-    // holder its place: BullMQ's own checks first (found by a hostile review: the holder was removed, the add refused).
+    // holder its place (removed, then the add refused): BullMQ's own checks first.
     checkAsBullMQAdds(queue, name, data, opts);
     let holder = conflict.existingJobId;
     // The holders this call removed, each reported by one call only (producers removing one holder at once all see
@@ -57,7 +57,7 @@ export class Replacer {
         if (attempt >= MAX_REPLACEMENTS) break;
         const removed = await this.removeIfNotStarted(queue, holder, digest, () => this.checkBeforeRemoving(conflict));
         // A holder of a lock that outlives its job (an until_expired period) that ran meanwhile keeps its period: BullMQ
-        // removed its record, not the run (found by a hostile review: the period was freed and the new job ran in it).
+        // removed its record, not the run (freeing the period would let the new job run twice in it).
         const ranInPeriod = removed === 'ran' && definition.lock.outlivesJob;
         if (!ranInPeriod && (removed === 'removed' || removed === 'removedByAnother' || removed === 'ran')) {
           await lock.forget(queue, digest, holder); // its hold, in a slot set (BullMQ deletes a deduplication key itself)
@@ -158,10 +158,10 @@ export class Replacer {
     if (lockedAs(job)?.digest !== digest) return 'foreign';
     // A flow child: removing it takes it out of its parent's dependencies, and BullMQ then runs the parent without it
     // (the replacement is no child of that parent).
-    if (job.attemptsStarted > 0 || job.parentKey !== undefined) return 'kept';
+    if (job.parentKey !== undefined || !(await this.neverRan(queue, job))) return 'kept';
     // A flow parent (children added with `parent` naming it): BullMQ's removal takes its children with it, jobs of
-    // their own that the replacement does not carry (found by a hostile review: a waiting child was deleted, nothing
-    // in the dead set). Asked beside the state: one round trip.
+    // their own that the replacement does not carry (they would be lost, nothing in the dead set). Asked beside the
+    // state: one round trip.
     const [state, children] = await Promise.all([job.getState(), job.getDependenciesCount()]);
     if (Object.values(children).some((count) => count > 0)) return 'kept';
     if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized')
@@ -169,7 +169,7 @@ export class Replacer {
     await beforeRemoving();
     if ((await queue.remove(jobId)) === 1) {
       const prev = await this.store.removedFrom(events, since, jobId);
-      if (prev !== undefined && STARTED.has(prev)) return 'ran'; // it ran: not replaced (found by a hostile review)
+      if (prev !== undefined && STARTED.has(prev)) return 'ran'; // it ran: not replaced
       // Nothing removed by this call (it was gone already: removed by another caller, which reports it, or as it ended).
       if (prev === undefined) return 'removedByAnother';
       // Answered `1` also when another producer removed it a moment before: the caller that takes the job's report key
@@ -178,6 +178,18 @@ export class Replacer {
       return (await this.store.takeOnce(report, REPORT_MS)) ? 'removed' : 'removedByAnother';
     }
     return (await Job.fromId(queue, jobId)) ? 'kept' : 'gone'; // it became active meanwhile, or someone removed it
+  }
+
+  /**
+   * Whether no handler ever ran the job: no attempt begun, or every start it had was put back by the `reschedule`
+   * strategy before its handler (an `until_and_while_executing` copy that met the run-time lock keeps its enqueue lock
+   * and never ran: the latest payload replaces it). A start that stalled, was put back at a worker's close or ran a step
+   * is no reschedule, so such a job counts as started; one read more, only for a job with starts.
+   */
+  private async neverRan(queue: Queue, job: Job): Promise<boolean> {
+    if (job.attemptsStarted === 0) return true;
+    if (job.attemptsMade > 0) return false;
+    return (await this.store.reschedulesOf(bullKeys.job(queue.qualifiedName, job.id!))) === job.attemptsStarted;
   }
 }
 
@@ -188,8 +200,7 @@ export class Replacer {
  * size limit, exclusive parent options, a custom id BullMQ refuses). One rule sits in `Queue.addJob` instead of the
  * `Job` class, and is repeated here: an id `'0'` or starting with `'0:'`. Throws BullMQ's error. One more is BullMQ's
  * add script's, which stores the options as JSON and refuses a NaN or infinite number among them (`delay: NaN`,
- * `attempts: Infinity`): refused here, naming the option (found by a hostile review: the holder was removed, the add
- * refused).
+ * `attempts: Infinity`): refused here, naming the option (else the holder would be removed, then the add refused).
  */
 export function checkAsBullMQAdds(queue: Queue, name: string, data: unknown, opts: JobsOptions): void {
   const { jobId } = opts;

@@ -5,6 +5,7 @@ import { Queue, type JobsOptions } from 'bullmq';
 import { LockStore } from '../../lib/locks/lock-store.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
+import { Gates } from '../support/gates.js';
 import { asDuplicate, asEnqueued, byId, dedupHolder, digestOf, expiringKey, owners } from '../support/locks.js';
 import { bullOptions, bullPrefix, uniqueName } from '../support/redis.js';
 
@@ -97,5 +98,71 @@ describe('session 36: replace meeting a holder that is a flow parent', () => {
     expect(await dedupHolder(redis, app.queue.name, digestOf(app, 'sync', { id: 'a' }))).toBe(parent.job.id);
     expect((await app.service.deadSet.get(second.deadSetEntryId!))?.data).toEqual({ id: 'a', n: 2 });
     await app.service.deadSet.delete(second.deadSetEntryId!);
+  });
+});
+
+// `until_and_while_executing` with client `replace` and server `reschedule`: a copy that met the running job's run-time
+// lock goes back to delayed with its enqueue lock, its handler never run. `replace` refused it as started (BullMQ counts
+// the start), so the stale payload ran and the latest one went to the dead set. A job whose every start was a
+// reschedule never ran: it is replaced.
+describe('session 36: replace meeting a copy the reschedule strategy put back', () => {
+  const { redis, start, keysOf } = useApps('s36-replace-rescheduled');
+
+  it('replaces the rescheduled copy: the latest payload runs after the holder, the stale one never', async () => {
+    const gates = new Gates().hold('A');
+    const app = await start({
+      unique: {
+        lock: 'until_and_while_executing',
+        onConflict: { client: 'replace', server: 'reschedule' },
+        rescheduleIn: 60_000,
+        lockArgs: byId,
+      },
+      handler: gates.handler,
+      worker: { concurrency: 2 },
+    });
+    const events = new EventLog(app);
+    const a = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'A' }));
+    await gates.started('A');
+    const b = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'B' }));
+    await events.next((e) => e.type === 'rescheduled' && e.jobId === b.job.id);
+    gates.release('A');
+    await expect(app.finished(a.job)).resolves.toBe('ran:A');
+    // B waits out its reschedule (a minute) holding the enqueue lock: C, the latest payload, takes its place.
+    const c = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'C' }));
+    expect(c.replacedJobId).toBe(b.job.id);
+    expect(await app.queue.getJob(b.job.id!)).toBeUndefined();
+    await expect(app.finished(c.job)).resolves.toBe('ran:C');
+    expect(app.runs.map((job) => (job.data as { tag: string }).tag)).toEqual(['A', 'C']);
+    expect(await app.service.deadSet.size()).toBe(0);
+    expect(await keysOf(app)).toEqual([]);
+  });
+
+  it('keeps a copy that ran a step of its own before it was rescheduled (a start that ran its handler)', async () => {
+    const gates = new Gates().hold('A');
+    const app = await start({
+      unique: {
+        lock: 'until_and_while_executing',
+        onConflict: { client: 'replace', server: 'reschedule' },
+        rescheduleIn: 60_000,
+        lockArgs: byId,
+      },
+      handler: gates.handler,
+      worker: { concurrency: 2 },
+    });
+    const events = new EventLog(app);
+    const a = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'A' }));
+    await gates.started('A');
+    const b = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'B' }));
+    await events.next((e) => e.type === 'rescheduled' && e.jobId === b.job.id);
+    // One start more than reschedules counted: as a start that ran its handler (a step) or stalled leaves it.
+    await redis.hincrby(`${bullPrefix()}:${app.queue.name}:${b.job.id}`, 'ats', 1);
+    const c = asDuplicate(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'C' }));
+    expect(c).toMatchObject({ strategy: 'reject', existingJobId: b.job.id });
+    expect(await app.queue.getJobState(b.job.id!)).toBe('delayed');
+    await app.service.deadSet.delete(c.deadSetEntryId!);
+    gates.release('A');
+    await app.finished(a.job);
+    await app.queue.remove(b.job.id!);
+    expect(await keysOf(app)).toEqual([]);
   });
 });
