@@ -1,9 +1,18 @@
 // Hostile review (session 36) of the operator surfaces: the admin page and JSON API, the CLI, their options and
 // their input. Each case here failed before its fix.
-import { describe, expect, it } from '@jest/globals';
+import 'reflect-metadata';
+import { describe, expect, it, jest } from '@jest/globals';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { BullModule } from '@nestjs/bullmq';
+import { Test } from '@nestjs/testing';
 import { Queue } from 'bullmq';
-import { InvalidUniqueJobOptionsError, UniqueJobsAdminModule } from '../../lib/index.js';
+import { InvalidUniqueJobOptionsError, UniqueJobsAdminModule, UniqueJobsModule } from '../../lib/index.js';
+import { ADMIN_DEADLINE_MS } from '../../lib/ops/admin/deadline.interceptor.js';
+import { PrivateRedis } from '../support/private-redis.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
+
+jest.setTimeout(120_000);
 
 // `UniqueJobsAdminModule.forRoot` checked its top-level keys but not what was inside them: a misspelt CSRF option
 // (`secureCookies`) was dropped without a word (the cookie stayed without `Secure` behind a TLS proxy), a
@@ -55,6 +64,53 @@ describe('session 36: admin options inside csrf, queues, idempotencyStores, impo
       ).not.toThrow();
     } finally {
       await queue.close();
+    }
+  });
+});
+
+// With Redis down, every admin request waited as long as the outage lasted: the application's connection queues
+// commands while Redis is away (BullMQ needs `maxRetriesPerRequest: null`), and the admin had no deadline of its own
+// (each refresh added another request, and another bounded-but-200-SCAN count, to the queue). Now a request is
+// answered 503 past ADMIN_DEADLINE_MS, saying why.
+describe('session 36: admin while Redis is down', () => {
+  it('answers 503 within its deadline, as JSON and as a page, instead of hanging', async () => {
+    const redis = await PrivateRedis.start();
+    const connection = { host: '127.0.0.1', port: redis.port, maxRetriesPerRequest: null };
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        BullModule.forRoot({ connection }),
+        BullModule.registerQueue({ name: 's36down' }),
+        UniqueJobsModule.forRoot({ connection, prefix: 's36down', logger: false }),
+        UniqueJobsAdminModule.forRoot({ path: 'admin', guard: { canActivate: () => true } }),
+      ],
+    }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    try {
+      await app.listen(0, '127.0.0.1');
+      const { port } = (app.getHttpServer() as Server).address() as AddressInfo;
+      const base = `http://127.0.0.1:${port}/admin`;
+      expect((await fetch(`${base}/api/locks`)).status).toBe(200);
+      await redis.kill();
+      const ask = async (path: string, accept: string) => {
+        const started = performance.now();
+        // The client's own limit is far past the deadline: a hang fails here, not at jest's timeout.
+        const answer = await fetch(`${base}${path}`, { headers: { accept }, signal: AbortSignal.timeout(60_000) });
+        return { status: answer.status, text: await answer.text(), ms: performance.now() - started };
+      };
+      const [api, page] = await Promise.all([ask('/api/locks', 'application/json'), ask('/dead', 'text/html')]);
+      for (const answer of [api, page]) {
+        expect(answer.status).toBe(503);
+        expect(answer.text).toContain('Redis did not answer');
+        expect(answer.ms).toBeGreaterThanOrEqual(ADMIN_DEADLINE_MS - 100);
+        expect(answer.ms).toBeLessThan(ADMIN_DEADLINE_MS + 20_000);
+      }
+      expect(page.text).toContain('<title>503');
+      await redis.restart();
+      // Once Redis is back, the same process answers again.
+      expect((await fetch(`${base}/api/locks`)).status).toBe(200);
+    } finally {
+      await app.close();
+      await redis.stop();
     }
   });
 });

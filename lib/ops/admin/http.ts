@@ -62,6 +62,8 @@ export function send(
   body: string,
   headers: Record<string, string> = {},
 ): void {
+  // Already answered: a request cut off by the deadline (`UniqueJobsAdminDeadline`) whose handler ends later.
+  if (res.headersSent) return;
   res.statusCode = status;
   for (const [name, value] of Object.entries({ ...securityHeaders(), ...headers })) res.setHeader(name, value);
   res.setHeader('Content-Type', contentType);

@@ -12,12 +12,14 @@ import {
   Res,
   UseFilters,
   UseGuards,
+  UseInterceptors,
   type CanActivate,
   type Type,
 } from '@nestjs/common';
 import { parseLockDigest } from '../inspection/digest-format.js';
 import { CSRF_HEADER, UniqueJobsAdminCsrf } from './csrf.service.js';
 import { UniqueJobsAdminCsrfGuard } from './csrf.guard.js';
+import { UniqueJobsAdminDeadline } from './deadline.interceptor.js';
 import { UniqueJobsAdminHostGuard } from './host.guard.js';
 import {
   bodyOf,
@@ -266,12 +268,14 @@ export class UniqueJobsAdminController {
 
 /**
  * The controller class of one `forRoot`: {@link UniqueJobsAdminController} at `path`, every route behind the host check
- * (`allowedHosts`) and `guard` (then, for mutations, the CSRF guard), errors rendered by the admin's exception filter.
+ * (`allowedHosts`) and `guard` (then, for mutations, the CSRF guard), answered 503 past a deadline while Redis does not
+ * answer, errors rendered by the admin's exception filter.
  */
 export function createAdminController(path: string, guard: Type<CanActivate> | CanActivate): Type<unknown> {
   @Controller(path)
   @UseGuards(UniqueJobsAdminHostGuard, guard)
   @UseFilters(UniqueJobsAdminExceptionFilter)
+  @UseInterceptors(UniqueJobsAdminDeadline)
   class MountedUniqueJobsAdminController extends UniqueJobsAdminController {}
   return MountedUniqueJobsAdminController;
 }

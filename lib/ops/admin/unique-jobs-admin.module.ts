@@ -6,6 +6,7 @@ import { describeOptionValue, isPlainObject, shortened } from '../../common/opti
 import { withoutTrailingSlashes } from '../../common/slashes.js';
 import { UniqueJobsAdminCsrfGuard } from './csrf.guard.js';
 import { UniqueJobsAdminCsrf } from './csrf.service.js';
+import { UniqueJobsAdminDeadline } from './deadline.interceptor.js';
 import { canonicalHost, UniqueJobsAdminHostGuard } from './host.guard.js';
 import type {
   AdminCsrfOptions,
@@ -61,6 +62,7 @@ export class UniqueJobsAdminModule {
         UniqueJobsAdminCsrf,
         UniqueJobsAdminCsrfGuard,
         UniqueJobsAdminHostGuard,
+        UniqueJobsAdminDeadline,
       ],
       exports: [UniqueJobsAdminService],
     };
