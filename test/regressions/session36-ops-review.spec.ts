@@ -9,6 +9,9 @@ import { Test } from '@nestjs/testing';
 import { Queue } from 'bullmq';
 import { InvalidUniqueJobOptionsError, UniqueJobsAdminModule, UniqueJobsModule } from '../../lib/index.js';
 import { ADMIN_DEADLINE_MS } from '../../lib/ops/admin/deadline.interceptor.js';
+import { runCli } from '../cli/run-cli.js';
+import { useApps } from '../support/apps.js';
+import { asEnqueued, byId } from '../support/locks.js';
 import { PrivateRedis } from '../support/private-redis.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 
@@ -112,5 +115,29 @@ describe('session 36: admin while Redis is down', () => {
       await app.close();
       await redis.stop();
     }
+  });
+});
+
+// The CLI escaped control characters of Redis data (job ids, names, data) but printed the bidirectional formatting
+// characters raw: a job id `inv<U+202E>exe.fdp` read `invpdf.exe` in a terminal that applies bidi, and an owner line
+// could be made to look like another. They are escaped now, in the text output and in --json.
+describe('session 36: CLI output of bidi formatting characters', () => {
+  const { start } = useApps('s36bidi', {
+    unique: { lock: 'until_executed', lockArgs: byId, onConflict: 'reject' },
+    paused: true,
+  });
+  const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+
+  it('locks show prints a job id and name holding U+202E, U+2066 and U+200F escaped', async () => {
+    const app = await start();
+    const jobId = 'inv\u202eexe.fdp\u2066x\u2069';
+    const { digest } = asEnqueued(await app.service.enqueue(app.queue, 'n\u200fame', { id: 'b' }, { jobId }));
+    const text = await runCli(['locks', 'show', digest!, '--prefix', app.prefix]);
+    const json = await runCli(['locks', 'show', digest!, '--prefix', app.prefix, '--json']);
+    expect([text.code, json.code]).toEqual([0, 0]);
+    expect(text.stdout).toContain('job inv\\u202eexe.fdp\\u2066x\\u2069');
+    expect(text.stdout).toContain('n\\u200fame');
+    expect(json.stdout).toContain('inv\\u202eexe.fdp');
+    for (const output of [text.stdout, json.stdout]) expect(output).not.toMatch(BIDI);
   });
 });

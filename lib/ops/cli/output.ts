@@ -18,25 +18,36 @@ export const processIo: CliIo = {
 };
 
 /**
+ * The bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), as a character class
+ * body: invisible, they reorder the text after them where it is shown (a terminal or pager that applies the Unicode
+ * bidi algorithm, a pasted ticket), so a job id `inv<U+202E>exe.fdp` reads `invpdf.exe`.
+ */
+const BIDI = '\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069';
+/** What {@link toJson} escapes besides what JSON does: C1 controls, U+2028/U+2029 and the bidi characters. */
+const UNSAFE_IN_JSON = new RegExp(`[\\u007f-\\u009f\\u2028\\u2029${BIDI}]`, 'g');
+/** What {@link clean} escapes: every control character, U+2028/U+2029 and the bidi characters. */
+const UNSAFE_IN_TEXT = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029${BIDI}]`, 'g');
+
+/** `\uXXXX` for a character. */
+const escaped = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
  * JSON for the terminal: as `JSON.stringify` indented (the first levels only, see {@link jsonText}: deeply nested job
  * data would otherwise make the text hundreds of times its size), with the C1 control characters (U+007F–U+009F, which
- * JSON leaves raw and some terminals obey) escaped too. Data read from Redis (job names, job data) may hold anything.
+ * JSON leaves raw and some terminals obey) and the bidirectional formatting characters escaped too. Data read from
+ * Redis (job names, job data) may hold anything.
  */
 export function toJson(value: unknown): string {
-  return jsonText(value, { indent: 2 }).text.replace(
-    /[\u007f-\u009f\u2028\u2029]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
+  return jsonText(value, { indent: 2 }).text.replace(UNSAFE_IN_JSON, escaped);
 }
 
-/** Text from Redis made safe for a terminal: control characters (escape sequences, newlines) shown as `\uXXXX`. */
+/**
+ * Text from Redis made safe for a terminal: control characters (escape sequences, newlines) and bidirectional
+ * formatting characters shown as `\uXXXX`.
+ */
 export function clean(text: string | number | undefined): string {
   if (text === undefined) return '-';
-  return String(text).replace(
-    // eslint-disable-next-line no-control-regex
-    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
+  return String(text).replace(UNSAFE_IN_TEXT, escaped);
 }
 
 /** Shortens text to `max` characters (`…` marks the cut; a surrogate pair is never split). */
