@@ -134,13 +134,29 @@ function replacedSince(m: Model, from: number): string[] {
   return m.system.events.slice(from).flatMap((event) => (event.type === 'replaced' ? [event.replacedJobId] : []));
 }
 
-/** A replaced job must never have started (docs/conflict-strategies.md, `replace`). */
+/**
+ * The holders replaced by the entries of a bulk up to entry `upTo` (the entries settle in order, each strategy after
+ * the one before it): a duplicate answered before a later entry replaced its holder named a holder then.
+ */
+function replacedByEntries(m: Model, from: number, ids: readonly (string | undefined)[], upTo: number): Set<string> {
+  const by = new Set(ids.slice(0, upTo + 1));
+  return new Set(
+    m.system.events
+      .slice(from)
+      .flatMap((event) => (event.type === 'replaced' && by.has(event.jobId) ? [event.replacedJobId] : [])),
+  );
+}
+
+/**
+ * A replaced job must never have started, or only been put back by the `reschedule` strategy before its handler
+ * (docs/conflict-strategies.md, `replace`).
+ */
 function judgeReplaced(m: Model, ids: readonly string[]): Violation[] {
   return ids.flatMap((id) => {
     const job = m.job(id);
     // A holder already gone (removed by hand, its slot kept: the documented gap) was not removed by the replace.
     if (!job || job.gone || job.state === 'unknown') return [];
-    if (job.started === 0 && ['waiting', 'delayed', 'prioritized'].includes(job.state)) return [];
+    if ((job.started === 0 || job.neverRan) && ['waiting', 'delayed', 'prioritized'].includes(job.state)) return [];
     return [
       {
         invariant: '4',
@@ -347,7 +363,8 @@ class AddBulkCommand implements ModelCommand {
         const digest = this.entries[i].digest;
         if (answer.status === 'enqueued') answer.delayed = this.entries[i].delay;
         const unnamed = raised && answer.status === 'duplicate' && answer.existingJobId === undefined;
-        const verdicts = judgeAnswer(m, digest, answer, holders, (id) => exists.has(id));
+        const replacedYet = replacedByEntries(m, from, ids, i);
+        const verdicts = judgeAnswer(m, digest, answer, holders, (id) => exists.has(id), replacedYet);
         // `raise` names only the first duplicate of a bulk.
         m.found.push(...(unnamed ? verdicts.filter((v) => !v.message.includes('without naming')) : verdicts));
         if (answer.status === 'enqueued') m.add(answer.jobId, digest);

@@ -219,6 +219,8 @@ export function stepHolders(m: Model): StepHolders {
 /**
  * Invariant 4 on one answer: `enqueued` with a job that exists right after (and only if the lock had room), or
  * `duplicate` naming a job that holds the lock and exists (an `until_expired` holder may be gone: its period goes on).
+ * `replacedYet`: the holders replaced when it was answered (an entry of a bulk: by the entries up to it), when not all
+ * those of the step.
  */
 export function judgeAnswer(
   m: Model,
@@ -226,12 +228,13 @@ export function judgeAnswer(
   answer: Answer,
   holders: StepHolders,
   exists: (id: string) => boolean,
+  replacedYet: ReadonlySet<string> = holders.replaced,
 ): Violation[] {
   const found: Violation[] = [];
   const { lock } = m.config;
   const period = m.promise.heldIn === 'period';
-  const before = holders.atStart[digest].map((job) => job.id).filter((id) => !holders.replaced.has(id));
-  const accepted = holders.accepted[digest].filter((a) => !holders.replaced.has(a.id));
+  const before = holders.atStart[digest].map((job) => job.id).filter((id) => !replacedYet.has(id));
+  const accepted = holders.accepted[digest].filter((a) => !replacedYet.has(a.id));
   const atAnswer = new Set([...before, ...accepted.map((a) => a.id)]);
   if (answer.status === 'enqueued') {
     // (A later entry of the same bulk may have replaced it: then it existed when it was answered.)
@@ -277,7 +280,12 @@ export function judgeAnswer(
       invariant: '4',
       message: `d${digest}: the duplicate names job ${describe(m, id)}, which does not hold the lock (holders ${list(blocking)})`,
     });
-  } else if (!period && !exists(id) && !(DOCS_OVER_INVARIANTS.duplicateMayNameRemovedHolder && gap.includes(id))) {
+  } else if (
+    !period &&
+    !exists(id) &&
+    !holders.replaced.has(id) && // replaced by a later entry of the same bulk: it existed when it was named
+    !(DOCS_OVER_INVARIANTS.duplicateMayNameRemovedHolder && gap.includes(id))
+  ) {
     found.push({
       invariant: '4',
       message: `d${digest}: the duplicate names job ${describe(m, id)}, which does not exist`,
@@ -289,7 +297,7 @@ export function judgeAnswer(
   if (
     m.config.client === 'replace' &&
     holder &&
-    !holders.replaced.has(id) &&
+    !replacedYet.has(id) &&
     holder.started === 0 &&
     holder.state === 'delayed'
   ) {

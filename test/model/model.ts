@@ -19,6 +19,8 @@ export interface ModelJob {
   state: JobState;
   /** BullMQ's attemptsStarted when last seen. */
   started: number;
+  /** No handler ran it when last seen: no start, or every start one the `reschedule` strategy put back. */
+  neverRan?: boolean;
   /** How it went away, once it did: removed by a command, replaced (strategy `replace`), or removed by BullMQ. */
   gone?: 'removed' | 'replaced' | 'auto';
   /**
@@ -166,6 +168,7 @@ export class Model {
       }
       job.state = seen.state;
       job.started = seen.started;
+      job.neverRan = seen.neverRan;
     }
   }
 

@@ -17,6 +17,7 @@ import {
   type ReapReport,
   type UniqueJobEvent,
 } from '../../lib/index.js';
+import { RESCHEDULES_FIELD } from '../../lib/redis/keys.js';
 import { uniqueName } from '../support/redis.js';
 import { CONFIGS, LONG, MAX_STARTED_ATTEMPTS, type QueueRole, uniqueOptionsOf } from './configs.js';
 import type { JobState } from './promises.js';
@@ -106,6 +107,8 @@ export interface JobSnapshot {
   state: JobState;
   /** `attemptsStarted` (BullMQ's `ats`). */
   started: number;
+  /** Every start was put back by the `reschedule` strategy before the handler (`ats` = reschedules, `atm` 0). */
+  neverRan: boolean;
 }
 
 /** The lock keys of one digest, as Redis holds them. */
@@ -318,11 +321,17 @@ export class System {
 
   async snapshotJobs(queue: QueueRole, ids: readonly string[]): Promise<Map<string, JobSnapshot>> {
     const q = this.queues[queue];
-    const [states, started] = await Promise.all([
+    const [states, counts] = await Promise.all([
       Promise.all(ids.map((id) => q.getJobState(id))),
-      Promise.all(ids.map((id) => this.redis.hget(`${q.qualifiedName}:${id}`, 'ats'))),
+      Promise.all(ids.map((id) => this.redis.hmget(`${q.qualifiedName}:${id}`, 'ats', 'atm', RESCHEDULES_FIELD))),
     ]);
-    return new Map(ids.map((id, i) => [id, { state: states[i] as JobState, started: Number(started[i] ?? 0) }]));
+    return new Map(
+      ids.map((id, i) => {
+        const [started, made, rescheduled] = counts[i].map((count) => Number(count ?? 0));
+        const neverRan = started === 0 || (made === 0 && started === rescheduled);
+        return [id, { state: states[i] as JobState, started, neverRan }];
+      }),
+    );
   }
 
   async snapshotLocks(keys: readonly DigestKeys[]): Promise<LockSnapshot[]> {
