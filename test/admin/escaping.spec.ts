@@ -21,6 +21,19 @@ describe('admin views: escaping', () => {
     expect(html`${forged}`.toString()).toBe('&lt;script&gt;alert(1)&lt;/script&gt;');
   });
 
+  it('shows bidirectional formatting characters as \\uXXXX in the text, keeps them in attribute values', () => {
+    const jobId = 'inv\u202eexe.fdp\u2066x\u2069';
+    const markup = html; // (not named `html`, so Prettier leaves the template's whitespace alone)
+    const cell = markup`<td><a href="/x?id=${jobId}" title="${jobId}">${jobId}</a></td><td>${[jobId]}</td>`;
+    expect(cell.toString()).toBe(
+      `<td><a href="/x?id=${jobId}" title="${jobId}">inv\\u202eexe.fdp\\u2066x\\u2069</a></td>` +
+        '<td>inv\\u202eexe.fdp\\u2066x\\u2069</td>',
+    );
+    for (const shown of [jsonBlock({ id: jobId }), storedJson(JSON.stringify(jobId))]) {
+      expect(String(shown)).not.toMatch(/[\u202e\u2066\u2069]/);
+    }
+  });
+
   it('admits a style sheet only when it cannot close its element', () => {
     expect(styleSheet('a { color: red }').toString()).toBe('a { color: red }');
     expect(() => styleSheet('</style><script>alert(1)</script>')).toThrow(/must not contain/);

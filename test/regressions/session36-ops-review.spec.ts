@@ -9,6 +9,7 @@ import { Test } from '@nestjs/testing';
 import { Queue } from 'bullmq';
 import { InvalidUniqueJobOptionsError, UniqueJobsAdminModule, UniqueJobsModule } from '../../lib/index.js';
 import { ADMIN_DEADLINE_MS } from '../../lib/ops/admin/deadline.interceptor.js';
+import { http, OPS, useAdminApp } from '../admin/admin-app.js';
 import { runCli } from '../cli/run-cli.js';
 import { useApps } from '../support/apps.js';
 import { asEnqueued, byId } from '../support/locks.js';
@@ -139,5 +140,29 @@ describe('session 36: CLI output of bidi formatting characters', () => {
     expect(text.stdout).toContain('n\\u200fame');
     expect(json.stdout).toContain('inv\\u202eexe.fdp');
     for (const output of [text.stdout, json.stdout]) expect(output).not.toMatch(BIDI);
+  });
+});
+
+// The admin page HTML-escaped a job id and name holding bidirectional formatting characters, but a browser still
+// applied them: `inv<U+202E>exe.fdp` read `invpdf.exe` in its cell. They are shown as `\uXXXX` in the page's text, and
+// kept in attribute values (links and forms name the job exactly).
+describe('session 36: admin page of a job id holding bidi formatting characters', () => {
+  const { start } = useAdminApp();
+
+  it('shows them escaped in the lock page and the lock list', async () => {
+    const queueName = uniqueName('s36bidi-admin');
+    const app = await start({
+      queues: [{ queue: queueName, paused: true, unique: { lock: 'until_executed', lockArgs: () => 'x' } }],
+    });
+    const jobId = 'inv\u202eexe.fdp';
+    const result = await app.service.enqueue(app.queue(queueName), 'n\u200fame', { id: 'x' }, { jobId });
+    expect(result.status).toBe('enqueued');
+    const page = (url: string) => http(url, { headers: { authorization: OPS, accept: 'text/html' } });
+    for (const url of [`${app.adminUrl}/locks/${result.digest!}`, `${app.adminUrl}/`]) {
+      const answer = await page(url);
+      expect(answer.status).toBe(200);
+      expect(answer.text).toContain('inv\\u202eexe.fdp');
+      expect(answer.text).not.toMatch(/>[^<]*[\u202e\u200f][^<]*</);
+    }
   });
 });

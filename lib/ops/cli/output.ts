@@ -1,5 +1,6 @@
 import { cut } from '../../errors/thrown.js';
 import { jsonText } from '../../common/json-text.js';
+import { BIDI_CLASS, escapedChar } from '../../common/bidi.js';
 /** Where the CLI writes, and its environment (a parameter, so tests and embedders can run it in process). */
 export interface CliIo {
   /** Writes to standard output (a whole line or block, without the final newline). */
@@ -17,19 +18,10 @@ export const processIo: CliIo = {
   env: process.env,
 };
 
-/**
- * The bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), as a character class
- * body: invisible, they reorder the text after them where it is shown (a terminal or pager that applies the Unicode
- * bidi algorithm, a pasted ticket), so a job id `inv<U+202E>exe.fdp` reads `invpdf.exe`.
- */
-const BIDI = '\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069';
 /** What {@link toJson} escapes besides what JSON does: C1 controls, U+2028/U+2029 and the bidi characters. */
-const UNSAFE_IN_JSON = new RegExp(`[\\u007f-\\u009f\\u2028\\u2029${BIDI}]`, 'g');
+const UNSAFE_IN_JSON = new RegExp(`[\\u007f-\\u009f\\u2028\\u2029${BIDI_CLASS}]`, 'g');
 /** What {@link clean} escapes: every control character, U+2028/U+2029 and the bidi characters. */
-const UNSAFE_IN_TEXT = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029${BIDI}]`, 'g');
-
-/** `\uXXXX` for a character. */
-const escaped = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+const UNSAFE_IN_TEXT = new RegExp(`[\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029${BIDI_CLASS}]`, 'g');
 
 /**
  * JSON for the terminal: as `JSON.stringify` indented (the first levels only, see {@link jsonText}: deeply nested job
@@ -38,7 +30,7 @@ const escaped = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0
  * Redis (job names, job data) may hold anything.
  */
 export function toJson(value: unknown): string {
-  return jsonText(value, { indent: 2 }).text.replace(UNSAFE_IN_JSON, escaped);
+  return jsonText(value, { indent: 2 }).text.replace(UNSAFE_IN_JSON, escapedChar);
 }
 
 /**
@@ -47,7 +39,7 @@ export function toJson(value: unknown): string {
  */
 export function clean(text: string | number | undefined): string {
   if (text === undefined) return '-';
-  return String(text).replace(UNSAFE_IN_TEXT, escaped);
+  return String(text).replace(UNSAFE_IN_TEXT, escapedChar);
 }
 
 /** Shortens text to `max` characters (`…` marks the cut; a surrogate pair is never split). */

@@ -4,6 +4,7 @@
  * another `html` template). No other way to produce `SafeHtml` exists outside this file, so user data (job ids, names,
  * data, digests, error messages) can only reach the page escaped.
  */
+import { BIDI_CLASS, escapedChar } from '../../../common/bidi.js';
 import { withoutTrailingSlashes } from '../../../common/slashes.js';
 
 const ENTITIES: Readonly<Record<string, string>> = {
@@ -44,18 +45,27 @@ export class SafeHtml {
 /** A value that may appear in an {@link html} template: escaped unless `SafeHtml`; arrays are concatenated. */
 export type HtmlValue = SafeHtml | string | number | boolean | null | undefined | readonly HtmlValue[];
 
-function render(value: HtmlValue): string {
+/** The bidirectional formatting characters, shown as `\uXXXX` in the page's text (see {@link BIDI_CLASS}). */
+const BIDI = new RegExp(`[${BIDI_CLASS}]`, 'g');
+
+function render(value: HtmlValue, inText: boolean): string {
   if (value instanceof SafeHtml) return value.toString();
-  if (Array.isArray(value)) return (value as readonly HtmlValue[]).map(render).join('');
+  if (Array.isArray(value)) return (value as readonly HtmlValue[]).map((item) => render(item, inText)).join('');
   if (value === false) return '';
-  return escapeHtml(value as string | number | true | null | undefined);
+  const escaped = escapeHtml(value as string | number | true | null | undefined);
+  // In the page's text only: an attribute value (a form field, a link) must keep what it names exactly.
+  return inText ? escaped.replace(BIDI, escapedChar) : escaped;
 }
 
-/** Template tag: `html\`<td>${jobId}</td>\`` escapes `jobId`; nested `html` fragments and arrays of them pass through. */
+/**
+ * Template tag: `html\`<td>${jobId}</td>\`` escapes `jobId`; nested `html` fragments and arrays of them pass through.
+ * A value in the page's text (not inside a tag) also shows its bidirectional formatting characters as `\uXXXX`: a job
+ * id `inv<U+202E>exe.fdp` would read `invpdf.exe` in its cell.
+ */
 export function html(strings: TemplateStringsArray, ...values: readonly HtmlValue[]): SafeHtml {
   let markup = strings[0];
   values.forEach((value, i) => {
-    markup += render(value) + strings[i + 1];
+    markup += render(value, markup.lastIndexOf('<') <= markup.lastIndexOf('>')) + strings[i + 1];
   });
   return createSafeHtml(markup);
 }
