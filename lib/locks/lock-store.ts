@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { bullKeys, RESCHEDULES_FIELD } from '../redis/keys.js';
+import { bullKeys } from '../redis/keys.js';
 import { runInOrder, type RedisScripts, type ScriptName } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
@@ -169,9 +169,14 @@ export class LockStore {
     return (await this.scripts.client.get(bullKeys.jobLock(qualifiedName, jobId))) === token;
   }
 
-  /** How many times the `reschedule` strategy put a job back (its hash's {@link RESCHEDULES_FIELD}; 0: never). */
-  async reschedulesOf(jobKey: string): Promise<number> {
-    return Number((await this.scripts.client.hget(jobKey, RESCHEDULES_FIELD)) ?? 0);
+  /** A count the library keeps in a job's hash (`field`: `RESCHEDULES_FIELD`, `STEPS_FIELD`); 0: none. */
+  async countOf(jobKey: string, field: string): Promise<number> {
+    return Number((await this.scripts.client.hget(jobKey, field)) ?? 0);
+  }
+
+  /** Counts one more in a job's hash (see {@link countOf}), only while the job exists; the count, 0 when it is gone. */
+  async countInJob(jobKey: string, field: string): Promise<number> {
+    return Number(await this.scripts.run('countInJob', [jobKey], [field]));
   }
 
   /** The options a job was stored with (its hash's `opts` field), or `undefined` when the job does not exist. */

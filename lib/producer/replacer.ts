@@ -5,7 +5,7 @@ import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { EnqueueLock } from '../locks/enqueue-lock.js';
 import type { LockStore } from '../locks/lock-store.js';
 import type { JobDefinitions } from '../options/job-definitions.js';
-import { bullKeys, type UniqueJobsKeys } from '../redis/keys.js';
+import { bullKeys, RESCHEDULES_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { GuardedQueues } from './guarded-queues.js';
 import { lockedAs } from '../locks/locked-digest.js';
@@ -189,7 +189,9 @@ export class Replacer {
   private async neverRan(queue: Queue, job: Job): Promise<boolean> {
     if (job.attemptsStarted === 0) return true;
     if (job.attemptsMade > 0) return false;
-    return (await this.store.reschedulesOf(bullKeys.job(queue.qualifiedName, job.id!))) === job.attemptsStarted;
+    return (
+      (await this.store.countOf(bullKeys.job(queue.qualifiedName, job.id!), RESCHEDULES_FIELD)) === job.attemptsStarted
+    );
   }
 }
 

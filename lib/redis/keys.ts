@@ -186,6 +186,12 @@ export function digestOfDeduplicationId(id: string | undefined): string | undefi
 /** The field of a job's hash counting its reschedules (the `reschedule` strategy's `maxReschedules`). */
 export const RESCHEDULES_FIELD = 'ujReschedules';
 
+/**
+ * The field of a job's hash counting the steps its handler moved it through (a step job of a lock type with a run-time
+ * lock): a delivery of it is a later step whatever became of the run-time lock slot its last step parked.
+ */
+export const STEPS_FIELD = 'ujSteps';
+
 /** How a run-time lock owner written as a JSON pair begins. */
 const PAIR_START = '["';
 

@@ -31,7 +31,7 @@ export type ScriptName =
   | 'reapDeduplication'
   | 'reapIdempotencyClaim'
   | 'registerQueue'
-  | 'countReschedule';
+  | 'countInJob';
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;

@@ -12,7 +12,7 @@ import { RuntimeLease } from '../locks/runtime-lease.js';
 import { stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
 import { PARKED_MARK } from '../locks/lock-store.js';
 import type { JobDefinition } from '../options/job-definitions.js';
-import { parseRuntimeLockOwner, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
+import { bullKeys, parseRuntimeLockOwner, runtimeLockOwner, STEPS_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { knownOnSameServer } from '../redis/same-server.js';
 
 /** What a run needs from the worker side. */
@@ -155,6 +155,8 @@ export class JobRun implements LockRun {
     if (!lease) return false;
     const { runtimeLockLease } = this.definition.options;
     const recoveryMs = this.stepped?.recoveryMs ?? stallRecoveryMs(undefined);
+    // Counted in the job: its next deliveries are later steps, even one that takes the slot anew (see parkForRetry).
+    await this.deps.store.countInJob(this.jobKey(), STEPS_FIELD);
     return lease.park(await stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs));
   }
 
@@ -168,7 +170,10 @@ export class JobRun implements LockRun {
     const lease = this.runtime;
     // A first delivery is no later step, whatever slot it re-entered (a new job given the custom id of a removed job
     // whose slot was parked): BullMQ counts every start of the job.
-    if (!lease?.resumed || this.job.attemptsStarted <= 1) return false;
+    if (!lease || this.job.attemptsStarted <= 1) return false;
+    // A later step that took the slot anew (the delivery before it crashed mid-step and its lease ended, or the slot
+    // parked for it ended first) is still one: the steps its handler moved the job through are counted in the job.
+    if (!lease.resumed && (await this.deps.store.countOf(this.jobKey(), STEPS_FIELD)) === 0) return false;
     const { outcome, delay } = await end();
     if (outcome === 'fails') return false;
     this.runtime = undefined;
@@ -196,6 +201,11 @@ export class JobRun implements LockRun {
     if (await deps.store.releaseMarked(deps.keys.runtimeLock(digest), this.runtimeOwner(), PARKED_MARK)) {
       this.emitUnlocked('runtime', Date.now());
     }
+  }
+
+  /** The job's hash. */
+  private jobKey(): string {
+    return bullKeys.job(this.job.queueQualifiedName, this.job.id!);
   }
 
   /** The owner of the job's run-time lock slot: the job (with its queue when the lock is unique across queues). */

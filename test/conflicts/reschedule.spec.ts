@@ -115,13 +115,13 @@ describe('onConflict: reschedule (server side, while_executing)', () => {
   it('counts reschedules on the job hash only while the job exists', async () => {
     const scripts = new RedisScripts(redis);
     const gone = `${uniqueName('resched')}:q:gone-job`;
-    expect(await scripts.run('countReschedule', [gone], ['ujReschedules'])).toBe(0);
+    expect(await scripts.run('countInJob', [gone], ['ujReschedules'])).toBe(0);
     expect(await redis.exists(gone)).toBe(0);
     const live = `${uniqueName('resched')}:q:live-job`;
     await redis.hset(live, 'name', 'sync');
     try {
-      expect(await scripts.run('countReschedule', [live], ['ujReschedules'])).toBe(1);
-      expect(await scripts.run('countReschedule', [live], ['ujReschedules'])).toBe(2);
+      expect(await scripts.run('countInJob', [live], ['ujReschedules'])).toBe(1);
+      expect(await scripts.run('countInJob', [live], ['ujReschedules'])).toBe(2);
       expect(await redis.hget(live, 'ujReschedules')).toBe('2');
     } finally {
       await redis.del(live);

@@ -1,13 +1,23 @@
 // Hostile review (session 36) of the lock types and conflict strategies in their less-trodden combinations. Each case
 // failed before its fix.
 import { describe, expect, it } from '@jest/globals';
-import { Queue, type JobsOptions } from 'bullmq';
+import { DelayedError, Queue, type Job, type JobsOptions } from 'bullmq';
 import { LockStore } from '../../lib/locks/lock-store.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
-import { asDuplicate, asEnqueued, byId, dedupHolder, digestOf, expiringKey, owners } from '../support/locks.js';
+import {
+  asDuplicate,
+  asEnqueued,
+  byId,
+  dedupHolder,
+  digestOf,
+  expiringKey,
+  owners,
+  runningKey,
+} from '../support/locks.js';
 import { bullOptions, bullPrefix, uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
 
 // `replace` checks that the holder never started, then removes it; a worker may run the holder to its end in between
 // (replace-races.spec.ts). For `until_executed` the lock is free by then and the new job is enqueued. An `until_expired`
@@ -165,4 +175,51 @@ describe('session 36: replace meeting a copy the reschedule strategy put back', 
     await app.queue.remove(b.job.id!);
     expect(await keysOf(app)).toEqual([]);
   });
+});
+
+// A later step of a `while_executing` step job whose delivery took the run-time lock anew (the delivery before it
+// crashed mid-step and the slot's lease ended; here the slot is dropped by hand) was no later step to the lock: when
+// that attempt failed and BullMQ retried it after a backoff, the slot was given back, and a duplicate ran step 1 while
+// the job waited between its steps. The steps a handler moved its job through are counted in the job (`ujSteps`), so
+// such a delivery keeps the slot parked for the backoff as one that re-entered it does.
+describe('session 36: a later step that took its run-time lock anew, failed and is retried', () => {
+  const { redis, start } = useApps('s36-later-step');
+
+  it('keeps the lock parked for the backoff: a duplicate meets it and does not run', async () => {
+    const ran: string[] = [];
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
+      handler: async (job: Job<{ id: string; step?: number }>) => {
+        const step = job.data.step ?? 1;
+        ran.push(`${job.id}:${step}`);
+        if (step === 1) {
+          await job.updateData({ ...job.data, step: 2 });
+          await job.moveToDelayed(Date.now() + 60_000, job.token);
+          throw new DelayedError();
+        }
+        throw new Error('step 2 failed');
+      },
+    });
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add(
+      'sync',
+      { id: 'a' },
+      { jobId: uniqueName('step'), attempts: 2, backoff: { type: 'fixed', delay: 60_000 } },
+    );
+    await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+    expect(await redis.zscore(running, first.id!)).not.toBeNull();
+    // The parked slot is gone (its lease ended after a crash): the next delivery takes the lock anew.
+    await redis.del(running);
+    await (await app.queue.getJob(first.id!))!.promote();
+    await waitFor('step 2 failed and is retried later', async () => {
+      const job = await app.queue.getJob(first.id!);
+      return job?.attemptsMade === 1 && (await job.getState()) === 'delayed';
+    });
+    expect(ran).toEqual([`${first.id}:1`, `${first.id}:2`]);
+    expect(await redis.zscore(running, first.id!)).not.toBeNull();
+    const duplicate = await app.queue.add('sync', { id: 'a' });
+    await expect(app.finished(duplicate.id!)).resolves.toBeNull(); // met the lock: logged, not run
+    expect(ran).toEqual([`${first.id}:1`, `${first.id}:2`]);
+    await (await app.queue.getJob(first.id!))!.remove();
+  }, 30_000);
 });
