@@ -118,7 +118,8 @@ describe('session 36: replace meeting a holder that is a flow parent', () => {
 describe('session 36: replace meeting a copy the reschedule strategy put back', () => {
   const { redis, start, keysOf } = useApps('s36-replace-rescheduled');
 
-  it('replaces the rescheduled copy: the latest payload runs after the holder, the stale one never', async () => {
+  /** A runs, held at its gate; B met A's run-time lock and was rescheduled (a minute), keeping its enqueue lock. */
+  async function rescheduledCopy() {
     const gates = new Gates().hold('A');
     const app = await start({
       unique: {
@@ -135,6 +136,11 @@ describe('session 36: replace meeting a copy the reschedule strategy put back', 
     await gates.started('A');
     const b = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'B' }));
     await events.next((e) => e.type === 'rescheduled' && e.jobId === b.job.id);
+    return { app, gates, a, b };
+  }
+
+  it('replaces the rescheduled copy: the latest payload runs after the holder, the stale one never', async () => {
+    const { app, gates, a, b } = await rescheduledCopy();
     gates.release('A');
     await expect(app.finished(a.job)).resolves.toBe('ran:A');
     // B waits out its reschedule (a minute) holding the enqueue lock: C, the latest payload, takes its place.
@@ -148,22 +154,7 @@ describe('session 36: replace meeting a copy the reschedule strategy put back', 
   });
 
   it('keeps a copy that ran a step of its own before it was rescheduled (a start that ran its handler)', async () => {
-    const gates = new Gates().hold('A');
-    const app = await start({
-      unique: {
-        lock: 'until_and_while_executing',
-        onConflict: { client: 'replace', server: 'reschedule' },
-        rescheduleIn: 60_000,
-        lockArgs: byId,
-      },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
-    });
-    const events = new EventLog(app);
-    const a = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'A' }));
-    await gates.started('A');
-    const b = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'B' }));
-    await events.next((e) => e.type === 'rescheduled' && e.jobId === b.job.id);
+    const { app, gates, a, b } = await rescheduledCopy();
     // One start more than reschedules counted: as a start that ran its handler (a step) or stalled leaves it.
     await redis.hincrby(`${bullPrefix()}:${app.queue.name}:${b.job.id}`, 'ats', 1);
     const c = asDuplicate(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'C' }));
