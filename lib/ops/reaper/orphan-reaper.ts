@@ -117,6 +117,7 @@ export class OrphanReaper {
       return report;
     }
     const pass = dryRun ? this.passes.dry : this.passes.scheduled;
+    const serverNow = await this.serverClock();
     const deadline = startedAt + this.timeBudget;
     const suspects: Suspect[] = [];
     const record = (item: ReapedItem) => {
@@ -134,7 +135,7 @@ export class OrphanReaper {
       report.scannedKeys += found.length;
       await Promise.all(
         found.map((key) =>
-          this.inspect(key, pass, dryRun, record, suspects).catch((error: unknown) => {
+          this.inspect(key, pass, dryRun, record, suspects, serverNow).catch((error: unknown) => {
             failed(error); // one odd key must not cost the run what it found
           }),
         ),
@@ -167,6 +168,7 @@ export class OrphanReaper {
     dryRun: boolean,
     record: (item: ReapedItem) => void,
     suspects: Suspect[],
+    serverNow: () => number,
   ): Promise<void> {
     const dry = dryRun ? '1' : '0';
     const deduplication = pass.deduplicationSpaceOf(key);
@@ -199,7 +201,7 @@ export class OrphanReaper {
       // when parked for a step job's next delivery (else a running handler renews it: only its end frees it).
       await this.suspectOwners(key, kind, expired, pass, suspects);
     } else if (suffix === KEY_SUFFIX.idempotency) {
-      await this.suspectIdempotencyClaim(key, suspects);
+      await this.suspectIdempotencyClaim(key, suspects, serverNow);
     }
   }
 
@@ -240,7 +242,21 @@ export class OrphanReaper {
     }
   }
 
-  private async suspectIdempotencyClaim(key: string, suspects: Suspect[]): Promise<void> {
+  /**
+   * Redis' clock (ms), which wrote the leases' ends: read once per run (TIME) and carried on the monotonic clock. Not the
+   * process's wall clock: a reaper on a machine whose clock runs behind would never see an orphaned claim's lease end
+   * (the release script checks the lease again on the record's own server, so a clock read a little early only defers
+   * a release to the next run). The process's clock when TIME is refused (an ACL without it).
+   */
+  private async serverClock(): Promise<() => number> {
+    const sentAt = performance.now();
+    const time = await this.deps.client.time().catch(() => undefined);
+    if (!time) return () => Date.now();
+    const server = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+    return () => server + (performance.now() - sentAt);
+  }
+
+  private async suspectIdempotencyClaim(key: string, suspects: Suspect[], serverNow: () => number): Promise<void> {
     const [state, owner, until, jobKey, jobId, jobAt] = await this.deps.client.hmget(
       key,
       'state',
@@ -253,7 +269,7 @@ export class OrphanReaper {
     // Only a claim whose lease ended: a live lease may belong to a handler still running after its job was removed.
     // Or one parked between two steps of its job (handed over: no handler runs), whose job is gone or finished.
     const parked = isHandedOver(owner ?? undefined);
-    if (state !== 'in_progress' || !owner || !jobKey || (!parked && Number(until) > Date.now())) return;
+    if (state !== 'in_progress' || !owner || !jobKey || (!parked && Number(until) > serverNow())) return;
     // The job the record names, created when it says: a later job given its custom id is not it.
     const statusNow = () => jobStatus(this.deps.client, jobKey, undefined, jobAt ?? undefined);
     const status = await statusNow();

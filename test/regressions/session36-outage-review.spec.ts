@@ -1,0 +1,87 @@
+// Hostile review (session 36) of outages, crashes and clocks, as an operator who makes Redis misbehave. Each case failed
+// before its fix.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Redis } from 'ioredis';
+import { RedisIdempotencyStore, UniqueJobsReaper } from '../../lib/index.js';
+import { startApp, type TestApp } from '../support/app.js';
+import { byId, enqueuedJob } from '../support/locks.js';
+import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
+
+const HOUR = 3_600_000;
+
+async function redisNow(redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** Runs `work` in a process whose wall clock (`Date.now`) reads `skewMs` off the true time. */
+async function withSkewedClock<T>(skewMs: number, work: () => Promise<T>): Promise<T> {
+  const now = Date.now;
+  Date.now = () => now() + skewMs;
+  try {
+    return await work();
+  } finally {
+    Date.now = now;
+  }
+}
+
+// The reaper took an in-progress claim's lease end (written with Redis' clock) for ended only once the reaper process's
+// own clock had passed it: a reaper whose machine's clock ran behind by more than the record's remaining life (its lease
+// plus ten minutes) never released an orphaned claim, which kept refusing deliveries of other payloads of its key as
+// mismatches for those ten minutes. Leases are decided by Redis' clock (docs/reliability.md).
+describe("session 36: the reaper judges a claim's lease by Redis' clock, not its process's", () => {
+  let redis: Redis;
+  let app: TestApp;
+  beforeAll(async () => {
+    redis = redisClient();
+    app = await startApp({
+      queue: uniqueName('s36-reap-clock'),
+      paused: true,
+      unique: { lock: 'until_executed', lockArgs: byId },
+      module: { reaper: { interval: false, grace: 0 } },
+    });
+  });
+  afterAll(async () => {
+    await app.close();
+    await redis.quit();
+  });
+
+  it.each([
+    ['behind', -HOUR],
+    ['ahead', HOUR],
+  ])(
+    'a reaper whose clock runs an hour %s releases the orphaned claim whose lease ended, never a live one',
+    async (_label, skewMs) => {
+      const scope = uniqueName('scope');
+      const store = new RedisIdempotencyStore({ client: redis, prefix: app.prefix });
+      const live = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: `live-${skewMs}` }));
+      const claim = (key: string, jobId: string, leaseMs: number) =>
+        store.claim({
+          scope,
+          key,
+          owner: `owner-${key}`,
+          leaseMs,
+          fingerprint: undefined,
+          jobId,
+          jobKey: `${bullPrefix()}:${app.queue.name}:${jobId}`,
+        });
+      await claim('orphan', 'removed-job', 1);
+      await claim('running', live.id!, 1);
+      await claim('leased', 'removed-job-2', 60_000);
+      const recordKey = (key: string) => store.recordKey(scope, key);
+      // The 1 ms lease ends by Redis' clock: wait for it (it has, once Redis' clock has moved past it).
+      const until = Number(await redis.hget(recordKey('orphan'), 'until'));
+      while ((await redisNow(redis)) <= until) await new Promise((resolve) => setImmediate(resolve));
+
+      const report = await withSkewedClock(skewMs, () => app.moduleRef.get(UniqueJobsReaper).run());
+
+      expect(report.items.filter((item) => item.kind === 'idempotencyClaim')).toEqual([
+        { key: recordKey('orphan'), kind: 'idempotencyClaim', jobId: 'removed-job', reason: 'job gone' },
+      ]);
+      expect(await redis.exists(recordKey('orphan'))).toBe(0);
+      expect(await redis.hget(recordKey('running'), 'state')).toBe('in_progress');
+      expect(await redis.hget(recordKey('leased'), 'state')).toBe('in_progress');
+      await redis.del(recordKey('running'), recordKey('leased'));
+    },
+  );
+});
