@@ -70,10 +70,14 @@ export class UniqueJobsReaper implements OnApplicationBootstrap {
     });
   }
 
-  /** Stops the timer, waits for a run in progress and gives the leadership up (called at module shutdown). */
+  /**
+   * Stops the timer, ends a run in progress (cut short if it waits out its grace) and gives the leadership up (called at
+   * module shutdown).
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.reaper.interrupt(); // a run waiting out its grace ends now, releasing nothing
     await this.queue;
     await this.reaper.resign().catch(() => undefined);
   }

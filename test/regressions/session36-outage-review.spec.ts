@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Redis } from 'ioredis';
 import { RedisIdempotencyStore, UniqueJobsReaper } from '../../lib/index.js';
 import { startApp, type TestApp } from '../support/app.js';
-import { byId, enqueuedJob } from '../support/locks.js';
+import { byId, digestOf, enqueuedJob, owners, queuedKey, removeUnguarded } from '../support/locks.js';
 import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
 
 const HOUR = 3_600_000;
@@ -84,4 +84,35 @@ describe("session 36: the reaper judges a claim's lease by Redis' clock, not its
       await redis.del(recordKey('running'), recordKey('leased'));
     },
   );
+});
+
+// A scheduled reaper run that found suspects waits out its grace (15 s by default) before confirming them, and the
+// module's shutdown waited for that run: `app.close()` (SIGTERM) took up to the whole grace, whatever `shutdownTimeout`
+// said, Redis up or down. The shutdown now cuts the grace short; that run releases nothing (the orphan is found again).
+describe("session 36: a shutdown does not wait out the reaper's grace", () => {
+  it('close() during a run waiting out a 60 s grace ends at once; the orphan is left for a later run', async () => {
+    const redis = redisClient();
+    const app = await startApp({
+      queue: uniqueName('s36-reap-close'),
+      paused: true,
+      unique: { lock: 'until_executed', lockLimit: 2, lockArgs: byId },
+      module: { reaper: { interval: false, grace: 60_000 } },
+    });
+    try {
+      const job = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: 'orphan' }));
+      await removeUnguarded(app.queue.name, job.id!);
+      const key = queuedKey(app.prefix, digestOf(app, 'sync', { id: 'orphan' }));
+      const run = app.moduleRef.get(UniqueJobsReaper).run();
+      const closing = performance.now();
+      await app.moduleRef.close();
+      const closeMs = performance.now() - closing;
+      const report = await run;
+      expect(closeMs).toBeLessThan(20_000);
+      expect(report.reaped.enqueueLocks).toBe(0);
+      expect(await owners(redis, key)).toEqual([job.id]);
+    } finally {
+      await app.close();
+      await redis.quit();
+    }
+  }, 90_000);
 });

@@ -63,6 +63,8 @@ export class OrphanReaper {
   private readonly confirmation: SuspectConfirmation;
   /** Where the scheduled runs' walk stands, and where the dry runs' does. */
   private readonly passes: { scheduled: ReaperPass; dry: ReaperPass };
+  /** Aborted by {@link interrupt}: a run waiting out its grace stops there. */
+  private readonly stopping = new AbortController();
 
   constructor(private readonly deps: OrphanReaperDeps) {
     this.scripts = new RedisScripts(deps.client);
@@ -148,12 +150,31 @@ export class OrphanReaper {
     if (dryRun) {
       await this.confirmation.preview(suspects, report, record);
     } else {
-      await this.confirmation.confirm(suspects, pass, report, { record, failed });
+      const confirmed = await this.confirmation.confirm(
+        suspects,
+        pass,
+        report,
+        { record, failed },
+        this.stopping.signal,
+      );
+      if (!confirmed) {
+        report.durationMs = Date.now() - startedAt;
+        return report;
+      }
     }
     if (!dryRun) report.reaped.sqlRecords = await this.prune(deadline);
     if (!dryRun) await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1);
     report.durationMs = Date.now() - startedAt;
     return report;
+  }
+
+  /**
+   * Cuts short the grace period a run in progress waits out before confirming its suspects (shutdown: else a close
+   * waits up to `grace`, 15 s by default, whatever `shutdownTimeout` says); that run releases nothing more, and so does
+   * every later run of this reaper. The orphans are found again by the next process's runs.
+   */
+  interrupt(): void {
+    this.stopping.abort();
   }
 
   /** Gives the leadership up (shutdown), so another process takes over at its next run. */

@@ -44,13 +44,24 @@ export class SuspectConfirmation {
     },
   ) {}
 
-  /** Confirms the suspects a run found, with those kept back by the runs before it (but those found again). */
-  async confirm(found: readonly Suspect[], pass: ReaperPass, report: ReapReport, run: RunReporting): Promise<void> {
+  /**
+   * Confirms the suspects a run found, with those kept back by the runs before it (but those found again). A grace cut
+   * short by `stopping` (the application shuts down) releases nothing: a later run (this process's or another's) finds
+   * the orphans again. Resolves whether the grace was waited out.
+   */
+  async confirm(
+    found: readonly Suspect[],
+    pass: ReaperPass,
+    report: ReapReport,
+    run: RunReporting,
+    stopping?: AbortSignal,
+  ): Promise<boolean> {
     const seen = new Set(found.map(suspectId));
     const suspects = [...found, ...this.keptBack.splice(0).filter((suspect) => !seen.has(suspectId(suspect)))];
-    if (suspects.length === 0) return;
+    if (suspects.length === 0) return true;
     const before = suspects.some((suspect) => suspect.item.kind === 'enqueueLock') ? await this.readBulks() : [];
-    await delay(this.settings.grace);
+    const waited = await delay(this.settings.grace, true, { signal: stopping }).catch(() => false);
+    if (!waited) return false;
     const after = before?.length === 0 ? [] : await this.readBulks();
     const bulkSpanned = !before || !after || before.some((token) => after.includes(token));
     pass.refreshQueues();
@@ -71,6 +82,7 @@ export class SuspectConfirmation {
         }),
       );
     }
+    return true;
   }
 
   /**
