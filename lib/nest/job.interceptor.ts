@@ -117,8 +117,14 @@ export class JobInterceptor {
     this.moves = new JobMovesGuard(definitions, client, events, logger, enabled, deps);
     this.registry = new QueueRegistry(deps.scripts, deps.keys, (error) => {
       const message = error instanceof Error ? error.message : String(error);
-      // Refused, not out of reach: the Redis user lacks the library's keys, which every lock beyond a first job needs.
-      if (message.includes('NOPERM')) {
+      // Refused, not out of reach: the Redis user lacks a command the library runs (EVALSHA/EVAL: every lock beyond a
+      // first job and every claim need them), or the library's keys.
+      const command = /permissions to run the '([^']+)' command/i.exec(message)?.[1];
+      if (message.includes('NOPERM') && command) {
+        logger.error(
+          `The Redis user may not run the command ${command.toUpperCase()}, which the library needs (${message}): grant it the ACL rule "+${command.toLowerCase()}" (docs/operations.md, "What the library needs of Redis")`,
+        );
+      } else if (message.includes('NOPERM')) {
         logger.error(
           `The Redis user may not write the library's keys (${message}): grant it the ACL rule "~${deps.keys.prefix}:*" (docs/operations.md, "What the library needs of Redis")`,
         );

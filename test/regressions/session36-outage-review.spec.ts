@@ -6,6 +6,11 @@ import { RedisIdempotencyStore, UniqueJobsReaper } from '../../lib/index.js';
 import { startApp, type TestApp } from '../support/app.js';
 import { byId, digestOf, enqueuedJob, owners, queuedKey, removeUnguarded } from '../support/locks.js';
 import { bullPrefix, redisClient, uniqueName } from '../support/redis.js';
+import { deferred } from '../support/deferred.js';
+import { ownRedisForFile } from '../support/own-redis.js';
+
+// ACL users are a server setting: this file gets a server of its own (its default user cleans up after the tests).
+const server = await ownRedisForFile();
 
 const HOUR = 3_600_000;
 
@@ -115,4 +120,36 @@ describe("session 36: a shutdown does not wait out the reaper's grace", () => {
       await redis.quit();
     }
   }, 90_000);
+});
+
+// The library's connection logging in as a user that may not run EVALSHA/EVAL (a managed service's restricted role):
+// the bootstrap logged "The Redis user may not write the library's keys … grant it the ACL rule ~<prefix>:*" for a
+// user granted every key; the one rule to add went unsaid. The error now names the refused command and its rule.
+describe('session 36: a library user refused a command the library runs', () => {
+  it('the bootstrap error names the command (EVALSHA/EVAL) and its ACL rule, not the keys', async () => {
+    await server.admin.call('ACL', 'SETUSER', 'noeval', 'reset', 'on', '>pw', '~*', '&*', '+@all', '-evalsha', '-eval');
+    const refused = deferred<string>();
+    const error = (message: unknown) => {
+      if (/Redis user may not/.test(String(message))) refused.resolve(String(message));
+    };
+    const app = await startApp({
+      queue: uniqueName('s36-noeval'),
+      paused: true,
+      unique: { lock: 'until_executed', lockLimit: 2, lockArgs: byId },
+      module: {
+        logger: { log: () => undefined, warn: () => undefined, error },
+        connection: { host: '127.0.0.1', port: server.port, username: 'noeval', password: 'pw' },
+      },
+    });
+    try {
+      const line = await refused.promise;
+      expect(line).toMatch(/may not run the command (EVALSHA|EVAL), which the library needs/);
+      expect(line).toMatch(/ACL rule "\+(evalsha|eval)"/);
+      expect(line).not.toMatch(/may not write the library's keys/);
+      await expect(app.queue.add('sync', { id: 'a' })).rejects.toThrow(/NOPERM/);
+    } finally {
+      await app.close();
+      await server.admin.call('ACL', 'DELUSER', 'noeval');
+    }
+  });
 });
