@@ -89,7 +89,7 @@ export async function claimInTransaction<T, Transaction>(
           return row?.got === false ? heldUncommitted(elsewhere, sql, request) : undefined;
         }
         claimed = true;
-        const claimedAt = Date.now();
+        const claimedAt = performance.now(); // monotonic: a wall clock stepped back mid-handler must not skip the move
         txId = typeof row.tx === 'string' ? row.tx : JSON.stringify(row.tx);
         let value: T;
         try {
@@ -107,7 +107,7 @@ export async function claimInTransaction<T, Transaction>(
           done.result === undefined &&
           !done.handover &&
           tx.intact?.() === true &&
-          Date.now() - claimedAt < done.ttlMs / 4;
+          performance.now() - claimedAt < done.ttlMs / 4;
         if (!settled) {
           let completed: Record<string, unknown> | undefined;
           try {

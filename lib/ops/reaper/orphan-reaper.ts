@@ -2,15 +2,14 @@ import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import { BulksInProgress } from '../../locks/bulks-in-progress.js';
-import { isParkedScore, LockStore } from '../../locks/lock-store.js';
-import { bullKeys, KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, UniqueJobsKeys } from '../../redis/keys.js';
+import { LockStore } from '../../locks/lock-store.js';
+import { UniqueJobsKeys } from '../../redis/keys.js';
 import { QUEUE_REGISTRY_LIMIT, QueueRegistry } from '../../redis/queue-registry.js';
 import { RedisScripts } from '../../redis/redis-scripts.js';
 import type { ReapedItem, ReaperOptions, ReaperQueue, ReapReport } from './reap-report.interface.js';
-import { jobStatus, ownerStatuses } from './job-statuses.js';
+import { ReaperKeyInspector } from './key-inspector.js';
 import { ReaperPass } from './reaper-pass.js';
 import { MAX_SUSPECTS, SuspectConfirmation, type Suspect } from './suspect-confirmation.js';
-import { isHandedOver } from '../../idempotency/step-handover.js';
 
 /** What the reaper needs: the library's Redis and prefix, and where to find the jobs that own locks. */
 export interface OrphanReaperDeps {
@@ -36,7 +35,6 @@ export interface OrphanReaperDeps {
 }
 
 const MAX_ITEMS = 1000;
-const MAX_LOCK_OWNERS = 100;
 /** A dry run starts a new pass when the last dry run is older than this: it would not know queues created since. */
 const DRY_PASS_IDLE_MS = 60_000;
 
@@ -63,6 +61,8 @@ export class OrphanReaper {
   private readonly confirmation: SuspectConfirmation;
   /** Where the scheduled runs' walk stands, and where the dry runs' does. */
   private readonly passes: { scheduled: ReaperPass; dry: ReaperPass };
+  /** Looks at each key a run's scan finds. */
+  private readonly inspector: ReaperKeyInspector;
   /** Aborted by {@link interrupt}: a run waiting out its grace stops there. */
   private readonly stopping = new AbortController();
 
@@ -70,6 +70,7 @@ export class OrphanReaper {
     this.scripts = new RedisScripts(deps.client);
     this.locks = new LockStore(this.scripts);
     this.keys = new UniqueJobsKeys(deps.prefix);
+    this.inspector = new ReaperKeyInspector(deps.client, deps.prefix, this.scripts, this.locks, this.keys);
     this.batchSize = deps.options?.batchSize ?? 500;
     this.timeBudget = deps.options?.timeBudget ?? 1000;
     this.grace = deps.options?.grace ?? DEFAULT_GRACE;
@@ -98,9 +99,9 @@ export class OrphanReaper {
    */
   async run(options: { dryRun?: boolean } = {}): Promise<ReapReport> {
     const dryRun = options.dryRun ?? false;
-    const startedAt = Date.now();
+    const startedAt = performance.now();
     const report: ReapReport = {
-      startedAt,
+      startedAt: Date.now(),
       durationMs: 0,
       dryRun,
       leader: true,
@@ -115,7 +116,7 @@ export class OrphanReaper {
     // A dry run changes nothing: it needs no leadership (an application whose reaper is on keeps it while it runs).
     if (!dryRun && !(await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1)).acquired) {
       report.leader = false;
-      report.durationMs = Date.now() - startedAt;
+      report.durationMs = performance.now() - startedAt;
       return report;
     }
     const pass = dryRun ? this.passes.dry : this.passes.scheduled;
@@ -137,13 +138,13 @@ export class OrphanReaper {
       report.scannedKeys += found.length;
       await Promise.all(
         found.map((key) =>
-          this.inspect(key, pass, dryRun, record, suspects, serverNow).catch((error: unknown) => {
+          this.inspector.inspect(key, pass, dryRun, record, suspects, serverNow).catch((error: unknown) => {
             failed(error); // one odd key must not cost the run what it found
           }),
         ),
       );
       // Confirming suspects costs calls too: a run that found many stops scanning and leaves the rest to the next.
-      if (Date.now() >= deadline || suspects.length >= this.maxSuspects) break;
+      if (performance.now() >= deadline || suspects.length >= this.maxSuspects) break;
     } while (!pass.complete);
     report.complete = pass.complete;
 
@@ -158,13 +159,13 @@ export class OrphanReaper {
         this.stopping.signal,
       );
       if (!confirmed) {
-        report.durationMs = Date.now() - startedAt;
+        report.durationMs = performance.now() - startedAt;
         return report;
       }
     }
     if (!dryRun) report.reaped.sqlRecords = await this.prune(deadline);
     if (!dryRun) await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1);
-    report.durationMs = Date.now() - startedAt;
+    report.durationMs = performance.now() - startedAt;
     return report;
   }
 
@@ -182,87 +183,6 @@ export class OrphanReaper {
     await this.locks.release(this.keys.reaperLeader, this.token);
   }
 
-  /** Looks at one key; releases what needs no re-check, and collects suspects that do. Other keys are left alone. */
-  private async inspect(
-    key: string,
-    pass: ReaperPass,
-    dryRun: boolean,
-    record: (item: ReapedItem) => void,
-    suspects: Suspect[],
-    serverNow: () => number,
-  ): Promise<void> {
-    const dry = dryRun ? '1' : '0';
-    const deduplication = pass.deduplicationSpaceOf(key);
-    if (deduplication) {
-      // A key whose job is gone is released at once; one whose job finished only after the grace (see the script).
-      const reap = (mode: string) =>
-        this.scripts.run('reapDeduplication', [key], [deduplication.jobKeyPrefix, mode]) as Promise<
-          [string, string] | null
-        >;
-      const orphan = await reap(dryRun ? '1' : '2');
-      if (!orphan) return;
-      const item: ReapedItem = { key, kind: 'deduplicationKey', jobId: orphan[0], reason: orphan[1] };
-      if (dryRun || orphan[1] === 'job gone') record(item);
-      else suspects.push({ item, statuses: async () => [], release: async () => (await reap('0')) !== null });
-      return;
-    }
-    // Parsed (in linear time) only under the library's prefix.
-    if (!key.startsWith(this.keys.ownKeyStart)) return;
-    const own = parseOwnKey(key);
-    if (own?.prefix !== this.deps.prefix) return;
-    const suffix = own.suffix;
-    if (suffix === KEY_SUFFIX.running || suffix === KEY_SUFFIX.queued) {
-      const kind = suffix === KEY_SUFFIX.running ? 'runtimeLease' : 'enqueueLock';
-      const expired = (await this.scripts.run('reapExpiredLeases', [key], [dry])) as string[];
-      for (const owner of expired) {
-        const jobId = kind === 'runtimeLease' ? parseRuntimeLockOwner(owner).jobId : owner;
-        record({ key, kind, jobId, reason: 'lease ended' });
-      }
-      // A queued job renews nothing, so a general-path enqueue lock is checked against its job; a run-time lease only
-      // when parked for a step job's next delivery (else a running handler renews it: only its end frees it).
-      await this.suspectOwners(key, kind, expired, pass, suspects);
-    } else if (suffix === KEY_SUFFIX.idempotency) {
-      await this.suspectIdempotencyClaim(key, suspects, serverNow);
-    }
-  }
-
-  private async suspectOwners(
-    key: string,
-    kind: 'enqueueLock' | 'runtimeLease',
-    expired: readonly string[],
-    pass: ReaperPass,
-    suspects: Suspect[],
-  ): Promise<void> {
-    // RESP2 answers [member, score, …], RESP3 [[member, score], …]: flatten both.
-    const reply = (await this.deps.client.call('ZRANGE', key, 0, MAX_LOCK_OWNERS - 1, 'WITHSCORES')) as unknown[];
-    const owners = reply.flat().map(String);
-    for (let i = 0; i < owners.length; i += 2) {
-      const [owner, score] = [owners[i], owners[i + 1]];
-      if (expired.includes(owner)) continue;
-      const runtime = kind === 'runtimeLease';
-      if (runtime && !isParkedScore(Number(score))) continue;
-      const { jobId, queue } = runtime ? parseRuntimeLockOwner(owner) : { jobId: owner, queue: undefined };
-      // A run-time lock's job is not marked with its digest (no enqueue lock): its job's status alone decides.
-      const digest = runtime ? undefined : parseOwnKey(key)?.tag;
-      const statusesOf = async () =>
-        queue === undefined
-          ? ownerStatuses(this.deps.client, pass, jobId, digest)
-          : [await jobStatus(this.deps.client, bullKeys.job(queue, jobId))];
-      const statuses = await statusesOf();
-      if (statuses.includes('live')) continue;
-      const reason = statuses.includes('finished')
-        ? 'job finished'
-        : statuses.includes('another')
-          ? 'its job id now names a job of another digest'
-          : 'job gone';
-      suspects.push({
-        item: { key, kind, jobId, reason },
-        statuses: statusesOf,
-        release: () => this.locks.releaseLease(key, owner, score),
-      });
-    }
-  }
-
   /**
    * Redis' clock (ms), which wrote the leases' ends: read once per run (TIME) and carried on the monotonic clock. Not the
    * process's wall clock: a reaper on a machine whose clock runs behind would never see an orphaned claim's lease end
@@ -277,32 +197,7 @@ export class OrphanReaper {
     return () => server + (performance.now() - sentAt);
   }
 
-  private async suspectIdempotencyClaim(key: string, suspects: Suspect[], serverNow: () => number): Promise<void> {
-    const [state, owner, until, jobKey, jobId, jobAt] = await this.deps.client.hmget(
-      key,
-      'state',
-      'owner',
-      'until',
-      'jobKey',
-      'job',
-      'jobAt',
-    );
-    // Only a claim whose lease ended: a live lease may belong to a handler still running after its job was removed.
-    // Or one parked between two steps of its job (handed over: no handler runs), whose job is gone or finished.
-    const parked = isHandedOver(owner ?? undefined);
-    if (state !== 'in_progress' || !owner || !jobKey || (!parked && Number(until) > serverNow())) return;
-    // The job the record names, created when it says: a later job given its custom id is not it.
-    const statusNow = () => jobStatus(this.deps.client, jobKey, undefined, jobAt ?? undefined);
-    const status = await statusNow();
-    if (status === 'live') return;
-    suspects.push({
-      item: { key, kind: 'idempotencyClaim', jobId: jobId ?? undefined, reason: `job ${status}` },
-      statuses: async () => [await statusNow()],
-      release: async () => (await this.scripts.run('reapIdempotencyClaim', [key], [owner, parked ? 1 : 0])) === 1,
-    });
-  }
-
-  /** Prunes the SQL stores in batches until they have nothing more or the time budget ends. */
+  /** Prunes the SQL stores in batches until they have nothing more or the time budget (`deadline`, monotonic) ends. */
   private async prune(deadline: number): Promise<number> {
     let total = 0;
     for (const store of new Set(this.deps.stores?.() ?? [])) {
@@ -311,7 +206,7 @@ export class OrphanReaper {
       do {
         deleted = await store.prune(this.batchSize);
         total += deleted;
-      } while (deleted === this.batchSize && Date.now() < deadline);
+      } while (deleted === this.batchSize && performance.now() < deadline);
     }
     return total;
   }
