@@ -75,7 +75,7 @@ export async function answerHeldKey(
       return now?.state === 'in_progress' && now.owner === record.owner;
     });
   if (waiting && attempt.worker) {
-    await waiting.delay(job, token, attempt.recordId, retryInMs, attempt.worker, stillHeld);
+    await waiting.delay(job, token, attempt.recordId, retryInMs, attempt.worker, stillHeld, record.owner);
   } else {
     await job.moveToDelayed(Date.now() + retryInMs, token);
   }

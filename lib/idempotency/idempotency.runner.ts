@@ -149,13 +149,19 @@ export class IdempotencyRunner {
   /** The claim won: say so, hold the key for the deliveries that wait for it, and build the handler's context. */
   private claimed(attempt: Attempt, takeover: boolean): AttemptContext {
     attempt.report.emit({ type: 'idempotencyClaimed', takeover });
-    if (attempt.worker) this.deps.waiting?.holding(attempt.recordId, attempt.worker);
+    if (attempt.worker) this.deps.waiting?.holding(attempt.recordId, attempt.worker, attempt.ref.owner);
     return new AttemptContext(attempt.ref.scope, attempt.ref.key, takeover);
   }
 
-  /** The record is settled (or lost): the deliveries waiting for it run now. */
-  private settled(attempt: Attempt): void {
-    this.deps.waiting?.settled(attempt.recordId);
+  /**
+   * The record is settled (or lost), or handed over to the job's next delivery (`handedOver`): the deliveries waiting
+   * for it run now. `resumedFrom`: the resume token the claim took the record over from (a later step of a step job).
+   */
+  private settled(attempt: Attempt, handedOver = false, resumedFrom?: string): void {
+    this.deps.waiting?.settled(attempt.recordId, {
+      handedOver,
+      ...(attempt.resumed && resumedFrom !== undefined ? { resumedFrom } : {}),
+    });
   }
 
   /**
@@ -180,8 +186,9 @@ export class IdempotencyRunner {
       value = await next(job, token, signal);
     } catch (error) {
       keeper.stop();
-      if (!(await handOverStep(attempt, error, resumeOwner))) await afterFailure(attempt, error);
-      this.settled(attempt);
+      const handedOver = await handOverStep(attempt, error, resumeOwner);
+      if (!handedOver) await afterFailure(attempt, error);
+      this.settled(attempt, handedOver, resumeOwner);
       throw error;
     }
     keeper.stop();
@@ -192,14 +199,14 @@ export class IdempotencyRunner {
       // The effect has happened: the key is kept failed, naming why, whatever `onFailure`, so that no later delivery
       // runs it again (released, the next one would).
       await keepFailure(attempt, error).catch((storeError: unknown) => attempt.report.error(storeError));
-      this.settled(attempt);
+      this.settled(attempt, false, resumeOwner);
       throw error;
     }
     const completion = { result, ttlMs: definition.options.ttl };
     const inOrder = connection && definition.store.completeInOrder?.(connection, ref, completion);
     const settled = (inOrder ?? definition.store.complete(ref, completion))
       .then((completed) => this.afterCompletion(attempt, completed))
-      .finally(() => this.settled(attempt));
+      .finally(() => this.settled(attempt, false, resumeOwner));
     if (inOrder) settled.catch((error: unknown) => attempt.report.error(error));
     else await settled;
     return value;
@@ -249,6 +256,7 @@ export class IdempotencyRunner {
     const completion = (result: unknown) =>
       (done = step.completion(ttlMs) ?? { result: serializeResult(result, ref), ttlMs });
     let outcome: IdempotencyTransactionResult<unknown>;
+    let handedOver = false;
     try {
       outcome = await (store.claimInTransaction
         ? store.claimInTransaction(request, work, completion)
@@ -272,13 +280,14 @@ export class IdempotencyRunner {
         // job's for a retry, as in plain mode; one made inside the transaction rolled back to the handover it resumed.
         // (Not when the handler's writes may be committed: that failure is kept, so none runs them again.)
         const committed = error instanceof IdempotencyTransactionEndedError && error.outcome !== 'rolled back';
-        if (committed || !(await handOverStep(attempt, error, request.resumeOwner))) await afterFailure(attempt, error);
+        handedOver = !committed && (await handOverStep(attempt, error, request.resumeOwner));
+        if (!handedOver) await afterFailure(attempt, error);
       }
       throw error;
     } finally {
       if (context) {
         context.transaction = undefined;
-        this.settled(attempt);
+        this.settled(attempt, handedOver || done?.handover !== undefined, request.resumeOwner);
       }
     }
     if (!outcome.claimed) {

@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import type { Job, MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
@@ -27,6 +28,23 @@ type Waiters = Map<string, Waiter>;
 interface Holding {
   queue: WorkerLike;
   waiters: Waiters;
+  /** {@link ownerTag} of the holder's owner token (`undefined` when not given). */
+  owner?: string;
+}
+
+/** An announcement: a delivery waiting for `recordId`, and the holder it saw ({@link ownerTag}, when it saw one). */
+interface Announcement extends Waiter {
+  recordId: string;
+  saw?: string;
+}
+
+/**
+ * What an announcement says of the owner token a waiting delivery saw (a digest: the channel is not the record), so that
+ * the process that just settled the key can tell whether the delivery looked before that settle (it saw the settled
+ * owner) or after it (another holder: the key taken again, or a step job's claim handed over to its next delivery).
+ */
+export function ownerTag(owner: string): string {
+  return hash('sha256', owner, 'base64url').slice(0, 22);
 }
 
 /** How long an announcement for a key this process does not hold is kept, in case its claim is being answered. */
@@ -71,7 +89,7 @@ export class WaitingDuplicates {
    * whose announcement comes after the settle (the channel is slower than the store) and whose own look at the record
    * came before it is promoted at once, instead of waiting for the holder's lease.
    */
-  private readonly recent = new Map<string, { at: number; queue: WorkerLike }>();
+  private readonly recent = new Map<string, { at: number; queue: WorkerLike; owners?: string[] }>();
   /**
    * The deliveries this process delayed, by record, until their delay ends: promoted here when the holder of the record
    * (running a job of another queue) says it settled it.
@@ -98,14 +116,21 @@ export class WaitingDuplicates {
     if (entry.jobs.size === 0) this.delayed.delete(recordId);
   }
 
-  /** This process holds the key of `recordId` for a job of `queue`: remember the deliveries that announce themselves. */
-  holding(recordId: string, queue: Holding['queue']): void {
+  /**
+   * This process holds the key of `recordId` for a job of `queue` (the claim of `owner`): remember the deliveries that
+   * announce themselves.
+   */
+  holding(recordId: string, queue: Holding['queue'], owner?: string): void {
     const early = this.pending.get(recordId);
     this.pending.delete(recordId);
     const adopted = early && Date.now() - early.at < PENDING_MS ? early.waiters : undefined;
     if (early && !adopted) this.remembered -= early.waiters.size;
     this.forgetAll(this.held.get(recordId)?.waiters);
-    this.held.set(recordId, { queue, waiters: adopted ?? new Map<string, Waiter>() });
+    this.held.set(recordId, {
+      queue,
+      waiters: adopted ?? new Map<string, Waiter>(),
+      ...(owner === undefined ? {} : { owner: ownerTag(owner) }),
+    });
     void this.listen();
   }
 
@@ -117,15 +142,29 @@ export class WaitingDuplicates {
     return this.channel.listen();
   }
 
-  /** The holder settled the record (completed, failed or released it): the waiting deliveries of its queue run now. */
-  settled(recordId: string): void {
+  /**
+   * The holder settled the record (completed, failed or released it), or handed it over to its job's next delivery
+   * (`handedOver`: a step job's step): the waiting deliveries of its queue run now. `resumedFrom`: the resume token the
+   * holder's claim took the record over from (a later step), which deliveries that looked before that claim saw.
+   */
+  settled(recordId: string, how: { handedOver?: boolean; resumedFrom?: string } = {}): void {
     const holding = this.held.get(recordId);
     if (!holding) return;
     this.held.delete(recordId);
     this.forgetAll(holding.waiters);
     this.dropOlder(this.recent, Date.now());
     this.recent.delete(recordId); // settled again: moved to the end, so the map stays in age order
-    if (this.recent.size < MAX_PENDING) this.recent.set(recordId, { at: Date.now(), queue: holding.queue });
+    if (this.recent.size < MAX_PENDING) {
+      // Who a delivery that looked before this settle saw: the holder, or before its claim the handover it resumed. Not
+      // that handover after a handover: the record is parked under the same token again, not free.
+      const owners =
+        holding.owner === undefined
+          ? undefined
+          : how.resumedFrom === undefined || how.handedOver
+            ? [holding.owner]
+            : [holding.owner, ownerTag(how.resumedFrom)];
+      this.recent.set(recordId, { at: Date.now(), queue: holding.queue, ...(owners ? { owners } : {}) });
+    }
     let elsewhere = false;
     const here: { worker: WorkerLike; jobId: string }[] = [];
     for (const waiter of holding.waiters.values()) {
@@ -140,8 +179,9 @@ export class WaitingDuplicates {
   }
 
   /**
-   * Delays a delivery that waits for the key of `recordId`: announces it to the holder (wherever it runs), moves it to
-   * delayed for `delayMs` (the upper bound), then promotes it itself if the holder settled the record meanwhile.
+   * Delays a delivery that waits for the key of `recordId`, held by `owner` when it looked (`undefined`: not known):
+   * announces it to the holder (wherever it runs), moves it to delayed for `delayMs` (the upper bound), then promotes
+   * it itself if the holder settled the record meanwhile.
    */
   async delay(
     job: Job<unknown, unknown>,
@@ -150,12 +190,18 @@ export class WaitingDuplicates {
     delayMs: number,
     worker: WorkerLike,
     stillHeld: () => Promise<boolean>,
+    owner?: string,
   ): Promise<void> {
     const waiter: Waiter = { queue: job.queueQualifiedName, jobId: job.id! };
     void this.listen(); // a holder of another queue tells this process on the channel when it settles the key
     this.remember(recordId, worker, waiter.jobId, delayMs);
     // Not announced (a Redis user without the channel, Redis away): it still waits, for the holder's lease at most.
-    await this.channel.announce({ recordId, ...waiter });
+    const announcement: Announcement = {
+      recordId,
+      ...waiter,
+      ...(owner === undefined ? {} : { saw: ownerTag(owner) }),
+    };
+    await this.channel.announce(announcement);
     await job.moveToDelayed(Date.now() + delayMs, token);
     // Settled before the holder heard of this delivery: nobody will promote it, so it promotes itself.
     if (!(await stillHeld())) await promote(worker, waiter.jobId);
@@ -227,9 +273,9 @@ export class WaitingDuplicates {
   }
 
   private heard(message: string): void {
-    let waiter: Waiter & { recordId: string };
+    let waiter: Announcement;
     try {
-      waiter = JSON.parse(message) as Waiter & { recordId: string };
+      waiter = JSON.parse(message) as Announcement;
     } catch {
       return;
     }
@@ -249,7 +295,13 @@ export class WaitingDuplicates {
     }
     const now = Date.now();
     const justSettled = this.recent.get(waiter.recordId);
-    if (justSettled && now - justSettled.at < PENDING_MS) {
+    // Only a delivery that looked before the settle (it saw the owner that settled, or does not say) is woken: one that
+    // saw another holder (the key claimed again, or a step job's claim handed over to the job's next delivery) would
+    // meet that holder again at once, and announce itself again, in a loop for as long as the settle is recent. It is
+    // kept for the holder it saw instead (below), as any announcement of a key this process does not hold.
+    const sawSettled =
+      justSettled?.owners === undefined || typeof waiter.saw !== 'string' || justSettled.owners.includes(waiter.saw);
+    if (justSettled && now - justSettled.at < PENDING_MS && sawSettled) {
       // Announced just after this process settled the key: woken now (it claims again, and waits again if another
       // holder took the key meanwhile). A delivery of another queue is woken by its own process.
       if (entry.queue === justSettled.queue.qualifiedName) void promote(justSettled.queue, entry.jobId);

@@ -1,0 +1,128 @@
+// Hostile review (session 36) of @IdempotencyKey as a user sees it (docs/idempotency.md). Each case failed before its
+// fix.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { DelayedError, Queue, QueueEvents, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { WaitersChannel } from '../../lib/idempotency/waiters-channel.js';
+import { ownerTag, WaitingDuplicates } from '../../lib/idempotency/waiting-duplicates.js';
+import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { bullOptions, deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { queueEvent } from '../support/wait.js';
+
+type StepData = { key: string; step?: number };
+
+// A step that hands its claim over settles the key for the deliveries waiting for it, and its process remembered the
+// key as settled for 2 s (late-announcement.spec.ts). A duplicate delivered in those 2 s met the parked record, delayed
+// itself and announced itself; the process promoted it at once; it met the parked record again, and so on: about 700
+// claims, delays and channel messages a second per duplicate for 2 s after every handover (1,400 to 1,800 in a 2.5 s
+// probe). And a promotion that reached Redis before the duplicate's own move to delayed was lost, the duplicate
+// forgotten: it then waited a whole lease after the step job completed (30 s, seen with `moveToWait` steps at
+// concurrency 2). A waiting delivery now says whom it saw holding the key (a digest of the owner token), and the
+// process that just settled it wakes only one that saw the holder that settled; one that saw another holder (the
+// handover's resume token, a delivery that claimed the key since) is kept for that holder instead.
+describe('session 36: a duplicate delivered while a step job is parked', () => {
+  const { start } = useApps('s36-idem-parked');
+
+  it('waits once (no claim loop) and replays as soon as the step job completes', async () => {
+    const lease = 60_000; // a duplicate whose wake-up is lost waits this long: longer than the test
+    const ran: string[] = [];
+    const app = await start({
+      idempotency: { key: (job: Job<StepData>) => job.data.key, fingerprint: ['key'], lease },
+      handler: async (job: Job<StepData>) => {
+        const step = job.data.step ?? 1;
+        ran.push(`${job.id}:${step}`);
+        if (step === 1) {
+          await job.updateData({ ...job.data, step: 2 });
+          await job.moveToDelayed(Date.now() + 10 * 60_000, job.token);
+          throw new DelayedError();
+        }
+        return 'done';
+      },
+    });
+    const events = new EventLog(app);
+    const first = await app.queue.add('charge', { key: 'k' });
+    await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+    const duplicate = await app.queue.add('charge', { key: 'k' });
+    await events.next((e) => e.type === 'idempotencyInProgress' && e.jobId === duplicate.id);
+    await (await app.queue.getJob(first.id!))!.promote();
+    await expect(app.finished(first.id!)).resolves.toBe('done');
+    await expect(app.finished(duplicate.id!)).resolves.toBe('done'); // replayed
+    expect(ran).toEqual([`${first.id}:1`, `${first.id}:2`]);
+    expect(events.of('idempotencyInProgress').filter((e) => e.jobId === duplicate.id)).toHaveLength(1);
+  }, 20_000);
+});
+
+describe('session 36: WaitingDuplicates after a handover', () => {
+  const quiet = { log: () => undefined, warn: () => undefined, error: () => undefined };
+  const name = uniqueName('s36-idem-handover');
+  const keys = new UniqueJobsKeys(uniqueName('s36-idem-handover-uj'));
+  let client: Redis;
+  let queue: Queue;
+  let queueEvents: QueueEvents;
+  let holder: WaitingDuplicates;
+  let announcer: WaitersChannel;
+
+  beforeAll(async () => {
+    client = redisClient();
+    queue = new Queue(name, bullOptions());
+    queueEvents = new QueueEvents(name, bullOptions());
+    await queueEvents.waitUntilReady();
+    holder = new WaitingDuplicates(client, keys, quiet);
+    await holder.listen();
+    announcer = new WaitersChannel(client, keys, quiet, () => undefined); // another process: only announces
+  });
+  afterAll(async () => {
+    await holder.close();
+    await queueEvents.close();
+    await queue.obliterate({ force: true });
+    await queue.close();
+    await deleteKeys(client, await scanKeys(client, `${keys.prefix}:*`));
+    await client.quit();
+  });
+
+  it('leaves a delivery that saw the parked record to the job’s next delivery, which wakes it when it settles', async () => {
+    const recordId = 'record-parked';
+    const resumeToken = 'step:token-of-the-job';
+    holder.holding(recordId, queue, 'attempt-1');
+    holder.settled(recordId, { handedOver: true });
+    // Saw the parked record (owned by the resume token): promoted now, it would only meet it again.
+    const parkedWaiter = await queue.add('charge', {}, { delay: 10 * 60_000 });
+    await announcer.announce({
+      recordId,
+      queue: queue.qualifiedName,
+      jobId: parkedWaiter.id,
+      saw: ownerTag(resumeToken),
+    });
+    // Saw the step's own claim, before the handover: woken at once, as before. Heard after the one above.
+    const earlyWaiter = await queue.add('charge', {}, { delay: 10 * 60_000 });
+    const earlyPromoted = queueEvent(queueEvents, 'waiting', earlyWaiter.id!);
+    await announcer.announce({
+      recordId,
+      queue: queue.qualifiedName,
+      jobId: earlyWaiter.id,
+      saw: ownerTag('attempt-1'),
+    });
+    await earlyPromoted;
+    expect(await queue.getJobState(parkedWaiter.id!)).toBe('delayed');
+    // The job's next delivery resumes the record in this process, then completes it: the parked waiter runs.
+    const promoted = queueEvent(queueEvents, 'waiting', parkedWaiter.id!);
+    holder.holding(recordId, queue, 'attempt-2');
+    holder.settled(recordId, { resumedFrom: resumeToken });
+    await promoted;
+    expect(await queue.getJobState(parkedWaiter.id!)).toBe('waiting');
+  });
+
+  it('still wakes a delivery that saw the resumed record’s handover when its announcement comes after the completion', async () => {
+    const recordId = 'record-resumed';
+    const resumeToken = 'step:token-of-another-job';
+    holder.holding(recordId, queue, 'attempt-3');
+    holder.settled(recordId, { resumedFrom: resumeToken }); // the later step completed the record
+    const waiter = await queue.add('charge', {}, { delay: 10 * 60_000 });
+    const promoted = queueEvent(queueEvents, 'waiting', waiter.id!);
+    await announcer.announce({ recordId, queue: queue.qualifiedName, jobId: waiter.id, saw: ownerTag(resumeToken) });
+    await promoted;
+    expect(await queue.getJobState(waiter.id!)).toBe('waiting');
+  });
+});
