@@ -17,6 +17,7 @@ import {
   type IdempotencyStores,
 } from './idempotency-options.js';
 import { asError } from '../errors/thrown.js';
+import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 
 /** How long the bootstrap waits for a store's `verify()`. */
 const VERIFY_TIMEOUT_MS = 10_000;
@@ -42,6 +43,8 @@ export interface ResolvedIdempotency extends JobNameScoped {
 /** Which `@IdempotencyKey` options apply to (queue, job name). One instance per application. */
 export class IdempotencyDefinitions {
   private readonly registry = new JobNameRegistry<ResolvedIdempotency>('idempotency options');
+  /** The store of each explicit `scope` (as stored), and the options that declared it first. */
+  private readonly scopes = new Map<string, { store: IdempotencyStore; storeName: string; source: string }>();
 
   constructor(
     private readonly defaults: Partial<IdempotencyDefaults> | undefined,
@@ -87,6 +90,7 @@ export class IdempotencyDefinitions {
   /** Registers options declared for a queue. Throws `InvalidUniqueJobOptionsError` (at bootstrap). */
   register(queue: string, declared: IdempotencyKeyOptions, source: string): ResolvedIdempotency {
     const { options, store, storeName } = resolveIdempotencyOptions(source, declared, this.defaults, this.stores);
+    if (declared.scope !== undefined) this.checkSharedScope(declared.scope, store, storeName, source);
     const fingerprint = declared.fingerprint ?? 'data';
     const pick: ((data: unknown) => unknown) | undefined =
       fingerprint === false
@@ -110,12 +114,31 @@ export class IdempotencyDefinitions {
     return this.registry.add(queue, declared, resolved);
   }
 
-  /** The options for a job, or `undefined` when it has no idempotency key. */
+  /**
+   * An explicit `scope` shares keys between the options that declare it, so they must keep their records in one store:
+   * in two, a key would be two records, and its effect would run once per store.
+   */
+  private checkSharedScope(scope: string, store: IdempotencyStore, storeName: string, source: string): void {
+    const stored = normalizeIdempotencyScope(scope);
+    const first = this.scopes.get(stored);
+    if (!first) {
+      this.scopes.set(stored, { store, storeName, source });
+      return;
+    }
+    if (first.store === store) return;
+    throw new InvalidUniqueJobOptionsError(
+      source,
+      'store',
+      `is "${storeName}", but scope ${JSON.stringify(scope)} is also declared by ${first.source} on store "${first.storeName}": a scope shares its keys only within one store (in two, each store would run the effect of a key once). Give every @IdempotencyKey of the scope the same store, or another scope`,
+    );
+  }
+
   /** Whether any `@IdempotencyKey` was registered. */
   get any(): boolean {
     return this.registry.size > 0;
   }
 
+  /** The options for a job, or `undefined` when it has no idempotency key. */
   find(queue: string, name: string): ResolvedIdempotency | undefined {
     return this.registry.find(queue, name);
   }

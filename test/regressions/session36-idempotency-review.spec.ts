@@ -1,12 +1,22 @@
 // Hostile review (session 36) of @IdempotencyKey as a user sees it (docs/idempotency.md). Each case failed before its
 // fix.
+import 'reflect-metadata';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Processor, WorkerHost } from '@nestjs/bullmq';
 import { DelayedError, Queue, QueueEvents, type Job } from 'bullmq';
+import {
+  IdempotencyKey,
+  InvalidUniqueJobOptionsError,
+  RedisIdempotencyStore,
+  type IdempotencyJob,
+  type IdempotencyKeyOptions,
+} from '../../lib/index.js';
 import type { Redis } from 'ioredis';
 import { WaitersChannel } from '../../lib/idempotency/waiters-channel.js';
 import { ownerTag, WaitingDuplicates } from '../../lib/idempotency/waiting-duplicates.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { useApps } from '../support/apps.js';
+import { bootstrapError } from '../support/bootstrap.js';
 import { EventLog } from '../support/events.js';
 import { bullOptions, deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
 import { queueEvent } from '../support/wait.js';
@@ -124,5 +134,61 @@ describe('session 36: WaitingDuplicates after a handover', () => {
     await announcer.announce({ recordId, queue: queue.qualifiedName, jobId: waiter.id, saw: ownerTag(resumeToken) });
     await promoted;
     expect(await queue.getJobState(waiter.id!)).toBe('waiting');
+  });
+});
+
+// `scope` shares keys between job names and queues (docs/idempotency.md, "Scope"). Records live in a store: two
+// processors declaring one scope on two stores (one left on the default Redis store, the other `store: 'sql'`) each
+// found their own store empty, and both ran the effect of a key meant to run once, silently. Now the bootstrap fails,
+// naming both processors and stores.
+describe('session 36: one scope declared on two stores', () => {
+  const byEvent = (job: IdempotencyJob<{ eventId: string }>) => job.data.eventId;
+
+  function processor(name: string, queue: string, options: IdempotencyKeyOptions): new () => WorkerHost {
+    @Processor(queue, { autorun: false })
+    class Dynamic extends WorkerHost {
+      async process(): Promise<void> {}
+    }
+    Object.defineProperty(Dynamic, 'name', { value: name });
+    IdempotencyKey(options)(Dynamic);
+    return Dynamic;
+  }
+
+  it('fails the bootstrap, naming both processors and stores', async () => {
+    const [webhooks, reconcile] = [uniqueName('s36-scope-a'), uniqueName('s36-scope-b')];
+    const error = await bootstrapError({
+      queues: [webhooks, reconcile],
+      providers: [
+        processor('WebhookProcessor', webhooks, { key: byEvent, scope: 'payments', store: 'audit' }),
+        processor('ReconcileProcessor', reconcile, { key: byEvent, scope: 'payments' }),
+      ],
+      module: (client) => ({
+        idempotency: { stores: { audit: new RedisIdempotencyStore({ client, prefix: uniqueName('s36-scope') }) } },
+      }),
+    });
+    expect(error).toBeInstanceOf(InvalidUniqueJobOptionsError);
+    const invalid = error as InvalidUniqueJobOptionsError;
+    expect(invalid.option).toBe('store');
+    expect(invalid.message).toContain('"payments"');
+    expect(invalid.message).toContain('WebhookProcessor');
+    expect(invalid.message).toContain('ReconcileProcessor');
+    expect(invalid.message).toContain('"audit"');
+  });
+
+  it('boots when they share the store (one registered under two names is one store)', async () => {
+    const [webhooks, reconcile] = [uniqueName('s36-scope-a'), uniqueName('s36-scope-b')];
+    const error = await bootstrapError({
+      queues: [webhooks, reconcile],
+      providers: [
+        processor('WebhookProcessor', webhooks, { key: byEvent, scope: 'payments', store: 'audit' }),
+        processor('ReconcileProcessor', reconcile, { key: byEvent, scope: 'payments', store: 'ledger' }),
+        processor('RefundProcessor', uniqueName('s36-scope-c'), { key: byEvent, scope: 'refunds' }),
+      ],
+      module: (client) => {
+        const store = new RedisIdempotencyStore({ client, prefix: uniqueName('s36-scope') });
+        return { idempotency: { stores: { audit: store, ledger: store } } };
+      },
+    });
+    expect(error).toBeUndefined();
   });
 });
