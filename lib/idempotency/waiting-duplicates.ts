@@ -28,7 +28,7 @@ type Waiters = Map<string, Waiter>;
 interface Holding {
   queue: WorkerLike;
   waiters: Waiters;
-  /** {@link ownerTag} of the holder's owner token (`undefined` when not given). */
+  /** The holder's owner token (`undefined` when not given). */
   owner?: string;
 }
 
@@ -85,7 +85,8 @@ export class WaitingDuplicates {
    */
   private readonly pending = new Map<string, { at: number; waiters: Waiters }>();
   /**
-   * Keys this process settled in the last {@link PENDING_MS}, with the worker of the job that held them: a delivery
+   * Keys this process settled in the last {@link PENDING_MS}, with the worker of the job that held them and the owner
+   * tokens a delivery that looked before the settle saw (hashed only when such an announcement comes): a delivery
    * whose announcement comes after the settle (the channel is slower than the store) and whose own look at the record
    * came before it is promoted at once, instead of waiting for the holder's lease.
    */
@@ -129,7 +130,7 @@ export class WaitingDuplicates {
     this.held.set(recordId, {
       queue,
       waiters: adopted ?? new Map<string, Waiter>(),
-      ...(owner === undefined ? {} : { owner: ownerTag(owner) }),
+      ...(owner === undefined ? {} : { owner }),
     });
     void this.listen();
   }
@@ -162,7 +163,7 @@ export class WaitingDuplicates {
           ? undefined
           : how.resumedFrom === undefined || how.handedOver
             ? [holding.owner]
-            : [holding.owner, ownerTag(how.resumedFrom)];
+            : [holding.owner, how.resumedFrom];
       this.recent.set(recordId, { at: Date.now(), queue: holding.queue, ...(owners ? { owners } : {}) });
     }
     let elsewhere = false;
@@ -300,7 +301,9 @@ export class WaitingDuplicates {
     // meet that holder again at once, and announce itself again, in a loop for as long as the settle is recent. It is
     // kept for the holder it saw instead (below), as any announcement of a key this process does not hold.
     const sawSettled =
-      justSettled?.owners === undefined || typeof waiter.saw !== 'string' || justSettled.owners.includes(waiter.saw);
+      justSettled?.owners === undefined ||
+      typeof waiter.saw !== 'string' ||
+      justSettled.owners.some((owner) => ownerTag(owner) === waiter.saw);
     if (justSettled && now - justSettled.at < PENDING_MS && sawSettled) {
       // Announced just after this process settled the key: woken now (it claims again, and waits again if another
       // holder took the key meanwhile). A delivery of another queue is woken by its own process.
