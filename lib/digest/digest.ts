@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import type { LockType, UniqueAcross } from '../interfaces/unique-job-options.interface.js';
-import { bullKeys, DEFAULT_QUEUE_PREFIX, UniqueJobsKeys } from '../redis/keys.js';
+import { bullKeys, DEFAULT_QUEUE_PREFIX, ownQueuePrefix, UniqueJobsKeys } from '../redis/keys.js';
 import { canonicalJson } from './canonical-json.js';
 
 /** Version of the digest recipe; it is part of every digest, so a future recipe never collides with this one. */
@@ -42,15 +42,10 @@ export function digest(input: DigestInput): string {
   const leftOut = (part: UniqueAcross) => across === part || (Array.isArray(across) && across.includes(part));
   // Serialized apart so an error's path starts at the lock arguments ($.amount), not at this wrapper array.
   const lockArgs = canonicalJson(input.lockArgs, { undefinedProperties: input.picked ? 'reject' : 'skip' });
-  const queuePrefix = input.queuePrefix === undefined ? DEFAULT_QUEUE_PREFIX : normalizedPrefix(input.queuePrefix);
-  const prefix = queuePrefix === DEFAULT_QUEUE_PREFIX ? '' : `,${JSON.stringify(queuePrefix)}`;
+  const queuePrefix = ownQueuePrefix(input.queuePrefix);
+  const prefix = queuePrefix === undefined ? '' : `,${JSON.stringify(queuePrefix)}`;
   const material = `[${JSON.stringify(DIGEST_VERSION)},${JSON.stringify(leftOut('queues') ? null : input.queue)},${JSON.stringify(leftOut('names') ? null : input.name)},${lockArgs}${prefix}]`;
   return `${DIGEST_VERSION}:${hash('sha256', material, 'hex')}`;
-}
-
-/** `{bull}`, BullMQ's default as Redis Cluster users write it, counts as `bull`; any other prefix is its own. */
-function normalizedPrefix(prefix: string): string {
-  return prefix === `{${DEFAULT_QUEUE_PREFIX}}` ? DEFAULT_QUEUE_PREFIX : prefix;
 }
 
 /** Where a lock lives, for {@link lockKey}. */

@@ -10,7 +10,7 @@ import type {
   IdempotencyKeyOptions,
 } from './idempotency-key-options.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
-import { normalizeIdempotencyKey, normalizeIdempotencyScope } from './stored-key.js';
+import { defaultIdempotencyScope, normalizeIdempotencyKey, normalizeIdempotencyScope } from './stored-key.js';
 import {
   resolveIdempotencyOptions,
   type EffectiveIdempotencyOptions,
@@ -107,7 +107,7 @@ export class IdempotencyDefinitions {
       options,
       store,
       storeName,
-      scopeOf: (job) => normalizeIdempotencyScope(declared.scope ?? `${job.queueName}:${job.name}`),
+      scopeOf: (job) => normalizeIdempotencyScope(declared.scope ?? defaultIdempotencyScope(job)),
       keyOf: (job) => normalizeKey(declared.key(job)),
       fingerprintOf: (job) => (pick ? fingerprintOf(pick(job.data), job) : undefined),
     };

@@ -11,6 +11,8 @@ export interface IdempotencyJob<DataType = unknown> {
   readonly name: string;
   /** Name of the job's queue. */
   readonly queueName: string;
+  /** The queue's BullMQ prefix (part of the default scope when it is not `bull`). */
+  readonly prefix?: string;
   /** The job's data: where the key comes from. */
   readonly data: DataType;
 }
@@ -63,8 +65,9 @@ export interface IdempotencyKeyOptions<DataType = unknown> extends Partial<Idemp
   /** Job names these options apply to. Absent: every job name of the queue that has no options of its own. */
   jobName?: string | readonly string[];
   /**
-   * Namespace of the keys: two scopes never share a record. Default `'<queue>:<job name>'`. Give two queues the same
-   * scope to make their effects exclusive of each other.
+   * Namespace of the keys: two scopes never share a record. Default `'<queue>:<job name>'` (led by the queue's BullMQ
+   * prefix when it is not `bull`: `'<prefix>:<queue>:<job name>'`). Give two queues the same scope to make their
+   * effects exclusive of each other.
    */
   scope?: string;
   /**

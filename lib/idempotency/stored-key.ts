@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { ownQueuePrefix } from '../redis/keys.js';
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from './idempotency-options.js';
 import type { IdempotencyRecord } from './idempotency-store.interface.js';
 
@@ -27,6 +28,16 @@ export function normalizeIdempotencyText(text: string): string {
 /** An idempotency key as stored (see `normalizeIdempotencyText`). */
 export function normalizeIdempotencyKey(key: string): string {
   return normalizeIdempotencyText(key);
+}
+
+/**
+ * The scope of a key when its `@IdempotencyKey` names none: `<queue>:<job name>`, led by the queue's BullMQ prefix when
+ * it is one of its own (`<prefix>:<queue>:<job name>`; not for `bull` or `{bull}`), so that queues of one name under two
+ * prefixes (tenants, environments sharing a Redis) keep their records apart, as their locks are.
+ */
+export function defaultIdempotencyScope(job: { queueName: string; name: string; prefix?: string }): string {
+  const prefix = ownQueuePrefix(job.prefix);
+  return prefix === undefined ? `${job.queueName}:${job.name}` : `${prefix}:${job.queueName}:${job.name}`;
 }
 
 /** An idempotency scope as stored: the same rule as a key (see `normalizeIdempotencyText`). */

@@ -226,6 +226,17 @@ export function parseRuntimeLockOwner(owner: string): { jobId: string; queue?: s
 export const DEFAULT_QUEUE_PREFIX = 'bull';
 
 /**
+ * A queue's BullMQ prefix when it is one of its own: `undefined` for BullMQ's default (`bull`, or `{bull}` as Redis
+ * Cluster users write it), or none given. Queues of one name under two prefixes (two environments sharing a Redis,
+ * tenants under prefixes of their own) are two queues, and their digests and default idempotency scopes say so.
+ */
+export function ownQueuePrefix(prefix: string | undefined): string | undefined {
+  return prefix === undefined || prefix === DEFAULT_QUEUE_PREFIX || prefix === `{${DEFAULT_QUEUE_PREFIX}}`
+    ? undefined
+    : prefix;
+}
+
+/**
  * Keys of BullMQ's own key space that the library reads or writes, built exactly as BullMQ builds them from a queue's
  * qualified name (`<queue prefix>:<queue name>`, BullMQ's `queue.qualifiedName`).
  */

@@ -192,3 +192,46 @@ describe('session 36: one scope declared on two stores', () => {
     expect(error).toBeUndefined();
   });
 });
+
+// The default scope was `<queue>:<job name>` whatever the queue's BullMQ prefix: a queue of the same name under another
+// prefix (a tenant, another environment sharing the Redis and the module prefix) shared its records, so the tenant's
+// job replayed the other's result and its handler never ran. Locks already kept prefixes apart (the digest has the
+// prefix); the default scope now does too: `<prefix>:<queue>:<job name>` for a prefix other than `bull`/`{bull}`.
+describe('session 36: the default scope of a queue under a BullMQ prefix of its own', () => {
+  const { start, onCleanup } = useApps('s36-idem-tenant');
+
+  it('keeps its records apart from the queue of the same name under bull', async () => {
+    const idempotency = { key: (job: Job<{ key: string }>) => job.data.key };
+    const home = await start({ idempotency, handler: async () => 'home' });
+    const tenantPrefix = uniqueName('s36tenant');
+    const tenant = await start({
+      queue: home.queue.name,
+      idempotency,
+      handler: async () => 'tenant',
+      module: { prefix: home.prefix },
+      worker: { prefix: tenantPrefix },
+    });
+    const tenantQueue = new Queue(home.queue.name, { ...bullOptions(), prefix: tenantPrefix });
+    const tenantEvents = new QueueEvents(home.queue.name, { ...bullOptions(), prefix: tenantPrefix });
+    onCleanup(async () => {
+      await tenantQueue.obliterate({ force: true });
+      await tenantEvents.close();
+      await tenantQueue.close();
+    });
+    await tenantEvents.waitUntilReady();
+    await expect(home.finished(await home.queue.add('charge', { key: 'evt-1' }))).resolves.toBe('home');
+    const job = await tenantQueue.add('charge', { key: 'evt-1' });
+    await expect(job.waitUntilFinished(tenantEvents)).resolves.toBe('tenant');
+    const client = redisClient();
+    const store = new RedisIdempotencyStore({ client, prefix: home.prefix });
+    try {
+      await expect(store.get(`${home.queue.name}:charge`, 'evt-1')).resolves.toMatchObject({ result: '"home"' });
+      await expect(store.get(`${tenantPrefix}:${home.queue.name}:charge`, 'evt-1')).resolves.toMatchObject({
+        result: '"tenant"',
+      });
+    } finally {
+      await client.quit();
+    }
+    expect(tenant.runs).toHaveLength(1);
+  });
+});

@@ -1,4 +1,4 @@
-import { describeMatch, lookUpStored } from '../../../idempotency/stored-key.js';
+import { defaultIdempotencyScope, describeMatch, lookUpStored } from '../../../idempotency/stored-key.js';
 import { RedisIdempotencyStore } from '../../../idempotency/stores/redis-idempotency.store.js';
 import { noMoreThan, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
@@ -30,14 +30,14 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
   const { queue, name } = values;
   if (given === undefined && (queue === undefined || name === undefined)) {
     throw new CliError(
-      'keys show needs the key\'s scope: --scope <scope>, or --queue <queue> --name <job name> (the default scope "queue:name")',
+      'keys show needs the key\'s scope: --scope <scope>, or --queue <queue> --name <job name> (the default scope "queue:name", led by --bull-prefix when it is not bull)',
       EXIT.failed,
       true,
     );
   }
   // As the library stores them: long, `sha256:`-prefixed or unstorable (NUL, lone surrogate) text is stored hashed.
   // A stored hashed form pasted from a record, an event or a log line is also looked up as it is (storedFormsOf).
-  const givenScope = given ?? `${queue}:${name}`;
+  const givenScope = given ?? defaultIdempotencyScope({ queueName: queue!, name: name!, prefix: context.bullPrefix });
   const client = await context.redis();
   const store = new RedisIdempotencyStore({ client, prefix: context.prefix });
   const { scope, key, record, matchedAs } = await lookUpStored(store, givenScope, raw);
