@@ -51,6 +51,8 @@ export class JobRun implements LockRun {
   private runtime: RuntimeLease | undefined;
   /** The run-time lock asked for last (held or not): an acquire of it may have failed without an answer. */
   private asked: RuntimeLease | undefined;
+  /** Whether the digest was computed from the job's data (no enqueue lock fixed it): a step may change it. */
+  private readonly digestFromData: boolean;
 
   constructor(
     readonly job: Job<unknown, unknown>,
@@ -68,6 +70,7 @@ export class JobRun implements LockRun {
     private readonly signals: readonly AbortSignal[] = [],
   ) {
     this.restarted = isRestart(job);
+    this.digestFromData = lockedBy === undefined;
     const lock = lockedBy && definition.enqueueLockOf(lockedBy); // the kind it took, were the options changed since
     this.enqueueLock = lock
       ? new BoundEnqueueLock(
@@ -157,7 +160,44 @@ export class JobRun implements LockRun {
     const recoveryMs = this.stepped?.recoveryMs ?? stallRecoveryMs(undefined);
     // Counted in the job: its next deliveries are later steps, even one that takes the slot anew (see parkForRetry).
     await this.deps.store.countInJob(this.jobKey(), STEPS_FIELD);
-    return lease.park(await stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs));
+    return this.park(lease, await stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs));
+  }
+
+  /**
+   * Parks the slot for the job's next delivery, `leaseMs` from now, under the digest that delivery will compute: a
+   * digest computed from the job's data moves with it when the step stored new data that changes it (`job.updateData`,
+   * BullMQ's step pattern, with lock arguments that read the step). The next delivery, and a guarded `changeDelay` or
+   * `promote`, look for the parked slot there; left under the old digest, it outlived the job and refused a new job of
+   * the data this one started with. Parked there as a take of this owner (refused when that digest is full: the next
+   * delivery then meets its holder), and the old slot given back. Resolves whether a slot was parked.
+   */
+  private async park(lease: RuntimeLease, leaseMs: number): Promise<boolean> {
+    const moved = this.digestMoved();
+    if (moved === undefined) return lease.park(leaseMs);
+    const { deps, definition } = this;
+    const key = deps.keys.runtimeLock(moved);
+    const parked = await deps.store.acquire(
+      key,
+      this.runtimeOwner(),
+      leaseMs,
+      definition.options.lockLimit,
+      true,
+      PARKED_MARK,
+    );
+    if (await lease.release()) this.emitUnlocked('runtime', lease.takenAt);
+    return parked.acquired;
+  }
+
+  /** The digest of the job's current data when it differs from the run's (computed from the data it started with). */
+  private digestMoved(): string | undefined {
+    if (!this.digestFromData) return undefined;
+    let now: string;
+    try {
+      now = this.definition.digestOf(this.job);
+    } catch {
+      return undefined; // lock arguments that cannot be hashed now: the next delivery fails, its slot is kept as it was
+    }
+    return now === this.digest ? undefined : now;
   }
 
   /**
@@ -177,7 +217,7 @@ export class JobRun implements LockRun {
     const { outcome, delay } = await end();
     if (outcome === 'fails') return false;
     this.runtime = undefined;
-    return lease.park(wholeDelay(delay) + this.definition.options.runtimeLockLease);
+    return this.park(lease, wholeDelay(delay) + this.definition.options.runtimeLockLease);
   }
 
   /**

@@ -1,0 +1,74 @@
+// Hostile review (session 36, review 115) of the lock types and conflict strategies under BullMQ's moves: step jobs,
+// job schedulers, crashes. Each case failed before its fix.
+import { describe, expect, it } from '@jest/globals';
+import { DelayedError, Queue, type Job } from 'bullmq';
+import type { LockType } from '../../lib/index.js';
+import { useApps } from '../support/apps.js';
+import { digestOf, owners, runningKey } from '../support/locks.js';
+import { bullOptions } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
+import { isParkedScore } from '../../lib/locks/lock-store.js';
+
+type StepData = { id: string; step?: number };
+
+// A step job's run-time lock is computed from the job's data when no enqueue lock fixed its digest (`while_executing`,
+// or a job added without the library), and the BullMQ step pattern stores the next step in that data
+// (`job.updateData`). With lock arguments that read it (the default: the whole data), the step parked its run-time lock
+// under the digest of the data it started with, while its next delivery, and a guarded `changeDelay`/`promote`, looked
+// for it under the digest of the new data: the next step did not re-enter it, a move did not follow it, and it outlived
+// the job. A new job with the data the first one was enqueued with, added after that job had completed, ended through
+// `log` without running its handler (up to `runtimeLockLease` past the step's run time). The parked lock now moves to
+// the digest of the data the job's next delivery will read.
+describe.each(['while_executing', 'until_and_while_executing'] as const)(
+  'session 36: a step job whose updateData changes its run-time digest (%s, added without an enqueue lock)',
+  (lock: LockType) => {
+    const { redis, start, keysOf, onCleanup } = useApps('s36-step-digest');
+
+    it('parks its run-time lock under the digest its next step takes; nothing is left once it completed', async () => {
+      const ran: string[] = [];
+      const app = await start({
+        // No lockArgs: the digest is the whole data, step included. A lease far longer than the test: only a release
+        // frees the lock.
+        unique: { lock, jobName: 'sync', runtimeLockLease: 120_000, onConflict: 'log' },
+        handler: async (job: Job<StepData>) => {
+          const step = job.data.step ?? 1;
+          ran.push(`${job.id}:${step}`);
+          if (step === 1) {
+            await job.updateData({ ...job.data, step: 2 });
+            await job.moveToDelayed(Date.now() + 60_000, job.token);
+            throw new DelayedError();
+          }
+          return 'done';
+        },
+      });
+      // Added by a producer the library does not guard (a job scheduler, a FlowProducer, another service): no enqueue
+      // lock, so its run-time digest follows its data under either lock type.
+      const unguarded = new Queue(app.queue.name, bullOptions());
+      onCleanup(() => unguarded.close());
+      const firstId = (await unguarded.add('sync', { id: 'a' })).id!;
+      await waitFor(
+        'the job parked',
+        async () => ran.length === 1 && (await app.queue.getJobState(firstId)) === 'delayed',
+      );
+      const before = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+      const after = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a', step: 2 }));
+      expect(await owners(redis, before)).toEqual([]);
+      expect(await owners(redis, after)).toEqual([firstId]);
+      expect(isParkedScore(Number(await redis.zscore(after, firstId)))).toBe(true);
+      // A guarded promote follows it (the next delivery re-enters it).
+      await (await app.queue.getJob(firstId))!.promote();
+      await expect(app.finished(firstId)).resolves.toBe('done');
+      expect(ran).toEqual([`${firstId}:1`, `${firstId}:2`]);
+      expect(await keysOf(app)).toEqual([]);
+      // A new job with the data the first one started with runs (it met the stale parked lock and ended through log).
+      const again = await unguarded.add('sync', { id: 'a', step: 2 });
+      await expect(app.finished(again)).resolves.toBe('done');
+      const fresh = await unguarded.add('sync', { id: 'a' });
+      await waitFor('the new job parked', async () => (await app.queue.getJobState(fresh.id!)) === 'delayed');
+      expect(ran).toContain(`${fresh.id}:1`);
+      await (await app.queue.getJob(fresh.id!))!.promote();
+      await expect(app.finished(fresh)).resolves.toBe('done');
+      expect(await keysOf(app)).toEqual([]);
+    }, 30_000);
+  },
+);
