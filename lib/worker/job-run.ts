@@ -168,8 +168,10 @@ export class JobRun implements LockRun {
    * digest computed from the job's data moves with it when the step stored new data that changes it (`job.updateData`,
    * BullMQ's step pattern, with lock arguments that read the step). The next delivery, and a guarded `changeDelay` or
    * `promote`, look for the parked slot there; left under the old digest, it outlived the job and refused a new job of
-   * the data this one started with. Parked there as a take of this owner (refused when that digest is full: the next
-   * delivery then meets its holder), and the old slot given back. Resolves whether a slot was parked.
+   * the data this one started with. Parked there as a take of this owner, not re-entrant: a slot the owner holds there
+   * already is left as it is (the next delivery may have taken it already, the job being due at once: re-taken, its
+   * mark would be replaced and its lease reported lost), and none is parked when that digest is full (the next delivery
+   * then meets its holder); the old slot is given back. Resolves whether a slot was parked.
    */
   private async park(lease: RuntimeLease, leaseMs: number): Promise<boolean> {
     const moved = this.digestMoved();
@@ -181,7 +183,7 @@ export class JobRun implements LockRun {
       this.runtimeOwner(),
       leaseMs,
       definition.options.lockLimit,
-      true,
+      false,
       PARKED_MARK,
     );
     if (await lease.release()) this.emitUnlocked('runtime', lease.takenAt);

@@ -7,7 +7,9 @@ import { useApps } from '../support/apps.js';
 import { digestOf, owners, runningKey } from '../support/locks.js';
 import { bullOptions } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
-import { isParkedScore } from '../../lib/locks/lock-store.js';
+import { isParkedScore, LockStore, PARKED_MARK } from '../../lib/locks/lock-store.js';
+import { deferred } from '../support/deferred.js';
+import { EventLog } from '../support/events.js';
 
 type StepData = { id: string; step?: number };
 
@@ -72,3 +74,46 @@ describe.each(['while_executing', 'until_and_while_executing'] as const)(
     }, 30_000);
   },
 );
+
+// The same move when the job is due at once (`moveToDelayed(Date.now())`): its next delivery may take the new digest's
+// run-time lock before the step's park of it is sent. The park re-entered that slot as the same owner, replacing the
+// running delivery's mark: that delivery could neither renew nor give it back, and the slot stayed parked after the job
+// completed. A park now leaves a slot the owner holds there as it is.
+describe('session 36: a step job due at once whose next delivery takes the new digest before the park', () => {
+  const { start, keysOf, onCleanup } = useApps('s36-step-digest-race');
+
+  it('the next delivery keeps its slot: nothing is left once it completed, no lease lost', async () => {
+    const stepTwoStarted = deferred();
+    const parkSent = deferred();
+    const acquire = LockStore.prototype.acquire;
+    LockStore.prototype.acquire = async function (this: LockStore, ...args: Parameters<LockStore['acquire']>) {
+      if (args[5] !== PARKED_MARK) return acquire.apply(this, args);
+      await stepTwoStarted.promise;
+      try {
+        return await acquire.apply(this, args);
+      } finally {
+        parkSent.resolve();
+      }
+    };
+    onCleanup(async () => void (LockStore.prototype.acquire = acquire));
+    const app = await start({
+      unique: { lock: 'while_executing', jobName: 'sync', runtimeLockLease: 120_000 },
+      worker: { concurrency: 2 },
+      handler: async (job: Job<StepData>) => {
+        if ((job.data.step ?? 1) === 1) {
+          await job.updateData({ ...job.data, step: 2 });
+          await job.moveToDelayed(Date.now(), job.token);
+          throw new DelayedError();
+        }
+        stepTwoStarted.resolve();
+        await parkSent.promise;
+        return 'done';
+      },
+    });
+    const events = new EventLog(app);
+    const first = await app.queue.add('sync', { id: 'a' });
+    await expect(app.finished(first)).resolves.toBe('done');
+    expect(await keysOf(app)).toEqual([]);
+    expect(events.of('lockLost')).toEqual([]);
+  }, 30_000);
+});
