@@ -129,7 +129,13 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
     ],
     providers,
   }).compile();
-  await moduleRef.init();
+  try {
+    await moduleRef.init();
+  } catch (error) {
+    // A bootstrap that fails (a test of bad options) must not leave the module's connections open: jest would hang.
+    await moduleRef.close().catch(() => undefined);
+    throw error;
+  }
   const queue = moduleRef.get<Queue>(getQueueToken(options.queue));
   const queueEvents = new QueueEvents(options.queue, { ...bullOptions(), lastEventId: await lastEventId(queue) });
   // A failover unblocks its XREAD ("UNBLOCKED … master -> replica"); BullMQ reads on, and logs it when nobody listens.
