@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import { nextReadyOrEnd } from '../redis/client-ready.js';
@@ -120,4 +121,51 @@ async function whenReady(client: Redis | Cluster): Promise<void> {
   // A lazy client (`lazyConnect`) connects on its first command; its failures reach `end` or its reconnections.
   if (client.status === 'wait') client.connect().catch(() => undefined);
   if ((await next) === 'end') throw new Error('Connection is closed.');
+}
+
+/** A delivery waiting for a key in progress elsewhere: its queue (qualified name) and job id. */
+export interface Waiter {
+  queue: string;
+  jobId: string;
+}
+
+/** An announcement: a delivery waiting for `recordId`, and the holder it saw ({@link ownerTag}, when it saw one). */
+export interface Announcement extends Waiter {
+  recordId: string;
+  saw?: string;
+}
+
+/** What the holder of a key publishes when it settles a key that deliveries of another queue wait for. */
+export interface SettledMessage {
+  settled: string;
+}
+
+/**
+ * What an announcement says of the owner token a waiting delivery saw (a digest: the channel is not the record), so that
+ * the process that just settled the key can tell whether the delivery looked before that settle (it saw the settled
+ * owner) or after it (another holder: the key taken again, or a step job's claim handed over to its next delivery).
+ */
+export function ownerTag(owner: string): string {
+  return hash('sha256', owner, 'base64url').slice(0, 22);
+}
+
+/**
+ * A message heard on the channel, checked (every process of the prefix hears every message, whoever sent it): an
+ * announcement or a settle, `undefined` for anything else.
+ */
+export function parseWaitingMessage(message: string): Announcement | SettledMessage | undefined {
+  let heard: unknown;
+  try {
+    heard = JSON.parse(message);
+  } catch {
+    return undefined;
+  }
+  if (typeof heard !== 'object' || heard === null) return undefined;
+  const fields = heard as Partial<Announcement> & Partial<SettledMessage>;
+  if (typeof fields.settled === 'string') return { settled: fields.settled };
+  if (typeof fields.recordId !== 'string' || typeof fields.jobId !== 'string' || typeof fields.queue !== 'string') {
+    return undefined;
+  }
+  const { recordId, queue, jobId, saw } = fields;
+  return { recordId, queue, jobId, ...(typeof saw === 'string' ? { saw } : {}) };
 }

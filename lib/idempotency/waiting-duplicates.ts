@@ -1,16 +1,16 @@
-import { hash } from 'node:crypto';
 import type { Job, MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import { promote, promoteAll } from './promote-delayed.js';
-import { WaitersChannel } from './waiters-channel.js';
-
-/** A delivery waiting for a key in progress elsewhere: its queue (qualified name) and job id. */
-interface Waiter {
-  queue: string;
-  jobId: string;
-}
+import {
+  ownerTag,
+  parseWaitingMessage,
+  WaitersChannel,
+  type Announcement,
+  type SettledMessage,
+  type Waiter,
+} from './waiters-channel.js';
 
 /** A delivery of this process delayed while it waits, and the worker that promotes it. */
 interface DelayedJob {
@@ -32,21 +32,6 @@ interface Holding {
   owner?: string;
 }
 
-/** An announcement: a delivery waiting for `recordId`, and the holder it saw ({@link ownerTag}, when it saw one). */
-interface Announcement extends Waiter {
-  recordId: string;
-  saw?: string;
-}
-
-/**
- * What an announcement says of the owner token a waiting delivery saw (a digest: the channel is not the record), so that
- * the process that just settled the key can tell whether the delivery looked before that settle (it saw the settled
- * owner) or after it (another holder: the key taken again, or a step job's claim handed over to its next delivery).
- */
-export function ownerTag(owner: string): string {
-  return hash('sha256', owner, 'base64url').slice(0, 22);
-}
-
 /** How long an announcement for a key this process does not hold is kept, in case its claim is being answered. */
 const PENDING_MS = 2_000;
 /** Most such announcements kept at once (every process hears every announcement of its prefix). */
@@ -60,10 +45,6 @@ const MAX_WAITERS_PER_KEY = 1_000;
  * each, so at most ~20 MB whatever the traffic. Beyond that, a delivery waits for the holder's lease.
  */
 const MAX_REMEMBERED = 100_000;
-/** What the holder of a key publishes when it settles a key that deliveries of another queue wait for. */
-interface SettledMessage {
-  settled: string;
-}
 
 /**
  * Wakes the deliveries that wait for a key in progress the moment its holder settles it, instead of when the holder's
@@ -274,19 +255,13 @@ export class WaitingDuplicates {
   }
 
   private heard(message: string): void {
-    let waiter: Announcement;
-    try {
-      waiter = JSON.parse(message) as Announcement;
-    } catch {
+    const heard = parseWaitingMessage(message);
+    if (heard === undefined) return;
+    if ('settled' in heard) {
+      this.wake(heard.settled);
       return;
     }
-    if (typeof waiter !== 'object' || waiter === null) return;
-    const settled = (waiter as Partial<Waiter> & Partial<SettledMessage>).settled;
-    if (typeof settled === 'string') {
-      this.wake(settled);
-      return;
-    }
-    if (typeof waiter.jobId !== 'string' || typeof waiter.queue !== 'string') return;
+    const waiter = heard;
     const entry = { queue: waiter.queue, jobId: waiter.jobId };
     const id = `${entry.queue}\0${entry.jobId}`;
     const holding = this.held.get(waiter.recordId);
@@ -302,7 +277,7 @@ export class WaitingDuplicates {
     // kept for the holder it saw instead (below), as any announcement of a key this process does not hold.
     const sawSettled =
       justSettled?.owners === undefined ||
-      typeof waiter.saw !== 'string' ||
+      waiter.saw === undefined ||
       justSettled.owners.some((owner) => ownerTag(owner) === waiter.saw);
     if (justSettled && now - justSettled.at < PENDING_MS && sawSettled) {
       // Announced just after this process settled the key: woken now (it claims again, and waits again if another

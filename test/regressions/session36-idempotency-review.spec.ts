@@ -13,7 +13,8 @@ import {
 } from '../../lib/index.js';
 import type { Redis } from 'ioredis';
 import { WaitersChannel } from '../../lib/idempotency/waiters-channel.js';
-import { ownerTag, WaitingDuplicates } from '../../lib/idempotency/waiting-duplicates.js';
+import { ownerTag } from '../../lib/idempotency/waiters-channel.js';
+import { WaitingDuplicates } from '../../lib/idempotency/waiting-duplicates.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { useApps } from '../support/apps.js';
 import { bootstrapError } from '../support/bootstrap.js';
