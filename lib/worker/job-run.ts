@@ -171,7 +171,8 @@ export class JobRun implements LockRun {
    * the data this one started with. Parked there as a take of this owner, not re-entrant: a slot the owner holds there
    * already is left as it is (the next delivery may have taken it already, the job being due at once: re-taken, its
    * mark would be replaced and its lease reported lost), and none is parked when that digest is full (the next delivery
-   * then meets its holder); the old slot is given back. Resolves whether a slot was parked.
+   * then meets its holder), nor kept when the job's next delivery started before it; the old slot is given back.
+   * Resolves whether a slot was parked.
    */
   private async park(lease: RuntimeLease, leaseMs: number): Promise<boolean> {
     const moved = this.digestMoved();
@@ -186,8 +187,17 @@ export class JobRun implements LockRun {
       false,
       PARKED_MARK,
     );
+    // A job due at once may have been delivered again before that take, and even completed: a slot parked for a
+    // delivery that started already would outlive the job (no delivery re-enters it). Its starts (BullMQ's `ats`,
+    // counted as a delivery begins) tell: when they moved on, the slot is given back unless that delivery re-entered it
+    // (its take replaced the parked mark). One read more, only for a step that moved its digest.
+    let held = parked.acquired;
+    if (held && (await deps.store.countOf(this.jobKey(), 'ats')) !== this.job.attemptsStarted) {
+      await deps.store.releaseMarked(key, this.runtimeOwner(), PARKED_MARK);
+      held = false;
+    }
     if (await lease.release()) this.emitUnlocked('runtime', lease.takenAt);
-    return parked.acquired;
+    return held;
   }
 
   /** The digest of the job's current data when it differs from the run's (computed from the data it started with). */

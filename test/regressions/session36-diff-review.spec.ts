@@ -1,0 +1,54 @@
+// Review of session 36's diff (review 116). Each case failed before its fix.
+import { describe, expect, it } from '@jest/globals';
+import { DelayedError, type Job } from 'bullmq';
+import { useApps } from '../support/apps.js';
+import { digestOf, owners, runningKey } from '../support/locks.js';
+import { deferred } from '../support/deferred.js';
+import { EventLog } from '../support/events.js';
+
+type StepData = { id: string; step?: number };
+
+// A step job of a run-time lock computed from its data parks its lock under the digest of the data it stored for the
+// next step (3dcb548), by a fresh take of that digest (99bea0a). A job due at once may be delivered again, run its next
+// step and complete before that take is sent (the handler still busy after its move, a slow round trip): the take then
+// parked a slot for a job that had completed, and a new job of that data ended through `log` without running its
+// handler, until the parked lease ended.
+describe('session 36 review: a step job whose next delivery completes before the park under its new digest', () => {
+  const { redis, start, keysOf } = useApps('s36r-moved-park');
+
+  it('parks nothing for a job already finished; a new job of its data runs', async () => {
+    const ran: string[] = [];
+    const stepTwoDone = deferred();
+    const app = await start({
+      unique: { lock: 'while_executing', jobName: 'sync', runtimeLockLease: 120_000, onConflict: 'log' },
+      worker: { concurrency: 2 },
+      handler: async (job: Job<StepData>) => {
+        const step = job.data.step ?? 1;
+        ran.push(`${job.id}:${step}`);
+        if (step === 1) {
+          await job.updateData({ ...job.data, step: 2 });
+          await job.moveToDelayed(Date.now(), job.token);
+          await stepTwoDone.promise; // the next delivery ran and completed meanwhile
+          throw new DelayedError();
+        }
+        return 'done';
+      },
+    });
+    const events = new EventLog(app);
+    app.worker!.on('completed', (job: Job<StepData>) => {
+      if (job.data.step === 2) stepTwoDone.resolve();
+    });
+    const first = await app.queue.add('sync', { id: 'a' });
+    await expect(app.finished(first)).resolves.toBe('done');
+    // The first delivery's step ends after the job completed: wait for its park (the `unlocked` of its first slot).
+    const released = () =>
+      events.of('unlocked').filter((event) => event.lock === 'runtime' && event.jobId === first.id).length;
+    await events.next(() => released() === 2);
+    const moved = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a', step: 2 }));
+    expect(await owners(redis, moved)).toEqual([]);
+    expect(await keysOf(app)).toEqual([]);
+    const again = await app.queue.add('sync', { id: 'a', step: 2 });
+    await expect(app.finished(again)).resolves.toBe('done');
+    expect(ran).toContain(`${again.id}:2`);
+  }, 30_000);
+});
