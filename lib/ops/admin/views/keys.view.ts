@@ -91,7 +91,8 @@ export function keysPage(
       </form>
       <p class="muted">
         The scope is the <code>scope</code> option of <code>@IdempotencyKey</code>, by default
-        <code>&lt;queue&gt;:&lt;job name&gt;</code>.
+        <code>&lt;queue&gt;:&lt;job name&gt;</code> (<code>&lt;prefix&gt;:&lt;queue&gt;:&lt;job name&gt;</code> for a
+        queue under a BullMQ prefix other than <code>bull</code>).
       </p>
     </div>
     ${result}`;
