@@ -159,8 +159,14 @@ export class JobRun implements LockRun {
     const { runtimeLockLease } = this.definition.options;
     const recoveryMs = this.stepped?.recoveryMs ?? stallRecoveryMs(undefined);
     // Counted in the job: its next deliveries are later steps, even one that takes the slot anew (see parkForRetry).
-    await this.deps.store.countInJob(this.jobKey(), STEPS_FIELD);
-    return this.park(lease, await stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs));
+    // Sent beside the park: read only when a later delivery fails.
+    const [, parked] = await Promise.all([
+      this.deps.store.countInJob(this.jobKey(), STEPS_FIELD),
+      stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs).then((ms) =>
+        this.park(lease, ms),
+      ),
+    ]);
+    return parked;
   }
 
   /**

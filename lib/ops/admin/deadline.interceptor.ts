@@ -28,7 +28,7 @@ export class UniqueJobsAdminDeadline implements NestInterceptor {
           throwError(
             () =>
               new ServiceUnavailableException(
-                `Redis did not answer within ${ADMIN_DEADLINE_MS / 1000} s (is it down or overloaded?).${change}`,
+                `No answer within ${ADMIN_DEADLINE_MS / 1000} s from Redis (or the idempotency store a key lookup reads): is it down or overloaded?${change}`,
               ),
           ),
       }),
