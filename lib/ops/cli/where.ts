@@ -13,7 +13,7 @@ export type SurveyTopic = 'locks' | 'idempotency' | 'deadSet';
 export interface SurveyTarget {
   /** Its keys under another library prefix. */
   underPrefix?(prefix: string): string[];
-  /** Its key in another queue (deduplication keys). */
+  /** Its key in another queue (deduplication keys; an idempotency record of a queue's default scope). */
   inQueue?(queue: SurveyedQueue): string[];
   /** A field of those keys (hashes) instead of the keys themselves. */
   field?: string;
@@ -39,7 +39,7 @@ export interface Elsewhere {
   lockPrefixes?: SurveyedPrefix[];
   /** Queues not searched that hold the library's deduplication keys (locks topic). */
   deduplicationQueues?: SurveyedQueue[];
-  /** Queues under other BullMQ prefixes (locks topic, or when a queue was not found). */
+  /** Queues under other BullMQ prefixes (locks topic, a target in a queue, or when a queue was not found). */
   queues?: SurveyedQueue[];
   /** Other library prefixes holding idempotency records (idempotency topic). */
   idempotencyPrefixes?: SurveyedPrefix[];
@@ -82,6 +82,10 @@ export async function lookElsewhere(
     elsewhere.queues = survey.queues.filter((entry) => entry.bullPrefix !== context.bullPrefix);
   }
   if (topics.includes('idempotency')) elsewhere.idempotencyPrefixes = otherPrefix(survey.idempotencyPrefixes);
+  // A target in a queue (`keys show --queue`): the queues under other BullMQ prefixes are where it may be.
+  if (target.inQueue && !elsewhere.queues) {
+    elsewhere.queues = survey.queues.filter((entry) => entry.bullPrefix !== context.bullPrefix);
+  }
   if (topics.includes('deadSet')) {
     const client = await context.redis();
     elsewhere.deadSetPrefixes = await Promise.all(

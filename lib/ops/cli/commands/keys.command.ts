@@ -1,4 +1,9 @@
-import { defaultIdempotencyScope, describeMatch, lookUpStored } from '../../../idempotency/stored-key.js';
+import {
+  defaultIdempotencyScope,
+  describeMatch,
+  lookUpStored,
+  normalizeIdempotencyScope,
+} from '../../../idempotency/stored-key.js';
 import { RedisIdempotencyStore } from '../../../idempotency/stores/redis-idempotency.store.js';
 import { noMoreThan, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
@@ -52,6 +57,22 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
     const notSearched = [sqlStoreNotice(scope, key)];
     const elsewhere = await lookElsewhere(context, ['idempotency'], {
       underPrefix: (prefix) => [new RedisIdempotencyStore({ client, prefix }).recordKey(scope, key)],
+      // A scope built from --queue and --name is led by --bull-prefix: the same queue under another BullMQ prefix
+      // (found by its meta key) has its records under another scope, which --bull-prefix finds.
+      inQueue:
+        given === undefined
+          ? (found) =>
+              found.queue === queue && found.bullPrefix !== context.bullPrefix
+                ? [
+                    store.recordKey(
+                      normalizeIdempotencyScope(
+                        defaultIdempotencyScope({ queueName: queue, name: name!, prefix: found.bullPrefix }),
+                      ),
+                      key,
+                    ),
+                  ]
+                : []
+          : undefined,
     });
     context.print({ scope, key, found: false, record: null, searched, notSearched, elsewhere }, () =>
       [
