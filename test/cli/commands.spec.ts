@@ -212,7 +212,7 @@ describe('unique-jobs keys show', () => {
       app.prefix,
     ]);
     expect(human.code).toBe(0);
-    expect(human.stdout).toContain('State     completed');
+    expect(human.stdout).toContain('State       completed');
     expect(human.stdout).toContain('{"charged":42}');
 
     const absent = await runCliJson([

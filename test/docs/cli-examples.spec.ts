@@ -208,7 +208,7 @@ describe('the unique-jobs commands of the docs, run against the README app', () 
       } else if (sub === 'dead' && action === 'retry') {
         if (!stdout.startsWith(`Retried dead-set entry ${entryId}`)) fail('does not retry the entry');
       } else if (sub === 'keys' && words.includes('evt_123')) {
-        if (!stdout.includes('State     completed')) fail("does not show evt_123's completed record");
+        if (!stdout.includes('State       completed')) fail("does not show evt_123's completed record");
       } else if (sub === 'reap') {
         if (!stdout.startsWith('Dry run: nothing was changed.')) fail('is not a dry run');
       }

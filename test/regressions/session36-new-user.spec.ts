@@ -49,8 +49,23 @@ describeSingle('session 36: keys show --queue of a queue under a BullMQ prefix o
     expect(command).toContain(`--bull-prefix ${bull}`);
     const again = await runCli(command!.trim().split(' ').slice(1), { connect: false });
     expect(again.code).toBe(0);
-    expect(again.stdout).toContain(`Scope     ${bull}:${queueName}:settle`);
-    expect(again.stdout).toContain('State     completed');
+    expect(again.stdout).toContain(`Scope       ${bull}:${queueName}:settle`);
+    expect(again.stdout).toContain('State       completed');
+    // Every value starts in one column: "Fingerprint" (longer than the others) and "Kept until" were out of it.
+    const rows = again.stdout.trimEnd().split('\n');
+    expect(rows.map((row) => row.slice(0, 12).trimEnd())).toEqual([
+      'Key',
+      'Scope',
+      'Matched',
+      'State',
+      'Job',
+      'Attempts',
+      'Created',
+      'Kept until',
+      'Fingerprint',
+      'Result',
+    ]);
+    expect(rows.every((row) => row[11] === ' ' && row[12] !== ' ')).toBe(true);
 
     const json = await runCli([...args, '--json']);
     const answer = JSON.parse(json.stdout) as {

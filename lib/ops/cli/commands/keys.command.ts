@@ -87,19 +87,24 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
   const now = await context.serverNow(); // the record's times are on Redis' clock
   context.print({ scope, key, found: true, matchedAs, record, searched }, () => {
     const left = record.expiresAt - now;
+    // Each value after its label, in one column (the longest label, "Fingerprint", and a space).
+    const row = (label: string, value: string) => `${label.padEnd(12)}${value}`;
     const lines = [
-      `Key       ${clean(record.key)}`,
-      `Scope     ${clean(record.scope)}`,
-      `Matched   ${describeMatch(matchedAs)}`,
-      `State     ${clean(record.state)}`,
-      `Job       ${clean(record.jobId)}`,
-      `Attempts  ${record.attempts}`,
-      `Created   ${iso(record.createdAt)} (${ago(record.createdAt, now)})`,
-      `${record.state === 'in_progress' ? 'Lease' : 'Kept'}     until ${iso(record.expiresAt)} (${left > 0 ? `in ${duration(left)}` : 'now'})`,
-      `Fingerprint ${clean(record.fingerprint)}`,
+      row('Key', clean(record.key)),
+      row('Scope', clean(record.scope)),
+      row('Matched', describeMatch(matchedAs)),
+      row('State', clean(record.state)),
+      row('Job', clean(record.jobId)),
+      row('Attempts', String(record.attempts)),
+      row('Created', `${iso(record.createdAt)} (${ago(record.createdAt, now)})`),
+      row(
+        record.state === 'in_progress' ? 'Lease until' : 'Kept until',
+        `${iso(record.expiresAt)} (${left > 0 ? `in ${duration(left)}` : 'now'})`,
+      ),
+      row('Fingerprint', clean(record.fingerprint)),
     ];
-    if (record.result !== undefined) lines.push(`Result    ${clean(truncate(record.result, 500))}`);
-    if (record.error !== undefined) lines.push(`Error     ${clean(truncate(record.error, 500))}`);
+    if (record.result !== undefined) lines.push(row('Result', clean(truncate(record.result, 500))));
+    if (record.error !== undefined) lines.push(row('Error', clean(truncate(record.error, 500))));
     return lines.join('\n');
   });
   return EXIT.ok;
