@@ -10,6 +10,7 @@ import { Gates } from '../support/gates.js';
 import { asDuplicate, byId, dedupHolder, digestOf, runningKey } from '../support/locks.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
+import { stepHandler } from '../support/step-handler.js';
 import { waitFor } from '../support/wait.js';
 import { Outcomes } from '../support/outcomes.js';
 import { isParkedScore } from '../../lib/locks/lock-store.js';
@@ -19,16 +20,7 @@ type StepData = { id: string; step?: number };
 
 /** A two-step handler: notes `<job id>:<step>` in `ran`; step 1 stores the next step and parks the job for `parkMs`. */
 function twoSteps(ran: string[], parkMs: number) {
-  return async (job: Job<{ step?: number }>) => {
-    const step = job.data.step ?? 1;
-    ran.push(`${job.id}:${step}`);
-    if (step === 1) {
-      await job.updateData({ ...job.data, step: 2 });
-      await job.moveToDelayed(Date.now() + parkMs, job.token);
-      throw new DelayedError();
-    }
-    return 'done';
-  };
+  return stepHandler(ran, { delayMs: parkMs });
 }
 
 // A step job parks its run-time lock until it is due plus `runtimeLockLease` (stepParkedMs). A guarded
@@ -217,17 +209,13 @@ describe('session 35: a later step of a while_executing step job fails and is re
     const ran: string[] = [];
     const app = await start({
       unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
-      handler: async (job: Job<StepData>) => {
-        const step = job.data.step ?? 1;
-        ran.push(`${job.id}:${step}`);
-        if (step === 1) {
-          await job.updateData({ ...job.data, step: 2 });
-          await job.moveToDelayed(Date.now(), job.token);
-          throw new DelayedError();
-        }
-        if (job.attemptsMade === 0 && job.opts.attempts === 2) throw new Error('step 2 fails once');
-        return 'done';
-      },
+      handler: stepHandler(ran, {
+        delayMs: 0,
+        next: async (job) => {
+          if (job.attemptsMade === 0 && job.opts.attempts === 2) throw new Error('step 2 fails once');
+          return 'done';
+        },
+      }),
     });
     const outcomes = new Outcomes(workerOf(app));
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));

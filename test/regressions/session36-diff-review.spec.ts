@@ -1,6 +1,7 @@
 // Review of session 36's diff (review 116). Each case failed before its fix.
 import { describe, expect, it } from '@jest/globals';
-import { DelayedError, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
+import { stepHandler } from '../support/step-handler.js';
 import { useApps } from '../support/apps.js';
 import { digestOf, owners, runningKey } from '../support/locks.js';
 import { deferred } from '../support/deferred.js';
@@ -24,17 +25,8 @@ describe('session 36 review: a step job whose next delivery completes before the
     const app = await start({
       unique: { lock: 'while_executing', jobName: 'sync', runtimeLockLease: 120_000, onConflict: 'log' },
       worker: { concurrency: 2 },
-      handler: async (job: Job<StepData>) => {
-        const step = job.data.step ?? 1;
-        ran.push(`${job.id}:${step}`);
-        if (step === 1) {
-          await job.updateData({ ...job.data, step: 2 });
-          await job.moveToDelayed(Date.now(), job.token);
-          await stepTwoDone.promise; // the next delivery ran and completed meanwhile
-          throw new DelayedError();
-        }
-        return 'done';
-      },
+      // The next delivery runs and completes before step 1 ends.
+      handler: stepHandler(ran, { delayMs: 0, beforeThrow: () => stepTwoDone.promise }),
     });
     const events = new EventLog(app);
     app.worker!.on('completed', (job: Job<StepData>) => {

@@ -1,9 +1,9 @@
 // Hostile review (session 36) of @IdempotencyKey as a user sees it (docs/idempotency.md). Each case failed before its
 // fix.
 import 'reflect-metadata';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { Processor, WorkerHost } from '@nestjs/bullmq';
-import { DelayedError, Queue, QueueEvents, type Job } from 'bullmq';
+import { Queue, QueueEvents, type Job } from 'bullmq';
 import {
   IdempotencyKey,
   InvalidUniqueJobOptionsError,
@@ -11,15 +11,13 @@ import {
   type IdempotencyJob,
   type IdempotencyKeyOptions,
 } from '../../lib/index.js';
-import type { Redis } from 'ioredis';
-import { WaitersChannel } from '../../lib/idempotency/waiters-channel.js';
 import { ownerTag } from '../../lib/idempotency/waiters-channel.js';
-import { WaitingDuplicates } from '../../lib/idempotency/waiting-duplicates.js';
-import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { stepHandler } from '../support/step-handler.js';
 import { useApps } from '../support/apps.js';
 import { bootstrapError } from '../support/bootstrap.js';
 import { EventLog } from '../support/events.js';
-import { bullOptions, deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
+import { useWaitingChannel } from '../support/waiting-channel.js';
 import { queueEvent } from '../support/wait.js';
 
 type StepData = { key: string; step?: number };
@@ -41,16 +39,7 @@ describe('session 36: a duplicate delivered while a step job is parked', () => {
     const ran: string[] = [];
     const app = await start({
       idempotency: { key: (job: Job<StepData>) => job.data.key, fingerprint: ['key'], lease },
-      handler: async (job: Job<StepData>) => {
-        const step = job.data.step ?? 1;
-        ran.push(`${job.id}:${step}`);
-        if (step === 1) {
-          await job.updateData({ ...job.data, step: 2 });
-          await job.moveToDelayed(Date.now() + 10 * 60_000, job.token);
-          throw new DelayedError();
-        }
-        return 'done';
-      },
+      handler: stepHandler(ran, { delayMs: 10 * 60_000 }),
     });
     const events = new EventLog(app);
     const first = await app.queue.add('charge', { key: 'k' });
@@ -66,75 +55,55 @@ describe('session 36: a duplicate delivered while a step job is parked', () => {
 });
 
 describe('session 36: WaitingDuplicates after a handover', () => {
-  const quiet = { log: () => undefined, warn: () => undefined, error: () => undefined };
-  const name = uniqueName('s36-idem-handover');
-  const keys = new UniqueJobsKeys(uniqueName('s36-idem-handover-uj'));
-  let client: Redis;
-  let queue: Queue;
-  let queueEvents: QueueEvents;
-  let holder: WaitingDuplicates;
-  let announcer: WaitersChannel;
-
-  beforeAll(async () => {
-    client = redisClient();
-    queue = new Queue(name, bullOptions());
-    queueEvents = new QueueEvents(name, bullOptions());
-    await queueEvents.waitUntilReady();
-    holder = new WaitingDuplicates(client, keys, quiet);
-    await holder.listen();
-    announcer = new WaitersChannel(client, keys, quiet, () => undefined); // another process: only announces
-  });
-  afterAll(async () => {
-    await holder.close();
-    await queueEvents.close();
-    await queue.obliterate({ force: true });
-    await queue.close();
-    await deleteKeys(client, await scanKeys(client, `${keys.prefix}:*`));
-    await client.quit();
-  });
+  const channel = useWaitingChannel('s36-idem-handover');
 
   it('leaves a delivery that saw the parked record to the job’s next delivery, which wakes it when it settles', async () => {
     const recordId = 'record-parked';
     const resumeToken = 'step:token-of-the-job';
-    holder.holding(recordId, queue, 'attempt-1');
-    holder.settled(recordId, { handedOver: true });
+    channel.holder.holding(recordId, channel.queue, 'attempt-1');
+    channel.holder.settled(recordId, { handedOver: true });
     // Saw the parked record (owned by the resume token): promoted now, it would only meet it again.
-    const parkedWaiter = await queue.add('charge', {}, { delay: 10 * 60_000 });
-    await announcer.announce({
+    const parkedWaiter = await channel.queue.add('charge', {}, { delay: 10 * 60_000 });
+    await channel.announcer.announce({
       recordId,
-      queue: queue.qualifiedName,
+      queue: channel.queue.qualifiedName,
       jobId: parkedWaiter.id,
       saw: ownerTag(resumeToken),
     });
     // Saw the step's own claim, before the handover: woken at once, as before. Heard after the one above.
-    const earlyWaiter = await queue.add('charge', {}, { delay: 10 * 60_000 });
-    const earlyPromoted = queueEvent(queueEvents, 'waiting', earlyWaiter.id!);
-    await announcer.announce({
+    const earlyWaiter = await channel.queue.add('charge', {}, { delay: 10 * 60_000 });
+    const earlyPromoted = queueEvent(channel.queueEvents, 'waiting', earlyWaiter.id!);
+    await channel.announcer.announce({
       recordId,
-      queue: queue.qualifiedName,
+      queue: channel.queue.qualifiedName,
       jobId: earlyWaiter.id,
       saw: ownerTag('attempt-1'),
     });
     await earlyPromoted;
-    expect(await queue.getJobState(parkedWaiter.id!)).toBe('delayed');
+    expect(await channel.queue.getJobState(parkedWaiter.id!)).toBe('delayed');
     // The job's next delivery resumes the record in this process, then completes it: the parked waiter runs.
-    const promoted = queueEvent(queueEvents, 'waiting', parkedWaiter.id!);
-    holder.holding(recordId, queue, 'attempt-2');
-    holder.settled(recordId, { resumedFrom: resumeToken });
+    const promoted = queueEvent(channel.queueEvents, 'waiting', parkedWaiter.id!);
+    channel.holder.holding(recordId, channel.queue, 'attempt-2');
+    channel.holder.settled(recordId, { resumedFrom: resumeToken });
     await promoted;
-    expect(await queue.getJobState(parkedWaiter.id!)).toBe('waiting');
+    expect(await channel.queue.getJobState(parkedWaiter.id!)).toBe('waiting');
   });
 
   it('still wakes a delivery that saw the resumed record’s handover when its announcement comes after the completion', async () => {
     const recordId = 'record-resumed';
     const resumeToken = 'step:token-of-another-job';
-    holder.holding(recordId, queue, 'attempt-3');
-    holder.settled(recordId, { resumedFrom: resumeToken }); // the later step completed the record
-    const waiter = await queue.add('charge', {}, { delay: 10 * 60_000 });
-    const promoted = queueEvent(queueEvents, 'waiting', waiter.id!);
-    await announcer.announce({ recordId, queue: queue.qualifiedName, jobId: waiter.id, saw: ownerTag(resumeToken) });
+    channel.holder.holding(recordId, channel.queue, 'attempt-3');
+    channel.holder.settled(recordId, { resumedFrom: resumeToken }); // the later step completed the record
+    const waiter = await channel.queue.add('charge', {}, { delay: 10 * 60_000 });
+    const promoted = queueEvent(channel.queueEvents, 'waiting', waiter.id!);
+    await channel.announcer.announce({
+      recordId,
+      queue: channel.queue.qualifiedName,
+      jobId: waiter.id,
+      saw: ownerTag(resumeToken),
+    });
     await promoted;
-    expect(await queue.getJobState(waiter.id!)).toBe('waiting');
+    expect(await channel.queue.getJobState(waiter.id!)).toBe('waiting');
   });
 });
 

@@ -1,8 +1,9 @@
 // Hostile review (session 36) of the lock types and conflict strategies in their less-trodden combinations. Each case
 // failed before its fix.
 import { describe, expect, it } from '@jest/globals';
-import { DelayedError, Queue, type Job, type JobsOptions } from 'bullmq';
+import { Queue, type JobsOptions } from 'bullmq';
 import { LockStore } from '../../lib/locks/lock-store.js';
+import { stepHandler } from '../support/step-handler.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
@@ -180,16 +181,10 @@ describe('session 36: a later step that took its run-time lock anew, failed and 
     const ran: string[] = [];
     const app = await start({
       unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
-      handler: async (job: Job<{ id: string; step?: number }>) => {
-        const step = job.data.step ?? 1;
-        ran.push(`${job.id}:${step}`);
-        if (step === 1) {
-          await job.updateData({ ...job.data, step: 2 });
-          await job.moveToDelayed(Date.now() + 60_000, job.token);
-          throw new DelayedError();
-        }
-        throw new Error('step 2 failed');
-      },
+      handler: stepHandler(ran, {
+        delayMs: 60_000,
+        next: () => Promise.reject(new Error('step 2 failed')),
+      }),
     });
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     const first = await app.queue.add(

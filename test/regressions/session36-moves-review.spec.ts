@@ -3,6 +3,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { DelayedError, Queue, type Job } from 'bullmq';
 import type { LockType } from '../../lib/index.js';
+import { stepHandler } from '../support/step-handler.js';
 import { useApps } from '../support/apps.js';
 import { digestOf, owners, runningKey } from '../support/locks.js';
 import { bullOptions } from '../support/redis.js';
@@ -32,16 +33,7 @@ describe.each(['while_executing', 'until_and_while_executing'] as const)(
         // No lockArgs: the digest is the whole data, step included. A lease far longer than the test: only a release
         // frees the lock.
         unique: { lock, jobName: 'sync', runtimeLockLease: 120_000, onConflict: 'log' },
-        handler: async (job: Job<StepData>) => {
-          const step = job.data.step ?? 1;
-          ran.push(`${job.id}:${step}`);
-          if (step === 1) {
-            await job.updateData({ ...job.data, step: 2 });
-            await job.moveToDelayed(Date.now() + 60_000, job.token);
-            throw new DelayedError();
-          }
-          return 'done';
-        },
+        handler: stepHandler(ran, { delayMs: 60_000 }),
       });
       // Added by a producer the library does not guard (a job scheduler, a FlowProducer, another service): no enqueue
       // lock, so its run-time digest follows its data under either lock type.
