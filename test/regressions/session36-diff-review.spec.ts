@@ -1,5 +1,6 @@
 // Review of session 36's diff (review 116). Each case failed before its fix.
-import { describe, expect, it } from '@jest/globals';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { stepHandler } from '../support/step-handler.js';
 import { useApps } from '../support/apps.js';
@@ -8,6 +9,8 @@ import { deferred } from '../support/deferred.js';
 import { EventLog } from '../support/events.js';
 import { keysPage } from '../../lib/ops/admin/views/keys.view.js';
 import { USAGE } from '../../lib/ops/cli/usage.js';
+import { PostgresIdempotencyStore } from '../../lib/index.js';
+import { pgPool, uniqueTable } from '../support/postgres.js';
 
 type StepData = { id: string; step?: number };
 
@@ -56,5 +59,49 @@ describe('session 36 review: the help texts name the default scope under a BullM
     const page = keysPage(context, ['default'], {}, undefined).toString();
     expect(page).toContain('<code>&lt;prefix&gt;:&lt;queue&gt;:&lt;job name&gt;</code>');
     expect(USAGE).toContain('"<bull prefix>:queue:name" under a --bull-prefix other than bull');
+  });
+});
+
+// A SQL store's claim that the upsert refused reads the record that stopped it in a statement of its own. When the
+// holder handed the record over to the claimant's own job between the two (a step job's next delivery claiming while
+// its step ends), the claim was answered lost to that handover: the job's own delivery waited for a handover made to
+// itself, which nobody wakes (it waited a whole lease; CI saw step-jobs time out on PostgreSQL). It claims again now,
+// and resumes.
+describe('session 36: a SQL claim refused by a record then handed over to its own job', () => {
+  const pool = pgPool(2);
+  const table = uniqueTable('idem_s36_resume_race');
+  afterAll(async () => {
+    await pool.query(`DROP TABLE IF EXISTS ${table}`);
+    await pool.end();
+  });
+
+  it('claims again and resumes it', async () => {
+    await pool.query(PostgresIdempotencyStore.migrationSql(table));
+    const holder = new PostgresIdempotencyStore({ pool, table });
+    const resumeOwner = `step:${randomUUID()}`;
+    const first = { scope: 's', key: 'k', owner: randomUUID(), leaseMs: 60_000, fingerprint: 'f', jobId: '1' };
+    await expect(holder.claim({ ...first, resumeOwner })).resolves.toEqual({ claimed: true, takeover: false });
+    let handOver: (() => Promise<unknown>) | undefined = () =>
+      holder.handOver(first, { owner: resumeOwner, leaseMs: 60_000 });
+    // The next delivery's store: the step hands the record over right after its upsert was refused.
+    const racing = new Proxy(pool, {
+      get(target, property) {
+        if (property !== 'query') return Reflect.get(target, property, target) as unknown;
+        return async (...args: Parameters<typeof pool.query>) => {
+          const result = await (target.query as (...a: unknown[]) => Promise<{ rows: unknown[] }>)(...args);
+          const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text: string }).text;
+          if (handOver && /DO UPDATE SET/.test(text) && result.rows.length === 0) {
+            const race = handOver;
+            handOver = undefined;
+            await race();
+          }
+          return result;
+        };
+      },
+    });
+    const next = new PostgresIdempotencyStore({ pool: racing, table });
+    const claim = await next.claim({ ...first, owner: randomUUID(), resumeOwner });
+    expect(handOver).toBeUndefined(); // the race happened
+    expect(claim).toMatchObject({ claimed: true, resumed: true });
   });
 });

@@ -85,6 +85,7 @@ export async function claimInTransaction<T, Transaction>(
         if (row?.tx === null || row?.tx === undefined) {
           // Lost: what stopped it, read in this transaction (its advisory lock, when taken, ends with it).
           const current = (await tx.execute(sql.blocking(request))).rows[0];
+          if (current && resumableBy(current, request)) return undefined; // handed over to this job meanwhile: again
           if (current) return lostTo(current);
           return row?.got === false ? heldUncommitted(elsewhere, sql, request) : undefined;
         }
@@ -189,6 +190,15 @@ async function settledState(
 const SETTLE_WAIT_MS = 10_000;
 
 /** The answer of a claim stopped by `row`, a live record (or an ended claim of another payload). */
+/**
+ * Whether the record that stopped a claim, read after it (a statement of its own), is handed over to the claimant's own
+ * job (its `resumeOwner`): the handover committed between the claim and the read. The claim is made again, and resumes
+ * it; answered as lost, the job's own next delivery waited for a handover made to itself, which nobody wakes.
+ */
+export function resumableBy(row: Record<string, unknown>, request: { resumeOwner?: string }): boolean {
+  return request.resumeOwner !== undefined && row.state === 'in_progress' && row.owner === request.resumeOwner;
+}
+
 export function lostTo(row: Record<string, unknown>): IdempotencyClaimLost {
   return {
     claimed: false,

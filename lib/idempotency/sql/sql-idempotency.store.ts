@@ -12,7 +12,13 @@ import type {
   TransactionClaim,
 } from '../idempotency-store.interface.js';
 import { claimThenTransaction } from '../claim-then-transaction.js';
-import { claimInTransaction, claimsInTransaction, lostTo, RolledBackClaims } from './claim-in-transaction.js';
+import {
+  claimInTransaction,
+  claimsInTransaction,
+  lostTo,
+  resumableBy,
+  RolledBackClaims,
+} from './claim-in-transaction.js';
 import {
   CLAIM_ATTEMPTS,
   DEFAULT_IDEMPOTENCY_TABLE,
@@ -178,6 +184,7 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
           }
           const blocking = await this.adapter.execute(this.sql.blocking(request));
           const current = blocking.rows[0];
+          if (current && resumableBy(current, request)) continue; // handed over to this job meanwhile: claim again
           if (current) return lostTo(current);
           // The record that stopped the claim expired or was deleted before it could be read: claim again.
         }
