@@ -167,7 +167,7 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
             // A transaction holds the record (a holder of SQLite's transactional mode, whose lease is not renewed
             // while its lock holds): in progress; the holder wakes the waiting delivery when it settles.
             const held = (await this.adapter.execute(this.sql.current(scope, key))).rows[0];
-            if (!held) continue;
+            if (!held || resumableBy(held, request)) continue;
             const record = toIdempotencyRecord(held as unknown as SqlRecordRow);
             const expiresInMs = Number(held.expires_in_ms);
             if (record.state !== 'in_progress' && expiresInMs <= 0) continue;
