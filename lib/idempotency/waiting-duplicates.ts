@@ -154,8 +154,12 @@ export class WaitingDuplicates {
       else elsewhere = true;
     }
     if (here.length > 0) void promoteAll(here);
-    // A waiter of another queue (a scope shared across queues): its own process promotes it, through its worker.
-    if (!elsewhere) return;
+    // A waiter of another queue (a scope shared across queues): its own process promotes it, through its worker. So is,
+    // when a later step of a step job settles the record for good, a delivery that met it parked between two steps: it
+    // announced itself when no process held the key, and was forgotten {@link PENDING_MS} later (a step delayed longer
+    // than that); it waited a whole lease after the job completed.
+    const finalStep = how.resumedFrom !== undefined && !how.handedOver;
+    if (!elsewhere && !finalStep) return;
     const message: SettledMessage = { settled: recordId };
     this.channel.announceSettled(message);
   }

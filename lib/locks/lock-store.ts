@@ -174,6 +174,28 @@ export class LockStore {
     return Number((await this.scripts.client.hget(jobKey, field)) ?? 0);
   }
 
+  /**
+   * Counts of a job's hash (BullMQ's `ats`, `atm`, or the library's; 0 for a field not there) and the last entry of its
+   * queue's event stream ({@link lastEntryId}), read at once (one transaction: the stream and the job share their
+   * queue's slot).
+   */
+  async countsAt(
+    stream: string,
+    jobKey: string,
+    fields: readonly string[],
+  ): Promise<{ since: string | undefined; counts: number[] }> {
+    const answers = await this.scripts.client
+      .multi()
+      .xrevrange(stream, '+', '-', 'COUNT', 1)
+      .hmget(jobKey, ...fields)
+      .exec();
+    if (!answers) throw new Error('the read of a job and its queue stream was discarded');
+    for (const [error] of answers) if (error) throw error;
+    const last = answers[0][1] as [string, string[]][];
+    const values = answers[1][1] as (string | null)[];
+    return { since: last[0]?.[0], counts: values.map((value) => Number(value ?? 0)) };
+  }
+
   /** Counts one more in a job's hash (see {@link countOf}), only while the job exists; the count, 0 when it is gone. */
   async countInJob(jobKey: string, field: string): Promise<number> {
     return Number(await this.scripts.run('countInJob', [jobKey], [field]));

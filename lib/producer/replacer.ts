@@ -153,12 +153,14 @@ export class Replacer {
     // The queue's event stream past this entry tells: an `active` event of the job, or its removal's `prev` state. Read
     // beside the job (both answered before its state is asked): one round trip, not two.
     const events = bullKeys.events(queue.qualifiedName);
-    const [since, job] = await Promise.all([this.store.lastEntryId(events), Job.fromId(queue, jobId)]);
+    const [first, job] = await Promise.all([this.store.lastEntryId(events), Job.fromId(queue, jobId)]);
     if (!job) return 'gone';
     if (lockedAs(job)?.digest !== digest) return 'foreign';
     // A flow child: removing it takes it out of its parent's dependencies, and BullMQ then runs the parent without it
     // (the replacement is no child of that parent).
-    if (job.parentKey !== undefined || !(await this.neverRan(queue, job))) return 'kept';
+    if (job.parentKey !== undefined) return 'kept';
+    const since = await this.neverRan(queue, job, events, first);
+    if (since === false) return 'kept';
     // A flow parent (children added with `parent` naming it): BullMQ's removal takes its children with it, jobs of
     // their own that the replacement does not carry (they would be lost, nothing in the dead set). Asked beside the
     // state: one round trip.
@@ -184,14 +186,28 @@ export class Replacer {
    * Whether no handler ever ran the job: no attempt begun, or every start it had was put back by the `reschedule`
    * strategy before its handler (an `until_and_while_executing` copy that met the run-time lock keeps its enqueue lock
    * and never ran: the latest payload replaces it). A start that stalled, was put back at a worker's close or ran a step
-   * is no reschedule, so such a job counts as started; one read more, only for a job with starts.
+   * is no reschedule, so such a job counts as started; one read more, only for a job with starts. Resolves `false`
+   * when it may have run, else the entry of the queue's event stream past which a start of the job is one after this
+   * check: `since` (read with the job) for a job with no start; for one with starts, the stream's last entry read at
+   * once with its starts and reschedules (a copy rescheduled once more since the job was read has one of each more:
+   * compared with the starts read before, it counted as started, and its `active` event past `since` as a run, so the
+   * newest payload was refused, or the copy removed without a word of it).
    */
-  private async neverRan(queue: Queue, job: Job): Promise<boolean> {
-    if (job.attemptsStarted === 0) return true;
+  private async neverRan(
+    queue: Queue,
+    job: Job,
+    events: string,
+    since: string | undefined,
+  ): Promise<string | undefined | false> {
+    if (job.attemptsStarted === 0) return since;
     if (job.attemptsMade > 0) return false;
-    return (
-      (await this.store.countOf(bullKeys.job(queue.qualifiedName, job.id!), RESCHEDULES_FIELD)) === job.attemptsStarted
-    );
+    const now = await this.store.countsAt(events, bullKeys.job(queue.qualifiedName, job.id!), [
+      'ats',
+      'atm',
+      RESCHEDULES_FIELD,
+    ]);
+    const [started, made, reschedules] = now.counts;
+    return made === 0 && reschedules === started ? now.since : false;
   }
 }
 
