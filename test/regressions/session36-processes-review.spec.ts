@@ -3,17 +3,9 @@
 //   announces itself; the process that resumes the job's last step later than PENDING_MS (2 s) after that has forgotten
 //   the announcement, so when it completes the record nobody woke the duplicate: it waited a whole lease after the job
 //   completed (60 s here, 30 s by default). The worker processes are test/fixtures/step-worker.ts.
-// - `replace` of an until_and_while_executing copy held back by the reschedule strategy compared the starts of the job
-//   as read first with its reschedules read a round trip later: a copy rescheduled once more in between (its delay
-//   ended, a worker put it back) counted as started, and the newest payload went to the dead set while the stale copy
-//   stayed. (In this process: the interleaving is made by a hook on BullMQ's read of the job.)
 import { afterAll, afterEach, describe, expect, it, jest } from '@jest/globals';
-import { Job, Queue, QueueEvents } from 'bullmq';
-import { useApps } from '../support/apps.js';
-import { EventLog } from '../support/events.js';
+import { Queue, QueueEvents } from 'bullmq';
 import { spawnFixture } from '../support/fixtures.js';
-import { Gates } from '../support/gates.js';
-import { asEnqueued, byId } from '../support/locks.js';
 import { Leftovers } from '../support/leftovers.js';
 import { pgPool } from '../support/postgres.js';
 import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
@@ -94,56 +86,5 @@ describe('session 36 review, worker processes', () => {
     expect(await redis.mget(`${probe}:effect:K:1`, `${probe}:effect:K:2`)).toEqual(['1', '1']);
     const started = await redis.lrange(`${probe}:started`, 0, -1);
     expect(started.map((run) => run.split(':').slice(1).join(':'))).toEqual(['step-job:1', 'step-job:2']);
-  });
-});
-
-describe('session 36 review: replace racing the reschedule of the copy it replaces', () => {
-  const { start, keysOf } = useApps('s36p-replace');
-
-  it('replaces a copy rescheduled once more between its read and the read of its reschedules', async () => {
-    const gates = new Gates().hold('A');
-    const app = await start({
-      unique: {
-        lock: 'until_and_while_executing',
-        onConflict: { client: 'replace', server: 'reschedule' },
-        rescheduleIn: 60_000,
-        lockArgs: byId,
-      },
-      handler: gates.handler,
-      worker: { concurrency: 2 },
-    });
-    const events = new EventLog(app);
-    const a = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'A' }));
-    await gates.started('A');
-    const b = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'B' }));
-    await events.next((e) => e.type === 'rescheduled' && e.jobId === b.job.id);
-    // Right after replace reads B (its starts), B is promoted and rescheduled once more (A still runs).
-    const fromId = Job.fromId.bind(Job);
-    let raced = false;
-    const spy = jest.spyOn(Job, 'fromId').mockImplementation(async (queue, jobId, ...rest) => {
-      const job = await fromId(queue, jobId, ...rest);
-      if (!raced && jobId === b.job.id) {
-        raced = true;
-        const again = events.next((e) => e.type === 'rescheduled' && e.jobId === b.job.id && e.reschedules === 2);
-        await (await fromId(app.queue, b.job.id))!.promote();
-        await again;
-      }
-      return job;
-    });
-    let c;
-    try {
-      c = asEnqueued(await app.service.enqueue(app.queue, 'sync', { id: 'x', tag: 'C' }));
-    } finally {
-      spy.mockRestore();
-    }
-    expect(raced).toBe(true);
-    expect(c.replacedJobId).toBe(b.job.id);
-    expect(await app.queue.getJob(b.job.id!)).toBeUndefined();
-    gates.release('A');
-    await expect(app.finished(a.job)).resolves.toBe('ran:A');
-    await expect(app.finished(c.job)).resolves.toBe('ran:C');
-    expect(app.runs.map((job) => (job.data as { tag: string }).tag)).toEqual(['A', 'C']);
-    expect(await app.service.deadSet.size()).toBe(0);
-    expect(await keysOf(app)).toEqual([]);
   });
 });
