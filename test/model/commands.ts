@@ -663,13 +663,10 @@ export async function reapStep(m: Model, s: System, label: string): Promise<void
     const report = await s.reap();
     for (const job of m.jobs) {
       if (job.gone) job.reapedSinceGone = true;
-      // A slot parked by a job that ended stays when a live job now has its id and digest (ids restart after
-      // obliterate, a custom id is given again): the reaper cannot tell them apart, and the new job re-enters the slot
-      // as its own when it runs (the documented limit of a job id as a lock's owner, docs/reliability.md).
-      const heir = m.jobs.some(
-        (other) =>
-          other !== job && other.id === job.id && other.digest === job.digest && !other.gone && !finished(other),
-      );
+      // A slot parked by a job that ended stays when a live job now has its id (ids restart after obliterate, a custom
+      // id is given again), whatever that job's digest: a run-time lock's owner is the job id, and the reaper decides by
+      // that job's status alone (the documented limit of a job id as a lock's owner, docs/reliability.md).
+      const heir = m.jobs.some((other) => other !== job && other.id === job.id && !other.gone && !finished(other));
       if ((job.gone || finished(job)) && !heir) job.reapedAfterEnd = true;
     }
     const items = report.items.map((item) => `${item.kind} ${item.jobId ?? '?'} (${item.reason})`);
