@@ -25,6 +25,8 @@ export class LockStore {
    * Takes one of `limit` slots of `key` for `owner` with a lease of `leaseMs`. `reentrant` (default): an owner that
    * holds a slot takes it again (a retried or recovered job); else it is answered as the holder. `mark`: this take's
    * mark ({@link takeMark}), which its renewals and release name ({@link renewMarked}, {@link releaseMarked}).
+   * `formerly`: the form of the same owner an earlier build wrote (a re-entrant take with a mark takes a slot held
+   * under it over, as its own).
    */
   async acquire(
     key: string,
@@ -33,8 +35,10 @@ export class LockStore {
     limit: number,
     reentrant = true,
     mark?: string,
+    formerly?: string,
   ): Promise<AcquireResult> {
-    const args = [owner, leaseMs, limit, reentrant ? 1 : 0, ...(mark === undefined ? [] : [mark])];
+    const marked = mark === undefined ? [] : formerly === undefined ? [mark] : [mark, formerly];
+    const args = [owner, leaseMs, limit, reentrant ? 1 : 0, ...marked];
     const [held, holder, retryAfter] = (await this.scripts.run('acquireLock', [key], args)) as [
       number,
       string | null,

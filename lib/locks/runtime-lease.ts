@@ -38,6 +38,8 @@ export class RuntimeLease {
     private readonly owner: string,
     private readonly settings: RuntimeLeaseSettings,
     private readonly report: { lost(): void; error(error: unknown): void },
+    /** The form of the same owner an earlier build wrote, whose slot a take takes over (see `LockStore.acquire`). */
+    private readonly formerly?: string,
   ) {}
 
   /** Whether the lock is held (taken and not given back). */
@@ -58,7 +60,15 @@ export class RuntimeLease {
       const sentAt = performance.now();
       let held: AcquireResult;
       try {
-        held = await this.store.acquire(this.key, this.owner, runtimeLockLease, lockLimit, true, this.mark);
+        held = await this.store.acquire(
+          this.key,
+          this.owner,
+          runtimeLockLease,
+          lockLimit,
+          true,
+          this.mark,
+          this.formerly,
+        );
       } catch (error) {
         // The acquire may have been applied although its answer failed (a command timeout, a connection lost after it
         // was sent): the slot may stay held by this job. Not given back here: the owner is the job, shared by its other

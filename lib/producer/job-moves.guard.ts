@@ -169,8 +169,7 @@ export class JobMovesGuard {
       return; // lock arguments that cannot be hashed: the job fails when it starts, it holds nothing
     }
     const { store, keys } = this.parked;
-    const acrossQueues = definition.options.uniqueAcross.includes('queues');
-    const owner = runtimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
+    const owner = runtimeLockOwner(job.id!, job.queueQualifiedName);
     const leaseMs = definition.options.runtimeLockLease + wholeDelay(runInMs);
     await store.renewMarked(keys.runtimeLock(digest), owner, leaseMs, PARKED_MARK);
   }

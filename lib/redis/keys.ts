@@ -196,14 +196,23 @@ export const STEPS_FIELD = 'ujSteps';
 const PAIR_START = '["';
 
 /**
- * The owner a job writes into a run-time lock (a member of `<prefix>:{<digest>}:running`): its id; or, for a lock
- * shared across queues, where ids repeat (BullMQ numbers each queue's jobs from 1, and a job scheduler's ids are the
- * same on every queue it runs on), its queue's qualified name and id as a JSON pair, so that a job of another queue
- * with the same id is never taken for the holder. An id that itself starts with `["` is written as the pair `['', id]`,
- * so that every member starting with `["` is a pair.
+ * The owner a job writes into a run-time lock (a member of `<prefix>:{<digest>}:running`): its queue's qualified name
+ * and its id as a JSON pair. A job id names a job only within its queue (BullMQ numbers each queue's jobs from 1, and a
+ * job scheduler's ids are the same on every queue it runs on), so that a job of another queue with the same id is never
+ * taken for the holder: neither by a take (a lock shared across queues) nor by the orphan reaper, which checks the
+ * owner of a parked slot in its queue alone.
  */
-export function runtimeLockOwner(jobId: string, acrossQueuesOf?: string): string {
-  if (acrossQueuesOf !== undefined) return JSON.stringify([acrossQueuesOf, jobId]);
+export function runtimeLockOwner(jobId: string, queueQualifiedName: string): string {
+  return JSON.stringify([queueQualifiedName, jobId]);
+}
+
+/**
+ * The owner earlier development builds of 0.1 wrote for a run-time lock not shared across queues: the bare job id
+ * (an id that itself starts with `["` as the pair `['', id]`, so that every member starting with `["` is a pair). A take
+ * accepts a slot held under this form as its own (a job recovered, or resumed after a step, by an upgraded worker), and
+ * the orphan reaper checks such an owner in every queue.
+ */
+export function legacyRuntimeLockOwner(jobId: string): string {
   return jobId.startsWith(PAIR_START) ? JSON.stringify(['', jobId]) : jobId;
 }
 

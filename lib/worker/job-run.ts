@@ -12,7 +12,14 @@ import { RuntimeLease } from '../locks/runtime-lease.js';
 import { stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
 import { PARKED_MARK } from '../locks/lock-store.js';
 import type { JobDefinition } from '../options/job-definitions.js';
-import { bullKeys, parseRuntimeLockOwner, runtimeLockOwner, STEPS_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
+import {
+  bullKeys,
+  legacyRuntimeLockOwner,
+  parseRuntimeLockOwner,
+  runtimeLockOwner,
+  STEPS_FIELD,
+  type UniqueJobsKeys,
+} from '../redis/keys.js';
 import { knownOnSameServer } from '../redis/same-server.js';
 
 /** What a run needs from the worker side. */
@@ -96,15 +103,24 @@ export class JobRun implements LockRun {
   async takeRuntimeLock(): Promise<AcquireResult> {
     const { job, definition, digest, deps } = this;
     const owner = this.runtimeOwner();
-    const lease = new RuntimeLease(deps.store, deps.keys.runtimeLock(digest), owner, definition.options, {
-      lost: () => {
-        deps.logger.error(
-          `Run-time lock of job ${job.id} (queue "${job.queueName}", digest ${digest}) was lost: its lease ended before it was renewed, so a duplicate may run concurrently`,
-        );
-        deps.events.emit({ type: 'lockLost', queue: job.queueName, jobName: job.name, digest, jobId: job.id! });
+    // The bare id earlier builds wrote for a lock not shared across queues (a job an older worker ran or parked).
+    const formerly = definition.options.uniqueAcross.includes('queues') ? undefined : legacyRuntimeLockOwner(job.id!);
+    const lease = new RuntimeLease(
+      deps.store,
+      deps.keys.runtimeLock(digest),
+      owner,
+      definition.options,
+      {
+        lost: () => {
+          deps.logger.error(
+            `Run-time lock of job ${job.id} (queue "${job.queueName}", digest ${digest}) was lost: its lease ended before it was renewed, so a duplicate may run concurrently`,
+          );
+          deps.events.emit({ type: 'lockLost', queue: job.queueName, jobName: job.name, digest, jobId: job.id! });
+        },
+        error: (error) => deps.reportError(job, digest, error),
       },
-      error: (error) => deps.reportError(job, digest, error),
-    });
+      formerly,
+    );
     this.asked = lease;
     const waitFrom = Date.now();
     const held = await deps.tracer.run(
@@ -266,11 +282,9 @@ export class JobRun implements LockRun {
     return bullKeys.job(this.job.queueQualifiedName, this.job.id!);
   }
 
-  /** The owner of the job's run-time lock slot: the job (with its queue when the lock is unique across queues). */
+  /** The owner of the job's run-time lock slot: the job, named with its queue ({@link runtimeLockOwner}). */
   private runtimeOwner(): string {
-    const { job, definition } = this;
-    const acrossQueues = definition.options.uniqueAcross.includes('queues');
-    return runtimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
+    return runtimeLockOwner(this.job.id!, this.job.queueQualifiedName);
   }
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */

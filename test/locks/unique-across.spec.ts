@@ -4,7 +4,7 @@ import { digest, lockKey, type UniqueJobOptions } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
-import { byId, dedupKey, digestOf, enqueuedJob, owners, queuedKey, runningKey } from '../support/locks.js';
+import { byId, dedupKey, digestOf, enqueuedJob, members, owners, queuedKey, runningKey } from '../support/locks.js';
 import { bullOptions, prefixKeys, scanKeys, uniqueName } from '../support/redis.js';
 import type { TestJob } from './helpers.js';
 
@@ -184,7 +184,7 @@ describe('uniqueAcross', () => {
       await started.promise;
       const value = digestOf(a, 'sync', { id: 'u1' });
       // The owner names its queue: ids repeat across queues (see the next test).
-      expect(await owners(redis, runningKey(prefix, value))).toEqual([
+      expect(await members(redis, runningKey(prefix, value))).toEqual([
         JSON.stringify([a.queue.qualifiedName, fromA.id]),
       ]);
       const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }));
@@ -222,7 +222,7 @@ describe('uniqueAcross', () => {
         expect.objectContaining({ jobId: 'same-id', existingJobId: 'same-id', queue: b.queue.name }),
       ]);
       const value = digestOf(a, 'sync', { id: 'u1' });
-      expect(await owners(redis, runningKey(prefix, value))).toEqual([
+      expect(await members(redis, runningKey(prefix, value))).toEqual([
         JSON.stringify([a.queue.qualifiedName, 'same-id']),
       ]);
       gate.resolve();

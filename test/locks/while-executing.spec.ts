@@ -7,7 +7,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { hold, holdFirstRun } from '../support/gates.js';
-import { byId, digestOf, enqueuedJob, owners, runningKey } from '../support/locks.js';
+import { byId, digestOf, enqueuedJob, members, owners, runningKey } from '../support/locks.js';
 import { queueEvent } from '../support/wait.js';
 import { type Interval, overlapping, takeWithCrashingWorker, type TestJob } from './helpers.js';
 
@@ -60,7 +60,8 @@ describe('while_executing', () => {
     expect(await keysOf(a)).toEqual([]);
   });
 
-  // Owners of locks across queues are JSON pairs; a job id of the same look once read as one (holder "5", queue "x").
+  // A run-time lock's owners are JSON pairs of queue and id; a job id of the same look once read as one (holder "5",
+  // queue "x").
   it('a job id that looks like a JSON pair is its own owner, reported as it is', async () => {
     const { gate, started, handler } = holdFirstRun();
     const a = await start({ worker: { concurrency: 2 }, handler });
@@ -68,7 +69,7 @@ describe('while_executing', () => {
     const odd = '["x","5"]';
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }, { jobId: odd }));
     await started.promise;
-    expect(await owners(redis, lockOf(a, 'u1'))).toEqual([JSON.stringify(['', odd])]);
+    expect(await members(redis, lockOf(a, 'u1'))).toEqual([JSON.stringify([a.queue.qualifiedName, odd])]);
     expect(await lockState(a.moduleRef, a.queue, 'sync', { id: 'u1' })).toMatchObject({ runtime: { holders: [odd] } });
     const second = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 }));
     await expect(a.finished(second)).resolves.toBeNull();

@@ -17,7 +17,7 @@ import {
   type ReapReport,
   type UniqueJobEvent,
 } from '../../lib/index.js';
-import { RESCHEDULES_FIELD } from '../../lib/redis/keys.js';
+import { parseRuntimeLockOwner, RESCHEDULES_FIELD } from '../../lib/redis/keys.js';
 import { uniqueName } from '../support/redis.js';
 import { CONFIGS, LONG, MAX_STARTED_ATTEMPTS, type QueueRole, uniqueOptionsOf } from './configs.js';
 import type { JobState } from './promises.js';
@@ -353,7 +353,7 @@ export class System {
         fast: fast as string | null,
         queued: (queued as string[]).sort(),
         expiring: (expiring as string[]).sort(),
-        running: (running as string[]).sort(),
+        running: (running as string[]).map((owner) => parseRuntimeLockOwner(owner).jobId).sort(),
         expiringTtl: expiringTtl as number,
       };
     });

@@ -142,8 +142,6 @@ describe('session 34: parked run-time lock of a parent failed by its child (whil
         throw new DelayedError();
       },
     });
-    // A job id no other queue has: the reaper checks a run-time lock owner's id in every queue it knows (numbered ids
-    // of other test files' queues would name live jobs).
     const job = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('parked') });
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     await waitFor('the job parked', async () => (await job.getState()) === 'delayed');

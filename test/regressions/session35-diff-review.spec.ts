@@ -17,7 +17,7 @@ import { useApps } from '../support/apps.js';
 import { waitFor } from '../support/wait.js';
 import { Outcomes } from '../support/outcomes.js';
 import { workerOf } from '../conflicts/helpers.js';
-import { byId, digestOf, runningKey } from '../support/locks.js';
+import { byId, digestOf, runningKey, runtimeOwner } from '../support/locks.js';
 import { isParkedScore } from '../../lib/locks/lock-store.js';
 import { resumeOwnerOf } from '../../lib/idempotency/step-handover.js';
 import { captureLogger } from '../support/events.js';
@@ -270,13 +270,13 @@ describe('parkForRetry: a first step re-entering the parked R of a removed job o
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     const id = uniqueName('custom');
     const stepping = await app.queue.add('sync', { id: 'a' }, { jobId: id });
-    await waitFor('R parked', async () => isParkedScore(Number(await redis.zscore(running, id))));
+    await waitFor('R parked', async () => isParkedScore(Number(await redis.zscore(running, runtimeOwner(app, id)))));
     await stepping.remove();
     // A new job given the same id, at its first step, fails once and is retried after a minute.
     await app.queue.add('sync', { id: 'a', fail: true }, { jobId: id, attempts: 2, backoff: 60_000 });
     await outcomes.failures(id);
     // Given back once the attempt failed (BullMQ records the failure after the library's work on it).
-    await waitFor('R given back', async () => (await redis.zscore(running, id)) === null);
+    await waitFor('R given back', async () => (await redis.zscore(running, runtimeOwner(app, id))) === null);
     await (await app.queue.getJob(id))!.remove();
   }, 30_000);
 });

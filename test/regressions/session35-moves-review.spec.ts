@@ -7,7 +7,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
-import { asDuplicate, byId, dedupHolder, digestOf, runningKey } from '../support/locks.js';
+import { asDuplicate, byId, dedupHolder, digestOf, runningKey, runtimeOwner } from '../support/locks.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
 import { stepHandler } from '../support/step-handler.js';
@@ -42,10 +42,12 @@ describe.each(['while_executing', 'until_and_while_executing'] as const)(
       const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
       const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('step') });
       await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
-      const parkedUntil = Number(await redis.zscore(running, first.id!));
+      const parkedUntil = Number(await redis.zscore(running, runtimeOwner(app, first.id!)));
       await (await app.queue.getJob(first.id!))!.changeDelay(60_000);
       const movedAt = Date.now();
-      expect(Number(await redis.zscore(running, first.id!))).toBeGreaterThanOrEqual(movedAt + 60_000);
+      expect(Number(await redis.zscore(running, runtimeOwner(app, first.id!)))).toBeGreaterThanOrEqual(
+        movedAt + 60_000,
+      );
       // Past the end the parked lock had before the move: a duplicate still meets it.
       await waitFor('the old parked lease to pass', () => Date.now() > parkedUntil + 50, 10_000);
       // until_and_while_executing: the first job holds E again while parked; the duplicate is refused at enqueue then.
@@ -227,7 +229,9 @@ describe('session 35: a later step of a while_executing step job fails and is re
     await outcomes.failures(first.id!);
     const failedAt = Date.now();
     expect(await first.getState()).toBe('delayed');
-    expect(Number(await redis.zscore(running, first.id!))).toBeGreaterThanOrEqual(failedAt + 60_000 - 1_000);
+    expect(Number(await redis.zscore(running, runtimeOwner(app, first.id!)))).toBeGreaterThanOrEqual(
+      failedAt + 60_000 - 1_000,
+    );
     const duplicate = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('dup') });
     await expect(outcomes.completed(duplicate.id!)).resolves.toBeUndefined(); // met R: `log`, its handler never ran
     await (await app.queue.getJob(first.id!))!.promote();
@@ -257,7 +261,9 @@ describe('session 35: a later step of a while_executing step job fails and is re
       async () => (await first.getState()) === 'waiting' && app.runs.length === 2,
     );
     // Parked (the mark no take draws), not given back: a duplicate started meanwhile would meet it.
-    await waitFor('R parked', async () => isParkedScore(Number(await redis.zscore(running, first.id!))));
+    await waitFor('R parked', async () =>
+      isParkedScore(Number(await redis.zscore(running, runtimeOwner(app, first.id!)))),
+    );
   }, 30_000);
 
   it('a first step that fails and is retried gives R back (control: nothing was resumed)', async () => {

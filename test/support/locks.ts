@@ -1,7 +1,7 @@
 import { Queue, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { EnqueueResult } from '../../lib/index.js';
-import { deduplicationId } from '../../lib/redis/keys.js';
+import { deduplicationId, parseRuntimeLockOwner, runtimeLockOwner } from '../../lib/redis/keys.js';
 import type { TestApp } from './app.js';
 import { bullOptions, bullPrefix } from './redis.js';
 
@@ -40,8 +40,22 @@ export function digestOf(app: TestApp, name: string, data: unknown): string {
   return value;
 }
 
-/** Owners of a sorted-set lock (run-time or semaphore path). */
+/**
+ * Owners of a sorted-set lock (run-time or semaphore path), as job ids: a run-time lock's member names its job's queue
+ * too (`runtimeLockOwner`; {@link members} reads the members as they are).
+ */
 export async function owners(redis: Redis, key: string): Promise<string[]> {
+  const read = await members(redis, key);
+  return (key.endsWith(':running') ? read.map((owner) => parseRuntimeLockOwner(owner).jobId) : read).sort();
+}
+
+/** The member a job of the app's queue writes into a run-time lock (`runtimeLockOwner`). */
+export function runtimeOwner(app: { queue: { qualifiedName: string } }, jobId: string): string {
+  return runtimeLockOwner(jobId, app.queue.qualifiedName);
+}
+
+/** The members of a sorted-set lock, as written. */
+export async function members(redis: Redis, key: string): Promise<string[]> {
   return (await redis.zrange(key, '0', '-1')).sort();
 }
 

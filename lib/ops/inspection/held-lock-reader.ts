@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { parseRuntimeLockOwner, runtimeLockOwner, bullKeys } from '../../redis/keys.js';
+import { legacyRuntimeLockOwner, parseRuntimeLockOwner, runtimeLockOwner, bullKeys } from '../../redis/keys.js';
 import { JobOwners, type Candidate } from './job-owners.js';
 import type {
   HeldLock,
@@ -95,17 +95,17 @@ export class HeldLockReader {
   }
 
   /**
-   * A job's membership of a sorted-set lock beyond the members read: by the member it writes (its id; or, for a lock
-   * across queues, its queue's qualified name and id), one ZSCORE per form, so that a job-id filter finds the job
-   * holding a lock of any number of holders. A job of a queue not inspected, holding a lock across queues past the
-   * members read, is not found.
+   * A job's membership of a sorted-set lock beyond the members read: by the member it writes (an enqueue lock's: its
+   * id; a run-time lock's: its queue's qualified name and id, or its bare id as earlier builds wrote it), one ZSCORE per
+   * form, so that a job-id filter finds the job holding a lock of any number of holders. A job of a queue not inspected,
+   * holding a run-time lock past the members read, is not found.
    */
   private async unreadOwner(key: string, jobId: string, read: readonly RawOwner[]): Promise<RawOwner | undefined> {
     if (read.some((owner) => owner.jobId === jobId)) return undefined;
     const forms = [
       ...new Set([
         jobId,
-        runtimeLockOwner(jobId),
+        legacyRuntimeLockOwner(jobId),
         ...this.queues.map((queue) => runtimeLockOwner(jobId, bullKeys.qualifiedName(queue.prefix, queue.name))),
       ]),
     ];

@@ -1,6 +1,6 @@
 --[[
   Takes one of `limit` slots of a lock for an owner, with a lease.
-  The lock is a sorted set: member = owner (a job id; for a run-time lock across queues, its queue and id), score = the owner's lease expiry (server ms).
+  The lock is a sorted set: member = owner (an enqueue lock's: a job id; a run-time lock's: its queue and job id), score = the owner's lease expiry (server ms).
   Expired leases (crashed holders) are dropped first; the same owner taking it again renews its lease.
 
   KEYS[1] the lock
@@ -13,6 +13,8 @@
           a renewal or release that names it changes the slot only while no other take of the same owner (a job
           recovered elsewhere after a stall) has taken it since, whatever answers were lost. (Exact in a double until
           2^43 ms, the year 2248.)
+  ARGV[6] optional: the form of the same owner an earlier build wrote (a run-time lock's bare job id): a slot held
+          under it is the owner's, taken over under ARGV[1] (re-entrant takes only)
 
   Returns {1, owner} when held ({1, owner, 1} when the owner re-entered a slot parked for a step job's next delivery:
   its score carried the parked mark, 1023/1024), {0, oldest holder, ms until its lease ends} when full.
@@ -35,6 +37,12 @@ if limit > 0 and redis.call('EXISTS', key) == 0 then
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local own = redis.call('ZSCORE', key, owner)
+if not own and ARGV[6] and ARGV[4] == '1' then
+  own = redis.call('ZSCORE', key, ARGV[6])
+  if own then
+    redis.call('ZREM', key, ARGV[6])
+  end
+end
 if own and ARGV[4] == '0' then
   return {0, owner, tonumber(own) - now}
 end

@@ -1,0 +1,89 @@
+// Session 37: what CI of session 36's stop found (test/model, seed -50104961: a step job's parked run-time lock stayed
+// after `obliterate({ force: true })` while another test file's queue held a live job numbered like it). Each case here
+// failed before its fix.
+import { describe, expect, it } from '@jest/globals';
+import { DelayedError, Queue, type Job } from 'bullmq';
+import { UniqueJobsReaper } from '../../lib/index.js';
+import { useApps } from '../support/apps.js';
+import { workerOf } from '../conflicts/helpers.js';
+import { byId, digestOf, members, owners, removeUnguarded, runningKey, runtimeOwner } from '../support/locks.js';
+import { Outcomes } from '../support/outcomes.js';
+import { bullOptions, uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
+
+// A run-time lock's owner named only its job id (its queue only for a lock unique across queues), and a job id names a
+// job only within its queue: BullMQ numbers every queue's jobs from 1. The reaper looked the owner of a parked slot up
+// in every queue on the server and kept the slot while any of them held a live job of that id, so a step job removed
+// behind the library's back (obliterate, a plain Queue, `clean`) kept its parked slot for its whole delay plus a lease,
+// refusing new jobs of its digest, in any application with a second queue. The owner now names its queue.
+describe('session 37: a parked run-time lock whose job was removed, another queue holding a live job of its id', () => {
+  const { redis, start, onCleanup } = useApps('s37-parked');
+
+  it('the reaper releases it', async () => {
+    const app = await start({
+      module: { reaper: { interval: false, grace: 0 } },
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: async (job: Job<{ id: string }>) => {
+        await job.moveToDelayed(Date.now() + 60_000, job.token);
+        throw new DelayedError();
+      },
+    });
+    const jobId = uniqueName('same-id');
+    const other = new Queue(uniqueName('s37-other'), bullOptions());
+    onCleanup(async () => {
+      await other.obliterate({ force: true });
+      await other.close();
+    });
+    await other.add('plain', {}, { jobId, delay: 60_000 }); // live, in a queue the application does not know
+
+    const job = await app.queue.add('sync', { id: 'a' }, { jobId });
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    await waitFor('the job parked', async () => (await job.getState()) === 'delayed');
+    expect(await owners(redis, running)).toEqual([jobId]);
+    const reaper = app.moduleRef.get(UniqueJobsReaper);
+    expect((await reaper.run()).reaped.runtimeLeases).toBe(0); // its job is live: kept
+
+    await removeUnguarded(app.queue.name, jobId);
+    expect((await reaper.run()).reaped.runtimeLeases).toBe(1);
+    expect(await owners(redis, running)).toEqual([]);
+    expect(await other.getJobState(jobId)).toBe('delayed'); // the other queue's job is untouched
+  }, 30_000);
+});
+
+// Earlier development builds wrote a run-time lock's owner as the bare job id (see legacyRuntimeLockOwner). A job an
+// older worker parked between two steps, resumed by an upgraded worker, must re-enter its own slot, not meet it as a
+// duplicate's holder (its step 2 would be dropped under `log`).
+describe('session 37: a slot an earlier build parked under the bare job id', () => {
+  const { redis, start } = useApps('s37-legacy');
+
+  it('is re-entered by the job it names; a duplicate still meets it; nothing stays', async () => {
+    const ran: string[] = [];
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
+      handler: async (job: Job<{ id: string; step?: number }>) => {
+        ran.push(`${job.id}:${job.data.step ?? 1}`);
+        if (job.data.step === undefined) {
+          await job.updateData({ ...job.data, step: 2 });
+          await job.moveToDelayed(Date.now() + 60_000, job.token);
+          throw new DelayedError();
+        }
+        return 'done';
+      },
+    });
+    const outcomes = new Outcomes(workerOf(app));
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
+    await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+    // As an earlier build parked it: the same score (lease and parked mark), the bare id.
+    const score = (await redis.zscore(running, runtimeOwner(app, first.id!)))!;
+    await redis.multi().zrem(running, runtimeOwner(app, first.id!)).zadd(running, score, first.id!).exec();
+    expect(await members(redis, running)).toEqual([first.id]);
+
+    const duplicate = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('dup') });
+    await expect(outcomes.completed(duplicate.id!)).resolves.toBeUndefined(); // met the parked slot: `log`
+    await (await app.queue.getJob(first.id!))!.promote();
+    await expect(outcomes.completed(first.id!)).resolves.toBe('done');
+    expect(ran).toEqual([`${first.id}:1`, `${first.id}:2`]);
+    expect(await redis.exists(running)).toBe(0);
+  }, 30_000);
+});
