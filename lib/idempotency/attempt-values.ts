@@ -2,6 +2,7 @@ import type { Job } from 'bullmq';
 import { canonicalJson } from '../digest/canonical-json.js';
 import { UnserializableIdempotencyResultError } from '../errors/unserializable-idempotency-result.error.js';
 import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
+import type { Attempt } from './attempt.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
 import { cut, describeThrown } from '../errors/thrown.js';
@@ -29,11 +30,25 @@ export function keyOf(
   }
 }
 
-/** The handler's return value as JSON text (`undefined` stays absent). */
-export function serializeResult(value: unknown, ref: IdempotencyRecordRef): string | undefined {
+/**
+ * The handler's return value as JSON text (`undefined` stays absent). A text longer than `maxBytes` (UTF-8) is left
+ * out: `omitted` is told its size, and the record completes without it.
+ */
+export function serializeResult(
+  value: unknown,
+  ref: IdempotencyRecordRef,
+  maxBytes = Infinity,
+  omitted: (bytes: number) => void = () => undefined,
+): string | undefined {
   if (value === undefined) return undefined;
   try {
-    return canonicalJson(value);
+    const json = canonicalJson(value);
+    // A UTF-16 code unit is at most three bytes of UTF-8: counted only when the length leaves the size open.
+    if (json.length * 3 <= maxBytes) return json;
+    const bytes = Buffer.byteLength(json, 'utf8');
+    if (bytes <= maxBytes) return json;
+    omitted(bytes);
+    return undefined;
   } catch (error) {
     // The serializer speaks of lock arguments (its other use): name the offending value of the result instead. The
     // message shows the path cut (it can be as long as the result); the error keeps it whole.
@@ -43,4 +58,10 @@ export function serializeResult(value: unknown, ref: IdempotencyRecordRef): stri
     }
     throw new UnserializableIdempotencyResultError(ref.scope, ref.key, describeThrown(error).message);
   }
+}
+
+/** The handler's result as the attempt's record keeps it: {@link serializeResult} within `maxResultBytes`. */
+export function storedResult(attempt: Attempt, value: unknown): string | undefined {
+  const maxBytes = attempt.definition.options.maxResultBytes;
+  return serializeResult(value, attempt.ref, maxBytes, (bytes) => attempt.report.resultOmitted(bytes, maxBytes));
 }

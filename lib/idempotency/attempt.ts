@@ -57,6 +57,14 @@ export class AttemptReport {
     this.leaseLost('its lease ended before it was renewed; another delivery may take the key over');
   }
 
+  /** The handler's result was larger than `maxResultBytes`: the record completes without it. */
+  resultOmitted(bytes: number, maxBytes: number): void {
+    const { scope, key, jobId } = this.ids;
+    this.logger.warn(
+      `Job ${jobId}'s result (${bytes} bytes of JSON) is larger than maxResultBytes (${maxBytes}): idempotency key "${key}" (scope "${scope}") is recorded completed without it, so later deliveries of the key replay undefined`,
+    );
+  }
+
   /** The store failed under the attempt. */
   error(error: unknown): void {
     const err = asError(error);

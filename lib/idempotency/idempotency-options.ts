@@ -18,7 +18,11 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<IdempotencyDefaults> = {
   onInProgress: 'delay',
   onFailure: 'release',
   onMissingKey: 'error',
+  maxResultBytes: 1024 * 1024,
 };
+
+/** The largest `maxResultBytes`: Redis' largest string (512 MiB). */
+export const MAX_RESULT_BYTES = 512 * 1024 * 1024;
 
 /** Keys longer than this many characters are stored as `sha256:<hex>` (hashed, never truncated). */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
@@ -165,13 +169,14 @@ export function validateIdempotencyModuleOptions(options: IdempotencyModuleOptio
 }
 
 function checkDefaults(merged: IdempotencyDefaults, fail: (option: string, problem: string) => never): void {
-  const integer = (option: 'ttl' | 'lease', min: number, max?: number) => {
-    const problem = integerProblem(merged[option], min, max, ' (milliseconds)');
+  const integer = (option: 'ttl' | 'lease' | 'maxResultBytes', min: number, max?: number, unit = ' (milliseconds)') => {
+    const problem = integerProblem(merged[option], min, max, unit);
     if (problem) fail(option, problem);
   };
   integer('ttl', 1);
   // The lease is renewed on a timer: bounded by what Node's timers accept.
   integer('lease', 100, MAX_TIMER_MS);
+  integer('maxResultBytes', 0, MAX_RESULT_BYTES, ' (bytes)');
   for (const [option, valid] of Object.entries(CHOICES)) {
     const value = merged[option as keyof IdempotencyDefaults];
     if (!valid.includes(value as string)) {

@@ -8,7 +8,7 @@ import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { LoggerLike } from '../common/logger.js';
 import { LeaseKeeper } from '../locks/lease-keeper.js';
 import { AttemptContext } from './idempotency-context.js';
-import { completedBy, keyOf, serializeResult } from './attempt-values.js';
+import { completedBy, keyOf, storedResult } from './attempt-values.js';
 import type { WaitingDuplicates, WorkerLike } from './waiting-duplicates.js';
 import { bullKeys } from '../redis/keys.js';
 import { recordIdOf } from './stored-key.js';
@@ -194,7 +194,7 @@ export class IdempotencyRunner {
     keeper.stop();
     let result: string | undefined;
     try {
-      result = serializeResult(value, ref);
+      result = storedResult(attempt, value);
     } catch (error) {
       // The effect has happened: the key is kept failed, naming why, whatever `onFailure`, so that no later delivery
       // runs it again (released, the next one would).
@@ -235,7 +235,7 @@ export class IdempotencyRunner {
     request: IdempotencyTransactionalClaim,
     next: Processor,
   ): Promise<unknown> {
-    const { job, token, signal, definition, ref } = attempt;
+    const { job, token, signal, definition } = attempt;
     const { store } = definition;
     const step = new TransactionStep(attempt, request.resumeOwner);
     let context: AttemptContext | undefined;
@@ -254,7 +254,7 @@ export class IdempotencyRunner {
     const ttlMs = definition.options.ttl;
     let done: IdempotencyCompletion | undefined;
     const completion = (result: unknown) =>
-      (done = step.completion(ttlMs) ?? { result: serializeResult(result, ref), ttlMs });
+      (done = step.completion(ttlMs) ?? { result: storedResult(attempt, result), ttlMs });
     let outcome: IdempotencyTransactionResult<unknown>;
     let handedOver = false;
     try {

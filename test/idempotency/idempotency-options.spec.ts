@@ -34,8 +34,9 @@ const OPTION_NAMES = [
   'onInProgress',
   'onFailure',
   'onMissingKey',
+  'maxResultBytes',
 ];
-const DEFAULT_NAMES = ['ttl', 'lease', 'onInProgress', 'onFailure', 'onMissingKey'];
+const DEFAULT_NAMES = ['ttl', 'lease', 'onInProgress', 'onFailure', 'onMissingKey', 'maxResultBytes'];
 const STORE_METHODS = ['claim', 'renew', 'complete', 'fail', 'release', 'get', 'delete'];
 
 /** A processor of `queue` named `name`, decorated with `@IdempotencyKey(options)` for each entry (topmost first). */
@@ -98,6 +99,17 @@ describe('invalid @IdempotencyKey options fail the bootstrap', () => {
     expect(error.option).toBe(option);
     expect(error.message).toContain(`"${option}" must be an integer ${bound} (milliseconds)`);
     expect(error.message).toContain(`(got ${got})`);
+  });
+
+  it.each<[string, unknown, string]>([
+    ['a negative maxResultBytes', -1, 'must be an integer ≥ 0 (bytes) (got -1)'],
+    ['a maxResultBytes given as a string', '1mb', 'must be an integer ≥ 0 (bytes) (got "1mb")'],
+    ['an infinite maxResultBytes', Infinity, 'must be an integer ≥ 0 (bytes) (got Infinity)'],
+    ['a maxResultBytes past 512 MiB', 536_870_913, 'must be at most 536870912 (bytes) (got 536870913)'],
+  ])('%s', async (_label, maxResultBytes, problem) => {
+    const error = await invalidKeyOptions(loose({ key: byEvent, maxResultBytes }));
+    expect(error.option).toBe('maxResultBytes');
+    expect(error.message).toContain(`"maxResultBytes" ${problem}`);
   });
 
   it.each<[string, string, string[]]>([
