@@ -21,7 +21,7 @@ import { nodeAddress, scanNodes } from '../../lib/redis/scan.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
-import { byId, digestOf, runningKey } from '../support/locks.js';
+import { byId, digestOf, runningKey, runtimeOwner } from '../support/locks.js';
 import { clusterTopology } from '../support/cluster-topology.js';
 import { bullPrefix, onCluster } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
@@ -161,7 +161,7 @@ describe('failovers and moving slots on a Redis Cluster with replicas', () => {
     let duplicate: Job | undefined;
 
     await moveSlotOf(run.lock, async (target) => {
-      await renewed('the run-time lock', () => redis.zscore(run.lock, run.held.id!));
+      await renewed('the run-time lock', () => redis.zscore(run.lock, runtimeOwner(run.a, run.held.id!)));
       // A duplicate delivered now tries the lock on the source, which sends it to the target (ASK): refused there.
       const onTarget = await watch(target, run.lock);
       try {

@@ -14,7 +14,16 @@ import { captureLogger, EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
 import type { Redis } from 'ioredis';
 import type { TestApp } from '../support/app.js';
-import { byId, dedupKey, digestOf, expiringKey, owners, queuedKey, runningKey } from '../support/locks.js';
+import {
+  byId,
+  dedupKey,
+  digestOf,
+  expiringKey,
+  owners,
+  queuedKey,
+  runningKey,
+  runtimeOwner,
+} from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
 import { waitFor } from '../support/wait.js';
 
@@ -74,12 +83,12 @@ describe('Redis at maxmemory (noeviction) while a handler runs', () => {
     const key = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     const first = await app.queue.add('sync', { id: 'a', n: 1 });
     await started.promise;
-    const takenUntil = Number(await redis.zscore(key, first.id!));
+    const takenUntil = Number(await redis.zscore(key, runtimeOwner(app, first.id!)));
     await full(true);
     // Renewed (every third of the lease) past the end of the lease first taken, all while Redis is full.
     await waitFor(
       'a renewal past the first lease',
-      async () => Number(await redis.zscore(key, first.id!)) > takenUntil + lease,
+      async () => Number(await redis.zscore(key, runtimeOwner(app, first.id!))) > takenUntil + lease,
     );
     await full(false);
     const duplicate = await app.queue.add('sync', { id: 'a', n: 2 });

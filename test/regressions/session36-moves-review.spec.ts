@@ -5,7 +5,7 @@ import { DelayedError, Queue, type Job } from 'bullmq';
 import type { LockType } from '../../lib/index.js';
 import { stepHandler } from '../support/step-handler.js';
 import { useApps } from '../support/apps.js';
-import { digestOf, owners, runningKey } from '../support/locks.js';
+import { digestOf, owners, runningKey, runtimeOwner } from '../support/locks.js';
 import { bullOptions } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 import { isParkedScore, LockStore, PARKED_MARK } from '../../lib/locks/lock-store.js';
@@ -48,7 +48,7 @@ describe.each(['while_executing', 'until_and_while_executing'] as const)(
       const after = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a', step: 2 }));
       expect(await owners(redis, before)).toEqual([]);
       expect(await owners(redis, after)).toEqual([firstId]);
-      expect(isParkedScore(Number(await redis.zscore(after, firstId)))).toBe(true);
+      expect(isParkedScore(Number(await redis.zscore(after, runtimeOwner(app, firstId))))).toBe(true);
       // A guarded promote follows it (the next delivery re-enters it).
       await (await app.queue.getJob(firstId))!.promote();
       await expect(app.finished(firstId)).resolves.toBe('done');
