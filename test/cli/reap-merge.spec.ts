@@ -9,6 +9,7 @@ function run(dryRun: boolean, deferred: number, startedAt: number): ReapReport {
     dryRun,
     leader: true,
     complete: false,
+    interrupted: false,
     scannedKeys: 100,
     failedKeys: 0,
     deferred,

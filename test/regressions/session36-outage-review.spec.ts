@@ -114,6 +114,7 @@ describe("session 36: a shutdown does not wait out the reaper's grace", () => {
       const report = await run;
       expect(closeMs).toBeLessThan(20_000);
       expect(report.reaped.enqueueLocks).toBe(0);
+      expect(report.interrupted).toBe(true);
       expect(await owners(redis, key)).toEqual([job.id]);
     } finally {
       await app.close();

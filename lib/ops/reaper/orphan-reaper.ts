@@ -106,6 +106,7 @@ export class OrphanReaper {
       dryRun,
       leader: true,
       complete: false,
+      interrupted: false,
       scannedKeys: 0,
       failedKeys: 0,
       deferred: 0,
@@ -159,6 +160,7 @@ export class OrphanReaper {
         this.stopping.signal,
       );
       if (!confirmed) {
+        report.interrupted = true;
         report.durationMs = performance.now() - startedAt;
         return report;
       }

@@ -32,6 +32,11 @@ export interface ReapReport {
   leader: boolean;
   /** `true` when this run finished a whole pass over the keys; `false` when its time budget ended it first. */
   complete: boolean;
+  /**
+   * `true` when the application's shutdown cut this run short while it waited out the grace period: the orphans it
+   * found were neither checked again nor released (a later run, of this process or another, finds them again).
+   */
+  interrupted: boolean;
   /** Keys looked at by this run: every key of the walk (each node's key space), the library's or not. */
   scannedKeys: number;
   /**
@@ -55,7 +60,10 @@ export interface ReapReport {
     enqueueLocks: number;
     /** BullMQ deduplication keys (one-slot enqueue locks) whose job is gone or finished. */
     deduplicationKeys: number;
-    /** Run-time lock leases that ended (their worker died or stalled) but were still recorded. */
+    /**
+     * Run-time lock slots: leases that ended (their worker died or stalled) but were still recorded, and slots parked
+     * for a step job's next delivery whose job is gone or finished.
+     */
     runtimeLeases: number;
     /** In-progress idempotency claims (Redis store) whose lease ended and whose job is gone or finished. */
     idempotencyClaims: number;

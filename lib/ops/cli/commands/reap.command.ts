@@ -48,7 +48,7 @@ export async function reapCommand(context: CliContext, args: readonly string[]):
   do {
     const run = await reaper.run({ dryRun });
     report = report ? merge(report, run) : run;
-  } while (report.leader && !report.complete);
+  } while (report.leader && !report.complete && !report.interrupted);
 
   if (!report.leader) {
     const leftMs = await client.pttl(new UniqueJobsKeys(context.prefix).reaperLeader).catch(() => -2);
@@ -118,6 +118,7 @@ export function merge(first: ReapReport, next: ReapReport): ReapReport {
     dryRun: first.dryRun,
     leader: next.leader,
     complete: next.complete,
+    interrupted: first.interrupted || next.interrupted,
     scannedKeys: first.scannedKeys + next.scannedKeys,
     failedKeys: first.failedKeys + next.failedKeys,
     // A run confirms again what the one before it kept back: the last run's are still kept. A dry run keeps nothing
