@@ -9,7 +9,13 @@ import { PARKED_MARK, type AcquireResult, type LockStore } from '../locks/lock-s
 import { lockedAs } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
-import { bullKeys, RESCHEDULES_FIELD, runtimeLockOwner, type UniqueJobsKeys } from '../redis/keys.js';
+import {
+  bullKeys,
+  legacyRuntimeLockOwner,
+  RESCHEDULES_FIELD,
+  runtimeLockOwner,
+  type UniqueJobsKeys,
+} from '../redis/keys.js';
 import { asError } from '../errors/thrown.js';
 import { wholeDelay } from '../common/bullmq-lifecycle.js';
 import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
@@ -157,7 +163,9 @@ export class JobMovesGuard {
   /**
    * A parked run-time lock (a step job between two steps) lasts `runtimeLockLease` past the job's new run time, as
    * parking it made it last past the old one: else a duplicate could start once the old one passed, and the job, due
-   * later, would meet it. Only a slot still marked parked is renewed (one Redis call, on a queue whose job has one).
+   * later, would meet it. Only a slot still marked parked is renewed (one Redis call, on a queue whose job has one), also
+   * one an earlier build parked under the job's bare id (`legacyRuntimeLockOwner`, a lock not shared across queues: the
+   * job's next delivery takes it over), asked only when the job holds none under the owner this build writes.
    */
   private async retimeParked(job: Job<unknown, unknown>, runInMs: number): Promise<void> {
     const definition = this.definitions.find(job.queueName, job.name);
@@ -169,9 +177,12 @@ export class JobMovesGuard {
       return; // lock arguments that cannot be hashed: the job fails when it starts, it holds nothing
     }
     const { store, keys } = this.parked;
+    const key = keys.runtimeLock(digest);
     const owner = runtimeLockOwner(job.id!, job.queueQualifiedName);
     const leaseMs = definition.options.runtimeLockLease + wholeDelay(runInMs);
-    await store.renewMarked(keys.runtimeLock(digest), owner, leaseMs, PARKED_MARK);
+    if (await store.renewMarked(key, owner, leaseMs, PARKED_MARK)) return;
+    if (definition.options.uniqueAcross.includes('queues')) return;
+    await store.renewMarked(key, legacyRuntimeLockOwner(job.id!), leaseMs, PARKED_MARK);
   }
 
   /** A job's definition and the enqueue lock of the kind it took, with its digest (were the options changed since). */

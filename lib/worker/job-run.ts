@@ -103,8 +103,7 @@ export class JobRun implements LockRun {
   async takeRuntimeLock(): Promise<AcquireResult> {
     const { job, definition, digest, deps } = this;
     const owner = this.runtimeOwner();
-    // The bare id earlier builds wrote for a lock not shared across queues (a job an older worker ran or parked).
-    const formerly = definition.options.uniqueAcross.includes('queues') ? undefined : legacyRuntimeLockOwner(job.id!);
+    const formerly = this.formerRuntimeOwner();
     const lease = new RuntimeLease(
       deps.store,
       deps.keys.runtimeLock(digest),
@@ -268,11 +267,18 @@ export class JobRun implements LockRun {
 
   /**
    * BullMQ failed the job for good: a run-time lock slot parked for its next delivery (a step job failed without
-   * resuming: stalled or started too often, a parent failed by its child) is given back. One Redis call, on failures.
+   * resuming: stalled or started too often, a parent failed by its child) is given back, also one an earlier build
+   * parked under the job's bare id ({@link formerRuntimeOwner}: no delivery took it over). One Redis call, on failures
+   * (two when the job parked none).
    */
   private async giveBackParked(): Promise<void> {
     const { deps, digest } = this;
-    if (await deps.store.releaseMarked(deps.keys.runtimeLock(digest), this.runtimeOwner(), PARKED_MARK)) {
+    const key = deps.keys.runtimeLock(digest);
+    const formerly = this.formerRuntimeOwner();
+    if (
+      (await deps.store.releaseMarked(key, this.runtimeOwner(), PARKED_MARK)) ||
+      (formerly !== undefined && (await deps.store.releaseMarked(key, formerly, PARKED_MARK)))
+    ) {
       this.emitUnlocked('runtime', Date.now());
     }
   }
@@ -285,6 +291,15 @@ export class JobRun implements LockRun {
   /** The owner of the job's run-time lock slot: the job, named with its queue ({@link runtimeLockOwner}). */
   private runtimeOwner(): string {
     return runtimeLockOwner(this.job.id!, this.job.queueQualifiedName);
+  }
+
+  /**
+   * The owner earlier builds wrote for the job's run-time lock slot, when it differs: its bare id, for a lock not shared
+   * across queues (a job an older worker ran or parked; {@link legacyRuntimeLockOwner}).
+   */
+  private formerRuntimeOwner(): string | undefined {
+    const { job, definition } = this;
+    return definition.options.uniqueAcross.includes('queues') ? undefined : legacyRuntimeLockOwner(job.id!);
   }
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */

@@ -1,0 +1,84 @@
+// Session 37, the run-time lock owner naming its queue (`runtimeLockOwner`): the paths that read, renew, release or
+// report a lock owner, looked at once more. Each case failed before its fix (but the `this build` variant, the reference
+// its `earlier build` twin is held to).
+import { describe, expect, it } from '@jest/globals';
+import { useApps } from '../support/apps.js';
+import { byId, digestOf, members, runningKey, runtimeOwner } from '../support/locks.js';
+import { uniqueName } from '../support/redis.js';
+import { stepHandler } from '../support/step-handler.js';
+import { waitFor } from '../support/wait.js';
+import { EventLog } from '../support/events.js';
+import { Outcomes } from '../support/outcomes.js';
+import { workerOf } from '../conflicts/helpers.js';
+import { eventWithin } from './lifecycle-helpers.js';
+
+// A step job parked by an earlier build holds its slot under its bare id (legacyRuntimeLockOwner), which an upgraded
+// worker's take accepts as the job's own. A guarded `job.changeDelay` renewed only the member the new build writes:
+// the slot an earlier build parked kept its old end, so once the job's old run time plus a lease had passed a duplicate
+// took the digest while the job waited between its steps (and the job, due later, met it as a duplicate's holder).
+describe('session 37: job.changeDelay of a step job an earlier build parked under its bare id', () => {
+  const { redis, start } = useApps('s37-legacy-delay');
+
+  it('moves that slot to the new run time, and the job re-enters it for its step 2', async () => {
+    const ran: string[] = [];
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
+      handler: stepHandler(ran, { delayMs: 60_000 }),
+    });
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
+    await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+    // As an earlier build parked it: the same score (lease and parked mark), the bare id.
+    const score = (await redis.zscore(running, runtimeOwner(app, first.id!)))!;
+    await redis.multi().zrem(running, runtimeOwner(app, first.id!)).zadd(running, score, first.id!).exec();
+
+    await (await app.queue.getJob(first.id!))!.changeDelay(600_000);
+    const movedAt = Date.now();
+    expect(await members(redis, running)).toEqual([first.id]);
+    expect(Number(await redis.zscore(running, first.id!))).toBeGreaterThanOrEqual(movedAt + 600_000);
+
+    await (await app.queue.getJob(first.id!))!.promote();
+    await expect(app.finished(first.id!)).resolves.toBe('done');
+    expect(ran).toEqual([`${first.id}:1`, `${first.id}:2`]);
+    expect(await redis.exists(running)).toBe(0);
+  }, 30_000);
+});
+
+// The same slot, when BullMQ fails the job for good without running it (here: started more often than the worker's
+// `maxStartedAttempts`): the run-time lock slot parked for its next delivery is given back (giveBackParked), but only
+// under the member the new build writes, so the slot an earlier build parked stayed until its lease ended (a day for a
+// job waiting for its children) or the orphan reaper's pass, refusing every new job of the digest.
+describe.each([
+  ['this build', false],
+  ['an earlier build, under the bare id', true],
+] as const)('session 37: a step job parked by %s, failed for good without running again', (_label, legacy) => {
+  const { redis, start } = useApps('s37-legacy-fail');
+
+  it('gives its parked slot back', async () => {
+    const ran: string[] = [];
+    const app = await start({
+      unique: { lock: 'until_and_while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: stepHandler(ran, { delayMs: 60_000 }),
+      worker: { maxStartedAttempts: 1 },
+    });
+    const events = new EventLog(app);
+    const outcomes = new Outcomes(workerOf(app));
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
+    await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+    const member = legacy ? first.id! : runtimeOwner(app, first.id!);
+    if (legacy) {
+      const score = (await redis.zscore(running, runtimeOwner(app, first.id!)))!;
+      await redis.multi().zrem(running, runtimeOwner(app, first.id!)).zadd(running, score, member).exec();
+    }
+    expect(await members(redis, running)).toEqual([member]);
+
+    await (await app.queue.getJob(first.id!))!.promote();
+    await outcomes.failures(first.id!); // started a second time: failed by BullMQ, the handler not called
+    const released = (event: { type: string; lock?: string; jobId?: string }) =>
+      event.type === 'unlocked' && event.lock === 'runtime' && event.jobId === first.id;
+    expect(await eventWithin(events, released, 5_000)).toBeDefined();
+    expect(ran).toEqual([`${first.id}:1`]);
+    expect(await redis.exists(running)).toBe(0);
+  }, 30_000);
+});
