@@ -2,9 +2,10 @@
 // report a lock owner, looked at once more. Each case failed before its fix (but the `this build` variant, the reference
 // its `earlier build` twin is held to).
 import { describe, expect, it } from '@jest/globals';
+import { LockInspector } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
-import { byId, digestOf, members, runningKey, runtimeOwner } from '../support/locks.js';
-import { uniqueName } from '../support/redis.js';
+import { byId, digestOf, members, queuedKey, runningKey, runtimeOwner } from '../support/locks.js';
+import { bullPrefix, uniqueName } from '../support/redis.js';
 import { stepHandler } from '../support/step-handler.js';
 import { waitFor } from '../support/wait.js';
 import { EventLog } from '../support/events.js';
@@ -80,5 +81,32 @@ describe.each([
     expect(await eventWithin(events, released, 5_000)).toBeDefined();
     expect(ran).toEqual([`${first.id}:1`]);
     expect(await redis.exists(running)).toBe(0);
+  }, 30_000);
+});
+
+// A custom job id may look like a run-time lock owner (a JSON pair: BullMQ allows `["x","y"]`). The inspector read
+// every sorted-set lock's members as run-time lock owners, so a general-path enqueue lock held by such a job showed
+// job "y" of a queue "x" (missing), and a `--job` filter of the real id did not find it.
+describe('session 37: an enqueue lock held by a job whose id looks like a JSON pair', () => {
+  const { redis, start } = useApps('s37-pair-id');
+
+  it('is shown held by that id, in its queue, and found by it', async () => {
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId, jobName: 'sync', lockLimit: 2 },
+      paused: true, // the job stays waiting, holding its slot
+    });
+    const jobId = JSON.stringify([uniqueName('x'), '7']);
+    const job = await app.queue.add('sync', { id: 'a' }, { jobId });
+    const digest = digestOf(app, 'sync', { id: 'a' });
+    const inspector = new LockInspector({
+      client: redis,
+      prefix: app.prefix,
+      queues: [{ name: app.queue.name, prefix: bullPrefix() }],
+    });
+    const [lock] = await inspector.showLock(digest);
+    expect(lock).toMatchObject({ storage: 'queued', key: queuedKey(app.prefix, digest), queue: app.queue.name });
+    expect(lock.owners).toEqual([expect.objectContaining({ jobId: job.id, jobState: 'waiting', jobName: 'sync' })]);
+    const listed = await inspector.listLocks({ jobId });
+    expect(listed.locks.map((held) => held.key)).toEqual([queuedKey(app.prefix, digest)]);
   }, 30_000);
 });

@@ -16,7 +16,7 @@ import type {
  */
 export const MAX_OWNERS_PER_LOCK = 20;
 
-/** An owner as the lock key names it: its job id, its lease (sorted sets) and, across queues, its queue. */
+/** An owner as the lock key names it: its job id, its lease (sorted sets) and, for a run-time lock, its queue. */
 interface RawOwner {
   jobId: string;
   leaseExpiresAt?: number;
@@ -59,14 +59,16 @@ export class HeldLockReader {
         this.client.pttl(key),
       ]);
       owners = [];
+      // Only a run-time lock's members name their queue: an enqueue lock's are job ids, whatever they look like.
+      const ownerOf = storage === 'running' ? parseRuntimeLockOwner : (jobId: string) => ({ jobId });
       for (let i = 0; i + 1 < members.length; i += 2) {
-        owners.push({ ...parseRuntimeLockOwner(members[i]), leaseExpiresAt: leaseEnd(members[i + 1]) });
+        owners.push({ ...ownerOf(members[i]), leaseExpiresAt: leaseEnd(members[i + 1]) });
       }
       if (owners.length === 0) return undefined;
       total = Math.max(count, owners.length);
       ttl = pttl;
       if (filter.jobId !== undefined && total > owners.length) {
-        const wanted = await this.unreadOwner(key, filter.jobId, owners);
+        const wanted = await this.unreadOwner(key, storage === 'running', filter.jobId, owners);
         if (wanted) owners.push(wanted);
       }
     }
@@ -100,11 +102,19 @@ export class HeldLockReader {
    * form, so that a job-id filter finds the job holding a lock of any number of holders. A job of a queue not inspected,
    * holding a run-time lock past the members read, is not found.
    */
-  private async unreadOwner(key: string, jobId: string, read: readonly RawOwner[]): Promise<RawOwner | undefined> {
+  private async unreadOwner(
+    key: string,
+    runtime: boolean,
+    jobId: string,
+    read: readonly RawOwner[],
+  ): Promise<RawOwner | undefined> {
     if (read.some((owner) => owner.jobId === jobId)) return undefined;
+    if (!runtime) {
+      const score = await this.client.zscore(key, jobId);
+      return score === null ? undefined : { jobId, leaseExpiresAt: leaseEnd(score) };
+    }
     const forms = [
       ...new Set([
-        jobId,
         legacyRuntimeLockOwner(jobId),
         ...this.queues.map((queue) => runtimeLockOwner(jobId, bullKeys.qualifiedName(queue.prefix, queue.name))),
       ]),
