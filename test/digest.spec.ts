@@ -4,6 +4,7 @@ import { canonicalJson, digest, lockKey, UnserializableLockArgsError, type Diges
 import { deferred } from './support/deferred.js';
 import { startApp, type TestApp } from './support/app.js';
 import { lockKeys, redisClient, scanKeys, uniqueName } from './support/redis.js';
+import { runtimeOwner } from './support/locks.js';
 
 const DIGEST_FORM = /^v1:[0-9a-f]{64}$/;
 
@@ -375,7 +376,7 @@ describe('digest and lock keys in Redis', () => {
       prefix: app.prefix,
     });
     expect(await lockKeys(redis, app.prefix, queueName)).toEqual([expected]);
-    expect(await redis.zrange(expected, 0, '-1')).toEqual([job.id]);
+    expect(await redis.zrange(expected, 0, '-1')).toEqual([runtimeOwner(app, job.id!)]);
     gate.resolve();
     await app.finished(job);
     expect(await lockKeys(redis, app.prefix, queueName)).toEqual([]);
