@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { lockKey, type LockType } from '../lib/index.js';
 import { startApp, type TestApp } from './support/app.js';
 import { killFixturesAndWait, spawnFixture } from './support/fixtures.js';
+import { owners } from './support/locks.js';
 import { deleteNamespaces, lockKeys, openQueueEvents, redisClient, redisOptions, uniqueName } from './support/redis.js';
 
 // Both suites: the fixtures' probes, the app and its QueueEvents of the test, cleaned after each.
@@ -71,7 +72,7 @@ describe('a worker process killed mid-job', () => {
           existingJobId: jobId,
         });
       } else {
-        expect(await redis.zrange(key, '0', '-1')).toEqual([jobId]);
+        expect(await owners(redis, key)).toEqual([jobId]);
       }
 
       // Worker B recovers the stalled job (same id) and runs it to completion.
@@ -113,7 +114,7 @@ describe('a worker process that stalls past its job lock', () => {
         module: { prefix, jobs: [{ queue, lock, lockArgs: (d: { id: string }) => d.id, ...lockTtl }] },
       });
       const key = lockKey({ queue, name: 'settle', lockArgs: 'evt_1', prefix, kind });
-      const holders = async () => (kind === 'enqueue' ? [await redis.get(key)] : await redis.zrange(key, '0', '-1'));
+      const holders = async () => (kind === 'enqueue' ? [await redis.get(key)] : await owners(redis, key));
       const fixtureEnv = { QUEUE: queue, PREFIX: prefix, PROBE: probe, LOCK: lock, ...extra };
 
       // Worker A takes the job and blocks its event loop until told: its BullMQ job lock (1 s) lapses.

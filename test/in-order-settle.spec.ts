@@ -10,7 +10,7 @@ import { RedisIdempotencyStore } from '../lib/index.js';
 import type { TestApp } from './support/app.js';
 import { useApps } from './support/apps.js';
 import { EventLog } from './support/events.js';
-import { byId, digestOf, runningKey } from './support/locks.js';
+import { byId, digestOf, runningKey, runtimeOwner } from './support/locks.js';
 import { ownRedisForFile } from './support/own-redis.js';
 import { deleteKeys, redisClient, redisOptions, scanKeys, uniqueName } from './support/redis.js';
 
@@ -147,7 +147,9 @@ describe('settling in order on the worker connection', () => {
     const lockOf = (job: Job) => runningKey(app.prefix, digestOf(app, 'sync', job.data));
     // The job's own slot removed by the compare-and-set script (owner and the lease its take wrote), sent by source.
     const releases = (command: Seen, job: Job) =>
-      isScript(command, 'eval') && command.args.includes(lockOf(job)) && command.args.includes(job.id!);
+      isScript(command, 'eval') &&
+      command.args.includes(lockOf(job)) &&
+      command.args.includes(runtimeOwner(app, job.id!));
 
     const jobs = await runUntilInOrder(app, monitor, releases, 5);
 

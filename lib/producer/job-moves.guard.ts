@@ -164,8 +164,8 @@ export class JobMovesGuard {
    * A parked run-time lock (a step job between two steps) lasts `runtimeLockLease` past the job's new run time, as
    * parking it made it last past the old one: else a duplicate could start once the old one passed, and the job, due
    * later, would meet it. Only a slot still marked parked is renewed (one Redis call, on a queue whose job has one), also
-   * one an earlier build parked under the job's bare id (`legacyRuntimeLockOwner`, a lock not shared across queues: the
-   * job's next delivery takes it over), asked only when the job holds none under the owner this build writes.
+   * one an earlier build parked under the job's former owner (`legacyRuntimeLockOwner`: the job's next delivery takes
+   * it over), asked only when the job holds none under the owner this build writes.
    */
   private async retimeParked(job: Job<unknown, unknown>, runInMs: number): Promise<void> {
     const definition = this.definitions.find(job.queueName, job.name);
@@ -181,8 +181,9 @@ export class JobMovesGuard {
     const owner = runtimeLockOwner(job.id!, job.queueQualifiedName);
     const leaseMs = definition.options.runtimeLockLease + wholeDelay(runInMs);
     if (await store.renewMarked(key, owner, leaseMs, PARKED_MARK)) return;
-    if (definition.options.uniqueAcross.includes('queues')) return;
-    await store.renewMarked(key, legacyRuntimeLockOwner(job.id!), leaseMs, PARKED_MARK);
+    const acrossQueues = definition.options.uniqueAcross.includes('queues');
+    const former = legacyRuntimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
+    await store.renewMarked(key, former, leaseMs, PARKED_MARK);
   }
 
   /** A job's definition and the enqueue lock of the kind it took, with its digest (were the options changed since). */

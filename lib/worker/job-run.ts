@@ -268,7 +268,7 @@ export class JobRun implements LockRun {
   /**
    * BullMQ failed the job for good: a run-time lock slot parked for its next delivery (a step job failed without
    * resuming: stalled or started too often, a parent failed by its child) is given back, also one an earlier build
-   * parked under the job's bare id ({@link formerRuntimeOwner}: no delivery took it over). One Redis call, on failures
+   * parked under its former owner ({@link formerRuntimeOwner}: no delivery took it over). One Redis call, on failures
    * (two when the job parked none).
    */
   private async giveBackParked(): Promise<void> {
@@ -277,7 +277,7 @@ export class JobRun implements LockRun {
     const formerly = this.formerRuntimeOwner();
     if (
       (await deps.store.releaseMarked(key, this.runtimeOwner(), PARKED_MARK)) ||
-      (formerly !== undefined && (await deps.store.releaseMarked(key, formerly, PARKED_MARK)))
+      (await deps.store.releaseMarked(key, formerly, PARKED_MARK))
     ) {
       this.emitUnlocked('runtime', Date.now());
     }
@@ -293,13 +293,11 @@ export class JobRun implements LockRun {
     return runtimeLockOwner(this.job.id!, this.job.queueQualifiedName);
   }
 
-  /**
-   * The owner earlier builds wrote for the job's run-time lock slot, when it differs: its bare id, for a lock not shared
-   * across queues (a job an older worker ran or parked; {@link legacyRuntimeLockOwner}).
-   */
-  private formerRuntimeOwner(): string | undefined {
+  /** The owner earlier builds wrote for the job's run-time lock slot (a job an older worker ran or parked). */
+  private formerRuntimeOwner(): string {
     const { job, definition } = this;
-    return definition.options.uniqueAcross.includes('queues') ? undefined : legacyRuntimeLockOwner(job.id!);
+    const acrossQueues = definition.options.uniqueAcross.includes('queues');
+    return legacyRuntimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
   }
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */

@@ -8,7 +8,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
-import { byId, dedupKey, digestOf, queuedKey, runningKey, removeUnguarded } from '../support/locks.js';
+import { byId, dedupKey, digestOf, queuedKey, runningKey, removeUnguarded, runtimeOwner } from '../support/locks.js';
 import { bullOptions, bullPrefix, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
@@ -210,9 +210,7 @@ describe('LockInspector', () => {
     const running = await app.queue.add('job', { id: 'a' });
     await started.promise;
     const digest = digestOf(app, 'job', { id: 'a' });
-    expect(await redis.zrange(runningKey(app.prefix, digest), 0, '-1')).toEqual([
-      JSON.stringify([app.queue.qualifiedName, running.id]),
-    ]);
+    expect(await redis.zrange(runningKey(app.prefix, digest), 0, '-1')).toEqual([runtimeOwner(app, running.id!)]);
     const inspector = inspectorOf(app);
     const [lock] = await inspector.showLock(digest);
     expect(lock).toMatchObject({ storage: 'running', queue: app.queue.name });

@@ -4,7 +4,17 @@ import { digest, lockKey, type UniqueJobOptions } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { hold } from '../support/gates.js';
-import { byId, dedupKey, digestOf, enqueuedJob, members, owners, queuedKey, runningKey } from '../support/locks.js';
+import {
+  byId,
+  dedupKey,
+  digestOf,
+  enqueuedJob,
+  members,
+  owners,
+  queuedKey,
+  runningKey,
+  runtimeOwner,
+} from '../support/locks.js';
 import { bullOptions, prefixKeys, scanKeys, uniqueName } from '../support/redis.js';
 import type { TestJob } from './helpers.js';
 
@@ -184,9 +194,7 @@ describe('uniqueAcross', () => {
       await started.promise;
       const value = digestOf(a, 'sync', { id: 'u1' });
       // The owner names its queue: ids repeat across queues (see the next test).
-      expect(await members(redis, runningKey(prefix, value))).toEqual([
-        JSON.stringify([a.queue.qualifiedName, fromA.id]),
-      ]);
+      expect(await members(redis, runningKey(prefix, value))).toEqual([runtimeOwner(a, fromA.id!)]);
       const fromB = enqueuedJob(await b.service.enqueue(b.queue, 'sync', { id: 'u1' }));
       await expect(b.finished(fromB)).resolves.toBeNull(); // completed without running
       expect(b.runs).toEqual([]);
@@ -222,9 +230,7 @@ describe('uniqueAcross', () => {
         expect.objectContaining({ jobId: 'same-id', existingJobId: 'same-id', queue: b.queue.name }),
       ]);
       const value = digestOf(a, 'sync', { id: 'u1' });
-      expect(await members(redis, runningKey(prefix, value))).toEqual([
-        JSON.stringify([a.queue.qualifiedName, 'same-id']),
-      ]);
+      expect(await members(redis, runningKey(prefix, value))).toEqual([runtimeOwner(a, 'same-id')]);
       gate.resolve();
       await expect(a.finished(fromA)).resolves.toBe('a');
       expect(await prefixKeys(redis, prefix)).toEqual([]);

@@ -7,7 +7,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { hold, holdFirstRun } from '../support/gates.js';
-import { byId, digestOf, enqueuedJob, members, owners, runningKey } from '../support/locks.js';
+import { byId, digestOf, enqueuedJob, members, owners, runningKey, runtimeOwner } from '../support/locks.js';
 import { queueEvent } from '../support/wait.js';
 import { type Interval, overlapping, takeWithCrashingWorker, type TestJob } from './helpers.js';
 
@@ -69,7 +69,7 @@ describe('while_executing', () => {
     const odd = '["x","5"]';
     const first = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 1 }, { jobId: odd }));
     await started.promise;
-    expect(await members(redis, lockOf(a, 'u1'))).toEqual([JSON.stringify([a.queue.qualifiedName, odd])]);
+    expect(await members(redis, lockOf(a, 'u1'))).toEqual([runtimeOwner(a, odd)]);
     expect(await lockState(a.moduleRef, a.queue, 'sync', { id: 'u1' })).toMatchObject({ runtime: { holders: [odd] } });
     const second = enqueuedJob(await a.service.enqueue(a.queue, 'sync', { id: 'u1', n: 2 }));
     await expect(a.finished(second)).resolves.toBeNull();

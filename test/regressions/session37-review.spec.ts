@@ -1,6 +1,7 @@
 // Session 37: what CI of session 36's stop found (test/model, seed -50104961: a step job's parked run-time lock stayed
 // after `obliterate({ force: true })` while another test file's queue held a live job numbered like it). Each case here
 // failed before its fix.
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { DelayedError, Queue, type Job } from 'bullmq';
 import { UniqueJobsReaper } from '../../lib/index.js';
@@ -50,16 +51,26 @@ describe('session 37: a parked run-time lock whose job was removed, another queu
   }, 30_000);
 });
 
-// Earlier development builds wrote a run-time lock's owner as the bare job id (see legacyRuntimeLockOwner). A job an
-// older worker parked between two steps, resumed by an upgraded worker, must re-enter its own slot, not meet it as a
-// duplicate's holder (its step 2 would be dropped under `log`).
-describe('session 37: a slot an earlier build parked under the bare job id', () => {
+// Earlier development builds wrote a run-time lock's owner as the bare job id, or, for a lock unique across queues, as
+// the pair of its queue's qualified name and id (see legacyRuntimeLockOwner). A job an older worker parked between two
+// steps, resumed by an upgraded worker, must re-enter its own slot, not meet it as a duplicate's holder (its step 2
+// would be dropped under `log`).
+describe.each([
+  ['the bare job id', false],
+  ['its queue and id (a lock unique across queues)', true],
+] as const)('session 37: a slot an earlier build parked under %s', (_label, acrossQueues) => {
   const { redis, start } = useApps('s37-legacy');
 
   it('is re-entered by the job it names; a duplicate still meets it; nothing stays', async () => {
     const ran: string[] = [];
     const app = await start({
-      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
+      unique: {
+        lock: 'while_executing',
+        lockArgs: byId,
+        jobName: 'sync',
+        onConflict: 'log',
+        ...(acrossQueues ? { uniqueAcross: 'queues' as const } : {}),
+      },
       handler: async (job: Job<{ id: string; step?: number }>) => {
         ran.push(`${job.id}:${job.data.step ?? 1}`);
         if (job.data.step === undefined) {
@@ -74,10 +85,11 @@ describe('session 37: a slot an earlier build parked under the bare job id', () 
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
     await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
-    // As an earlier build parked it: the same score (lease and parked mark), the bare id.
+    // As an earlier build parked it: the same score (lease and parked mark), the member it wrote.
+    const former = acrossQueues ? JSON.stringify([app.queue.qualifiedName, first.id]) : first.id!;
     const score = (await redis.zscore(running, runtimeOwner(app, first.id!)))!;
-    await redis.multi().zrem(running, runtimeOwner(app, first.id!)).zadd(running, score, first.id!).exec();
-    expect(await members(redis, running)).toEqual([first.id]);
+    await redis.multi().zrem(running, runtimeOwner(app, first.id!)).zadd(running, score, former).exec();
+    expect(await members(redis, running)).toEqual([former]);
 
     const duplicate = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('dup') });
     await expect(outcomes.completed(duplicate.id!)).resolves.toBeUndefined(); // met the parked slot: `log`
@@ -86,4 +98,35 @@ describe('session 37: a slot an earlier build parked under the bare job id', () 
     expect(ran).toEqual([`${first.id}:1`, `${first.id}:2`]);
     expect(await redis.exists(running)).toBe(0);
   }, 30_000);
+});
+
+// The owner names its queue by a 13-character tag, not its name: a member of a UUID job id on a queue of a long name
+// stays within Redis' compact sorted-set encoding (members up to 64 bytes by default). With the queue's name (`["bull:
+// <queue>","<id>"]`) such a member was past it, and the lock key took the skiplist encoding (about 1,000 bytes against
+// 130 measured on Redis 7 for one held lock).
+describe('session 37: a run-time lock of a UUID job on a queue with a long name', () => {
+  const { redis, start } = useApps('s37-compact-owner-with-a-long-queue-name');
+
+  it('keeps the compact encoding', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const app = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: async () => {
+        started();
+        await held;
+        return 'done';
+      },
+    });
+    expect(app.queue.qualifiedName.length).toBeGreaterThan(40);
+    const job = await app.queue.add('sync', { id: 'a' }, { jobId: randomUUID() });
+    await running;
+    const key = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    expect(await owners(redis, key)).toEqual([job.id]);
+    expect(['listpack', 'ziplist']).toContain(await redis.object('ENCODING', key));
+    release();
+    await expect(app.finished(job)).resolves.toBe('done');
+  });
 });

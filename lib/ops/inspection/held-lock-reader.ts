@@ -1,5 +1,14 @@
 import type { Cluster, Redis } from 'ioredis';
-import { legacyRuntimeLockOwner, parseRuntimeLockOwner, runtimeLockOwner, bullKeys } from '../../redis/keys.js';
+import { QueueRegistry } from '../../redis/queue-registry.js';
+import {
+  bullKeys,
+  legacyRuntimeLockOwner,
+  ownerNamesQueue,
+  parseRuntimeLockOwner,
+  runtimeLockOwner,
+  type RuntimeLockOwner,
+  type UniqueJobsKeys,
+} from '../../redis/keys.js';
 import { JobOwners, type Candidate } from './job-owners.js';
 import type {
   HeldLock,
@@ -17,18 +26,17 @@ import type {
 export const MAX_OWNERS_PER_LOCK = 20;
 
 /** An owner as the lock key names it: its job id, its lease (sorted sets) and, for a run-time lock, its queue. */
-interface RawOwner {
-  jobId: string;
+interface RawOwner extends RuntimeLockOwner {
   leaseExpiresAt?: number;
-  queue?: string;
 }
 
 /**
  * Reads one lock key and its owners for the {@link LockInspector}: the key's holder (a deduplication key) or its first
  * {@link MAX_OWNERS_PER_LOCK} members by score (a sorted set: earliest lease first) and how many there are, then each
  * owner's job in the queues. A lock costs at most three commands (with a job-id filter not met among the owners read:
- * plus one ZSCORE per form of the job's member, its id and its queue and id for each inspected queue) and one
- * transaction per owner read and queue searched, whatever its number of holders.
+ * plus one ZSCORE per form of the job's member, its id and its queue and id for each inspected queue; with a run-time
+ * owner whose queue tag names no inspected queue: one SMEMBERS of the library's queue registry) and one transaction per
+ * owner read and queue searched, whatever its number of holders.
  */
 export class HeldLockReader {
   private readonly owners: JobOwners;
@@ -36,6 +44,7 @@ export class HeldLockReader {
   constructor(
     private readonly client: Redis | Cluster,
     private readonly queues: readonly InspectedQueue[],
+    private readonly keys: UniqueJobsKeys,
   ) {
     this.owners = new JobOwners(client);
   }
@@ -73,11 +82,12 @@ export class HeldLockReader {
       }
     }
     if (filter.jobId !== undefined && !owners.some((owner) => owner.jobId === filter.jobId)) return undefined;
+    await this.nameTaggedQueues(owners);
     const searched = candidate.queue
       ? [candidate.queue]
       : this.queues.filter((queue) => filter.queue === undefined || queue.name === filter.queue);
     const resolved = await Promise.all(
-      // An owner of a lock across queues names its queue: its job is read there, inspected or not.
+      // An owner that names its queue (a run-time lock's, when inspected or written by an earlier build): read there.
       owners.map(({ queue: ownerQueue, ...owner }) =>
         this.owners.resolve(owner, candidate, ownerQueue === undefined ? searched : [queueOf(ownerQueue)], withData),
       ),
@@ -98,9 +108,9 @@ export class HeldLockReader {
 
   /**
    * A job's membership of a sorted-set lock beyond the members read: by the member it writes (an enqueue lock's: its
-   * id; a run-time lock's: its queue's qualified name and id, or its bare id as earlier builds wrote it), one ZSCORE per
-   * form, so that a job-id filter finds the job holding a lock of any number of holders. A job of a queue not inspected,
-   * holding a run-time lock past the members read, is not found.
+   * id; a run-time lock's: its queue's tag and id, or as earlier builds wrote it), one ZSCORE per form, so that a
+   * job-id filter finds the job holding a lock of any number of holders. A job of a queue not inspected, holding a
+   * run-time lock past the members read, is not found.
    */
   private async unreadOwner(
     key: string,
@@ -116,12 +126,37 @@ export class HeldLockReader {
     const forms = [
       ...new Set([
         legacyRuntimeLockOwner(jobId),
-        ...this.queues.map((queue) => runtimeLockOwner(jobId, bullKeys.qualifiedName(queue.prefix, queue.name))),
+        ...this.qualifiedNames().flatMap((name) => [
+          runtimeLockOwner(jobId, name),
+          legacyRuntimeLockOwner(jobId, name),
+        ]),
       ]),
     ];
     const scores = await Promise.all(forms.map((member) => this.client.zscore(key, member)));
     const at = scores.findIndex((score) => score !== null);
     return at === -1 ? undefined : { ...parseRuntimeLockOwner(forms[at]), leaseExpiresAt: leaseEnd(scores[at]!) };
+  }
+
+  /**
+   * Names the queue of each run-time owner that names it by tag: an inspected queue, else one of the library's queue
+   * registry (read only then: every queue whose worker guards its jobs is recorded there). A tag neither names is left
+   * without a queue (its job is searched in the inspected queues).
+   */
+  private async nameTaggedQueues(owners: RawOwner[]): Promise<void> {
+    const tagged = owners.filter((owner) => owner.queueTag !== undefined);
+    if (tagged.length === 0) return;
+    let names = this.qualifiedNames();
+    if (tagged.some((owner) => !names.some((name) => ownerNamesQueue(owner, name)))) {
+      names = [...names, ...(await QueueRegistry.read(this.client, this.keys).catch(() => []))];
+    }
+    for (const owner of tagged) {
+      owner.queue = names.find((name) => ownerNamesQueue(owner, name));
+      delete owner.queueTag;
+    }
+  }
+
+  private qualifiedNames(): string[] {
+    return this.queues.map((queue) => bullKeys.qualifiedName(queue.prefix, queue.name));
   }
 }
 

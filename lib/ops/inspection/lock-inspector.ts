@@ -53,7 +53,7 @@ export class LockInspector {
     this.client = options.client;
     this.keys = new UniqueJobsKeys(options.prefix);
     this.queues = [...options.queues];
-    this.reader = new HeldLockReader(options.client, this.queues);
+    this.reader = new HeldLockReader(options.client, this.queues, this.keys);
   }
 
   /**

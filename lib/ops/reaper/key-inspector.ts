@@ -1,7 +1,13 @@
 import type { Cluster, Redis } from 'ioredis';
 import { isHandedOver } from '../../idempotency/step-handover.js';
 import { isParkedScore, type LockStore } from '../../locks/lock-store.js';
-import { bullKeys, KEY_SUFFIX, parseOwnKey, parseRuntimeLockOwner, type UniqueJobsKeys } from '../../redis/keys.js';
+import {
+  KEY_SUFFIX,
+  ownerNamesQueue,
+  parseOwnKey,
+  parseRuntimeLockOwner,
+  type UniqueJobsKeys,
+} from '../../redis/keys.js';
 import type { RedisScripts } from '../../redis/redis-scripts.js';
 import { jobStatus, ownerStatuses } from './job-statuses.js';
 import type { ReapedItem } from './reap-report.interface.js';
@@ -85,13 +91,13 @@ export class ReaperKeyInspector {
       if (expired.includes(owner)) continue;
       const runtime = kind === 'runtimeLease';
       if (runtime && !isParkedScore(Number(score))) continue;
-      const { jobId, queue } = runtime ? parseRuntimeLockOwner(owner) : { jobId: owner, queue: undefined };
-      // A run-time lock's job is not marked with its digest (no enqueue lock): its job's status alone decides.
+      const parsed = runtime ? parseRuntimeLockOwner(owner) : { jobId: owner };
+      const { jobId } = parsed;
+      // A run-time lock's job is not marked with its digest (no enqueue lock): its job's status alone decides, in the
+      // queue its owner names (a bare id, written by an earlier build, in every queue).
       const digest = runtime ? undefined : parseOwnKey(key)?.tag;
-      const statusesOf = async () =>
-        queue === undefined
-          ? ownerStatuses(this.client, pass, jobId, digest)
-          : [await jobStatus(this.client, bullKeys.job(queue, jobId))];
+      const statusesOf = () =>
+        ownerStatuses(this.client, pass, jobId, digest, (name) => ownerNamesQueue(parsed, name) ?? true);
       const statuses = await statusesOf();
       if (statuses.includes('live')) continue;
       const reason = statuses.includes('finished')

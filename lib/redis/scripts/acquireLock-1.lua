@@ -1,6 +1,6 @@
 --[[
   Takes one of `limit` slots of a lock for an owner, with a lease.
-  The lock is a sorted set: member = owner (an enqueue lock's: a job id; a run-time lock's: its queue and job id), score = the owner's lease expiry (server ms).
+  The lock is a sorted set: member = owner (an enqueue lock's: a job id; a run-time lock's: its queue's tag and job id), score = the owner's lease expiry (server ms).
   Expired leases (crashed holders) are dropped first; the same owner taking it again renews its lease.
 
   KEYS[1] the lock
