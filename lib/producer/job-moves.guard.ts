@@ -9,13 +9,8 @@ import { PARKED_MARK, type AcquireResult, type LockStore } from '../locks/lock-s
 import { lockedAs } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
-import {
-  bullKeys,
-  legacyRuntimeLockOwner,
-  RESCHEDULES_FIELD,
-  runtimeLockOwner,
-  type UniqueJobsKeys,
-} from '../redis/keys.js';
+import { bullKeys, RESCHEDULES_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
+import { runtimeOwnersOf } from '../redis/runtime-lock-owner.js';
 import { asError } from '../errors/thrown.js';
 import { wholeDelay } from '../common/bullmq-lifecycle.js';
 import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
@@ -178,11 +173,9 @@ export class JobMovesGuard {
     }
     const { store, keys } = this.parked;
     const key = keys.runtimeLock(digest);
-    const owner = runtimeLockOwner(job.id!, job.queueQualifiedName);
+    const { owner, former } = runtimeOwnersOf(job, definition.options.uniqueAcross.includes('queues'));
     const leaseMs = definition.options.runtimeLockLease + wholeDelay(runInMs);
     if (await store.renewMarked(key, owner, leaseMs, PARKED_MARK)) return;
-    const acrossQueues = definition.options.uniqueAcross.includes('queues');
-    const former = legacyRuntimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
     await store.renewMarked(key, former, leaseMs, PARKED_MARK);
   }
 

@@ -12,14 +12,8 @@ import { RuntimeLease } from '../locks/runtime-lease.js';
 import { stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
 import { PARKED_MARK } from '../locks/lock-store.js';
 import type { JobDefinition } from '../options/job-definitions.js';
-import {
-  bullKeys,
-  legacyRuntimeLockOwner,
-  parseRuntimeLockOwner,
-  runtimeLockOwner,
-  STEPS_FIELD,
-  type UniqueJobsKeys,
-} from '../redis/keys.js';
+import { bullKeys, STEPS_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
+import { parseRuntimeLockOwner, runtimeOwnersOf } from '../redis/runtime-lock-owner.js';
 import { knownOnSameServer } from '../redis/same-server.js';
 
 /** What a run needs from the worker side. */
@@ -102,8 +96,7 @@ export class JobRun implements LockRun {
   /** Takes the run-time lock (waiting up to `lockTimeout`); a refusal names the holder's job id. */
   async takeRuntimeLock(): Promise<AcquireResult> {
     const { job, definition, digest, deps } = this;
-    const owner = this.runtimeOwner();
-    const formerly = this.formerRuntimeOwner();
+    const { owner, former } = this.runtimeOwners();
     const lease = new RuntimeLease(
       deps.store,
       deps.keys.runtimeLock(digest),
@@ -118,7 +111,7 @@ export class JobRun implements LockRun {
         },
         error: (error) => deps.reportError(job, digest, error),
       },
-      formerly,
+      former,
     );
     this.asked = lease;
     const waitFrom = Date.now();
@@ -202,7 +195,7 @@ export class JobRun implements LockRun {
     const key = deps.keys.runtimeLock(moved);
     const parked = await deps.store.acquire(
       key,
-      this.runtimeOwner(),
+      this.runtimeOwners().owner,
       leaseMs,
       definition.options.lockLimit,
       false,
@@ -214,7 +207,7 @@ export class JobRun implements LockRun {
     // (its take replaced the parked mark). One read more, only for a step that moved its digest.
     let held = parked.acquired;
     if (held && (await deps.store.countOf(this.jobKey(), 'ats')) !== this.job.attemptsStarted) {
-      await deps.store.releaseMarked(key, this.runtimeOwner(), PARKED_MARK);
+      await deps.store.releaseMarked(key, this.runtimeOwners().owner, PARKED_MARK);
       held = false;
     }
     if (await lease.release()) this.emitUnlocked('runtime', lease.takenAt);
@@ -274,10 +267,10 @@ export class JobRun implements LockRun {
   private async giveBackParked(): Promise<void> {
     const { deps, digest } = this;
     const key = deps.keys.runtimeLock(digest);
-    const formerly = this.formerRuntimeOwner();
+    const { owner, former } = this.runtimeOwners();
     if (
-      (await deps.store.releaseMarked(key, this.runtimeOwner(), PARKED_MARK)) ||
-      (await deps.store.releaseMarked(key, formerly, PARKED_MARK))
+      (await deps.store.releaseMarked(key, owner, PARKED_MARK)) ||
+      (await deps.store.releaseMarked(key, former, PARKED_MARK))
     ) {
       this.emitUnlocked('runtime', Date.now());
     }
@@ -288,16 +281,9 @@ export class JobRun implements LockRun {
     return bullKeys.job(this.job.queueQualifiedName, this.job.id!);
   }
 
-  /** The owner of the job's run-time lock slot: the job, named with its queue ({@link runtimeLockOwner}). */
-  private runtimeOwner(): string {
-    return runtimeLockOwner(this.job.id!, this.job.queueQualifiedName);
-  }
-
-  /** The owner earlier builds wrote for the job's run-time lock slot (a job an older worker ran or parked). */
-  private formerRuntimeOwner(): string {
-    const { job, definition } = this;
-    const acrossQueues = definition.options.uniqueAcross.includes('queues');
-    return legacyRuntimeLockOwner(job.id!, acrossQueues ? job.queueQualifiedName : undefined);
+  /** The job's run-time lock owner (its queue and id), and the one earlier builds wrote (an older worker's slot). */
+  private runtimeOwners(): { owner: string; former: string } {
+    return runtimeOwnersOf(this.job, this.definition.options.uniqueAcross.includes('queues'));
   }
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */

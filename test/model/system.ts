@@ -17,7 +17,8 @@ import {
   type ReapReport,
   type UniqueJobEvent,
 } from '../../lib/index.js';
-import { parseRuntimeLockOwner, RESCHEDULES_FIELD } from '../../lib/redis/keys.js';
+import { RESCHEDULES_FIELD } from '../../lib/redis/keys.js';
+import { parseRuntimeLockOwner } from '../../lib/redis/runtime-lock-owner.js';
 import { uniqueName } from '../support/redis.js';
 import { CONFIGS, LONG, MAX_STARTED_ATTEMPTS, type QueueRole, uniqueOptionsOf } from './configs.js';
 import type { JobState } from './promises.js';

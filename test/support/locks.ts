@@ -1,7 +1,8 @@
 import { Queue, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { EnqueueResult } from '../../lib/index.js';
-import { deduplicationId, parseRuntimeLockOwner, runtimeLockOwner } from '../../lib/redis/keys.js';
+import { deduplicationId } from '../../lib/redis/keys.js';
+import { parseRuntimeLockOwner, runtimeLockOwner } from '../../lib/redis/runtime-lock-owner.js';
 import type { TestApp } from './app.js';
 import { bullOptions, bullPrefix } from './redis.js';
 

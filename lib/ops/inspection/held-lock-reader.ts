@@ -1,14 +1,13 @@
 import type { Cluster, Redis } from 'ioredis';
 import { QueueRegistry } from '../../redis/queue-registry.js';
+import { bullKeys, type UniqueJobsKeys } from '../../redis/keys.js';
 import {
-  bullKeys,
   legacyRuntimeLockOwner,
   ownerNamesQueue,
   parseRuntimeLockOwner,
   runtimeLockOwner,
   type RuntimeLockOwner,
-  type UniqueJobsKeys,
-} from '../../redis/keys.js';
+} from '../../redis/runtime-lock-owner.js';
 import { JobOwners, type Candidate } from './job-owners.js';
 import type {
   HeldLock,

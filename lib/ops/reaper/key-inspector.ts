@@ -1,13 +1,8 @@
 import type { Cluster, Redis } from 'ioredis';
 import { isHandedOver } from '../../idempotency/step-handover.js';
 import { isParkedScore, type LockStore } from '../../locks/lock-store.js';
-import {
-  KEY_SUFFIX,
-  ownerNamesQueue,
-  parseOwnKey,
-  parseRuntimeLockOwner,
-  type UniqueJobsKeys,
-} from '../../redis/keys.js';
+import { KEY_SUFFIX, parseOwnKey, type UniqueJobsKeys } from '../../redis/keys.js';
+import { ownerNamesQueue, parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
 import type { RedisScripts } from '../../redis/redis-scripts.js';
 import { jobStatus, ownerStatuses } from './job-statuses.js';
 import type { ReapedItem } from './reap-report.interface.js';

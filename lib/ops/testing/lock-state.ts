@@ -1,6 +1,7 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { DeduplicationEnqueueLock } from '../../locks/deduplication.enqueue-lock.js';
-import { bullKeys, parseRuntimeLockOwner } from '../../redis/keys.js';
+import { bullKeys } from '../../redis/keys.js';
+import { parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** A queue given to the lock helpers: a BullMQ `Queue`, or a queue name of the application. */
