@@ -87,8 +87,14 @@ export class HeldLockReader {
       : this.queues.filter((queue) => filter.queue === undefined || queue.name === filter.queue);
     const resolved = await Promise.all(
       // An owner that names its queue (a run-time lock's, when inspected or written by an earlier build): read there.
-      owners.map(({ queue: ownerQueue, ...owner }) =>
-        this.owners.resolve(owner, candidate, ownerQueue === undefined ? searched : [queueOf(ownerQueue)], withData),
+      // One whose tag names no queue known here is in none of the inspected queues: it is read nowhere (missing).
+      owners.map(({ queue: ownerQueue, queueTag, ...owner }) =>
+        this.owners.resolve(
+          owner,
+          candidate,
+          ownerQueue !== undefined ? [queueOf(ownerQueue)] : queueTag !== undefined ? [] : searched,
+          withData,
+        ),
       ),
     );
     const queue = candidate.queue?.name ?? resolved.find((owner) => owner.queue !== undefined)?.queue;
@@ -138,8 +144,8 @@ export class HeldLockReader {
 
   /**
    * Names the queue of each run-time owner that names it by tag: an inspected queue, else one of the library's queue
-   * registry (read only then: every queue whose worker guards its jobs is recorded there). A tag neither names is left
-   * without a queue (its job is searched in the inspected queues).
+   * registry (read only then: every queue whose worker guards its jobs is recorded there). A tag neither names keeps
+   * its tag and no queue: its job is in none of the inspected queues, and is shown missing.
    */
   private async nameTaggedQueues(owners: RawOwner[]): Promise<void> {
     const tagged = owners.filter((owner) => owner.queueTag !== undefined);
@@ -150,7 +156,7 @@ export class HeldLockReader {
     }
     for (const owner of tagged) {
       owner.queue = names.find((name) => ownerNamesQueue(owner, name));
-      delete owner.queueTag;
+      if (owner.queue !== undefined) delete owner.queueTag;
     }
   }
 

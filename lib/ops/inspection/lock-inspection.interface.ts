@@ -26,7 +26,9 @@ export interface LockOwner {
   leaseExpiresAt?: number;
   /**
    * The owner job's state as BullMQ names it (`waiting`, `active`, `delayed`, `prioritized`, `waiting-children`,
-   * `completed`, `failed`, `unknown`), or `missing` when no job with that id exists in the queues inspected.
+   * `completed`, `failed`, `unknown`), or `missing` when no job with that id exists in the queues inspected (a
+   * run-time lock's owner names its queue: its job is read there alone, and one of a queue the inspector does not
+   * know, neither inspected nor in the library's queue registry, is `missing`).
    */
   jobState?: string;
   /** The owner job's name, when found. */

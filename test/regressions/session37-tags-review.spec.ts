@@ -1,0 +1,52 @@
+// Session 37, the run-time lock owner naming its queue by a tag (`queueTag`): the reaper, the inspector and the
+// idempotency result bound of the same day, looked at once more. Each case failed before its fix.
+import { describe, expect, it } from '@jest/globals';
+import { LockInspector } from '../../lib/index.js';
+import { QUEUE_REGISTRY_LIMIT } from '../../lib/redis/queue-registry.js';
+import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { useApps } from '../support/apps.js';
+import { byId, digestOf, members, runningKey, runtimeOwner } from '../support/locks.js';
+import { bullPrefix, uniqueName } from '../support/redis.js';
+import { stepHandler } from '../support/step-handler.js';
+import { waitFor } from '../support/wait.js';
+
+// The inspector names a tagged owner's queue among the queues it inspects, then the library's queue registry. A tag
+// that names none of them (the registry full at 1,000 queues, or unreadable) was searched for in the inspected queues,
+// where its job cannot be (its tag names none of them): a job of another queue numbered like it, the usual case, was
+// shown as the holder, in its queue, and the lock was listed under that queue.
+describe('session 37: a run-time lock whose owner names a queue neither inspected nor registered', () => {
+  const { redis, start } = useApps('s37-tag-unknown');
+
+  it('is not shown held by a job of an inspected queue with the same id', async () => {
+    const prefix = uniqueName('ujt');
+    // Another application's queues fill the library's registry: queue B, started next, is not recorded there.
+    const registry = new UniqueJobsKeys(prefix).queueRegistry;
+    const others = Array.from({ length: QUEUE_REGISTRY_LIMIT }, (_, i) => `bull:${uniqueName(`s37-other-${i}`)}`);
+    await redis.sadd(registry, ...others);
+    const ran: string[] = [];
+    const b = await start({
+      module: { prefix },
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: stepHandler(ran, { delayMs: 60_000 }),
+    });
+    const a = await start({ module: { prefix } }); // the inspecting application's queue: no processor
+    const jobId = uniqueName('same-id');
+    await a.queue.add('plain', {}, { jobId }); // waiting in A
+    const parked = await b.queue.add('sync', { id: 'a' }, { jobId });
+    await waitFor('the job parked', async () => (await parked.getState()) === 'delayed');
+    const digest = digestOf(b, 'sync', { id: 'a' });
+    expect(await members(redis, runningKey(prefix, digest))).toEqual([runtimeOwner(b, jobId)]);
+    expect(await redis.sismember(registry, b.queue.qualifiedName)).toBe(0);
+
+    const inspector = new LockInspector({
+      client: redis,
+      prefix,
+      queues: [{ name: a.queue.name, prefix: bullPrefix() }],
+    });
+    const [lock] = await inspector.showLock(digest);
+    expect(lock.queue).toBeUndefined();
+    expect(lock.owners).toEqual([expect.objectContaining({ jobId, jobState: 'missing' })]);
+    expect(lock.owners[0].queue).toBeUndefined();
+    expect((await inspector.listLocks({ queue: a.queue.name })).locks).toEqual([]);
+  }, 30_000);
+});
