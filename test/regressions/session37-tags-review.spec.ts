@@ -1,14 +1,21 @@
 // Session 37, the run-time lock owner naming its queue by a tag (`queueTag`): the reaper, the inspector and the
 // idempotency result bound of the same day, looked at once more. Each case failed before its fix.
 import { describe, expect, it } from '@jest/globals';
-import { LockInspector } from '../../lib/index.js';
+import { LockInspector, type AdminLockDetail } from '../../lib/index.js';
 import { QUEUE_REGISTRY_LIMIT } from '../../lib/redis/queue-registry.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { OPS, http, useAdminApp } from '../admin/admin-app.js';
 import { useApps } from '../support/apps.js';
 import { byId, digestOf, members, runningKey, runtimeOwner } from '../support/locks.js';
 import { bullPrefix, uniqueName } from '../support/redis.js';
 import { stepHandler } from '../support/step-handler.js';
 import { waitFor } from '../support/wait.js';
+
+/** Fills the library's registry under `prefix` with other queues, as an application of 1,000 queues would. */
+async function fillRegistry(redis: { sadd(key: string, ...members: string[]): Promise<number> }, prefix: string) {
+  const names = Array.from({ length: QUEUE_REGISTRY_LIMIT }, (_, i) => `bull:${uniqueName(`s37-other-${i}`)}`);
+  await redis.sadd(new UniqueJobsKeys(prefix).queueRegistry, ...names);
+}
 
 // The inspector names a tagged owner's queue among the queues it inspects, then the library's queue registry. A tag
 // that names none of them (the registry full at 1,000 queues, or unreadable) was searched for in the inspected queues,
@@ -19,10 +26,8 @@ describe('session 37: a run-time lock whose owner names a queue neither inspecte
 
   it('is not shown held by a job of an inspected queue with the same id', async () => {
     const prefix = uniqueName('ujt');
-    // Another application's queues fill the library's registry: queue B, started next, is not recorded there.
-    const registry = new UniqueJobsKeys(prefix).queueRegistry;
-    const others = Array.from({ length: QUEUE_REGISTRY_LIMIT }, (_, i) => `bull:${uniqueName(`s37-other-${i}`)}`);
-    await redis.sadd(registry, ...others);
+    // Other queues fill the library's registry: queue B, started next, is not recorded there.
+    await fillRegistry(redis, prefix);
     const ran: string[] = [];
     const b = await start({
       module: { prefix },
@@ -36,7 +41,7 @@ describe('session 37: a run-time lock whose owner names a queue neither inspecte
     await waitFor('the job parked', async () => (await parked.getState()) === 'delayed');
     const digest = digestOf(b, 'sync', { id: 'a' });
     expect(await members(redis, runningKey(prefix, digest))).toEqual([runtimeOwner(b, jobId)]);
-    expect(await redis.sismember(registry, b.queue.qualifiedName)).toBe(0);
+    expect(await redis.sismember(new UniqueJobsKeys(prefix).queueRegistry, b.queue.qualifiedName)).toBe(0);
 
     const inspector = new LockInspector({
       client: redis,
@@ -48,5 +53,38 @@ describe('session 37: a run-time lock whose owner names a queue neither inspecte
     expect(lock.owners).toEqual([expect.objectContaining({ jobId, jobState: 'missing' })]);
     expect(lock.owners[0].queue).toBeUndefined();
     expect((await inspector.listLocks({ queue: a.queue.name })).locks).toEqual([]);
+  }, 30_000);
+});
+
+// The admin's lock page loads each owner's job: in the queue the inspector found it in, else in every queue the admin
+// inspects. A run-time lock owner the inspector shows missing because its tag names no queue it knows was so looked up
+// in those queues, and a job of another queue with its id was shown as the lock's owner job (data, logs, history).
+describe('session 37: the admin page of a run-time lock whose owner names a queue it does not know', () => {
+  const { redis, start } = useApps('s37-tag-admin');
+  const admin = useAdminApp();
+
+  it('shows its owner job not found, not a job of an inspected queue with the same id', async () => {
+    const prefix = uniqueName('ujt');
+    await fillRegistry(redis, prefix);
+    const ran: string[] = [];
+    const b = await start({
+      module: { prefix },
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: stepHandler(ran, { delayMs: 60_000 }),
+    });
+    const aName = uniqueName('s37-tag-admin-a');
+    const app = await admin.start({ queues: [{ queue: aName }], module: { prefix } });
+    const jobId = uniqueName('same-id');
+    await app.queue(aName).add('plain', {}, { jobId });
+    const parked = await b.queue.add('sync', { id: 'a' }, { jobId });
+    await waitFor('the job parked', async () => (await parked.getState()) === 'delayed');
+    const digest = digestOf(b, 'sync', { id: 'a' });
+
+    const answer = await http(`${app.adminUrl}/api/locks/${digest}`, { headers: { authorization: OPS } });
+    expect(answer.status).toBe(200);
+    const detail = answer.json as AdminLockDetail;
+    expect(detail.locks.map((lock) => lock.owners)).toEqual([[expect.objectContaining({ jobState: 'missing' })]]);
+    expect(detail.jobs).toEqual([expect.objectContaining({ id: jobId, found: false })]);
+    expect(detail.jobs[0].queue).toBeUndefined();
   }, 30_000);
 });

@@ -36,19 +36,30 @@ export class LockDetailReader {
       this.inspector.showLock(digest),
       this.rejectedUnder(digest, rejectedLimit),
     ]);
-    const owners = new Map<string, string | undefined>();
+    // Each owner's job, in the queue the inspector found it in. One it found in none (`missing`) is not looked up
+    // again: it searched the admin's queues (a run-time lock's owner: the queue the owner names, when it knows it), and
+    // another queue's job with that id is not the owner.
+    const owners = new Map<string, { queue: string | undefined; found: boolean }>();
     let moreOwners = 0;
     for (const lock of locks) {
       moreOwners += lock.moreOwners ?? 0;
       for (const owner of lock.owners) {
-        if (!owners.has(owner.jobId) || owners.get(owner.jobId) === undefined) {
-          owners.set(owner.jobId, owner.queue ?? lock.queue);
+        const found = owner.queue !== undefined;
+        if (!owners.get(owner.jobId)?.found) {
+          owners.set(owner.jobId, {
+            queue: owner.queue ?? (lock.storage === 'deduplication' ? lock.queue : undefined),
+            found,
+          });
         }
       }
     }
     const loaded = [...owners].slice(0, MAX_OWNER_JOBS);
     moreOwners += owners.size - loaded.length;
-    const jobs = await Promise.all(loaded.map(([id, queue]) => this.jobView(id, queue)));
+    const jobs = await Promise.all(
+      loaded.map(async ([id, { queue, found }]) =>
+        found ? this.jobView(id, queue) : { queue, id, found: false, timeline: [], logs: [] },
+      ),
+    );
     return { digest, locks, jobs, ...(moreOwners > 0 ? { moreOwners } : {}), ...rejected };
   }
 

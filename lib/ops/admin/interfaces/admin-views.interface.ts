@@ -17,12 +17,15 @@ export interface AdminJobEvent {
 export interface AdminJobView {
   /**
    * The queue the job was found in; when not found, the queue the lock names for it (`undefined` when the lock does
-   * not say: every inspected queue was searched).
+   * not say: every inspected queue was searched; or a run-time lock's owner names a queue the admin does not know).
    */
   queue: string | undefined;
   /** The job's id, as the lock names its owner. */
   id: string;
-  /** `false` when no job with this id exists in the inspected queues (an orphaned lock). */
+  /**
+   * `false` when no job with this id exists in the inspected queues (an orphaned lock), or in the queue a run-time
+   * lock's owner names (a queue the admin does not inspect: its job may live there).
+   */
   found: boolean;
   /** The job's name (found jobs only, as are the fields below up to `returnValue`). */
   name?: string;
