@@ -32,7 +32,8 @@ export function keyOf(
 
 /**
  * The handler's return value as JSON text (`undefined` stays absent). A text longer than `maxBytes` (UTF-8) is left
- * out: `omitted` is told its size, and the record completes without it.
+ * out: `omitted` is told its size (not for `maxBytes` 0, which keeps none by choice), and the record completes without
+ * it.
  */
 export function serializeResult(
   value: unknown,
@@ -47,7 +48,7 @@ export function serializeResult(
     if (json.length * 3 <= maxBytes) return json;
     const bytes = Buffer.byteLength(json, 'utf8');
     if (bytes <= maxBytes) return json;
-    omitted(bytes);
+    if (maxBytes > 0) omitted(bytes); // 0: no result is kept, by choice
     return undefined;
   } catch (error) {
     // The serializer speaks of lock arguments (its other use): name the offending value of the result instead. The

@@ -60,7 +60,7 @@ export interface IdempotencyDefaults {
    * Largest handler result kept in a record, in bytes of its JSON text (UTF-8). A larger result completes the record
    * without it (the effect has happened: refusing it would run the effect again), with a warning: later deliveries of
    * the key replay `undefined`. The job's own return value is BullMQ's, and unchanged. Default `1048576` (1 MiB); `0`
-   * keeps no result; at most `536870912` (512 MiB, Redis' largest string).
+   * keeps no result (and warns of none); at most `536870912` (512 MiB, Redis' largest string).
    */
   maxResultBytes: number;
 }
