@@ -10,6 +10,7 @@ import { NestFactory } from '@nestjs/core';
 import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { IdempotencyKey, UniqueJob, UniqueJobsModule, UniqueJobsReaper } from '../dist/index.js';
+import { runtimeLockOwner } from '../dist/redis/runtime-lock-owner.js';
 import { ensureRedis } from '../scripts/services.mjs';
 
 const argJobs = process.argv.indexOf('--jobs');
@@ -101,9 +102,10 @@ for (const [name, pattern] of [
     serverBytesPerJobAndLock: Math.round((memAfter - memBefore) / HELD),
   };
 }
-// A run-time lock is held only while its job runs: measure one key with one holder directly.
+// A run-time lock is held only while its job runs: measure one key with one holder directly, the member its job writes
+// (its queue's tag and a BullMQ job id of six digits), the lease with its take's mark.
 const runtimeKey = `${prefix}:{v1:${'0'.repeat(64)}}:running`;
-await redis.zadd(runtimeKey, Date.now() + 30_000, 'u0123456789abcdef-1');
+await redis.zadd(runtimeKey, Date.now() + 30_000 + 511 / 1024, runtimeLockOwner('123456', queue.qualifiedName));
 held.while_executing = { locks: 1, bytesPerLockKey: Number(await redis.memory('USAGE', runtimeKey)) };
 await redis.del(runtimeKey);
 // Obliterating the queue deletes the jobs and BullMQ's deduplication keys, not the general-path locks: the reaper
