@@ -51,6 +51,37 @@ describe('session 37: a parked run-time lock whose job was removed, another queu
   }, 30_000);
 });
 
+// The reaper of an application that does not know the step job's queue (another service on the same library prefix):
+// the owner's tag names a queue it finds in the library's queue registry or on the server, never one it takes for
+// gone while its job lives (that would free a live step job's slot between its steps).
+describe("session 37: a parked run-time lock reaped by an application that does not know the job's queue", () => {
+  const { redis, start } = useApps('s37-elsewhere');
+
+  it('is kept while its job lives, released once the job is removed', async () => {
+    const worker = await start({
+      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+      handler: async (job: Job<{ id: string }>) => {
+        await job.moveToDelayed(Date.now() + 60_000, job.token);
+        throw new DelayedError();
+      },
+    });
+    const reaping = await start({
+      queue: uniqueName('s37-elsewhere-reaper'),
+      module: { prefix: worker.prefix, reaper: { interval: false, grace: 0 } },
+    });
+    const job = await worker.queue.add('sync', { id: 'a' });
+    const running = runningKey(worker.prefix, digestOf(worker, 'sync', { id: 'a' }));
+    await waitFor('the job parked', async () => (await job.getState()) === 'delayed');
+    const reaper = reaping.moduleRef.get(UniqueJobsReaper);
+    expect((await reaper.run()).reaped.runtimeLeases).toBe(0);
+    expect(await owners(redis, running)).toEqual([job.id]);
+
+    await removeUnguarded(worker.queue.name, job.id!);
+    expect((await reaper.run()).reaped.runtimeLeases).toBe(1);
+    expect(await owners(redis, running)).toEqual([]);
+  }, 30_000);
+});
+
 // Earlier development builds wrote a run-time lock's owner as the bare job id, or, for a lock unique across queues, as
 // the pair of its queue's qualified name and id (see legacyRuntimeLockOwner). A job an older worker parked between two
 // steps, resumed by an upgraded worker, must re-enter its own slot, not meet it as a duplicate's holder (its step 2

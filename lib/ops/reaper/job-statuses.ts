@@ -25,8 +25,8 @@ export async function jobStatus(
 }
 
 /**
- * The status of a lock owner's job in every queue it may live in (`inQueue`: those its owner may name; none when no
- * queue on the server is one of them: its job is gone). A queue found only by discovery
+ * The status of a lock owner's job in every queue it may live in (`queues`: those its owner names, when it names them;
+ * none: its job is gone). A queue found only by discovery
  * (neither this application's nor in the library's registry) whose keys this application's Redis user may not read
  * (ACL: another application's queue on a shared server) holds none of its jobs; a refusal on one of this
  * application's queues, or while the registry cannot say which queues are (unreadable, full), is an error (the owner is
@@ -37,9 +37,9 @@ export async function ownerStatuses(
   pass: ReaperPass,
   jobId: string,
   digest: string | undefined,
-  inQueue: (qualifiedName: string) => boolean = () => true,
+  queues?: readonly string[],
 ): Promise<JobStatus[]> {
-  const names = (await pass.queueNames()).filter(inQueue);
+  const names = queues ?? (await pass.queueNames());
   const answers = await Promise.allSettled(names.map((queue) => jobStatus(client, bullKeys.job(queue, jobId), digest)));
   const refused = (answer: PromiseSettledResult<JobStatus>) =>
     answer.status === 'rejected' && String((answer.reason as Error | undefined)?.message).startsWith('NOPERM');

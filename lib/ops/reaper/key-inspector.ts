@@ -2,7 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { isHandedOver } from '../../idempotency/step-handover.js';
 import { isParkedScore, type LockStore } from '../../locks/lock-store.js';
 import { KEY_SUFFIX, parseOwnKey, type UniqueJobsKeys } from '../../redis/keys.js';
-import { ownerNamesQueue, parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
+import { parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
 import type { RedisScripts } from '../../redis/redis-scripts.js';
 import { jobStatus, ownerStatuses } from './job-statuses.js';
 import type { ReapedItem } from './reap-report.interface.js';
@@ -91,8 +91,8 @@ export class ReaperKeyInspector {
       // A run-time lock's job is not marked with its digest (no enqueue lock): its job's status alone decides, in the
       // queue its owner names (a bare id, written by an earlier build, in every queue).
       const digest = runtime ? undefined : parseOwnKey(key)?.tag;
-      const statusesOf = () =>
-        ownerStatuses(this.client, pass, jobId, digest, (name) => ownerNamesQueue(parsed, name) ?? true);
+      const statusesOf = async () =>
+        ownerStatuses(this.client, pass, jobId, digest, runtime ? await pass.queuesNamedBy(parsed) : undefined);
       const statuses = await statusesOf();
       if (statuses.includes('live')) continue;
       const reason = statuses.includes('finished')

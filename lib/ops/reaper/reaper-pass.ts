@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { bullKeys } from '../../redis/keys.js';
+import { ownerNamesQueue, type RuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
 import { connectedScanNodes, discoverQueueNames } from '../../redis/scan.js';
 import type { ReaperQueue } from './reap-report.interface.js';
 
@@ -96,6 +97,19 @@ export class ReaperPass {
       throw error;
     });
     return [...new Set([...this.knownNames(), ...(await this.discovered), ...registered])];
+  }
+
+  /**
+   * The queues a run-time lock owner names ({@link RuntimeLockOwner}): the one it names by name (an earlier build's
+   * owner of a lock across queues); those whose tag it carries, among the queues this application knows, else among
+   * every queue on the server (the discovery, only then); `undefined` for a bare id (an earlier build's: every queue).
+   */
+  async queuesNamedBy(owner: RuntimeLockOwner): Promise<string[] | undefined> {
+    if (owner.queue !== undefined) return [owner.queue];
+    if (owner.queueTag === undefined) return undefined;
+    const named = (names: readonly string[]) => names.filter((name) => ownerNamesQueue(owner, name));
+    const known = named(this.knownNames());
+    return known.length > 0 ? known : named(await this.queueNames());
   }
 
   /**
