@@ -3,12 +3,13 @@
 // failed before its fix.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { DelayedError, Queue, type Job } from 'bullmq';
+import { Queue } from 'bullmq';
 import { UniqueJobsReaper } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { workerOf } from '../conflicts/helpers.js';
 import { byId, digestOf, members, owners, removeUnguarded, runningKey, runtimeOwner } from '../support/locks.js';
 import { Outcomes } from '../support/outcomes.js';
+import { stepHandler } from '../support/step-handler.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
@@ -24,10 +25,7 @@ describe('session 37: a parked run-time lock whose job was removed, another queu
     const app = await start({
       module: { reaper: { interval: false, grace: 0 } },
       unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
-      handler: async (job: Job<{ id: string }>) => {
-        await job.moveToDelayed(Date.now() + 60_000, job.token);
-        throw new DelayedError();
-      },
+      handler: stepHandler([], { delayMs: 60_000 }),
     });
     const jobId = uniqueName('same-id');
     const other = new Queue(uniqueName('s37-other'), bullOptions());
@@ -60,10 +58,7 @@ describe("session 37: a parked run-time lock reaped by an application that does 
   it('is kept while its job lives, released once the job is removed', async () => {
     const worker = await start({
       unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
-      handler: async (job: Job<{ id: string }>) => {
-        await job.moveToDelayed(Date.now() + 60_000, job.token);
-        throw new DelayedError();
-      },
+      handler: stepHandler([], { delayMs: 60_000 }),
     });
     const reaping = await start({
       queue: uniqueName('s37-elsewhere-reaper'),
@@ -102,15 +97,7 @@ describe.each([
         onConflict: 'log',
         ...(acrossQueues ? { uniqueAcross: 'queues' as const } : {}),
       },
-      handler: async (job: Job<{ id: string; step?: number }>) => {
-        ran.push(`${job.id}:${job.data.step ?? 1}`);
-        if (job.data.step === undefined) {
-          await job.updateData({ ...job.data, step: 2 });
-          await job.moveToDelayed(Date.now() + 60_000, job.token);
-          throw new DelayedError();
-        }
-        return 'done';
-      },
+      handler: stepHandler(ran, { delayMs: 60_000 }),
     });
     const outcomes = new Outcomes(workerOf(app));
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
