@@ -5,7 +5,7 @@ import { LockInspector, type AdminLockDetail } from '../../lib/index.js';
 import { QUEUE_REGISTRY_LIMIT } from '../../lib/redis/queue-registry.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { OPS, http, useAdminApp } from '../admin/admin-app.js';
-import { useApps } from '../support/apps.js';
+import { useApps, type Apps } from '../support/apps.js';
 import { byId, digestOf, members, runningKey, runtimeOwner } from '../support/locks.js';
 import { bullPrefix, uniqueName } from '../support/redis.js';
 import { stepHandler } from '../support/step-handler.js';
@@ -17,29 +17,43 @@ async function fillRegistry(redis: { sadd(key: string, ...members: string[]): Pr
   await redis.sadd(new UniqueJobsKeys(prefix).queueRegistry, ...names);
 }
 
+/**
+ * Queue B of a fresh prefix, not in the library's registry (other queues filled it first), whose step job `jobId` is
+ * parked between its steps (a while_executing lock): the lock's digest and its app.
+ */
+async function parkedUnregistered(apps: Pick<Apps, 'start' | 'redis'>, jobId: string) {
+  const prefix = uniqueName('ujt');
+  await fillRegistry(apps.redis, prefix);
+  const b = await apps.start({
+    module: { prefix },
+    unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
+    handler: stepHandler([], { delayMs: 60_000 }),
+  });
+  return {
+    prefix,
+    b,
+    park: async () => {
+      const parked = await b.queue.add('sync', { id: 'a' }, { jobId });
+      await waitFor('the job parked', async () => (await parked.getState()) === 'delayed');
+      return digestOf(b, 'sync', { id: 'a' });
+    },
+  };
+}
+
 // The inspector names a tagged owner's queue among the queues it inspects, then the library's queue registry. A tag
 // that names none of them (the registry full at 1,000 queues, or unreadable) was searched for in the inspected queues,
 // where its job cannot be (its tag names none of them): a job of another queue numbered like it, the usual case, was
 // shown as the holder, in its queue, and the lock was listed under that queue.
 describe('session 37: a run-time lock whose owner names a queue neither inspected nor registered', () => {
-  const { redis, start } = useApps('s37-tag-unknown');
+  const apps = useApps('s37-tag-unknown');
+  const { redis, start } = apps;
 
   it('is not shown held by a job of an inspected queue with the same id', async () => {
-    const prefix = uniqueName('ujt');
-    // Other queues fill the library's registry: queue B, started next, is not recorded there.
-    await fillRegistry(redis, prefix);
-    const ran: string[] = [];
-    const b = await start({
-      module: { prefix },
-      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
-      handler: stepHandler(ran, { delayMs: 60_000 }),
-    });
-    const a = await start({ module: { prefix } }); // the inspecting application's queue: no processor
     const jobId = uniqueName('same-id');
+    const { prefix, b, park } = await parkedUnregistered(apps, jobId);
+    const a = await start({ module: { prefix } }); // the inspecting application's queue: no processor
     await a.queue.add('plain', {}, { jobId }); // waiting in A
-    const parked = await b.queue.add('sync', { id: 'a' }, { jobId });
-    await waitFor('the job parked', async () => (await parked.getState()) === 'delayed');
-    const digest = digestOf(b, 'sync', { id: 'a' });
+    const digest = await park();
     expect(await members(redis, runningKey(prefix, digest))).toEqual([runtimeOwner(b, jobId)]);
     expect(await redis.sismember(new UniqueJobsKeys(prefix).queueRegistry, b.queue.qualifiedName)).toBe(0);
 
@@ -60,25 +74,16 @@ describe('session 37: a run-time lock whose owner names a queue neither inspecte
 // inspects. A run-time lock owner the inspector shows missing because its tag names no queue it knows was so looked up
 // in those queues, and a job of another queue with its id was shown as the lock's owner job (data, logs, history).
 describe('session 37: the admin page of a run-time lock whose owner names a queue it does not know', () => {
-  const { redis, start } = useApps('s37-tag-admin');
+  const apps = useApps('s37-tag-admin');
   const admin = useAdminApp();
 
   it('shows its owner job not found, not a job of an inspected queue with the same id', async () => {
-    const prefix = uniqueName('ujt');
-    await fillRegistry(redis, prefix);
-    const ran: string[] = [];
-    const b = await start({
-      module: { prefix },
-      unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
-      handler: stepHandler(ran, { delayMs: 60_000 }),
-    });
+    const jobId = uniqueName('same-id');
+    const { prefix, park } = await parkedUnregistered(apps, jobId);
     const aName = uniqueName('s37-tag-admin-a');
     const app = await admin.start({ queues: [{ queue: aName }], module: { prefix } });
-    const jobId = uniqueName('same-id');
     await app.queue(aName).add('plain', {}, { jobId });
-    const parked = await b.queue.add('sync', { id: 'a' }, { jobId });
-    await waitFor('the job parked', async () => (await parked.getState()) === 'delayed');
-    const digest = digestOf(b, 'sync', { id: 'a' });
+    const digest = await park();
 
     const answer = await http(`${app.adminUrl}/api/locks/${digest}`, { headers: { authorization: OPS } });
     expect(answer.status).toBe(200);
