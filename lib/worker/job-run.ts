@@ -261,7 +261,7 @@ export class JobRun implements LockRun {
   /**
    * BullMQ failed the job for good: a run-time lock slot parked for its next delivery (a step job failed without
    * resuming: stalled or started too often, a parent failed by its child) is given back, also one an earlier build
-   * parked under its former owner ({@link formerRuntimeOwner}: no delivery took it over). One Redis call, on failures
+   * parked under its former owner ({@link runtimeOwners}: no delivery took it over). One Redis call, on failures
    * (two when the job parked none).
    */
   private async giveBackParked(): Promise<void> {

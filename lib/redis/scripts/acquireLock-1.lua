@@ -13,8 +13,9 @@
           a renewal or release that names it changes the slot only while no other take of the same owner (a job
           recovered elsewhere after a stall) has taken it since, whatever answers were lost. (Exact in a double until
           2^43 ms, the year 2248.)
-  ARGV[6] optional: the form of the same owner an earlier build wrote (a run-time lock's bare job id): a slot held
-          under it is the owner's, taken over under ARGV[1] (re-entrant takes only)
+  ARGV[6] optional: the member an earlier build wrote for the same owner (a run-time lock's: the bare job id, or the
+          queue-name pair of a lock across queues): a slot held under it is the owner's, taken over under ARGV[1]
+          (re-entrant takes only)
 
   Returns {1, owner} when held ({1, owner, 1} when the owner re-entered a slot parked for a step job's next delivery:
   its score carried the parked mark, 1023/1024), {0, oldest holder, ms until its lease ends} when full.
