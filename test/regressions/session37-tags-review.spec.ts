@@ -2,43 +2,12 @@
 // idempotency result bound of the same day, looked at once more. Each case failed before its fix.
 import { describe, expect, it } from '@jest/globals';
 import { LockInspector, type AdminLockDetail } from '../../lib/index.js';
-import { QUEUE_REGISTRY_LIMIT } from '../../lib/redis/queue-registry.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { OPS, http, useAdminApp } from '../admin/admin-app.js';
-import { useApps, type Apps } from '../support/apps.js';
-import { byId, digestOf, members, runningKey, runtimeOwner } from '../support/locks.js';
+import { useApps } from '../support/apps.js';
+import { members, runningKey, runtimeOwner } from '../support/locks.js';
 import { bullPrefix, uniqueName } from '../support/redis.js';
-import { stepHandler } from '../support/step-handler.js';
-import { waitFor } from '../support/wait.js';
-
-/** Fills the library's registry under `prefix` with other queues, as an application of 1,000 queues would. */
-async function fillRegistry(redis: { sadd(key: string, ...members: string[]): Promise<number> }, prefix: string) {
-  const names = Array.from({ length: QUEUE_REGISTRY_LIMIT }, (_, i) => `bull:${uniqueName(`s37-other-${i}`)}`);
-  await redis.sadd(new UniqueJobsKeys(prefix).queueRegistry, ...names);
-}
-
-/**
- * Queue B of a fresh prefix, not in the library's registry (other queues filled it first), whose step job `jobId` is
- * parked between its steps (a while_executing lock): the lock's digest and its app.
- */
-async function parkedUnregistered(apps: Pick<Apps, 'start' | 'redis'>, jobId: string) {
-  const prefix = uniqueName('ujt');
-  await fillRegistry(apps.redis, prefix);
-  const b = await apps.start({
-    module: { prefix },
-    unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync' },
-    handler: stepHandler([], { delayMs: 60_000 }),
-  });
-  return {
-    prefix,
-    b,
-    park: async () => {
-      const parked = await b.queue.add('sync', { id: 'a' }, { jobId });
-      await waitFor('the job parked', async () => (await parked.getState()) === 'delayed');
-      return digestOf(b, 'sync', { id: 'a' });
-    },
-  };
-}
+import { parkedUnregistered } from '../support/unregistered-queue.js';
 
 // The inspector names a tagged owner's queue among the queues it inspects, then the library's queue registry. A tag
 // that names none of them (the registry full at 1,000 queues, or unreadable) was searched for in the inspected queues,

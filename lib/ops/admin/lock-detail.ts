@@ -39,16 +39,20 @@ export class LockDetailReader {
     // Each owner's job, in the queue the inspector found it in. One it found in none (`missing`) is not looked up
     // again: it searched the admin's queues (a run-time lock's owner: the queue the owner names, when it knows it), and
     // another queue's job with that id is not the owner.
-    const owners = new Map<string, { queue: string | undefined; found: boolean }>();
+    // One that names a queue the inspector does not know keeps that queue's tag: its job may be alive there.
+    const owners = new Map<string, { queue: string | undefined; found: boolean; queueTag?: string }>();
     let moreOwners = 0;
     for (const lock of locks) {
       moreOwners += lock.moreOwners ?? 0;
       for (const owner of lock.owners) {
         const found = owner.queue !== undefined;
-        if (!owners.get(owner.jobId)?.found) {
+        const before = owners.get(owner.jobId);
+        if (!before?.found) {
+          const queueTag = owner.queueTag ?? before?.queueTag;
           owners.set(owner.jobId, {
             queue: owner.queue ?? (lock.storage === 'deduplication' ? lock.queue : undefined),
             found,
+            ...(queueTag === undefined ? {} : { queueTag }),
           });
         }
       }
@@ -56,8 +60,10 @@ export class LockDetailReader {
     const loaded = [...owners].slice(0, MAX_OWNER_JOBS);
     moreOwners += owners.size - loaded.length;
     const jobs = await Promise.all(
-      loaded.map(async ([id, { queue, found }]) =>
-        found ? this.jobView(id, queue) : { queue, id, found: false, timeline: [], logs: [] },
+      loaded.map(async ([id, { queue, found, queueTag }]) =>
+        found
+          ? this.jobView(id, queue)
+          : { queue, id, found: false, ...(queueTag === undefined ? {} : { queueTag }), timeline: [], logs: [] },
       ),
     );
     return { digest, locks, jobs, ...(moreOwners > 0 ? { moreOwners } : {}), ...rejected };

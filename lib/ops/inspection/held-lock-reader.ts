@@ -87,15 +87,17 @@ export class HeldLockReader {
       : this.queues.filter((queue) => filter.queue === undefined || queue.name === filter.queue);
     const resolved = await Promise.all(
       // An owner that names its queue (a run-time lock's, when inspected or written by an earlier build): read there.
-      // One whose tag names no queue known here is in none of the inspected queues: it is read nowhere (missing).
-      owners.map(({ queue: ownerQueue, queueTag, ...owner }) =>
-        this.owners.resolve(
+      // One whose tag names no queue known here is in none of the inspected queues: it is read nowhere (missing), and
+      // keeps its tag (its job may be alive in that queue).
+      owners.map(async ({ queue: ownerQueue, queueTag, ...owner }) => {
+        if (queueTag !== undefined) return { ...(await this.owners.resolve(owner, candidate, [], withData)), queueTag };
+        return this.owners.resolve(
           owner,
           candidate,
-          ownerQueue !== undefined ? [queueOf(ownerQueue)] : queueTag !== undefined ? [] : searched,
+          ownerQueue !== undefined ? [queueOf(ownerQueue)] : searched,
           withData,
-        ),
-      ),
+        );
+      }),
     );
     const queue = candidate.queue?.name ?? resolved.find((owner) => owner.queue !== undefined)?.queue;
     if (filter.queue !== undefined && queue !== filter.queue) return undefined;

@@ -38,6 +38,12 @@ export interface LockOwner {
   /** The queue the owner job was found in. */
   queue?: string;
   /**
+   * A run-time lock's owner whose queue is neither inspected nor in the library's queue registry: the tag it names that
+   * queue by (`#` and the first 12 hex digits of the SHA-256 of `<bull prefix>:<queue>`). Its job is `missing` here,
+   * but may be alive in that queue.
+   */
+  queueTag?: string;
+  /**
    * The beginning of the owner job's data as JSON ({@link LockInspector.showLock} only; at most 200 characters). It is
    * user data: escape it before rendering it anywhere.
    */

@@ -23,6 +23,11 @@ export interface AdminJobView {
   /** The job's id, as the lock names its owner. */
   id: string;
   /**
+   * Not found because a run-time lock's owner names a queue the admin neither inspects nor finds in the library's queue
+   * registry: that queue's tag (`LockOwner.queueTag`). Its job may be alive there: the lock is not known to be an orphan.
+   */
+  queueTag?: string;
+  /**
    * `false` when no job with this id exists in the inspected queues (an orphaned lock), or in the queue a run-time
    * lock's owner names (a queue the admin does not inspect: its job may live there).
    */

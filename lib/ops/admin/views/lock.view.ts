@@ -11,11 +11,19 @@ function jobSection(job: AdminJobView): SafeHtml {
   if (!job.found) {
     return html`<div class="card job" data-job-id="${shortened(job.id)}">
       <h3>Job <code>${cutText(job.id, MAX_NAME)}</code> ${stateBadge('missing')}</h3>
-      <p>
-        No job with this id
-        exists${job.queue ? html` in queue <b>${shortened(job.queue)}</b>` : ' in the inspected queues'}: the lock
-        outlived its job (an orphan). Release it, or let the reaper do it.
-      </p>
+      ${
+        job.queueTag
+          ? html`<p>
+              Its run-time lock names a queue this page neither inspects nor finds in the library's queue registry (tag
+              <code>${shortened(job.queueTag)}</code>): the job may be alive there. The reaper looks for it there before
+              releasing the lock; release it by hand only once you know that job is gone.
+            </p>`
+          : html`<p>
+              No job with this id
+              exists${job.queue ? html` in queue <b>${shortened(job.queue)}</b>` : ' in the inspected queues'}: the lock
+              outlived its job (an orphan). Release it, or let the reaper do it.
+            </p>`
+      }
     </div>`;
   }
   return html`<div class="card job" data-job-id="${shortened(job.id)}">

@@ -253,6 +253,9 @@ function describeLock(lock: HeldLock, now: number): string {
     if (owner.jobName !== undefined) lines.push(`           name     ${clean(owner.jobName)}`);
     if (owner.queue !== undefined && owner.queue !== lock.queue)
       lines.push(`           queue    ${clean(owner.queue)}`);
+    if (owner.queueTag !== undefined) {
+      lines.push(`           queue    tag ${clean(owner.queueTag)}, not searched: its job may be alive there`);
+    }
     if (owner.since !== undefined) lines.push(`           created  ${ago(owner.since, now)}`);
     if (owner.leaseExpiresAt !== undefined) {
       const left = owner.leaseExpiresAt - now;
