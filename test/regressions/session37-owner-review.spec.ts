@@ -4,7 +4,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { LockInspector } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
-import { byId, digestOf, members, queuedKey, runningKey, runtimeOwner } from '../support/locks.js';
+import { asEarlierBuild, byId, digestOf, members, queuedKey, runningKey, runtimeOwner } from '../support/locks.js';
 import { bullPrefix, uniqueName } from '../support/redis.js';
 import { stepHandler } from '../support/step-handler.js';
 import { waitFor } from '../support/wait.js';
@@ -30,8 +30,7 @@ describe('session 37: job.changeDelay of a step job an earlier build parked unde
     const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
     await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
     // As an earlier build parked it: the same score (lease and parked mark), the bare id.
-    const score = (await redis.zscore(running, runtimeOwner(app, first.id!)))!;
-    await redis.multi().zrem(running, runtimeOwner(app, first.id!)).zadd(running, score, first.id!).exec();
+    await asEarlierBuild(redis, running, app, first.id!, first.id!);
 
     await (await app.queue.getJob(first.id!))!.changeDelay(600_000);
     const movedAt = Date.now();
@@ -68,10 +67,7 @@ describe.each([
     const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
     await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
     const member = legacy ? first.id! : runtimeOwner(app, first.id!);
-    if (legacy) {
-      const score = (await redis.zscore(running, runtimeOwner(app, first.id!)))!;
-      await redis.multi().zrem(running, runtimeOwner(app, first.id!)).zadd(running, score, member).exec();
-    }
+    if (legacy) await asEarlierBuild(redis, running, app, first.id!, member);
     expect(await members(redis, running)).toEqual([member]);
 
     await (await app.queue.getJob(first.id!))!.promote();

@@ -7,7 +7,7 @@ import { Queue } from 'bullmq';
 import { UniqueJobsReaper } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { workerOf } from '../conflicts/helpers.js';
-import { byId, digestOf, members, owners, removeUnguarded, runningKey, runtimeOwner } from '../support/locks.js';
+import { asEarlierBuild, byId, digestOf, members, owners, removeUnguarded, runningKey } from '../support/locks.js';
 import { Outcomes } from '../support/outcomes.js';
 import { stepHandler } from '../support/step-handler.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
@@ -105,8 +105,7 @@ describe.each([
     await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
     // As an earlier build parked it: the same score (lease and parked mark), the member it wrote.
     const former = acrossQueues ? JSON.stringify([app.queue.qualifiedName, first.id]) : first.id!;
-    const score = (await redis.zscore(running, runtimeOwner(app, first.id!)))!;
-    await redis.multi().zrem(running, runtimeOwner(app, first.id!)).zadd(running, score, former).exec();
+    await asEarlierBuild(redis, running, app, first.id!, former);
     expect(await members(redis, running)).toEqual([former]);
 
     const duplicate = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('dup') });

@@ -55,6 +55,23 @@ export function runtimeOwner(app: { queue: { qualifiedName: string } }, jobId: s
   return runtimeLockOwner(jobId, app.queue.qualifiedName);
 }
 
+/**
+ * Rewrites the run-time lock slot a job of the app holds as an earlier build wrote it: under `former` (the bare id, or
+ * the queue-name pair of a lock across queues: `legacyRuntimeLockOwner`), with the same score (lease and mark).
+ */
+export async function asEarlierBuild(
+  redis: Redis,
+  key: string,
+  app: { queue: { qualifiedName: string } },
+  jobId: string,
+  former: string,
+): Promise<void> {
+  const owner = runtimeOwner(app, jobId);
+  const score = await redis.zscore(key, owner);
+  if (score === null) throw new Error(`job ${jobId} holds no slot of ${key}`);
+  await redis.multi().zrem(key, owner).zadd(key, score, former).exec();
+}
+
 /** The members of a sorted-set lock, as written. */
 export async function members(redis: Redis, key: string): Promise<string[]> {
   return (await redis.zrange(key, '0', '-1')).sort();
