@@ -65,6 +65,15 @@ describe('maxResultBytes (Redis store)', () => {
     await expect(outcomes.completed(duplicate.id!)).resolves.toBeUndefined(); // replayed: nothing kept to replay
     expect(effects()).toBe(2); // fits, over: the duplicate did not run
     expect(app.runs.map((job) => job.id)).toEqual([kept.id, first.id]);
+
+    // Three bytes a character (one UTF-16 unit each, the most a unit takes): 338 of them, JSON 349 characters (over a
+    // third of the bound: too long to be kept without counting its bytes) and 1,025 bytes (over).
+    const wide = await app.queue.add('charge', { orderId: 'wide', text: '€'.repeat(338) });
+    await app.finished(wide);
+    expect((await store.get(scope, 'wide'))!.result).toBeUndefined();
+    expect(warnings.at(-1)).toContain(
+      `Job ${wide.id}'s result (1025 bytes of JSON) is larger than maxResultBytes (1024)`,
+    );
   });
 
   it('0 keeps no result, without a warning; the default keeps one of a megabyte', async () => {
