@@ -73,6 +73,22 @@ export class LockStore {
   }
 
   /**
+   * Renews the slot a step job parked ({@link PARKED_MARK}) under `owner`, or else under `former` (the member an
+   * earlier build wrote for it); `false` when neither holds one. One call.
+   */
+  async renewParked(key: string, owner: string, former: string, leaseMs: number): Promise<boolean> {
+    return (await this.scripts.run('renewLock', [key], [owner, leaseMs, PARKED_MARK, '', former])) === 1;
+  }
+
+  /**
+   * Gives back the slot a step job parked ({@link PARKED_MARK}) under `owner`, or else under `former` (the member an
+   * earlier build wrote for it); `false` when neither holds one. One call.
+   */
+  async releaseParked(key: string, owner: string, former: string): Promise<boolean> {
+    return (await this.scripts.run('releaseMarked', [key], [owner, PARKED_MARK, former])) === 1;
+  }
+
+  /**
    * Releases the owner's slot only while it is the one the take marked `mark` took (a take of the same owner since,
    * a job recovered elsewhere after a stall, keeps its slot). `inOrderOn`: send it on that connection, by source (see
    * `runInOrder`), so it takes effect before whatever is sent there next.

@@ -5,7 +5,7 @@ import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { EnqueueLock, RemovableHold } from '../locks/enqueue-lock.js';
-import { PARKED_MARK, type AcquireResult, type LockStore } from '../locks/lock-store.js';
+import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
@@ -160,7 +160,7 @@ export class JobMovesGuard {
    * parking it made it last past the old one: else a duplicate could start once the old one passed, and the job, due
    * later, would meet it. Only a slot still marked parked is renewed (one Redis call, on a queue whose job has one), also
    * one an earlier build parked under the job's former owner (`legacyRuntimeLockOwner`: the job's next delivery takes
-   * it over), asked only when the job holds none under the owner this build writes.
+   * it over), in the same call when the job holds none under the owner this build writes.
    */
   private async retimeParked(job: Job<unknown, unknown>, runInMs: number): Promise<void> {
     const definition = this.definitions.find(job.queueName, job.name);
@@ -175,8 +175,7 @@ export class JobMovesGuard {
     const key = keys.runtimeLock(digest);
     const { owner, former } = runtimeOwnersOf(job, definition.options.uniqueAcross.includes('queues'));
     const leaseMs = definition.options.runtimeLockLease + wholeDelay(runInMs);
-    if (await store.renewMarked(key, owner, leaseMs, PARKED_MARK)) return;
-    await store.renewMarked(key, former, leaseMs, PARKED_MARK);
+    await store.renewParked(key, owner, former, leaseMs);
   }
 
   /** A job's definition and the enqueue lock of the kind it took, with its digest (were the options changed since). */

@@ -261,17 +261,13 @@ export class JobRun implements LockRun {
   /**
    * BullMQ failed the job for good: a run-time lock slot parked for its next delivery (a step job failed without
    * resuming: stalled or started too often, a parent failed by its child) is given back, also one an earlier build
-   * parked under its former owner ({@link runtimeOwners}: no delivery took it over). One Redis call, on failures
-   * (two when the job parked none).
+   * parked under its former owner ({@link runtimeOwners}: no delivery took it over). One Redis call, on failures.
    */
   private async giveBackParked(): Promise<void> {
     const { deps, digest } = this;
     const key = deps.keys.runtimeLock(digest);
     const { owner, former } = this.runtimeOwners();
-    if (
-      (await deps.store.releaseMarked(key, owner, PARKED_MARK)) ||
-      (await deps.store.releaseMarked(key, former, PARKED_MARK))
-    ) {
+    if (await deps.store.releaseParked(key, owner, former)) {
       this.emitUnlocked('runtime', Date.now());
     }
   }
