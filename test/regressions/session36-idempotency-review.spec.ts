@@ -56,6 +56,9 @@ describe('session 36: a duplicate delivered while a step job is parked', () => {
 
 describe('session 36: WaitingDuplicates after a handover', () => {
   const channel = useWaitingChannel('s36-idem-handover');
+  /** Another process's delivery `jobId` announces it waits for `recordId`, having seen the owner `sawToken`. */
+  const announce = (recordId: string, jobId: string, sawToken: string) =>
+    channel.announcer.announce({ recordId, queue: channel.queue.qualifiedName, jobId, saw: ownerTag(sawToken) });
 
   it('leaves a delivery that saw the parked record to the job’s next delivery, which wakes it when it settles', async () => {
     const recordId = 'record-parked';
@@ -64,21 +67,11 @@ describe('session 36: WaitingDuplicates after a handover', () => {
     channel.holder.settled(recordId, { handedOver: true });
     // Saw the parked record (owned by the resume token): promoted now, it would only meet it again.
     const parkedWaiter = await channel.queue.add('charge', {}, { delay: 10 * 60_000 });
-    await channel.announcer.announce({
-      recordId,
-      queue: channel.queue.qualifiedName,
-      jobId: parkedWaiter.id,
-      saw: ownerTag(resumeToken),
-    });
+    await announce(recordId, parkedWaiter.id!, resumeToken);
     // Saw the step's own claim, before the handover: woken at once, as before. Heard after the one above.
     const earlyWaiter = await channel.queue.add('charge', {}, { delay: 10 * 60_000 });
     const earlyPromoted = queueEvent(channel.queueEvents, 'waiting', earlyWaiter.id!);
-    await channel.announcer.announce({
-      recordId,
-      queue: channel.queue.qualifiedName,
-      jobId: earlyWaiter.id,
-      saw: ownerTag('attempt-1'),
-    });
+    await announce(recordId, earlyWaiter.id!, 'attempt-1');
     await earlyPromoted;
     expect(await channel.queue.getJobState(parkedWaiter.id!)).toBe('delayed');
     // The job's next delivery resumes the record in this process, then completes it: the parked waiter runs.
@@ -96,12 +89,7 @@ describe('session 36: WaitingDuplicates after a handover', () => {
     channel.holder.settled(recordId, { resumedFrom: resumeToken }); // the later step completed the record
     const waiter = await channel.queue.add('charge', {}, { delay: 10 * 60_000 });
     const promoted = queueEvent(channel.queueEvents, 'waiting', waiter.id!);
-    await channel.announcer.announce({
-      recordId,
-      queue: channel.queue.qualifiedName,
-      jobId: waiter.id,
-      saw: ownerTag(resumeToken),
-    });
+    await announce(recordId, waiter.id!, resumeToken);
     await promoted;
     expect(await channel.queue.getJobState(waiter.id!)).toBe('waiting');
   });
