@@ -189,7 +189,6 @@ async function settledState(
 /** How long a connection lost at `COMMIT` waits for the server to finish it before the attempt fails. */
 const SETTLE_WAIT_MS = 10_000;
 
-/** The answer of a claim stopped by `row`, a live record (or an ended claim of another payload). */
 /**
  * Whether the record that stopped a claim, read after it (a statement of its own), is handed over to the claimant's own
  * job (its `resumeOwner`): the handover committed between the claim and the read. The claim is made again, and resumes
@@ -199,6 +198,7 @@ export function resumableBy(row: Record<string, unknown>, request: { resumeOwner
   return request.resumeOwner !== undefined && row.state === 'in_progress' && row.owner === request.resumeOwner;
 }
 
+/** The answer of a claim stopped by `row`, a live record (or an ended claim of another payload). */
 export function lostTo(row: Record<string, unknown>): IdempotencyClaimLost {
   return {
     claimed: false,
