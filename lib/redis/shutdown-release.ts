@@ -21,7 +21,8 @@ const WATCH_MS = 10 * 60_000;
  *   unanswered for `timeoutMs`, none of its probes answered since, is let go the same way (ioredis destroys a socket the
  *   server does not close after its `disconnectTimeout`, 2 s by default). A server that answers any probe, however
  *   slowly, is never let go: a server with no probeable client is not probed; nor is a silent one while a processor's
- *   code still runs (then nothing waits for the server yet, and one that stalled answers again before that code ends);
+ *   code still runs, or ran less than `timeoutMs` ago (then nothing waits for the server yet, and one that stalled
+ *   answers again before that code ends);
  * - a client left half-closed is closed for good, at once and whatever `timeoutMs`: ioredis' `disconnect()` between
  *   two reconnection attempts only cancels the next attempt, so the client never reconnects nor ends, and a BullMQ
  *   close waiting for its `end` waits forever (BullMQ disconnects blocking connections that way). One more connection
@@ -37,8 +38,9 @@ export function releaseAtShutdown(
     /** Whether a client runs no blocking command (a `PING` on it is answered at once when its server is alive). */
     probeable: (client: Client) => boolean;
     /**
-     * Whether a processor's code still runs: a silent server is let go only once none does (a server stalled for a
-     * while, a disk or fork stall, answers again before a long handler ends, and its job is then recorded).
+     * Whether a processor's code still runs: a silent server is let go only once none has run for `timeoutMs` (a
+     * server stalled for a while, a disk or fork stall, answers again before a long handler ends, and its job is then
+     * recorded).
      */
     handlersRunning: () => boolean;
   },
@@ -56,8 +58,15 @@ export function releaseAtShutdown(
   /** Connected clients of a silent server disconnected, until they end. */
   const closing = new WeakSet<Client>();
   let silentBefore = new Set<string>();
+  /** When a processor's code was last seen running (the start of the shutdown if never). */
+  let runningAt = startedAt;
   const timer = setInterval(() => {
     const now = Date.now();
+    if (silence.handlersRunning()) runningAt = now;
+    // A server that stalled while a handler ran is judged on its silence once none runs, for a whole `timeoutMs`: the
+    // answers to the probes it received while stalled, sent as it resumes, are read by then (at the handler's end,
+    // often the moment the server resumed, they may still be on their way).
+    const handlersQuiet = now - runningAt >= (timeoutMs === false ? 0 : timeoutMs);
     // Silent at two looks in a row: after an event-loop stall, timers run before the answers that came meanwhile are
     // read, so one look alone could blame a server that did answer.
     const seen = timeoutMs === false ? new Set<string>() : probes.silent(timeoutMs);
@@ -81,7 +90,7 @@ export function releaseAtShutdown(
         if (timeoutMs === false) continue;
         if (silence.probeable(client)) probes.send(client, endpoint);
         // Disconnected once: its socket closes within ioredis' `disconnectTimeout` (each call would add a timer).
-        if (!silent.has(endpoint) || closing.has(client) || silence.handlersRunning()) continue;
+        if (!silent.has(endpoint) || closing.has(client) || !handlersQuiet) continue;
         closing.add(client);
         client.once('end', () => closing.delete(client));
       } else {
