@@ -18,6 +18,14 @@ export const DEFAULT_REJECTED = 20;
 /** Most rejected duplicates a lock's answer lists (`api/locks/:digest?limit=`). */
 export const MAX_REJECTED = 100;
 
+/** An owner job of a digest, before it is loaded. */
+interface OwnerJob {
+  id: string;
+  queue: string | undefined;
+  found: boolean;
+  queueTag?: string;
+}
+
 /**
  * What the admin shows of one digest, in bounded work whatever the data: its keys (at most 20 owners each, from the
  * inspector), at most {@link MAX_OWNER_JOBS} owner jobs loaded with their history and last log lines, and the newest
@@ -40,27 +48,32 @@ export class LockDetailReader {
     // again: it searched the admin's queues (a run-time lock's owner: the queue the owner names, when it knows it), and
     // another queue's job with that id is not the owner.
     // One that names a queue the inspector does not know keeps that queue's tag: its job may be alive there.
-    const owners = new Map<string, { queue: string | undefined; found: boolean; queueTag?: string }>();
+    // Owners are told apart by queue and id: a lock across queues can be held by two jobs with the same (caller) id.
+    const owners = new Map<string, OwnerJob>();
     let moreOwners = 0;
     for (const lock of locks) {
       moreOwners += lock.moreOwners ?? 0;
       for (const owner of lock.owners) {
-        const found = owner.queue !== undefined;
-        const before = owners.get(owner.jobId);
-        if (!before?.found) {
-          const queueTag = owner.queueTag ?? before?.queueTag;
-          owners.set(owner.jobId, {
-            queue: owner.queue ?? (lock.storage === 'deduplication' ? lock.queue : undefined),
-            found,
-            ...(queueTag === undefined ? {} : { queueTag }),
-          });
-        }
+        const queue = owner.queue ?? (lock.storage === 'deduplication' ? lock.queue : undefined);
+        const job: OwnerJob = {
+          id: owner.jobId,
+          queue,
+          found: owner.queue !== undefined,
+          ...(owner.queueTag === undefined ? {} : { queueTag: owner.queueTag }),
+        };
+        const key = JSON.stringify([queue ?? null, owner.queueTag ?? null, owner.jobId]);
+        if (!owners.get(key)?.found) owners.set(key, job);
       }
     }
-    const loaded = [...owners].slice(0, MAX_OWNER_JOBS);
-    moreOwners += owners.size - loaded.length;
+    // An owner named by id alone (no queue, no tag) that another lock's owner of that id was found for is that job.
+    const foundIds = new Set([...owners.values()].filter((job) => job.found).map((job) => job.id));
+    const unique = [...owners.values()].filter(
+      (job) => job.found || job.queue !== undefined || job.queueTag !== undefined || !foundIds.has(job.id),
+    );
+    const loaded = unique.slice(0, MAX_OWNER_JOBS);
+    moreOwners += unique.length - loaded.length;
     const jobs = await Promise.all(
-      loaded.map(async ([id, { queue, found, queueTag }]) =>
+      loaded.map(async ({ id, queue, found, queueTag }) =>
         found
           ? this.jobView(id, queue)
           : { queue, id, found: false, ...(queueTag === undefined ? {} : { queueTag }), timeline: [], logs: [] },

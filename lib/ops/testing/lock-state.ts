@@ -1,7 +1,7 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { DeduplicationEnqueueLock } from '../../locks/deduplication.enqueue-lock.js';
 import { bullKeys } from '../../redis/keys.js';
-import { parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
+import { ownerNamesQueue, parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** A queue given to the lock helpers: a BullMQ `Queue`, or a queue name of the application. */
@@ -13,6 +13,13 @@ export interface HeldLockState {
   key: string;
   /** Ids of the jobs holding it (owners whose lease has not ended). */
   holders: string[];
+  /**
+   * A run-time lock's only, when one of its holders is a job of another queue; in the order of `holders`: for a holder that is a job of another queue (a lock shared
+   * across queues: its id may be the same as one of this queue's jobs), that queue (its qualified name, or the tag its
+   * owner names it by: `#` and 12 hex digits); `undefined` for a job of the queue asked about (or an owner written by an
+   * earlier build, which names no queue).
+   */
+  holderQueues?: (string | undefined)[];
 }
 
 /** A job's locks, as {@link lockState} reads them. */
@@ -46,21 +53,30 @@ export async function lockState(
   const digest = definition.digestOf({ name, queueName, data, opts, prefix: queuePrefix });
   const state: LockState = { digest };
   const now = Date.now();
-  const leased = async (key: string, owners: (member: string) => string = (id) => id): Promise<HeldLockState> => ({
-    key,
-    holders: (await client.zrangebyscore(key, `(${now}`, '+inf')).map(owners),
-  });
+  const leased = async (key: string): Promise<string[]> => client.zrangebyscore(key, `(${now}`, '+inf');
   if (definition.enqueueLock) {
     if (definition.enqueueLock instanceof DeduplicationEnqueueLock) {
       const key = bullKeys.deduplication(bullKeys.qualifiedName(queuePrefix, queueName), digest);
       const holder = await client.get(key);
       state.enqueue = { key, holders: holder === null ? [] : [holder] };
     } else {
-      state.enqueue = await leased(keys.enqueueLock(digest, definition.options.lock));
+      const key = keys.enqueueLock(digest, definition.options.lock);
+      state.enqueue = { key, holders: await leased(key) };
     }
   }
   if (definition.lock.locksWhileRunning) {
-    state.runtime = await leased(keys.runtimeLock(digest), (owner) => parseRuntimeLockOwner(owner).jobId);
+    const key = keys.runtimeLock(digest);
+    const owners = (await leased(key)).map(parseRuntimeLockOwner);
+    const qualifiedName = bullKeys.qualifiedName(queuePrefix, queueName);
+    // Named by what the owner carries: a tag is told apart from this queue's alone (another queue is unknown here).
+    const holderQueues = owners.map((owner) =>
+      ownerNamesQueue(owner, qualifiedName) === false ? (owner.queue ?? owner.queueTag) : undefined,
+    );
+    state.runtime = {
+      key,
+      holders: owners.map((owner) => owner.jobId),
+      ...(holderQueues.some((queue) => queue !== undefined) ? { holderQueues } : {}),
+    };
   }
   return state;
 }
@@ -82,7 +98,8 @@ export async function isLocked(
 
 /**
  * Throws (an `Error` any test runner reports) unless a job with this name and data is locked; resolves the lock state.
- * With `holder`, the lock must be held by that job id.
+ * With `holder`, the lock must be held by that job id, a job of `queue` (a lock shared across queues held by another
+ * queue's job with that id does not count).
  */
 export async function expectLocked(
   app: UniqueJobsTestTarget,
@@ -96,13 +113,20 @@ export async function expectLocked(
     options.kind !== 'runtime' ? state.enqueue : undefined,
     options.kind !== 'enqueue' ? state.runtime : undefined,
   ];
-  const holders = locks.flatMap((lock) => lock?.holders ?? []);
-  const ok = options.holder === undefined ? holders.length > 0 : holders.includes(options.holder);
+  const holders = locks.flatMap((lock) =>
+    (lock?.holders ?? []).map((id, i) => ({ id, elsewhere: lock?.holderQueues?.[i] })),
+  );
+  // A holder given is a job of the queue asked about: a job of another queue with that id does not hold it for it.
+  const ok =
+    options.holder === undefined
+      ? holders.length > 0
+      : holders.some(({ id, elsewhere }) => id === options.holder && elsewhere === undefined);
   if (!ok) {
+    const named = holders.map(({ id, elsewhere }) => (elsewhere === undefined ? id : `${id} (of queue ${elsewhere})`));
     throw new Error(
       `Expected ${describe(queue, name, state.digest)} to be ${options.kind ?? ''}${options.kind ? ' ' : ''}locked${
         options.holder === undefined ? '' : ` by job ${options.holder}`
-      }, but ${holders.length === 0 ? 'no lock is held' : `it is held by job(s) ${holders.join(', ')}`}`,
+      }, but ${holders.length === 0 ? 'no lock is held' : `it is held by job(s) ${named.join(', ')}`}`,
     );
   }
   return state;
