@@ -146,3 +146,54 @@ describe('PostgresIdempotencyStore: a statement on the transaction client after 
     10_000,
   );
 });
+
+// The handler's client is a `pg.PoolClient` the store checked out: its `release()` was passed through. Called in the
+// handler, the connection went back to the pool inside the open transaction, and the store's own release then threw
+// (the job failed); called later, it released whoever had checked that connection out next (pg hands out the same
+// client object again, its `release` rebound to the new checkout).
+describe('PostgresIdempotencyStore: release() on the transaction client', () => {
+  const { start } = useApps('tx-release');
+  const single = pgPool(1); // one connection: the handler's client is the next checkout's
+  afterAll(() => single.end());
+
+  it('is refused in the handler, and the job completes with its effect committed once', async () => {
+    const { effects, insert } = await storeAndEffects('release');
+    const idem = uniqueTable('idem_release_single');
+    tables.push(idem);
+    const store = new PostgresIdempotencyStore({ pool: single, table: idem });
+    await store.migrate();
+    let refused: unknown;
+    let kept: pg.PoolClient | undefined;
+    const app = await start({
+      module: { idempotency: { stores: { sql: store } } },
+      idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
+      handler: async (job: Job) => {
+        const client = (kept = idempotencyOf<pg.PoolClient>(job).transaction!);
+        await client.query(insert, [(job.data as Data).key]);
+        try {
+          client.release();
+        } catch (error) {
+          refused = error;
+        }
+        return 'ok';
+      },
+    });
+
+    await expect(app.finished(await app.queue.add('charge', { key: 'k-release' }))).resolves.toBe('ok');
+    expect(refused).toBeInstanceOf(UniqueJobsError);
+    expect((refused as Error).message).toMatch(/release\(\) was called on the client/);
+    const rows = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${effects} WHERE key = 'k-release'`);
+    expect(Number(rows.rows[0].n)).toBe(1);
+
+    // Later, with the connection checked out by someone else: their checkout is left alone.
+    const mine = await single.connect();
+    try {
+      expect(() => kept!.release()).toThrow(UniqueJobsError);
+      await expect(mine.query('SELECT 1 AS one')).resolves.toMatchObject({ rows: [{ one: 1 }] });
+      expect(single.idleCount).toBe(0);
+    } finally {
+      mine.release();
+    }
+    expect(single.idleCount).toBe(1);
+  }, 15_000);
+});

@@ -4,6 +4,10 @@ import { UniqueJobsError } from '../../errors/unique-jobs.error.js';
 export const TRANSACTION_OVER =
   "A statement was run on the client an @IdempotencyKey handler got for the claim's transaction after that transaction ended (the handler had returned or thrown): it would run outside it, on a connection back in the pool (committed on its own, or inside another caller's transaction). Await every statement of the handler before it returns";
 
+/** Why the handler's client refuses `release()`. */
+export const RELEASE_REFUSED =
+  "release() was called on the client an @IdempotencyKey handler got for the claim's transaction: the store checked that connection out and releases it itself once the transaction ends. Released by the handler, it would go back to the pool inside the open transaction (another caller's statements would join it); called later, it would release whoever checked that connection out next (pg hands out the same client object again)";
+
 /**
  * The `pg` client a transactional handler gets: `client` itself while the claim's transaction is open, and a client
  * whose `query` is refused once `over()` says it ended, answered as `pg` answers a query that fails: the callback's
@@ -11,7 +15,8 @@ export const TRANSACTION_OVER =
  * the Submittable returned), else a rejected promise. The handler may keep a reference past its end (a timer, a
  * promise chain not awaited); by then the connection is back in the pool, where its statement would be committed on
  * its own or join whatever transaction its next holder runs. The store's own statements go to `client` directly.
- * Statements sent before the end are left alone: `pg` runs them in order, inside the transaction.
+ * Statements sent before the end are left alone: `pg` runs them in order, inside the transaction. Its `release()`
+ * always throws a {@link UniqueJobsError} ({@link RELEASE_REFUSED}): the store releases the connection itself.
  */
 export function transactionBoundClient<Client extends object>(
   client: Client,
@@ -22,6 +27,11 @@ export function transactionBoundClient<Client extends object>(
   return new Proxy(client, {
     get(target, property) {
       const value: unknown = Reflect.get(target, property, target);
+      if (property === 'release' && typeof value === 'function') {
+        return (): never => {
+          throw new UniqueJobsError(RELEASE_REFUSED);
+        };
+      }
       if (property !== 'query' || typeof value !== 'function') return value;
       return (...args: unknown[]): unknown => {
         if (!over() || owners?.(args)) return (value as (...a: unknown[]) => unknown).apply(target, args);
