@@ -209,10 +209,12 @@ export function guardLateStatements(tx: unknown, source: unknown, over: () => bo
     return true;
   };
   const bound = transactionBoundClient(client, over, drizzleEnds);
+  // Drizzle releases the client it checked out itself: its `release` is the client's own (the handler's is refused).
   session.client = new Proxy(bound, {
     get(target, property) {
-      const value: unknown = Reflect.get(target, property, target);
-      if (property !== 'release' || typeof value !== 'function') return value;
+      if (property !== 'release') return Reflect.get(target, property, target) as unknown;
+      const value: unknown = Reflect.get(client, property, client);
+      if (typeof value !== 'function') return value;
       return (...args: unknown[]): unknown => {
         released = true;
         return (value as (...a: unknown[]) => unknown).apply(client, args);
