@@ -133,9 +133,10 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return held.acquired ? { opts: this.marked(request) } : { existingJobId: held.holder };
   }
 
-  /** The options a new job is added with: its id, and the marker naming its digest. */
+  /** A new job's options: its id, its digest's marker, no deduplication (a queue default's would drop it). */
   private marked({ opts, jobId, digest }: EnqueueRequest): EnqueueRequest['opts'] {
-    return { ...opts, jobId, [MARKER_FIELD]: { digest } satisfies UniqueJobMarker } as typeof opts;
+    const marker: UniqueJobMarker = { digest };
+    return { ...opts, jobId, deduplication: undefined, [MARKER_FIELD]: marker } as typeof opts;
   }
 
   /** A new job's lease: the lock's lifetime from its run time. */

@@ -21,9 +21,10 @@ export function newJobId(): string {
 /**
  * Options of a job with a run-time lock only (its digest is computed again in the worker, from the same data). The
  * lock's owner is the job id: unique across queues, the id must not repeat on another queue, as BullMQ's counter ids
- * ("1", "2", …) do, so such a job gets an id of the library's unless the caller chose one.
+ * ("1", "2", …) do, so such a job gets an id of the library's unless the caller chose one. No deduplication: its
+ * run-time lock decides, not a queue's `defaultJobOptions.deduplication` (BullMQ merges it into every add).
  */
 export function runtimeOnlyOpts(definition: JobDefinition, opts: JobsOptions): JobsOptions {
   const acrossQueues = definition.options.uniqueAcross.includes('queues') && opts.jobId === undefined;
-  return acrossQueues ? { ...opts, jobId: newJobId() } : opts;
+  return { ...opts, deduplication: undefined, ...(acrossQueues ? { jobId: newJobId() } : {}) };
 }

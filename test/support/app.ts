@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
+import { BullModule, getQueueToken, Processor, WorkerHost, type RegisterQueueOptions } from '@nestjs/bullmq';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { QueueEvents, type Job, type Queue, type Worker, type WorkerOptions } from 'bullmq';
 import {
@@ -41,6 +41,8 @@ export interface TestAppOptions {
   module?: Partial<UniqueJobsModuleOptions>;
   /** Worker options of the processor. */
   worker?: Partial<WorkerOptions>;
+  /** `BullModule.registerQueue` options of the queue besides its name (e.g. `defaultJobOptions`). */
+  queueOptions?: Omit<RegisterQueueOptions, 'name'>;
   /** Leave the worker paused (not fetching) until `start()` is called. */
   paused?: boolean;
   /**
@@ -124,7 +126,7 @@ export async function startApp(options: TestAppOptions): Promise<TestApp> {
   const moduleRef = await Test.createTestingModule({
     imports: [
       BullModule.forRoot(bullRoot),
-      BullModule.registerQueue({ name: options.queue }),
+      BullModule.registerQueue({ ...options.queueOptions, name: options.queue }),
       UniqueJobsModule.forRoot({ logger: false, ...options.module, prefix }),
     ],
     providers,
