@@ -14,6 +14,7 @@ import {
   type Taken,
 } from './enqueue-lock.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
+import { MARKER_FIELD } from './slot-set.enqueue-lock.js';
 
 /**
  * The enqueue lock as BullMQ's own deduplication key (`<queue>:de:uj:<digest>`, value = the holder's job id): taken
@@ -44,14 +45,18 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
       this.contended.delete(key);
     }
     const ttl = this.lockTtl;
+    if (ttl === undefined) return { opts: { ...opts, jobId, deduplication: { id: deduplicationId(digest) } } };
+    const runIn = delayOf(queue, opts);
+    // A caller's `timestamp` moved the run time: the key's TTL less the job's delay is not `lockTtl`, which the job then
+    // carries, for a build without `lockTtl` to move its lock by ({@link addedLockTtl}).
+    const moved = runIn !== delayOf(queue, { ...opts, timestamp: undefined });
+    const carried: AddedLockTtl | undefined = moved ? { lockTtl: ttl } : undefined;
     return {
       opts: {
         ...opts,
         jobId,
-        deduplication: {
-          id: deduplicationId(digest),
-          ...(ttl === undefined ? {} : { ttl: ttl + delayOf(queue, opts) }),
-        },
+        deduplication: { id: deduplicationId(digest), ttl: ttl + runIn },
+        ...(carried ? { [MARKER_FIELD]: carried } : {}),
       },
     };
   }
@@ -146,9 +151,23 @@ function addedWithTtl(job: Pick<Job, 'opts'>): boolean {
   return typeof ttl === 'number' && ttl > 0;
 }
 
-/** The `lockTtl` a job was added with: its deduplication TTL less the delay it was added with (at least 1 ms). */
+/**
+ * What a job whose run time a caller's `timestamp` moved carries in the library's options field: the `lockTtl` it was
+ * added with, which its deduplication TTL (counted from the add) does not tell.
+ */
+interface AddedLockTtl {
+  lockTtl: number;
+}
+
+/**
+ * The `lockTtl` a job was added with: the one it carries, else its deduplication TTL less the delay it was added with
+ * (at least 1 ms). A job added by an earlier build with a caller's `timestamp` and a delay carries none: its TTL also
+ * counted the time from its add to that timestamp, which nothing BullMQ stores tells.
+ */
 function addedLockTtl(job: Pick<Job, 'opts'>): number | undefined {
   if (!addedWithTtl(job)) return undefined;
+  const carried = (job.opts as Record<string, unknown>)[MARKER_FIELD] as Partial<AddedLockTtl> | undefined;
+  if (typeof carried?.lockTtl === 'number') return carried.lockTtl;
   const delay = job.opts.delay;
   return Math.max(1, job.opts.deduplication!.ttl! - (typeof delay === 'number' && delay > 0 ? delay : 0));
 }

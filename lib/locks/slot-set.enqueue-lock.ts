@@ -18,7 +18,7 @@ import type { AcquireResult, LockStore } from './lock-store.js';
 /**
  * What the library stores on the options of a job locked in a slot set: the digest, fixed at enqueue. (A job locked by
  * a deduplication key carries its digest in BullMQ's deduplication id, so it needs no marker: every byte of job
- * options costs enqueue throughput.)
+ * options costs enqueue throughput. Its field holds `{ lockTtl }` only when a caller's `timestamp` moved its run time.)
  */
 export interface UniqueJobMarker {
   /** The job's digest (`v1:` + 64 hex digits), as computed at enqueue. */

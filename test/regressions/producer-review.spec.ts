@@ -1,11 +1,14 @@
 // Producer-side review. P2: a queue's `defaultJobOptions.deduplication` (BullMQ merges it into every add) does not
-// decide for a unique job: the library's lock does.
+// decide for a unique job: the library's lock does. P3: a job added with `lockTtl`, a delay and a caller's `timestamp`,
+// moved by a build without `lockTtl`, keeps its lock `lockTtl` past its new run time, not longer (a timestamp in the
+// future) or shorter (in the past) by the time from its add to that timestamp, which its deduplication TTL counted.
 import { describe, expect, it } from '@jest/globals';
-import type { DefaultJobOptions } from 'bullmq';
+import { Job, type DefaultJobOptions } from 'bullmq';
 import type { UniqueJobOptions } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
-import { byId } from '../support/locks.js';
-import { bullPrefix } from '../support/redis.js';
+import { byId, dedupKey, digestOf } from '../support/locks.js';
+import { bullPrefix, uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
 
 describe('P2 a queue default deduplication does not decide for unique jobs', () => {
   const { redis, start } = useApps('prv-p2');
@@ -40,4 +43,70 @@ describe('P2 a queue default deduplication does not decide for unique jobs', () 
       expect(await redis.exists(`${bullPrefix()}:${app.queue.name}:de:everything`)).toBe(0);
     },
   );
+});
+
+describe('P3 lockTtl removed: a job added with a caller timestamp keeps its lock lockTtl past its moved run time', () => {
+  const { redis, start } = useApps('prv-p3');
+  const TTL = 60_000;
+  const OFFSET = 10 * 60_000;
+  const LATER = 5 * 60_000;
+
+  /** An old build (with `lockTtl`) and a new one (without) on one queue; the new one's handler fails `runs` times. */
+  async function deploy() {
+    const module = { prefix: uniqueName('prv-p3p'), reaper: { interval: false as const } };
+    const old = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockTtl: TTL }, paused: true, module });
+    const neu = await start({
+      queue: old.queue.name,
+      unique: { lock: 'until_executed', lockArgs: byId },
+      paused: true,
+      handler: () => Promise.reject(new Error('fails')),
+      module,
+    });
+    const key = dedupKey(neu.queue.name, digestOf(neu, 'sync', { id: 'p3' }));
+    /** How long the lock outlives the job's run time, as BullMQ stored it (the job's score in `delayed`). */
+    const pastRun = async (jobId: string) => {
+      const [pttl, score] = await Promise.all([
+        redis.pttl(key),
+        redis.zscore(`${bullPrefix()}:${neu.queue.name}:delayed`, jobId),
+      ]);
+      return Date.now() + pttl - Math.floor(Number(score) / 0x1000);
+    };
+    return { old, neu, pastRun };
+  }
+
+  it.each([
+    ['in the future (run time later than its delay from now)', OFFSET, 1_000],
+    ['in the past (run time sooner than its delay from now)', -OFFSET, OFFSET + 60_000],
+  ])('P3a guarded changeDelay on the new build, timestamp %s', async (_, offset, delay) => {
+    const { old, neu, pastRun } = await deploy();
+    const added = await old.queue.add('sync', { id: 'p3' }, { timestamp: Date.now() + offset, delay });
+    expect(Math.abs((await pastRun(added.id!)) - TTL)).toBeLessThan(1_000); // the old build's lock: TTL past the run
+    const job = (await Job.fromId(neu.queue, added.id!))!;
+    await job.changeDelay(LATER);
+    // Before: TTL + OFFSET past the new run time (future timestamp), or 1 ms (past timestamp).
+    expect(Math.abs((await pastRun(added.id!)) - TTL)).toBeLessThan(1_000);
+    await job.remove();
+  });
+
+  it('P3b a retry backoff on the new build, timestamp in the past', async () => {
+    const { old, neu, pastRun } = await deploy();
+    const retry = { attempts: 2, backoff: { type: 'fixed', delay: LATER } };
+    const added = await old.queue.add(
+      'sync',
+      { id: 'p3' },
+      { timestamp: Date.now() - OFFSET, delay: OFFSET, ...retry },
+    );
+    const failedOnce = new Promise<void>((resolve) => neu.worker!.once('failed', () => resolve()));
+    neu.start();
+    await failedOnce;
+    expect(await neu.queue.getJobState(added.id!)).toBe('delayed');
+    // The worker moves the lock past the retry's run time once BullMQ delayed the job. Before: 1 ms past it.
+    await waitFor(
+      'the lock to follow the backoff',
+      async () => Math.abs((await pastRun(added.id!)) - TTL) < 1_000,
+      3_000,
+    );
+    await neu.worker!.pause();
+    await (await Job.fromId(neu.queue, added.id!))!.remove();
+  });
 });
