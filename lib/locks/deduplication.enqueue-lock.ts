@@ -25,6 +25,8 @@ import { MARKER_FIELD } from './slot-set.enqueue-lock.js';
 export class DeduplicationEnqueueLock implements EnqueueLock {
   /** Keys recently found held: their duplicates are answered by a read, not a whole add. */
   private readonly contended = new ContendedDigests();
+  /** Adds with a producer's `jobId`: whether a job had that id just before the add (asked ahead of it). */
+  private readonly existedBefore = new WeakMap<EnqueueRequest, Promise<boolean>>();
 
   constructor(
     private readonly store: LockStore,
@@ -43,6 +45,15 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
       const holder = await this.store.peekDeduplication(key, bullKeys.queueKeyPrefix(queue.qualifiedName));
       if (holder !== undefined) return { existingJobId: holder };
       this.contended.delete(key);
+    }
+    // BullMQ answers an existing jobId with that job before any deduplication (the add takes no lock), and with the same
+    // id as a job it adds: asked on the queue's connection ahead of the add, so answered as of just before it (no round
+    // trip of its own). An earlier entry of the bulk adding that id makes it exist by then.
+    if (opts.jobId !== undefined && !request.addedBefore) {
+      const client = await queue.getBackend().client;
+      const asked = client.hexists(bullKeys.job(queue.qualifiedName, jobId), 'name').then((found) => found === 1);
+      asked.catch(() => undefined); // awaited by settle: not an unhandled rejection meanwhile
+      this.existedBefore.set(request, asked);
     }
     const ttl = this.lockTtl;
     if (ttl === undefined) return { opts: { ...opts, jobId, deduplication: { id: deduplicationId(digest) } } };
@@ -71,8 +82,16 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     return () => prepared;
   }
 
-  /** BullMQ answers a deduplicated add with the existing job's id instead of the one chosen. */
-  async settle(job: Job<unknown, unknown>, { queue, digest, jobId }: EnqueueRequest): Promise<Taken> {
+  /**
+   * BullMQ answers a deduplicated add with the existing job's id instead of the one chosen, and an add whose producer
+   * `jobId` names a job already with that job (nothing added, no lock taken).
+   */
+  async settle(job: Job<unknown, unknown>, request: EnqueueRequest): Promise<Taken> {
+    const { queue, digest, jobId } = request;
+    if (job.id === jobId && request.opts.jobId !== undefined) {
+      const existed = request.addedBefore || (await this.existedBefore.get(request)?.catch(() => false));
+      return existed ? { job, existed } : { job };
+    }
     if (job.id === jobId || isAddErrorCode(job.id)) return { job };
     this.contended.add(bullKeys.deduplication(queue.qualifiedName, digest));
     return { existingJobId: job.id };

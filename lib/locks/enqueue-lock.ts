@@ -23,8 +23,11 @@ export interface EnqueueRequest {
   readonly addedBefore?: boolean;
 }
 
-/** What taking the lock for a new job did: added the job, or met the job holding the lock. */
-export type Taken = { job: Job<unknown, unknown> } | { existingJobId: string | undefined };
+/**
+ * What taking the lock for a new job did: added the job, or met the job holding the lock. `existed`: the add was
+ * answered by a job that already had the producer's `jobId` (BullMQ returns it and adds nothing): no lock was taken.
+ */
+export type Taken = { job: Job<unknown, unknown>; existed?: true } | { existingJobId: string | undefined };
 
 /** A new job ready to be added (its options take or carry its lock), or the job that holds the lock. */
 export type Prepared = { opts: JobsOptions } | { existingJobId: string | undefined };

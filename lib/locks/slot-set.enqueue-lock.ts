@@ -146,18 +146,19 @@ export class SlotSetEnqueueLock implements EnqueueLock {
 
   async settle(job: Job<unknown, unknown>, request: EnqueueRequest): Promise<Taken> {
     const { queue, opts, digest, jobId } = request;
-    // A job with the producer's jobId may have appeared between the check and the add: BullMQ returned that job, and
-    // the slot this add took is this digest's only if that job is locked under it. (An add answered by a job that
-    // already existed took no slot: a hold of that id, e.g. an until_expired period, is not this add's to release.)
-    if (opts.jobId !== undefined && this.took.has(request)) {
-      const stored = await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId));
-      if (markedDigest(stored) !== digest) await this.store.release(this.key(digest), jobId);
-    } else if (opts.jobId === undefined && job.id !== jobId) {
+    if (opts.jobId === undefined) {
       // BullMQ answered an id of the library's with something else: an error code of its add (in an addBulk, e.g. a
       // missing parent), the job not added. Its slot is given back.
-      await this.store.release(this.key(digest), jobId);
+      if (job.id !== jobId) await this.store.release(this.key(digest), jobId);
+      return { job };
     }
-    return { job };
+    // An add answered by a job that already had the producer's jobId took no slot (a hold of that id, e.g. an
+    // until_expired period, is not this add's to release). Such a job may have appeared between the check and the add:
+    // the slot this add took is this digest's only if that job is locked under it.
+    if (!this.took.has(request)) return { job, existed: true };
+    if (markedDigest(await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId))) === digest) return { job };
+    await this.store.release(this.key(digest), jobId);
+    return { job, existed: true };
   }
 
   /**

@@ -148,6 +148,8 @@ export class Enqueuer {
     // it would keep a lock taken for a job BullMQ refused (an error code) until its lease ended.
     let thrown: { error: unknown } | undefined;
     let next = 0;
+    // Producer job ids an entry of this bulk added: a later entry with one was answered by that job (BullMQ adds it once).
+    const addedIds = new Set<string>();
     for (const e of entries) {
       if (e.kind === 'plain') {
         results.push({ result: { status: 'enqueued', job: added[next++], ...(e.digest ? { digest: e.digest } : {}) } });
@@ -156,7 +158,13 @@ export class Enqueuer {
       let taken: Taken;
       if (e.kind === 'locked') {
         taken = await e.definition.enqueueLock!.settle(added[next++], e.request);
-        if ('job' in taken) reportLocked(e.definition, e.request, this.deps.events);
+        const producerId = e.request.opts.jobId;
+        if ('job' in taken && producerId !== undefined && addedIds.has(producerId))
+          taken = { job: taken.job, existed: true };
+        if ('job' in taken && !taken.existed) {
+          reportLocked(e.definition, e.request, this.deps.events);
+          if (producerId !== undefined) addedIds.add(producerId);
+        }
       } else {
         taken = { existingJobId: e.existingJobId };
       }

@@ -4,7 +4,8 @@ import type { JobDefinition } from '../options/job-definitions.js';
 
 /**
  * Takes a definition's enqueue lock for a new job and adds it through the queue's own `add` (one call on the
- * deduplication path: the lock rides inside the add), reporting the `locked` event. A failed add gives the lock back.
+ * deduplication path: the lock rides inside the add), reporting the `locked` event (not for an add answered by a job
+ * that had the producer's `jobId` already: it took no lock). A failed add gives the lock back.
  */
 export async function takeEnqueueLock(
   definition: JobDefinition,
@@ -22,7 +23,7 @@ export async function takeEnqueueLock(
     await lock.abandon(request);
     throw error;
   }
-  if ('job' in taken) reportLocked(definition, request, events);
+  if ('job' in taken && !taken.existed) reportLocked(definition, request, events);
   return taken;
 }
 

@@ -1,14 +1,60 @@
-// Producer-side review. P2: a queue's `defaultJobOptions.deduplication` (BullMQ merges it into every add) does not
-// decide for a unique job: the library's lock does. P3: a job added with `lockTtl`, a delay and a caller's `timestamp`,
-// moved by a build without `lockTtl`, keeps its lock `lockTtl` past its new run time, not longer (a timestamp in the
-// future) or shorter (in the past) by the time from its add to that timestamp, which its deduplication TTL counted.
+// Producer-side review. P1: an add answered by an existing job (a caller's `jobId` that already names a job: BullMQ
+// returns that job and adds nothing) took no lock, and reports none. P2: a queue's `defaultJobOptions.deduplication`
+// (BullMQ merges it into every add) does not decide for a unique job: the library's lock does. P3: a job added with
+// `lockTtl`, a delay and a caller's `timestamp`, moved by a build without `lockTtl`, keeps its lock `lockTtl` past its
+// new run time, not longer (a timestamp in the future) or shorter (in the past) by the time from its add to that
+// timestamp, which its deduplication TTL counted.
 import { describe, expect, it } from '@jest/globals';
 import { Job, type DefaultJobOptions } from 'bullmq';
 import type { UniqueJobOptions } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
-import { byId, dedupKey, digestOf } from '../support/locks.js';
+import { EventLog } from '../support/events.js';
+import { byId, dedupKey, digestOf, expiringKey, owners, queuedKey } from '../support/locks.js';
 import { bullPrefix, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
+
+describe('P1 an add answered by an existing job (a caller jobId) reports no lock', () => {
+  const { redis, start } = useApps('prv-p1');
+
+  const paths: [string, UniqueJobOptions][] = [
+    ['fast path', { lock: 'until_executed', lockArgs: byId }],
+    ['slot set (lockLimit 2)', { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }],
+    ['slot set (until_expired)', { lock: 'until_expired', lockArgs: byId, lockTtl: 60_000 }],
+  ];
+
+  it.each(paths)(
+    '%s: queue.add and addBulk of an existing jobId, same data or other, emit no locked event',
+    async (_, unique) => {
+      const app = await start({ unique, paused: true });
+      const log = new EventLog(app);
+      const first = await app.queue.add('sync', { id: 'a' }, { jobId: 'job-1' });
+      expect(first.id).toBe('job-1');
+      expect(log.of('locked')).toEqual([expect.objectContaining({ jobId: 'job-1', lock: 'enqueue' })]);
+      // BullMQ answers both with job-1 and adds nothing: neither took a lock.
+      expect((await app.queue.add('sync', { id: 'a' }, { jobId: 'job-1' })).id).toBe('job-1');
+      expect((await app.queue.add('sync', { id: 'b' }, { jobId: 'job-1' })).id).toBe('job-1');
+      const bulk = await app.queue.addBulk([
+        { name: 'sync', data: { id: 'b' }, opts: { jobId: 'job-1' } },
+        { name: 'sync', data: { id: 'c' }, opts: { jobId: 'job-2' } },
+        { name: 'sync', data: { id: 'd' }, opts: { jobId: 'job-2' } },
+      ]);
+      expect(bulk.map((job) => job.id)).toEqual(['job-1', 'job-2', 'job-2']);
+      expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 2 });
+      expect(log.of('locked').map(({ jobId, digest }) => ({ jobId, digest }))).toEqual([
+        { jobId: 'job-1', digest: digestOf(app, 'sync', { id: 'a' }) },
+        { jobId: 'job-2', digest: digestOf(app, 'sync', { id: 'c' }) },
+      ]);
+      const holdOf = (id: string) =>
+        unique.lockLimit === 2
+          ? owners(redis, queuedKey(app.prefix, digestOf(app, 'sync', { id })))
+          : unique.lock === 'until_expired'
+            ? owners(redis, expiringKey(app.prefix, digestOf(app, 'sync', { id })))
+            : redis.get(dedupKey(app.queue.name, digestOf(app, 'sync', { id }))).then((v) => (v ? [v] : []));
+      expect(await holdOf('b')).toEqual([]);
+      expect(await holdOf('d')).toEqual([]);
+    },
+  );
+});
 
 describe('P2 a queue default deduplication does not decide for unique jobs', () => {
   const { redis, start } = useApps('prv-p2');
