@@ -52,9 +52,13 @@ export class RuntimeLease {
    * job's, aborted by BullMQ's `worker.cancelJob`; its worker's, aborted when it starts closing): the wait ends when
    * one is aborted, with an `AbortError` whose `cause` is its reason; a slot taken is kept (the handler sees the signal).
    */
-  async take(signals: readonly AbortSignal[] = []): Promise<AcquireResult> {
-    const { lockTimeout, runtimeLockLease, lockLimit } = this.settings;
-    const deadline = performance.now() + lockTimeout;
+  take(signals: readonly AbortSignal[] = []): Promise<AcquireResult> {
+    return this.takeBy(performance.now() + this.settings.lockTimeout, signals);
+  }
+
+  /** {@link take}, waiting until `deadline` (`performance.now()`, ms) at most; one attempt at least. */
+  private async takeBy(deadline: number, signals: readonly AbortSignal[]): Promise<AcquireResult> {
+    const { runtimeLockLease, lockLimit } = this.settings;
     let wait = 25;
     for (;;) {
       const sentAt = performance.now();
@@ -98,15 +102,18 @@ export class RuntimeLease {
    * Takes the lock as {@link take} does; when its answer was read only after the lease it took could have ended (an
    * event-loop stall between the send and the read, longer than the lease), another job may have taken the lock
    * meanwhile, so it is asked once more, at once. The acquire drops ended leases first: it then refuses while another
-   * holds the slot, else takes it anew (re-entrant: this owner, with a fresh lease).
+   * holds the slot, else takes it anew (re-entrant: this owner, with a fresh lease). The whole wait, both takes, is
+   * bounded by `lockTimeout` from the first ask: the second take waits only what is left of it (none once it has
+   * passed: one attempt then, that does not wait).
    */
   async takeFresh(signals: readonly AbortSignal[] = []): Promise<AcquireResult> {
-    const held = await this.take(signals);
+    const deadline = performance.now() + this.settings.lockTimeout;
+    const held = await this.takeBy(deadline, signals);
     const keeper = this.keeper;
     if (!held.acquired || !keeper?.expired) return held;
     keeper.stop();
     this.keeper = undefined;
-    return this.take(signals);
+    return this.takeBy(deadline, signals);
   }
 
   /**
