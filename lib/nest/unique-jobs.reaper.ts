@@ -9,6 +9,7 @@ import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-opti
 import { UNIQUE_JOBS_IDEMPOTENCY, UNIQUE_JOBS_REDIS } from './unique-jobs.constants.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import { DEFAULT_PREFIX } from '../options/defaults.js';
+import { LEAST_SAFE_GRACE } from '../options/reaper-options.js';
 import { OrphanReaper } from '../ops/reaper/orphan-reaper.js';
 import type { ReapReport } from '../ops/reaper/reap-report.interface.js';
 import { asError } from '../errors/thrown.js';
@@ -52,8 +53,17 @@ export class UniqueJobsReaper implements OnApplicationBootstrap {
     });
   }
 
-  /** Starts the timer (unless `reaper.interval` is `false` or the library is disabled). */
+  /**
+   * Starts the timer (unless `reaper.interval` is `false` or the library is disabled); warns once when `reaper.grace`
+   * is below {@link LEAST_SAFE_GRACE}.
+   */
   onApplicationBootstrap(): void {
+    const grace = this.options.reaper?.grace;
+    if (grace !== undefined && grace < LEAST_SAFE_GRACE) {
+      loggerOf(this.options.logger).warn(
+        `reaper.grace is ${grace} ms, below ${LEAST_SAFE_GRACE}: a reaper run may release the general-path enqueue lock of a job whose add is still on its way (the lock is taken one round trip before the add), and a duplicate can then be enqueued beside it; use ${LEAST_SAFE_GRACE} or more (default 15000) unless no job is enqueued while the reaper runs (tests)`,
+      );
+    }
     this.schedule();
   }
 

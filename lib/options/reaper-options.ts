@@ -20,6 +20,12 @@ export interface ReaperOptions {
    * A general-path enqueue lock, an idempotency claim or a deduplication key whose job finished, found orphaned, is
    * checked again after this many ms before it is released, so a lock taken just before its job was added (or, for a
    * deduplication key, before `job.retry()` moved its job back) is never mistaken for an orphan. Default 15,000.
+   *
+   * Accepted from 0, but a grace below 1,000 is warned about once at bootstrap: a suspect is then confirmed almost at
+   * once (0: on the next tick), so a run that meets an enqueue between its lock and its add (one round trip apart on
+   * the general path, longer if the producer's event loop stalls) releases the lock of a job about to be added, which
+   * then waits without it beside any duplicate enqueued next. Meant for tests that run the reaper by hand while
+   * nothing is being enqueued.
    */
   grace?: number;
   /**
@@ -28,6 +34,12 @@ export interface ReaperOptions {
    */
   queues?: readonly ReaperQueue[];
 }
+
+/**
+ * The least `reaper.grace` (ms) taken without a warning: far above the round trip between a general-path lock and its
+ * add (and the CLI's least `--grace`, 1 s).
+ */
+export const LEAST_SAFE_GRACE = 1_000;
 
 /** Checks `reaper` (module options). */
 export function validateReaperOptions(reaper: unknown, fail: (option: string, problem: string) => never): void {
