@@ -104,9 +104,13 @@ export class DeadSetService {
     return entries;
   }
 
-  /** One entry, or `undefined`. */
+  /** One entry, or `undefined` (as well for an entry older than `maxAge`, which {@link list} leaves out). */
   async get(id: string): Promise<DeadSetEntry | undefined> {
-    const value = await this.client.hget(this.keys.deadSetEntries, id);
+    const value = (await this.scripts.run(
+      'deadSetGet',
+      [this.keys.deadSetIndex, this.keys.deadSetEntries],
+      [id, this.bounds.maxAge ?? 0],
+    )) as string | null;
     return value === null ? undefined : storedEntry(id, value);
   }
 
@@ -121,14 +125,14 @@ export class DeadSetService {
     return Number((await this.client.get(this.keys.deadSetBytes)) ?? 0);
   }
 
-  /** Deletes an entry; resolves `false` when there was none. */
+  /** Deletes an entry; resolves `false` when there was none (an entry older than `maxAge` is dropped, and was none). */
   async delete(id: string): Promise<boolean> {
     return (await this.take(id)) !== undefined;
   }
 
   /**
    * Takes the entry out and enqueues it again (through the uniqueness rules of its queue). Resolves `undefined` when
-   * there is no such entry.
+   * there is no such entry (or it is older than `maxAge`: it is dropped, not enqueued).
    *
    * @throws TruncatedDeadSetEntryError when the entry was stored without its payload; it stays in the dead set.
    */
@@ -175,7 +179,7 @@ export class DeadSetService {
     const value = (await this.scripts.run(
       'deadSetTake',
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
-      [id],
+      [id, this.bounds.maxAge ?? 0],
     )) as string | null;
     return value === null ? undefined : storedEntry(id, value);
   }

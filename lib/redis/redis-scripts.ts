@@ -19,6 +19,7 @@ export type ScriptName =
   | 'holderAges'
   | 'deadSetAdd'
   | 'deadSetList'
+  | 'deadSetGet'
   | 'deadSetTake'
   | 'idempotencyClaim'
   | 'idempotencyRenew'

@@ -1,16 +1,21 @@
 --[[
   Takes an entry out of the dead set atomically, so two concurrent retries never both re-enqueue it, and takes its
-  length off the byte counter (deleted with the last entry, so an empty dead set leaves no key).
+  length off the byte counter (deleted with the last entry, so an empty dead set leaves no key). An entry older than
+  maxAge, which the list already leaves out, is dropped the same way but not returned: it is gone.
 
   KEYS[1] index
   KEYS[2] entries
   KEYS[3] byte counter
   ARGV[1] entry id
+  ARGV[2] maxAge, ms (0: not known to the caller, the CLI: no entry is too old)
 
-  Returns the entry JSON, or nil when there is no such entry.
+  Returns the entry JSON, or nil when there is no such entry (or it was older than maxAge).
 ]]
+--- @include "includes/nowMs"
 local json = redis.call('HGET', KEYS[2], ARGV[1])
 if json then
+  local maxAge = tonumber(ARGV[2])
+  local score = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[1], ARGV[1])
   if redis.call('HLEN', KEYS[2]) == 0 then
@@ -20,6 +25,10 @@ if json then
     if redis.call('DECRBY', KEYS[3], string.len(json)) < 0 then
       redis.call('DEL', KEYS[3])
     end
+  end
+  -- As old as the list's bound (it shows entries strictly younger than maxAge).
+  if maxAge > 0 and score and score <= nowMs() - maxAge then
+    return nil
   end
 end
 return json

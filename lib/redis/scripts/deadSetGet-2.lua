@@ -1,0 +1,20 @@
+--[[
+  Reads one dead-set entry, unless it is older than maxAge (the list leaves it out; the next add drops it).
+
+  KEYS[1] index
+  KEYS[2] entries
+  ARGV[1] entry id
+  ARGV[2] maxAge, ms (0: not known to the caller, the CLI: no entry is too old)
+
+  Returns the entry JSON, or nil when there is no such entry (or it is older than maxAge).
+]]
+--- @include "includes/nowMs"
+local json = redis.call('HGET', KEYS[2], ARGV[1])
+local maxAge = tonumber(ARGV[2])
+if json and maxAge > 0 then
+  local score = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+  if score and score <= nowMs() - maxAge then
+    return nil
+  end
+end
+return json
