@@ -46,7 +46,10 @@ describe('L4 replace with concurrent producers, L5 a reused caller jobId', () =>
     for (const entry of summaries) {
       if (entry.status === 'duplicate') expect(entry).toMatchObject({ existingJobExists: true });
     }
-    expect(summaries).toEqual(Array(5).fill({ status: 'enqueued', replacedJobId: expect.any(String) }));
+    // Each is enqueued; one whose add landed after another producer removed the holder it met, before that producer's
+    // own add, met no holder and replaced none (the other producer then replaces it in turn).
+    expect(summaries.map((entry) => entry.status)).toEqual(Array(5).fill('enqueued'));
+    expect(summaries.filter((entry) => entry.replacedJobId !== undefined).length).toBeGreaterThanOrEqual(1);
 
     const pending = (await pendingJobs(app)).filter((job) => (job.data as { id: string }).id === 'u1');
     expect(pending).toHaveLength(1);
