@@ -48,8 +48,9 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     }
     // BullMQ answers an existing jobId with that job before any deduplication (the add takes no lock), and with the same
     // id as a job it adds: asked on the queue's connection ahead of the add, so answered as of just before it (no round
-    // trip of its own). An earlier entry of the bulk adding that id makes it exist by then.
-    if (opts.jobId !== undefined && !request.addedBefore) {
+    // trip of its own), when someone listens for it (`reported`). An earlier entry of the bulk adding that id makes it
+    // exist by then.
+    if (opts.jobId !== undefined && !request.addedBefore && request.reported) {
       const client = await queue.getBackend().client;
       const asked = client.hexists(bullKeys.job(queue.qualifiedName, jobId), 'name').then((found) => found === 1);
       asked.catch(() => undefined); // awaited by settle: not an unhandled rejection meanwhile

@@ -21,6 +21,12 @@ export interface EnqueueRequest {
    * (as a second `queue.add` with an id that exists is), so no lock is taken for it.
    */
   readonly addedBefore?: boolean;
+  /**
+   * Someone listens for the `locked` event: only then does the deduplication path ask, ahead of an add with a producer
+   * `jobId`, whether that job exists already (an add it answers took no lock, and is not reported). Unasked, such an
+   * add costs its one command.
+   */
+  readonly reported?: boolean;
 }
 
 /**

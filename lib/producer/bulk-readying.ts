@@ -22,6 +22,8 @@ export interface BulkRequest {
   entry: BulkJob;
   definition: JobDefinition | undefined;
   digest: string | undefined;
+  /** Someone listens for the `locked` event (see `EnqueueRequest.reported`). */
+  reported?: boolean;
 }
 
 /** A bulk's entries readied, and how to give back the locks they took (when the bulk's add fails). */
@@ -113,7 +115,7 @@ function begin(queue: Queue, request: BulkRequest, adding: ReadonlySet<string>):
 /** A plain entry, or the enqueue request of one with an enqueue lock. */
 function start(
   queue: Queue,
-  { entry, definition, digest }: BulkRequest,
+  { entry, definition, digest, reported }: BulkRequest,
   adding: ReadonlySet<string>,
 ): BulkEntry | EnqueueRequest {
   const opts = entry.opts ?? {};
@@ -130,6 +132,7 @@ function start(
     digest,
     jobId,
     ...(opts.jobId !== undefined && adding.has(jobId) ? { addedBefore: true } : {}),
+    ...(reported ? { reported } : {}),
   };
 }
 

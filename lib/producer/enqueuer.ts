@@ -109,7 +109,13 @@ export class Enqueuer {
     const { add } = this.deps.queues.originals(queue);
     if (!definition.enqueueLock) return { job: await add(name, data, runtimeOnlyOpts(definition, opts)) };
     const jobId = opts.jobId ?? newJobId();
-    return takeEnqueueLock(definition, { queue, name, data, opts, digest, jobId }, add, this.deps.events);
+    const { events } = this.deps;
+    return takeEnqueueLock(
+      definition,
+      { queue, name, data, opts, digest, jobId, reported: events.observed },
+      add,
+      events,
+    );
   }
 
   /**
@@ -119,6 +125,7 @@ export class Enqueuer {
    * locks are taken before the add announces itself until the add is done ({@link BulksInProgress}).
    */
   private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
+    const reported = this.deps.events.observed;
     const requests = jobs.map((entry): BulkRequest => {
       const definition = this.definitionOf(queue, entry.name);
       const opts = entry.opts ?? {};
@@ -126,6 +133,7 @@ export class Enqueuer {
         entry,
         definition,
         digest: definition && digestAtEnqueue(definition, queue, entry.name, entry.data, opts),
+        reported,
       };
     });
     for (const request of requests) this.failIfLoginRefused(request.definition);

@@ -6,6 +6,7 @@
 // timestamp, which its deduplication TTL counted.
 import { describe, expect, it } from '@jest/globals';
 import { Job, type DefaultJobOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { UniqueJobOptions } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
@@ -54,6 +55,30 @@ describe('P1 an add answered by an existing job (a caller jobId) reports no lock
       expect(await holdOf('d')).toEqual([]);
     },
   );
+});
+
+describe('P1 (cost) with nobody listening for events, an add with a caller jobId is one command', () => {
+  const { start } = useApps('prv-p1-cost');
+
+  it('fast path: queue.add and addBulk of a caller jobId send no HEXISTS ahead of the add', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId }, paused: true });
+    const connection = (await app.queue.getBackend().client) as Redis;
+    const sent: string[] = [];
+    const send = connection.sendCommand.bind(connection);
+    connection.sendCommand = (command: Parameters<typeof send>[0]) => {
+      sent.push(command.name.toLowerCase());
+      return send(command);
+    };
+    try {
+      expect((await app.queue.add('sync', { id: 'a' }, { jobId: 'job-1' })).id).toBe('job-1');
+      expect((await app.queue.add('sync', { id: 'a' }, { jobId: 'job-1' })).id).toBe('job-1');
+      await app.queue.addBulk([{ name: 'sync', data: { id: 'b' }, opts: { jobId: 'job-2' } }]);
+    } finally {
+      connection.sendCommand = send;
+    }
+    expect(sent.filter((name) => name === 'hexists')).toEqual([]);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 2 });
+  });
 });
 
 describe('P2 a queue default deduplication does not decide for unique jobs', () => {
