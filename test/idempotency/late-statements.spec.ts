@@ -147,6 +147,75 @@ describe('PostgresIdempotencyStore: a statement on the transaction client after 
   );
 });
 
+// A Submittable that reads after its submit (pg-cursor's `read`; pg-query-stream reads through its `cursor`) sends each
+// read to the connection itself, not through the client's `query`: sent before the end, its later reads went through,
+// to a connection back in the pool (its portal closed by the COMMIT, the answer taken for whoever holds it next).
+describe('PostgresIdempotencyStore: reads of a cursor sent in the transaction, after it ended', () => {
+  const { start } = useApps('tx-cursor');
+
+  it('are refused (callback and promise forms); reads before the end go through', async () => {
+    const { store } = await storeAndEffects('cursor');
+    const reached: string[] = [];
+    /**
+     * Reads as pg-cursor does: to the connection it was submitted on. Its submit runs a statement, whose answers pg
+     * hands to it, so that the client goes on once it is done.
+     */
+    const cursorLike = () => ({
+      text: 'SELECT 1',
+      connection: undefined as unknown,
+      submit(connection: { query(text: string): void }) {
+        this.connection = connection;
+        connection.query('SELECT 1');
+      },
+      handleRowDescription: () => undefined,
+      handleDataRow: () => undefined,
+      handleCommandComplete: () => undefined,
+      handleReadyForQuery: () => undefined,
+      handleError: () => undefined,
+      read(rows: number, callback?: (error: Error | null, rows?: unknown[]) => void) {
+        reached.push(`read ${rows}`);
+        if (callback) return void callback(null, []);
+        return Promise.resolve([]);
+      },
+    });
+    const cursor = cursorLike();
+    const streamCursor = cursorLike();
+    const stream = {
+      submit: (connection: { query(text: string): void }) => streamCursor.submit(connection),
+      handleRowDescription: () => undefined,
+      handleDataRow: () => undefined,
+      handleCommandComplete: () => undefined,
+      handleReadyForQuery: () => undefined,
+      handleError: () => undefined,
+      cursor: streamCursor,
+      read: () => 'own',
+    };
+    const app = await start({
+      module: { idempotency: { stores: { sql: store } } },
+      idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
+      handler: async (job: Job) => {
+        const client = idempotencyOf<pg.PoolClient>(job).transaction!;
+        client.query(cursor as never);
+        client.query(stream as never);
+        await cursor.read(1);
+        return 'ok';
+      },
+    });
+    await app.finished(await app.queue.add('charge', { key: 'k-cursor' }));
+    expect(reached).toEqual(['read 1']);
+
+    const answered = deferred<unknown>();
+    cursor.read(2, (error) => answered.resolve(error));
+    expect(await answered.promise).toBeInstanceOf(UniqueJobsError);
+    await expect(cursor.read(3)).rejects.toThrow(/after that transaction ended/);
+    const streamed = deferred<unknown>();
+    stream.cursor.read(4, (error) => streamed.resolve(error));
+    expect(await streamed.promise).toBeInstanceOf(UniqueJobsError);
+    expect(stream.read()).toBe('own'); // a stream's own read (Node's) is left alone: it reads through its cursor
+    expect(reached).toEqual(['read 1']);
+  });
+});
+
 // The handler's client is a `pg.PoolClient` the store checked out: its `release()` was passed through. Called in the
 // handler, the connection went back to the pool inside the open transaction, and the store's own release then threw
 // (the job failed); called later, it released whoever had checked that connection out next (pg hands out the same

@@ -62,7 +62,7 @@ describe('P1 (cost) with nobody listening for events, an add with a caller jobId
 
   it('fast path: queue.add and addBulk of a caller jobId send no HEXISTS ahead of the add', async () => {
     const app = await start({ unique: { lock: 'until_executed', lockArgs: byId }, paused: true });
-    const connection = (await app.queue.getBackend().client) as Redis;
+    const connection = (await app.queue.getBackend().client) as unknown as Redis;
     const sent: string[] = [];
     const send = connection.sendCommand.bind(connection);
     connection.sendCommand = (command: Parameters<typeof send>[0]) => {
