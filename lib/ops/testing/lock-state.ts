@@ -1,5 +1,7 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { DeduplicationEnqueueLock } from '../../locks/deduplication.enqueue-lock.js';
+import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
+import { QueueRegistry } from '../../redis/queue-registry.js';
 import { bullKeys } from '../../redis/keys.js';
 import { ownerNamesQueue, parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
 import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
@@ -14,10 +16,11 @@ export interface HeldLockState {
   /** Ids of the jobs holding it (owners whose lease has not ended). */
   holders: string[];
   /**
-   * A run-time lock's only, when one of its holders is a job of another queue; in the order of `holders`: for a holder that is a job of another queue (a lock shared
-   * across queues: its id may be the same as one of this queue's jobs), that queue (its qualified name, or the tag its
-   * owner names it by: `#` and 12 hex digits); `undefined` for a job of the queue asked about (or an owner written by an
-   * earlier build, which names no queue).
+   * A lock shared across queues only, when one of its holders is a job of another queue; in the order of `holders`: for
+   * a holder that is a job of another queue (its id may be the same as one of this queue's jobs), that queue (its
+   * qualified name, or the tag a run-time lock's owner names it by: `#` and 12 hex digits); `undefined` for a job of
+   * the queue asked about (or a run-time owner written by an earlier build, which names no queue; or an enqueue lock's
+   * holder whose job is found in no queue the application or the library's queue registry knows).
    */
   holderQueues?: (string | undefined)[];
 }
@@ -43,7 +46,8 @@ export async function lockState(
   data: unknown,
   opts?: JobsOptions,
 ): Promise<LockState> {
-  const { client, keys, definitions, prefixOf } = internalsOf(app);
+  const internals = internalsOf(app);
+  const { client, keys, definitions, prefixOf } = internals;
   const queueName = typeof queue === 'string' ? queue : queue.name;
   const definition = definitions.find(queueName, name);
   if (!definition) {
@@ -61,7 +65,12 @@ export async function lockState(
       state.enqueue = { key, holders: holder === null ? [] : [holder] };
     } else {
       const key = keys.enqueueLock(digest, definition.options.lock);
-      state.enqueue = { key, holders: await leased(key) };
+      const holders = await leased(key);
+      // A lock shared across queues names its holders by id alone: a holder is told by the queue its job is locked in.
+      const holderQueues = definition.options.uniqueAcross.includes('queues')
+        ? await enqueueHolderQueues(internals, bullKeys.qualifiedName(queuePrefix, queueName), digest, holders)
+        : undefined;
+      state.enqueue = { key, holders, ...(holderQueues ? { holderQueues } : {}) };
     }
   }
   if (definition.lock.locksWhileRunning) {
@@ -94,6 +103,36 @@ export async function isLocked(
   if (options.kind === 'enqueue') return held(state.enqueue);
   if (options.kind === 'runtime') return held(state.runtime);
   return held(state.enqueue) || held(state.runtime);
+}
+
+/**
+ * For an enqueue lock shared across queues (a slot set, whose members are job ids whatever their queue): the queue of
+ * each holder that is not a job of `qualifiedName` locked under `digest` but one of another queue the application or
+ * the library's queue registry knows (its qualified name); `undefined` for the others, and when every holder is such a
+ * job of `qualifiedName` or found nowhere (its job gone).
+ */
+async function enqueueHolderQueues(
+  { client, keys, queues }: ReturnType<typeof internalsOf>,
+  qualifiedName: string,
+  digest: string,
+  holders: readonly string[],
+): Promise<(string | undefined)[] | undefined> {
+  const lockedIn = async (name: string, id: string) =>
+    markedDigestIn(await client.hget(bullKeys.job(name, id), 'opts')) === digest;
+  const here = await Promise.all(holders.map((id) => lockedIn(qualifiedName, id)));
+  if (here.every(Boolean)) return undefined;
+  const known = queues.map((queue) => bullKeys.qualifiedName(queue.prefix, queue.name));
+  const others = [...new Set([...known, ...(await QueueRegistry.read(client, keys).catch(() => []))])].filter(
+    (name) => name !== qualifiedName,
+  );
+  const found = await Promise.all(
+    holders.map(async (id, i) => {
+      if (here[i]) return undefined;
+      for (const name of others) if (await lockedIn(name, id)) return name;
+      return undefined;
+    }),
+  );
+  return found.some((queue) => queue !== undefined) ? found : undefined;
 }
 
 /**
