@@ -205,11 +205,11 @@ describe('PostgresIdempotencyStore: reads of a cursor sent in the transaction, a
     expect(reached).toEqual(['read 1']);
 
     const answered = deferred<unknown>();
-    cursor.read(2, (error) => answered.resolve(error));
+    void cursor.read(2, (error) => answered.resolve(error));
     expect(await answered.promise).toBeInstanceOf(UniqueJobsError);
     await expect(cursor.read(3)).rejects.toThrow(/after that transaction ended/);
     const streamed = deferred<unknown>();
-    stream.cursor.read(4, (error) => streamed.resolve(error));
+    void stream.cursor.read(4, (error) => streamed.resolve(error));
     expect(await streamed.promise).toBeInstanceOf(UniqueJobsError);
     expect(stream.read()).toBe('own'); // a stream's own read (Node's) is left alone: it reads through its cursor
     expect(reached).toEqual(['read 1']);
