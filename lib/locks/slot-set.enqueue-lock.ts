@@ -16,13 +16,16 @@ import { BulksInProgress } from './bulks-in-progress.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
 
 /**
- * What the library stores on the options of a job locked in a slot set: the digest, fixed at enqueue. (A job locked by
- * a deduplication key carries its digest in BullMQ's deduplication id, so it needs no marker: every byte of job
- * options costs enqueue throughput. Its field holds `{ lockTtl }` only when a caller's `timestamp` moved its run time.)
+ * What the library stores on a job's options (field `uniqueJobs`): for a job locked in a slot set, the digest, fixed at
+ * enqueue. A job locked by a deduplication key carries its digest in BullMQ's deduplication id, so it needs none
+ * (every byte of job options costs enqueue throughput): its field holds `{ lockTtl }` only when a caller's `timestamp`
+ * moved its run time, and is absent otherwise.
  */
 export interface UniqueJobMarker {
-  /** The job's digest (`v1:` + 64 hex digits), as computed at enqueue. */
-  digest: string;
+  /** The job's digest (`v1:` + 64 hex digits), as computed at enqueue: a job locked in a slot set. */
+  digest?: string;
+  /** The `lockTtl` (ms) a job locked by a deduplication key was added with, when a caller's `timestamp` moved it. */
+  lockTtl?: number;
 }
 
 /** The job options field holding {@link UniqueJobMarker}. */
