@@ -12,11 +12,14 @@ export const RELEASE_REFUSED =
  * The `pg` client a transactional handler gets: `client` itself while the claim's transaction is open, and a client
  * whose `query` is refused once `over()` says it ended, answered as `pg` answers a query that fails: the callback's
  * error (the last argument, or the config's `callback`), a Submittable's `handleError` (pg-cursor, pg-query-stream:
- * the Submittable returned), else a rejected promise; so are the reads, once it ended, of a Submittable sent before
- * (pg-cursor's `read`, pg-query-stream's cursor). The handler may keep a reference past its end (a timer, a
+ * the Submittable returned), else a rejected promise. The handler may keep a reference past its end (a timer, a
  * promise chain not awaited); by then the connection is back in the pool, where its statement would be committed on
  * its own or join whatever transaction its next holder runs. The store's own statements go to `client` directly.
- * Statements sent before the end are left alone: `pg` runs them in order, inside the transaction. Its `release()`
+ * Statements sent before the end are left alone: `pg` runs them in order, inside the transaction. So are the later
+ * reads of a cursor sent before (pg-cursor, pg-query-stream), which go to the connection itself: until it is read to
+ * its end or closed, `pg` sends nothing else, the store's COMMIT included, so they still run inside the transaction
+ * (refused, a cursor read on after the handler returned never ended, and the COMMIT waited for it forever); once it
+ * is done it answers reads without the connection. Its `release()`
  * always throws a {@link UniqueJobsError} ({@link RELEASE_REFUSED}): the store releases the connection itself.
  */
 export function transactionBoundClient<Client extends object>(
@@ -36,7 +39,6 @@ export function transactionBoundClient<Client extends object>(
       if (property !== 'query' || typeof value !== 'function') return value;
       return (...args: unknown[]): unknown => {
         if (!over() || owners?.(args)) {
-          boundReads(args[0], over);
           return (value as (...a: unknown[]) => unknown).apply(target, args);
         }
         return refused(args, new UniqueJobsError(TRANSACTION_OVER));
@@ -69,31 +71,4 @@ function lateRejection(error: Error): Promise<never> {
   const answer = Promise.reject(error);
   answer.catch(() => process.emitWarning(error.message, { code: 'UNIQUE_JOBS_LATE_STATEMENT' }));
   return answer;
-}
-
-/** A cursor's `read`, as pg-cursor declares it: rows asked for, and an optional callback (else a promise). */
-type CursorRead = (this: unknown, rows: number, callback?: (error: Error | null, rows?: unknown[]) => void) => unknown;
-
-/**
- * A Submittable that reads after its submit (pg-cursor: `read`; pg-query-stream: its `cursor`'s `read`) sends each read
- * to the connection itself, not through the client: a read once the transaction ended would reach a connection back in
- * the pool (its portal closed by the COMMIT; the answer taken for the statement of whoever holds it next). Its reads
- * are refused from then on, answered as pg-cursor answers a read that fails.
- */
-function boundReads(config: unknown, over: () => boolean): void {
-  if (typeof config !== 'object' || config === null || typeof (config as { submit?: unknown }).submit !== 'function') {
-    return;
-  }
-  // A stream's own `read` is Node's (Readable), which reads through its cursor: the cursor's is the one bound.
-  const cursor = (config as { cursor?: unknown }).cursor;
-  const reader = (typeof cursor === 'object' && cursor !== null ? cursor : config) as { read?: unknown };
-  const read = reader.read;
-  if (typeof read !== 'function') return;
-  reader.read = function (this: unknown, ...[rows, callback]: Parameters<CursorRead>): unknown {
-    if (!over()) return (read as CursorRead).call(this, rows, callback);
-    const error = new UniqueJobsError(TRANSACTION_OVER);
-    if (typeof callback !== 'function') return lateRejection(error);
-    queueMicrotask(() => callback(error));
-    return undefined;
-  };
 }
