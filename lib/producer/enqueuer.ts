@@ -160,7 +160,10 @@ export class Enqueuer {
     const addedIds = new Set<string>();
     for (const e of entries) {
       if (e.kind === 'plain') {
-        results.push({ result: { status: 'enqueued', job: added[next++], ...(e.digest ? { digest: e.digest } : {}) } });
+        const job = added[next++];
+        // A plain entry's job id counts too: a later unique entry with that id was answered by its job, no lock taken.
+        if (e.entry.opts?.jobId !== undefined && job.id === e.entry.opts.jobId) addedIds.add(job.id);
+        results.push({ result: { status: 'enqueued', job, ...(e.digest ? { digest: e.digest } : {}) } });
         continue;
       }
       let taken: Taken;

@@ -4,13 +4,17 @@
 // cursor done answers its reads without the connection). 8aeb2e9 refused those reads once the handler had returned: a
 // cursor read on after the return (a promise chain not awaited) was refused, never finished, and the COMMIT waited for
 // it forever (the job never ended, its connection held; a pg-query-stream was destroyed instead, its rows lost). Shown
-// with pg-cursor 2.22 on the store's transaction; the cursor below speaks its protocol (not a dependency here).
+// with pg-cursor 2.22 on the store's transaction; the cursor below speaks its protocol (not a dependency here). L2: a bulk whose entry
+// without a unique definition adds a caller's jobId, followed by a unique entry with that id (answered by that job, no
+// lock taken), reported a `locked` event for it.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import type pg from 'pg';
 import { idempotencyOf, PostgresIdempotencyStore, type IdempotencyJob } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
+import { EventLog } from '../support/events.js';
+import { byId } from '../support/locks.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
 
 interface Data {
@@ -182,4 +186,27 @@ describe('L1 a cursor read on after a transactional handler returned', () => {
     expect(new Set(rows as unknown[]).size).toBe(1);
     expect(rows).toHaveLength(5);
   }, 15_000);
+});
+
+describe('L2 a bulk entry answered by a job an earlier plain entry of the bulk added', () => {
+  const { start } = useApps('s38l-bulk');
+
+  it.each([
+    ['fast path', 1],
+    ['slot set (lockLimit 2)', 2],
+  ])('%s: reports no locked event for it', async (_, lockLimit) => {
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId, jobName: 'sync', lockLimit },
+      paused: true,
+    });
+    const log = new EventLog(app);
+    const added = await app.queue.addBulk([
+      { name: 'plain', data: { id: 'p' }, opts: { jobId: 'job-1' } },
+      { name: 'sync', data: { id: 'a' }, opts: { jobId: 'job-1' } },
+      { name: 'sync', data: { id: 'b' }, opts: { jobId: 'job-2' } },
+    ]);
+    expect(added.map((job) => job.id)).toEqual(['job-1', 'job-1', 'job-2']);
+    expect((await app.queue.getJob('job-1'))?.name).toBe('plain'); // the unique entry added nothing
+    expect(log.of('locked').map(({ jobId }) => jobId)).toEqual(['job-2']);
+  });
 });
