@@ -196,4 +196,37 @@ describe('PostgresIdempotencyStore: release() on the transaction client', () => 
     }
     expect(single.idleCount).toBe(1);
   }, 15_000);
+
+  // end() likewise (helper-125): ended later, it closed the connection of whoever had checked it out next ("Client was
+  // closed and is not queryable").
+  it('end() is refused in the handler and later, and the next checkout of that connection keeps it', async () => {
+    const idem = uniqueTable('idem_end_single');
+    tables.push(idem);
+    const store = new PostgresIdempotencyStore({ pool: single, table: idem });
+    await store.migrate();
+    let refused: unknown;
+    let kept: pg.PoolClient | undefined;
+    const app = await start({
+      module: { idempotency: { stores: { sql: store } } },
+      idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
+      handler: async (job: Job) => {
+        kept = idempotencyOf<pg.PoolClient>(job).transaction!;
+        refused = await kept.end().catch((error: unknown) => error);
+        return 'ok';
+      },
+    });
+    await expect(app.finished(await app.queue.add('charge', { key: 'k-end' }))).resolves.toBe('ok');
+    expect(refused).toBeInstanceOf(UniqueJobsError);
+    expect((refused as Error).message).toMatch(/end\(\) was called on the client/);
+
+    const mine = await single.connect();
+    try {
+      const answered = deferred<unknown>();
+      kept!.end((error) => answered.resolve(error));
+      expect(await answered.promise).toBeInstanceOf(UniqueJobsError);
+      await expect(mine.query('SELECT 1 AS one')).resolves.toMatchObject({ rows: [{ one: 1 }] });
+    } finally {
+      mine.release();
+    }
+  }, 15_000);
 });

@@ -8,6 +8,10 @@ export const TRANSACTION_OVER =
 export const RELEASE_REFUSED =
   "release() was called on the client an @IdempotencyKey handler got for the claim's transaction: the store checked that connection out and releases it itself once the transaction ends. Released by the handler, it would go back to the pool inside the open transaction (another caller's statements would join it); called later, it would release whoever checked that connection out next (pg hands out the same client object again)";
 
+/** Why the handler's client refuses `end()`. */
+export const END_REFUSED =
+  "end() was called on the client an @IdempotencyKey handler got for the claim's transaction: the store checked that connection out of its pool and gives it back itself. Ended by the handler, the transaction would be lost with it; called later, it would close the connection of whoever checked it out next (pg hands out the same client object again)";
+
 /**
  * The `pg` client a transactional handler gets: `client` itself while the claim's transaction is open, and a client
  * whose `query` is refused once `over()` says it ended, answered as `pg` answers a query that fails: the callback's
@@ -19,8 +23,9 @@ export const RELEASE_REFUSED =
  * reads of a cursor sent before (pg-cursor, pg-query-stream), which go to the connection itself: until it is read to
  * its end or closed, `pg` sends nothing else, the store's COMMIT included, so they still run inside the transaction
  * (refused, a cursor read on after the handler returned never ended, and the COMMIT waited for it forever); once it
- * is done it answers reads without the connection. Its `release()`
- * always throws a {@link UniqueJobsError} ({@link RELEASE_REFUSED}): the store releases the connection itself.
+ * is done it answers reads without the connection. Its `release()` always throws a {@link UniqueJobsError}
+ * ({@link RELEASE_REFUSED}), and its `end()` is always refused ({@link END_REFUSED}): the store gives the connection
+ * back itself.
  */
 export function transactionBoundClient<Client extends object>(
   client: Client,
@@ -34,6 +39,15 @@ export function transactionBoundClient<Client extends object>(
       if (property === 'release' && typeof value === 'function') {
         return (): never => {
           throw new UniqueJobsError(RELEASE_REFUSED);
+        };
+      }
+      if (property === 'end' && typeof value === 'function') {
+        // Answered as pg's `end` answers: through its callback, else a promise.
+        return (callback?: unknown): unknown => {
+          const error = new UniqueJobsError(END_REFUSED);
+          if (typeof callback !== 'function') return lateRejection(error);
+          queueMicrotask(() => (callback as (error: Error) => void)(error));
+          return undefined;
         };
       }
       if (property !== 'query' || typeof value !== 'function') return value;
