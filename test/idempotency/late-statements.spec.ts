@@ -156,27 +156,32 @@ describe('PostgresIdempotencyStore: release() on the transaction client', () => 
   const single = pgPool(1); // one connection: the handler's client is the next checkout's
   afterAll(() => single.end());
 
-  it('is refused in the handler, and the job completes with its effect committed once', async () => {
-    const { effects, insert } = await storeAndEffects('release');
-    const idem = uniqueTable('idem_release_single');
+  /** An app whose transactional handler runs on the one connection of `single`. */
+  async function startOnSingle(label: string, handler: (job: Job) => Promise<unknown>) {
+    const idem = uniqueTable(`idem_${label}_single`);
     tables.push(idem);
     const store = new PostgresIdempotencyStore({ pool: single, table: idem });
     await store.migrate();
-    let refused: unknown;
-    let kept: pg.PoolClient | undefined;
-    const app = await start({
+    return start({
       module: { idempotency: { stores: { sql: store } } },
       idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
-      handler: async (job: Job) => {
-        const client = (kept = idempotencyOf<pg.PoolClient>(job).transaction!);
-        await client.query(insert, [(job.data as Data).key]);
-        try {
-          client.release();
-        } catch (error) {
-          refused = error;
-        }
-        return 'ok';
-      },
+      handler,
+    });
+  }
+
+  it('is refused in the handler, and the job completes with its effect committed once', async () => {
+    const { effects, insert } = await storeAndEffects('release');
+    let refused: unknown;
+    let kept: pg.PoolClient | undefined;
+    const app = await startOnSingle('release', async (job: Job) => {
+      const client = (kept = idempotencyOf<pg.PoolClient>(job).transaction!);
+      await client.query(insert, [(job.data as Data).key]);
+      try {
+        client.release();
+      } catch (error) {
+        refused = error;
+      }
+      return 'ok';
     });
 
     await expect(app.finished(await app.queue.add('charge', { key: 'k-release' }))).resolves.toBe('ok');
@@ -200,20 +205,12 @@ describe('PostgresIdempotencyStore: release() on the transaction client', () => 
   // end() likewise (helper-125): ended later, it closed the connection of whoever had checked it out next ("Client was
   // closed and is not queryable").
   it('end() is refused in the handler and later, and the next checkout of that connection keeps it', async () => {
-    const idem = uniqueTable('idem_end_single');
-    tables.push(idem);
-    const store = new PostgresIdempotencyStore({ pool: single, table: idem });
-    await store.migrate();
     let refused: unknown;
     let kept: pg.PoolClient | undefined;
-    const app = await start({
-      module: { idempotency: { stores: { sql: store } } },
-      idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
-      handler: async (job: Job) => {
-        kept = idempotencyOf<pg.PoolClient>(job).transaction!;
-        refused = await kept.end().catch((error: unknown) => error);
-        return 'ok';
-      },
+    const app = await startOnSingle('end', async (job: Job) => {
+      kept = idempotencyOf<pg.PoolClient>(job).transaction!;
+      refused = await kept.end().catch((error: unknown) => error);
+      return 'ok';
     });
     await expect(app.finished(await app.queue.add('charge', { key: 'k-end' }))).resolves.toBe('ok');
     expect(refused).toBeInstanceOf(UniqueJobsError);
