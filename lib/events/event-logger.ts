@@ -72,8 +72,17 @@ export function logEvents(
   return events$.subscribe((event) => {
     const chosen = option[event.type];
     const level = chosen === undefined ? defaultLevelOf(event) : chosen;
-    if (level !== false) logger[level]?.(describeEvent(event));
+    if (level !== false && logger.enabled?.(level) !== false) logger[level]?.(describeEvent(event));
   });
+}
+
+/**
+ * Whether the event log lines would write a line for an event of this type (its level, the option's or the default,
+ * is not `false`, and the logger writes that level): when not, and nothing else listens, the event need not be built.
+ */
+export function logsEventType(logger: LoggerLike, option: UniqueJobsLogLevels, type: UniqueJobEvent['type']): boolean {
+  const level = option[type] ?? DEFAULT_EVENT_LOG_LEVELS[type];
+  return level !== false && logger.enabled?.(level) !== false && (level !== 'debug' || logger.debug !== undefined);
 }
 
 function defaultLevelOf(event: UniqueJobEvent): EventLogLevel {

@@ -4,7 +4,7 @@ import { Subject, type Observable, type Subscription } from 'rxjs';
 import { loggerOf, type LoggerLike } from '../common/logger.js';
 import type { ConflictSide } from '../interfaces/unique-job-options.interface.js';
 import { findEventEmitter, forwardToEventEmitter } from './event-emitter.forwarder.js';
-import { logEvents, validateLogLevels, type UniqueJobsLogLevels } from './event-logger.js';
+import { logEvents, logsEventType, validateLogLevels, type UniqueJobsLogLevels } from './event-logger.js';
 import { SafeObservable } from './safe-observable.js';
 import { asError } from '../errors/thrown.js';
 
@@ -198,6 +198,12 @@ export class UniqueJobsEvents implements OnModuleInit {
   private readonly stream: Observable<UniqueJobEvent>;
   private readonly logger: LoggerLike;
   private readonly subscriptions: Subscription[] = [];
+  /** Subscribers other than the event log lines (`events$`, EventEmitter2, metrics, tracing…). */
+  private listeners = 0;
+  /** Set while the event log lines subscribe (not counted in {@link listeners}). */
+  private subscribingLogLines = false;
+  /** Whether the event log lines are subscribed. */
+  private logging = false;
 
   /**
    * `options`: the module's logger and log levels (the module builds the instance it provides). `moduleRef`: where to
@@ -211,7 +217,15 @@ export class UniqueJobsEvents implements OnModuleInit {
     this.logger = loggerOf(options?.logger);
     this.stream = new SafeObservable<UniqueJobEvent>(
       (error) => this.reportListenerError(error),
-      (subscriber) => this.subject.subscribe(subscriber),
+      (subscriber) => {
+        const counted = !this.subscribingLogLines;
+        if (counted) this.listeners++;
+        const subscription = this.subject.subscribe(subscriber);
+        return () => {
+          if (counted) this.listeners--;
+          subscription.unsubscribe();
+        };
+      },
     );
   }
 
@@ -223,8 +237,16 @@ export class UniqueJobsEvents implements OnModuleInit {
   /** Starts the event log lines and the forwarding to EventEmitter2 (when the application has one). */
   async onModuleInit(): Promise<void> {
     if (this.options?.logger !== false) {
-      const logging = logEvents(this.events$, this.logger, this.options?.logLevels);
-      if (logging) this.subscriptions.push(logging);
+      this.subscribingLogLines = true;
+      try {
+        const logging = logEvents(this.events$, this.logger, this.options?.logLevels);
+        if (logging) {
+          this.subscriptions.push(logging);
+          this.logging = true;
+        }
+      } finally {
+        this.subscribingLogLines = false;
+      }
     }
     const emitter = await findEventEmitter(this.moduleRef);
     if (emitter) {
@@ -237,9 +259,19 @@ export class UniqueJobsEvents implements OnModuleInit {
     return this.subject.observed;
   }
 
+  /**
+   * Whether an event of this type would reach anyone: a subscriber (of {@link events$}, EventEmitter2), or a log line
+   * its level and the logger's levels let through (`locked` is logged at `debug`: not when the application's logger
+   * leaves `debug` out). When not, the event need not be built.
+   */
+  observes(type: UniqueJobEvent['type']): boolean {
+    if (this.listeners > 0) return true;
+    return this.logging && logsEventType(this.logger, this.options?.logLevels ?? {}, type);
+  }
+
   /** Publishes an event (used by the library and by custom strategies). */
   emit(event: DistributiveOmit<UniqueJobEvent, 'at'>): void {
-    if (!this.subject.observed) return;
+    if (!this.observes(event.type)) return;
     try {
       this.subject.next({ ...event, at: Date.now() });
     } catch (error) {

@@ -42,7 +42,7 @@ export class AttemptReport {
   ) {}
 
   emit(event: DistributiveOmit<IdempotencyEvent, 'at' | keyof AttemptIds>): void {
-    if (this.events.observed) this.events.emit({ ...this.ids, ...event });
+    if (this.events.observes(event.type)) this.events.emit({ ...this.ids, ...event });
   }
 
   /** The attempt lost its claim: `what` says how, and what may follow. */

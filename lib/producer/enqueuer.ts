@@ -112,7 +112,7 @@ export class Enqueuer {
     const { events } = this.deps;
     return takeEnqueueLock(
       definition,
-      { queue, name, data, opts, digest, jobId, reported: events.observed },
+      { queue, name, data, opts, digest, jobId, reported: events.observes('locked') },
       add,
       events,
     );
@@ -125,7 +125,7 @@ export class Enqueuer {
    * locks are taken before the add announces itself until the add is done ({@link BulksInProgress}).
    */
   private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
-    const reported = this.deps.events.observed;
+    const reported = this.deps.events.observes('locked');
     const requests = jobs.map((entry): BulkRequest => {
       const definition = this.definitionOf(queue, entry.name);
       const opts = entry.opts ?? {};

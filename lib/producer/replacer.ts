@@ -80,7 +80,7 @@ export class Replacer {
       }
       const { add } = this.queues.originals(queue);
       const jobId = opts.jobId ?? newJobId();
-      const request = { queue, name, data, opts, digest, jobId, reported: this.events.observed };
+      const request = { queue, name, data, opts, digest, jobId, reported: this.events.observes('locked') };
       const taken = await takeEnqueueLock(definition, request, add, this.events);
       if ('job' in taken) {
         this.reportReplaced(definition.queue, name, digest, replaced, jobId);

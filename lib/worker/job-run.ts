@@ -131,7 +131,7 @@ export class JobRun implements LockRun {
     }
     this.runtime = lease;
     // Built only when someone listens (`emit` drops it otherwise).
-    if (deps.events.observed) {
+    if (deps.events.observes('locked')) {
       deps.events.emit({ type: 'locked', lock: 'runtime', ...this.ids(), waitedMs: lease.takenAt - waitFrom });
     }
     return held;
@@ -289,7 +289,7 @@ export class JobRun implements LockRun {
   }
 
   private emitUnlocked(lock: 'enqueue' | 'runtime', since: number): void {
-    if (!this.deps.events.observed) return; // built only when someone listens (`emit` drops it otherwise)
+    if (!this.deps.events.observes('unlocked')) return; // built only when it reaches someone
     this.deps.events.emit({ type: 'unlocked', lock, ...this.ids(), heldMs: Math.max(0, Date.now() - since) });
   }
 

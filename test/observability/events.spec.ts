@@ -10,6 +10,7 @@ import { map } from 'rxjs';
 import {
   DuplicateJobError,
   InvalidUniqueJobOptionsError,
+  UniqueJobsEvents,
   UniqueJobsModule,
   type UniqueJobEvent,
   type UniqueJobsModuleOptions,
@@ -348,6 +349,39 @@ describe('unique-jobs events', () => {
         { message: expect.stringMatching(/^Locked enqueue lock/), context: 'UniqueJobs' },
         { message: expect.stringMatching(/^Skipping duplicate job "pay"/), context: 'UniqueJobs' },
       ]);
+    });
+
+    // The default log lines subscribed to the stream, so every event was built and described for every job even when
+    // the application's logger leaves their level out (`locked` is `debug`): 0.03–0.16 of the worker's throughput
+    // (session 38, docs/performance.md). An event reaches the log lines only when its level is written.
+    it("builds no event for a level the application's logger leaves out, until something subscribes", async () => {
+      const printed: unknown[] = [];
+      class Capturing extends ConsoleLogger {
+        protected override printMessages(messages: unknown[]): void {
+          printed.push(...messages);
+        }
+      }
+      const app = await start({
+        module: { logger: new Capturing({ logLevels: ['log', 'warn', 'error'] }) },
+        unique: { lock: 'until_executed', lockArgs: byId },
+        paused: true,
+      });
+      const events = app.moduleRef.get(UniqueJobsEvents);
+      expect(events.observes('locked')).toBe(false);
+      expect(events.observes('unlocked')).toBe(false);
+      expect(events.observes('duplicate')).toBe(true); // logged at 'log'
+      await app.queue.add('pay', { id: 'q1' });
+      await app.queue.add('pay', { id: 'q1' });
+      expect(printed).toEqual([expect.stringMatching(/^Skipping duplicate job "pay"/)]);
+
+      const seen: string[] = [];
+      const subscription = events.events$.subscribe((event) => seen.push(event.type));
+      expect(events.observes('locked')).toBe(true);
+      await app.queue.add('pay', { id: 'q2' });
+      subscription.unsubscribe();
+      expect(seen).toEqual(['locked']);
+      expect(events.observes('locked')).toBe(false);
+      expect(printed).toHaveLength(1); // still no debug line
     });
   });
 });
