@@ -198,10 +198,8 @@ export class UniqueJobsEvents implements OnModuleInit {
   private readonly stream: Observable<UniqueJobEvent>;
   private readonly logger: LoggerLike;
   private readonly subscriptions: Subscription[] = [];
-  /** Subscribers other than the event log lines (`events$`, EventEmitter2, metrics, tracing…). */
+  /** Subscribers of {@link events$} (EventEmitter2, metrics, tracing, the application's): not the event log lines. */
   private listeners = 0;
-  /** Set while the event log lines subscribe (not counted in {@link listeners}). */
-  private subscribingLogLines = false;
   /** Whether the event log lines are subscribed. */
   private logging = false;
 
@@ -218,11 +216,10 @@ export class UniqueJobsEvents implements OnModuleInit {
     this.stream = new SafeObservable<UniqueJobEvent>(
       (error) => this.reportListenerError(error),
       (subscriber) => {
-        const counted = !this.subscribingLogLines;
-        if (counted) this.listeners++;
+        this.listeners++;
         const subscription = this.subject.subscribe(subscriber);
         return () => {
-          if (counted) this.listeners--;
+          this.listeners--;
           subscription.unsubscribe();
         };
       },
@@ -237,15 +234,15 @@ export class UniqueJobsEvents implements OnModuleInit {
   /** Starts the event log lines and the forwarding to EventEmitter2 (when the application has one). */
   async onModuleInit(): Promise<void> {
     if (this.options?.logger !== false) {
-      this.subscribingLogLines = true;
-      try {
-        const logging = logEvents(this.events$, this.logger, this.options?.logLevels);
-        if (logging) {
-          this.subscriptions.push(logging);
-          this.logging = true;
-        }
-      } finally {
-        this.subscribingLogLines = false;
+      // On a stream of their own, guarded as `events$` is, not counted among its listeners.
+      const lines = new SafeObservable<UniqueJobEvent>(
+        (error) => this.reportListenerError(error),
+        (subscriber) => this.subject.subscribe(subscriber),
+      );
+      const logging = logEvents(lines, this.logger, this.options?.logLevels);
+      if (logging) {
+        this.subscriptions.push(logging);
+        this.logging = true;
       }
     }
     const emitter = await findEventEmitter(this.moduleRef);

@@ -54,13 +54,14 @@ export async function lockState(
     throw new Error(`Job "${name}" on queue "${queueName}" is not a unique job of this application`);
   }
   const queuePrefix = prefixOf(queue);
+  const qualifiedName = bullKeys.qualifiedName(queuePrefix, queueName);
   const digest = definition.digestOf({ name, queueName, data, opts, prefix: queuePrefix });
   const state: LockState = { digest };
   const now = Date.now();
   const leased = async (key: string): Promise<string[]> => client.zrangebyscore(key, `(${now}`, '+inf');
   if (definition.enqueueLock) {
     if (definition.enqueueLock instanceof DeduplicationEnqueueLock) {
-      const key = bullKeys.deduplication(bullKeys.qualifiedName(queuePrefix, queueName), digest);
+      const key = bullKeys.deduplication(qualifiedName, digest);
       const holder = await client.get(key);
       state.enqueue = { key, holders: holder === null ? [] : [holder] };
     } else {
@@ -68,7 +69,7 @@ export async function lockState(
       const holders = await leased(key);
       // A lock shared across queues names its holders by id alone: a holder is told by the queue its job is locked in.
       const holderQueues = definition.options.uniqueAcross.includes('queues')
-        ? await enqueueHolderQueues(internals, bullKeys.qualifiedName(queuePrefix, queueName), digest, holders)
+        ? await enqueueHolderQueues(internals, qualifiedName, digest, holders)
         : undefined;
       state.enqueue = { key, holders, ...(holderQueues ? { holderQueues } : {}) };
     }
@@ -76,7 +77,6 @@ export async function lockState(
   if (definition.lock.locksWhileRunning) {
     const key = keys.runtimeLock(digest);
     const owners = (await leased(key)).map(parseRuntimeLockOwner);
-    const qualifiedName = bullKeys.qualifiedName(queuePrefix, queueName);
     // Named by what the owner carries: a tag is told apart from this queue's alone (another queue is unknown here).
     const holderQueues = owners.map((owner) =>
       ownerNamesQueue(owner, qualifiedName) === false ? (owner.queue ?? owner.queueTag) : undefined,
