@@ -6,7 +6,7 @@ import { RedisIdempotencyStore, UniqueJobsReaper, type IdempotencyStore } from '
 import { byKey, stepStore, type StepStore, type Steps } from '../support/step-stores.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
-import { byId, digestOf, owners, runningKey } from '../support/locks.js';
+import { byId, digestOf, owners, runningKey, runtimeOwner, waitForParked } from '../support/locks.js';
 import { EventLog } from '../support/events.js';
 import { Outcomes } from '../support/outcomes.js';
 import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
@@ -144,7 +144,7 @@ describe('session 34: parked run-time lock of a parent failed by its child (whil
     });
     const job = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('parked') });
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
-    await waitFor('the job parked', async () => (await job.getState()) === 'delayed');
+    await waitForParked(redis, running, runtimeOwner(app, job.id!));
     expect(await owners(redis, running)).toEqual([job.id]);
     const reaper = app.moduleRef.get(UniqueJobsReaper);
     expect((await reaper.run()).reaped.runtimeLeases).toBe(0);

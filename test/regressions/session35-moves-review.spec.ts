@@ -7,7 +7,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
 import { Gates } from '../support/gates.js';
-import { asDuplicate, byId, dedupHolder, digestOf, runningKey, runtimeOwner } from '../support/locks.js';
+import { asDuplicate, byId, dedupHolder, digestOf, runningKey, runtimeOwner, waitForParked } from '../support/locks.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
 import { stepHandler } from '../support/step-handler.js';
@@ -41,7 +41,7 @@ describe.each(['while_executing', 'until_and_while_executing'] as const)(
       });
       const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
       const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('step') });
-      await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+      await waitForParked(redis, running, runtimeOwner(app, first.id!));
       const parkedUntil = Number(await redis.zscore(running, runtimeOwner(app, first.id!)));
       await (await app.queue.getJob(first.id!))!.changeDelay(60_000);
       const movedAt = Date.now();

@@ -17,6 +17,7 @@ import {
   owners,
   runningKey,
   runtimeOwner,
+  waitForParked,
 } from '../support/locks.js';
 import { bullOptions, bullPrefix, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
@@ -193,7 +194,7 @@ describe('session 36: a later step that took its run-time lock anew, failed and 
       { id: 'a' },
       { jobId: uniqueName('step'), attempts: 2, backoff: { type: 'fixed', delay: 60_000 } },
     );
-    await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+    await waitForParked(redis, running, runtimeOwner(app, first.id!));
     expect(await redis.zscore(running, runtimeOwner(app, first.id!))).not.toBeNull();
     // The parked slot is gone (its lease ended after a crash): the next delivery takes the lock anew.
     await redis.del(running);

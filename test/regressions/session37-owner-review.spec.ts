@@ -4,10 +4,18 @@
 import { describe, expect, it } from '@jest/globals';
 import { LockInspector } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
-import { asEarlierBuild, byId, digestOf, members, queuedKey, runningKey, runtimeOwner } from '../support/locks.js';
+import {
+  asEarlierBuild,
+  byId,
+  digestOf,
+  members,
+  queuedKey,
+  runningKey,
+  runtimeOwner,
+  waitForParked,
+} from '../support/locks.js';
 import { bullPrefix, uniqueName } from '../support/redis.js';
 import { stepHandler } from '../support/step-handler.js';
-import { waitFor } from '../support/wait.js';
 import { EventLog } from '../support/events.js';
 import { Outcomes } from '../support/outcomes.js';
 import { workerOf } from '../conflicts/helpers.js';
@@ -28,7 +36,7 @@ describe('session 37: job.changeDelay of a step job an earlier build parked unde
     });
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
-    await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+    await waitForParked(redis, running, runtimeOwner(app, first.id!));
     // As an earlier build parked it: the same score (lease and parked mark), the bare id.
     await asEarlierBuild(redis, running, app, first.id!, first.id!);
 
@@ -65,7 +73,7 @@ describe.each([
     const outcomes = new Outcomes(workerOf(app));
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
-    await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+    await waitForParked(redis, running, runtimeOwner(app, first.id!));
     const member = legacy ? first.id! : runtimeOwner(app, first.id!);
     if (legacy) await asEarlierBuild(redis, running, app, first.id!, member);
     expect(await members(redis, running)).toEqual([member]);

@@ -7,11 +7,20 @@ import { Queue } from 'bullmq';
 import { UniqueJobsReaper } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { workerOf } from '../conflicts/helpers.js';
-import { asEarlierBuild, byId, digestOf, members, owners, removeUnguarded, runningKey } from '../support/locks.js';
+import {
+  asEarlierBuild,
+  byId,
+  digestOf,
+  members,
+  owners,
+  removeUnguarded,
+  runningKey,
+  runtimeOwner,
+  waitForParked,
+} from '../support/locks.js';
 import { Outcomes } from '../support/outcomes.js';
 import { stepHandler } from '../support/step-handler.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
-import { waitFor } from '../support/wait.js';
 
 // A run-time lock's owner named only its job id (its queue only for a lock unique across queues), and a job id names a
 // job only within its queue: BullMQ numbers every queue's jobs from 1. The reaper looked the owner of a parked slot up
@@ -35,9 +44,9 @@ describe('session 37: a parked run-time lock whose job was removed, another queu
     });
     await other.add('plain', {}, { jobId, delay: 60_000 }); // live, in a queue the application does not know
 
-    const job = await app.queue.add('sync', { id: 'a' }, { jobId });
+    await app.queue.add('sync', { id: 'a' }, { jobId });
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
-    await waitFor('the job parked', async () => (await job.getState()) === 'delayed');
+    await waitForParked(redis, running, runtimeOwner(app, jobId));
     expect(await owners(redis, running)).toEqual([jobId]);
     const reaper = app.moduleRef.get(UniqueJobsReaper);
     expect((await reaper.run()).reaped.runtimeLeases).toBe(0); // its job is live: kept
@@ -66,7 +75,7 @@ describe("session 37: a parked run-time lock reaped by an application that does 
     });
     const job = await worker.queue.add('sync', { id: 'a' });
     const running = runningKey(worker.prefix, digestOf(worker, 'sync', { id: 'a' }));
-    await waitFor('the job parked', async () => (await job.getState()) === 'delayed');
+    await waitForParked(redis, running, runtimeOwner(worker, job.id!));
     const reaper = reaping.moduleRef.get(UniqueJobsReaper);
     expect((await reaper.run()).reaped.runtimeLeases).toBe(0);
     expect(await owners(redis, running)).toEqual([job.id]);
@@ -102,7 +111,7 @@ describe.each([
     const outcomes = new Outcomes(workerOf(app));
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('old') });
-    await waitFor('the job parked', async () => (await first.getState()) === 'delayed');
+    await waitForParked(redis, running, runtimeOwner(app, first.id!));
     // As an earlier build parked it: the same score (lease and parked mark), the member it wrote.
     const former = acrossQueues ? JSON.stringify([app.queue.qualifiedName, first.id]) : first.id!;
     await asEarlierBuild(redis, running, app, first.id!, former);

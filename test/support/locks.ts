@@ -3,8 +3,10 @@ import type { Redis } from 'ioredis';
 import type { EnqueueResult } from '../../lib/index.js';
 import { deduplicationId } from '../../lib/redis/keys.js';
 import { parseRuntimeLockOwner, runtimeLockOwner } from '../../lib/redis/runtime-lock-owner.js';
+import { isParkedScore } from '../../lib/locks/lock-store.js';
 import type { TestApp } from './app.js';
 import { bullOptions, bullPrefix } from './redis.js';
+import { waitFor } from './wait.js';
 
 /** The lock arguments of most test jobs: their `id`. */
 export const byId = (data: { id: string }) => data.id;
@@ -75,6 +77,18 @@ export async function asEarlierBuild(
 /** The members of a sorted-set lock, as written. */
 export async function members(redis: Redis, key: string): Promise<string[]> {
   return (await redis.zrange(key, '0', '-1')).sort();
+}
+
+/**
+ * Waits until a step job's run-time lock slot (`member` of `key`, see {@link runtimeOwner}) is parked for its next
+ * delivery. Not the job's `delayed` state: the job is delayed as soon as its handler moved it, before the attempt ended
+ * and the worker parked the slot.
+ */
+export async function waitForParked(redis: Redis, key: string, member: string): Promise<void> {
+  await waitFor('the job parked', async () => {
+    const score = await redis.zscore(key, member);
+    return score !== null && isParkedScore(Number(score));
+  });
 }
 
 /** The owners of each `sync` job's slot-set enqueue lock, by the `id` of its data. */

@@ -3,10 +3,9 @@
 import { QUEUE_REGISTRY_LIMIT } from '../../lib/redis/queue-registry.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import type { Apps } from './apps.js';
-import { byId, digestOf } from './locks.js';
+import { byId, digestOf, runningKey, runtimeOwner, waitForParked } from './locks.js';
 import { uniqueName } from './redis.js';
 import { stepHandler } from './step-handler.js';
-import { waitFor } from './wait.js';
 
 /** Fills the library's registry under `prefix` with other queues, as an application of 1,000 queues would. */
 export async function fillRegistry(
@@ -33,9 +32,10 @@ export async function parkedUnregistered(apps: Pick<Apps, 'start' | 'redis'>, jo
     prefix,
     b,
     park: async () => {
-      const parked = await b.queue.add('sync', { id: 'a' }, { jobId });
-      await waitFor('the job parked', async () => (await parked.getState()) === 'delayed');
-      return digestOf(b, 'sync', { id: 'a' });
+      await b.queue.add('sync', { id: 'a' }, { jobId });
+      const digest = digestOf(b, 'sync', { id: 'a' });
+      await waitForParked(apps.redis, runningKey(prefix, digest), runtimeOwner(b, jobId));
+      return digest;
     },
   };
 }
