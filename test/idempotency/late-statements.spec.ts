@@ -99,6 +99,43 @@ describe('PostgresIdempotencyStore: a statement on the transaction client after 
     }
   });
 
+  // Found by a review (session 38): the warning was written for an awaited statement too, whose caller had its answer.
+  it('an awaited late statement is answered by its rejection alone, no process warning', async () => {
+    const { store, insert } = await storeAndEffects('awaited');
+    const late = deferred<unknown>();
+    const warnings: string[] = [];
+    const emitWarning = jest.spyOn(process, 'emitWarning').mockImplementation((warning, options) => {
+      if (typeof options === 'object' && options.code === 'UNIQUE_JOBS_LATE_STATEMENT') warnings.push(String(warning));
+    });
+    try {
+      const app = await start({
+        module: { idempotency: { stores: { sql: store } } },
+        idempotency: { key: (job: IdempotencyJob<Data>) => job.data.key, store: 'sql', transactional: true },
+        handler: async (job: Job) => {
+          const client = idempotencyOf<pg.PoolClient>(job).transaction!;
+          setTimeout(() => {
+            void (async () => {
+              try {
+                await client.query(insert, ['awaited:late']);
+                late.resolve('written');
+              } catch (error) {
+                late.resolve(error);
+              }
+            })();
+          }, 100);
+          return 'ok';
+        },
+      });
+      await app.finished(await app.queue.add('charge', { key: 'k-awaited' }));
+      expect(await late.promise).toBeInstanceOf(UniqueJobsError);
+      // The warning, when there is one, is decided one turn of the event loop after the rejection: this one is later.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).toEqual([]);
+    } finally {
+      emitWarning.mockRestore();
+    }
+  });
+
   // Found by a hostile review (session wt-4): pg also takes a callback in the query config (`{ text, callback }`) and
   // a Submittable (pg-cursor, pg-query-stream), whose handleError it calls; the refusal answered neither (the callback
   // never called, a rejected promise nobody listens to: an unhandled rejection).

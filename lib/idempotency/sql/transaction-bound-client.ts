@@ -79,10 +79,32 @@ function refused(args: unknown[], error: Error): unknown {
 
 /**
  * Rejected for whoever awaits it; a statement nobody awaits (`void client.query(…)` in a timer) must not end the process
- * as an unhandled rejection: it is told as a process warning instead (nothing was written).
+ * as an unhandled rejection: it is told as a process warning instead (nothing was written). One awaited, or given a
+ * `then`/`catch`/`finally` before the next turn of the event loop, is answered by its rejection alone.
  */
 function lateRejection(error: Error): Promise<never> {
-  const answer = Promise.reject(error);
-  answer.catch(() => process.emitWarning(error.message, { code: 'UNIQUE_JOBS_LATE_STATEMENT' }));
+  const answer = new ObservedPromise<never>((_resolve, reject) => reject(error));
+  Promise.prototype.then.call(answer, undefined, () =>
+    setImmediate(() => {
+      if (!answer.observed) process.emitWarning(error.message, { code: 'UNIQUE_JOBS_LATE_STATEMENT' });
+    }),
+  );
   return answer;
+}
+
+/** A promise that records whether anyone asked for its outcome (`await`, `then`, `catch` and `finally` all call `then`). */
+class ObservedPromise<T> extends Promise<T> {
+  observed = false;
+
+  static override get [Symbol.species](): PromiseConstructor {
+    return Promise;
+  }
+
+  override then<A = T, B = never>(
+    onFulfilled?: ((value: T) => A | PromiseLike<A>) | null,
+    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    this.observed = true;
+    return super.then(onFulfilled, onRejected);
+  }
 }
