@@ -84,7 +84,7 @@ function refused(args: unknown[], error: Error): unknown {
  */
 function lateRejection(error: Error): Promise<never> {
   const answer = new ObservedPromise<never>((_resolve, reject) => reject(error));
-  Promise.prototype.then.call(answer, undefined, () =>
+  void Promise.prototype.then.call(answer, undefined, () =>
     setImmediate(() => {
       if (!answer.observed) process.emitWarning(error.message, { code: 'UNIQUE_JOBS_LATE_STATEMENT' });
     }),
