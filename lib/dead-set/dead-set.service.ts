@@ -132,7 +132,8 @@ export class DeadSetService {
 
   /**
    * Takes the entry out and enqueues it again (through the uniqueness rules of its queue). Resolves `undefined` when
-   * there is no such entry (or it is older than `maxAge`: it is dropped, not enqueued).
+   * there is no such entry (or it is older than `maxAge`: it is dropped, not enqueued). When the enqueue fails, the
+   * entry is put back with the age it had (so it is dropped by `maxAge` when it would have been) and the error thrown.
    *
    * @throws TruncatedDeadSetEntryError when the entry was stored without its payload; it stays in the dead set.
    */
@@ -148,16 +149,18 @@ export class DeadSetService {
     try {
       return await this.requeue(entry);
     } catch (error) {
-      await this.store(entry.id, JSON.stringify(entry));
+      // Put back as old as it was: a retry that keeps failing does not keep the entry young.
+      await this.store(entry.id, JSON.stringify(entry), entry.rejectedAt);
       throw error;
     }
   }
 
-  private async store(id: string, json: string): Promise<void> {
+  /** Stores an entry; `since` (ms) when it is put back: the time it was first added, which it keeps. */
+  private async store(id: string, json: string, since?: number): Promise<void> {
     const dropped = await this.scripts.run(
       'deadSetAdd',
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
-      [id, json, this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge],
+      [id, json, this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge, since ?? ''],
     );
     if (dropped === -1) {
       throw new UniqueJobsError(

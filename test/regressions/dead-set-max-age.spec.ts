@@ -57,3 +57,39 @@ describe('a dead-set entry older than maxAge, not dropped yet', () => {
     expect(await app.queue.getWaitingCount()).toBe(1);
   });
 });
+
+// Found by a review (session 38): a retry whose enqueue failed put its entry back as a new one, scored now: young again,
+// so a retry failing every few days kept an entry past maxAge forever, and ahead of younger entries when maxSize drops
+// the oldest. It is put back with the age it had.
+describe('a dead-set entry whose retry failed', () => {
+  const { redis, start } = useApps('deadback');
+
+  it('is put back as old as it was', async () => {
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId },
+      module: { deadSet: { maxAge: 60_000 } },
+    });
+    const deadSet = app.service.deadSet;
+    const keys = new UniqueJobsKeys(app.prefix);
+    // Its queue is not registered in this application: the retry's enqueue fails.
+    const id = await deadSet.add({
+      queue: `${app.queue.name}-elsewhere`,
+      jobName: 'sync',
+      data: { id: 'x' },
+      opts: {},
+      digest: 'a'.repeat(64),
+      existingJobId: '1',
+      side: 'client',
+      reason: 'test',
+    });
+    const added = Number(await redis.zscore(keys.deadSetIndex, id));
+    const { rejectedAt } = (await deadSet.get(id))!;
+    await waitFor('time to pass', async () => {
+      const [seconds, micros] = await redis.time();
+      return Number(seconds) * 1000 + Number(micros) / 1000 > added + 50;
+    });
+    await expect(deadSet.retry(id)).rejects.toThrow(/is not registered in this application/);
+    expect((await deadSet.get(id))?.id).toBe(id);
+    expect(Number(await redis.zscore(keys.deadSetIndex, id))).toBe(rejectedAt);
+  });
+});

@@ -115,7 +115,11 @@ export interface LockCounts {
   enqueueLocks: number;
   /** Run-time locks. */
   runtimeLocks: number;
-  /** Entries of the dead set (rejected duplicates). */
+  /**
+   * Entries of the dead set (rejected duplicates) its index holds, those older than the application's `deadSet.maxAge`
+   * and not dropped yet included: the inspector does not know that option. `DeadSetService.size()` (what the admin
+   * page and the metrics show) leaves them out.
+   */
   deadSet: number;
   /**
    * `false` when the count stopped at its SCAN budget before the end of the key space: `enqueueLocks` and

@@ -18,6 +18,8 @@
           ARGV[6] when none has one)
   ARGV[5] maxBytes
   ARGV[6] expiry when maxAge is 0 and no key has one, ms
+  ARGV[7] when the entry is put back (its retry's enqueue failed): the time it was first added, ms, so that it keeps
+          its age (dropped by maxAge when it was first due to be, and first among the oldest); empty for a new entry
 
   Returns the number of entries dropped, or -1 when the entry alone is over maxBytes: then it is not stored and
   nothing is dropped (the caller cuts entries to maxEntryBytes, at most maxBytes, before they get here).
@@ -46,10 +48,13 @@ if not total or total < 0 then
 end
 
 -- Scores strictly increase, so "oldest first" is the order of addition even for entries added in the same ms.
-local score = now
-local newest = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
-if newest[2] and tonumber(newest[2]) >= score then
-  score = tonumber(newest[2]) + 0.001
+local score = tonumber(ARGV[7])
+if not score then
+  score = now
+  local newest = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
+  if newest[2] and tonumber(newest[2]) >= score then
+    score = tonumber(newest[2]) + 0.001
+  end
 end
 total = total - redis.call('HSTRLEN', entries, id) + string.len(json)
 redis.call('ZADD', index, score, id)
