@@ -24,7 +24,8 @@ export interface EnqueueRequest {
   /**
    * Someone listens for the `locked` event: only then does the deduplication path ask, ahead of an add with a producer
    * `jobId`, whether that job exists already (an add it answers took no lock, and is not reported). Unasked, such an
-   * add costs its one command.
+   * add costs its one command, and no `locked` event is reported for it (a subscriber that comes while it is on its
+   * way could be told of a lock it did not take).
    */
   readonly reported?: boolean;
 }

@@ -173,7 +173,7 @@ export class Enqueuer {
         if ('job' in taken && producerId !== undefined && addedIds.has(producerId))
           taken = { job: taken.job, existed: true };
         if ('job' in taken && !taken.existed) {
-          reportLocked(e.definition, e.request, this.deps.events);
+          if (reported) reportLocked(e.definition, e.request, this.deps.events);
           if (producerId !== undefined) addedIds.add(producerId);
         }
       } else {

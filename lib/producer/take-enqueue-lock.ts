@@ -5,7 +5,8 @@ import type { JobDefinition } from '../options/job-definitions.js';
 /**
  * Takes a definition's enqueue lock for a new job and adds it through the queue's own `add` (one call on the
  * deduplication path: the lock rides inside the add), reporting the `locked` event (not for an add answered by a job
- * that had the producer's `jobId` already: it took no lock). A failed add gives the lock back.
+ * that had the producer's `jobId` already: it took no lock; nor for one nobody watched when it began,
+ * `request.reported`). A failed add gives the lock back.
  */
 export async function takeEnqueueLock(
   definition: JobDefinition,
@@ -23,7 +24,9 @@ export async function takeEnqueueLock(
     await lock.abandon(request);
     throw error;
   }
-  if ('job' in taken && !taken.existed) reportLocked(definition, request, events);
+  // Only an add watched from its start: one begun unwatched did not ask whether its caller jobId existed (it may have
+  // been answered by that job, taking no lock), and a subscriber that came meanwhile would be told of a lock not taken.
+  if ('job' in taken && !taken.existed && request.reported) reportLocked(definition, request, events);
   return taken;
 }
 

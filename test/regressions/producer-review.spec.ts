@@ -81,6 +81,32 @@ describe('P1 (cost) with nobody listening for events, an add with a caller jobId
   });
 });
 
+// Found by a review (session 38): an add not watched when it began (no HEXISTS asked) reported `locked` when a
+// subscriber came while it was on its way, for an add answered by an existing caller jobId (it took no lock).
+describe('P4 a subscriber arriving while an unwatched add is on its way', () => {
+  const { start } = useApps('prv-p4');
+
+  it('gets no locked event for an add answered by an existing caller jobId', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId }, paused: true });
+    expect((await app.queue.add('sync', { id: 'a' }, { jobId: 'job-1' })).id).toBe('job-1');
+    const connection = (await app.queue.getBackend().client) as unknown as Redis;
+    const send = connection.sendCommand.bind(connection);
+    let log: EventLog | undefined;
+    connection.sendCommand = (command: Parameters<typeof send>[0]) => {
+      log ??= new EventLog(app); // subscribes with the add's first command sent: between its start and its answer
+      return send(command);
+    };
+    try {
+      expect((await app.queue.add('sync', { id: 'a' }, { jobId: 'job-1' })).id).toBe('job-1');
+    } finally {
+      connection.sendCommand = send;
+    }
+    expect(log).toBeDefined();
+    expect(log!.of('locked')).toEqual([]);
+    expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+  });
+});
+
 describe('P2 a queue default deduplication does not decide for unique jobs', () => {
   const { redis, start } = useApps('prv-p2');
   // Not in BullMQ 6's DefaultJobOptions type, but merged into every add at run time (JavaScript, configuration files).
