@@ -8,7 +8,7 @@ import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
-import { byId, dedupHolder, digestOf, owners, runningKey } from '../support/locks.js';
+import { byId, dedupHolder, digestOf, owners, runningKey, runtimeOwner, waitForParked } from '../support/locks.js';
 import { performance } from 'node:perf_hooks';
 import { killFixturesAndWait, spawnFixture } from '../support/fixtures.js';
 import { uniqueName } from '../support/redis.js';
@@ -81,14 +81,18 @@ describe('run-time locks: review of moves, limits, concurrency and forced close'
         }
         const stepped = move === 'delayed' || move === 'waiting-children';
         if (stepped) {
-          // A step of a step job: R stays the job's while it is parked (its next delivery re-enters it).
+          // A step of a step job: R stays the job's while it is parked (its next delivery re-enters it). The job is in
+          // its new state as soon as its handler moved it, before the attempt ended: wait for the park.
+          const key = runningKey(app.prefix, digest);
+          await waitForParked(redis, key, runtimeOwner(app, first.id!));
           expect(await runtimeOwners(app)).toEqual([first.id]);
         } else {
           // R is given back after the attempt (sent on the worker's connection, not awaited): read once it is there.
           await waitFor('R given back', async () => (await runtimeOwners(app)).length === 0);
         }
         if (lock === 'until_and_while_executing' && move !== 'unrecoverable' && move !== 'rate-limit') {
-          expect(await dedupHolder(redis, app.queue.name, digest)).toBe(first.id); // E taken back
+          // E taken back by the failed attempt, which ends after the handler moved the job: read once it is there.
+          await waitFor('E taken back', async () => (await dedupHolder(redis, app.queue.name, digest)) === first.id);
         }
         if (stepped) {
           // A duplicate: for while_executing it waits for R (lockTimeout) while the step job is parked, and runs once

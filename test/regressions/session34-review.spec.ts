@@ -6,7 +6,15 @@ import { RedisIdempotencyStore, UniqueJobsReaper, type IdempotencyStore } from '
 import { byKey, stepStore, type StepStore, type Steps } from '../support/step-stores.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
-import { byId, digestOf, owners, runningKey, runtimeOwner, waitForParked } from '../support/locks.js';
+import {
+  byId,
+  digestOf,
+  owners,
+  runningKey,
+  runtimeOwner,
+  waitForAttemptEnd,
+  waitForParked,
+} from '../support/locks.js';
 import { EventLog } from '../support/events.js';
 import { Outcomes } from '../support/outcomes.js';
 import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
@@ -171,8 +179,11 @@ describe('session 34: parked run-time lock of a parent failed by its child (whil
     const parent = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('parent') });
     await expect(app.finished(parent)).rejects.toThrow();
     expect(await parent.getState()).toBe('failed');
+    // The child may fail the parent before the parent's attempt ended and parked R: the reaper runs after that park.
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    await waitForAttemptEnd(redis, running, runtimeOwner(app, parent.id!));
     await app.moduleRef.get(UniqueJobsReaper).run();
-    expect(await owners(redis, runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' })))).toEqual([]);
+    expect(await owners(redis, running)).toEqual([]);
   }, 30_000);
 });
 

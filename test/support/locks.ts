@@ -91,6 +91,17 @@ export async function waitForParked(redis: Redis, key: string, member: string): 
   });
 }
 
+/**
+ * Waits until the attempt holding a run-time lock slot (`member` of `key`) has ended: its slot parked (a step of a step
+ * job) or given back. A job BullMQ moved or failed meanwhile (its child failed it) is there before its attempt ends.
+ */
+export async function waitForAttemptEnd(redis: Redis, key: string, member: string): Promise<void> {
+  await waitFor('the attempt to end', async () => {
+    const score = await redis.zscore(key, member);
+    return score === null || isParkedScore(Number(score));
+  });
+}
+
 /** The owners of each `sync` job's slot-set enqueue lock, by the `id` of its data. */
 export async function slotOwners(
   redis: Redis,
