@@ -133,15 +133,17 @@ export class DeadSetService {
   /**
    * Takes the entry out and enqueues it again (through the uniqueness rules of its queue). Resolves `undefined` when
    * there is no such entry (or it is older than `maxAge`: it is dropped, not enqueued). When the enqueue fails, the
-   * entry is put back with the age it had (so it is dropped by `maxAge` when it would have been) and the error thrown.
+   * entry is put back as it was, with the age it had (so it is dropped by `maxAge` when it would have been, and first
+   * among the oldest when `maxSize` or `maxBytes` drops entries added meanwhile) and the error thrown.
    *
    * @throws TruncatedDeadSetEntryError when the entry was stored without its payload; it stays in the dead set.
    */
   async retry(id: string): Promise<EnqueueResult | undefined> {
     const stored = await this.get(id);
     if (stored?.truncated) throw new TruncatedDeadSetEntryError(id, stored.originalBytes, stored.payloadSha256);
-    const entry = await this.take(id);
-    if (!entry) return undefined;
+    const taken = await this.takeStored(id);
+    if (!taken) return undefined;
+    const entry = storedEntry(id, taken.json);
     if (!isRetryable(entry)) {
       await this.store(entry.id, JSON.stringify(entry)); // cannot happen: ids are never reused
       throw new TruncatedDeadSetEntryError(id, entry.originalBytes, entry.payloadSha256);
@@ -149,14 +151,15 @@ export class DeadSetService {
     try {
       return await this.requeue(entry);
     } catch (error) {
-      // Put back as old as it was: a retry that keeps failing does not keep the entry young.
-      await this.store(entry.id, JSON.stringify(entry), entry.rejectedAt);
+      // Put back as it was, as old as it was: its JSON and its score in the index (Redis' clock; `rejectedAt` is the
+      // clock of the process that rejected it). A retry that keeps failing does not keep the entry young.
+      await this.store(id, taken.json, taken.score ?? undefined);
       throw error;
     }
   }
 
-  /** Stores an entry; `since` (ms) when it is put back: the time it was first added, which it keeps. */
-  private async store(id: string, json: string, since?: number): Promise<void> {
+  /** Stores an entry; `since` when it is put back: the score it had in the index (ms, Redis' clock), which it keeps. */
+  private async store(id: string, json: string, since?: string): Promise<void> {
     const dropped = await this.scripts.run(
       'deadSetAdd',
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
@@ -179,12 +182,18 @@ export class DeadSetService {
   }
 
   private async take(id: string): Promise<DeadSetEntry | undefined> {
+    const taken = await this.takeStored(id);
+    return taken && storedEntry(id, taken.json);
+  }
+
+  /** Takes an entry out: its stored JSON and its score in the index (`null` when the index had none). */
+  private async takeStored(id: string): Promise<{ json: string; score: string | null } | undefined> {
     const value = (await this.scripts.run(
       'deadSetTake',
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
       [id, this.bounds.maxAge ?? 0],
-    )) as string | null;
-    return value === null ? undefined : storedEntry(id, value);
+    )) as [string, string | null] | null;
+    return value === null ? undefined : { json: value[0], score: value[1] };
   }
 }
 

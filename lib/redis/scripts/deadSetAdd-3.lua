@@ -18,8 +18,10 @@
           ARGV[6] when none has one)
   ARGV[5] maxBytes
   ARGV[6] expiry when maxAge is 0 and no key has one, ms
-  ARGV[7] when the entry is put back (its retry's enqueue failed): the time it was first added, ms, so that it keeps
-          its age (dropped by maxAge when it was first due to be, and first among the oldest); empty for a new entry
+  ARGV[7] when the entry is put back (its retry's enqueue failed): the score it had in the index (the time it was
+          added, ms, by Redis' clock), so that it keeps its age (dropped by maxAge when it was first due to be, and
+          first among the oldest: the bounds may drop it); empty for a new entry. One that is not a finite number, or
+          ahead of now (Redis' clock went back), is scored as a new entry
 
   Returns the number of entries dropped, or -1 when the entry alone is over maxBytes: then it is not stored and
   nothing is dropped (the caller cuts entries to maxEntryBytes, at most maxBytes, before they get here).
@@ -48,8 +50,10 @@ if not total or total < 0 then
 end
 
 -- Scores strictly increase, so "oldest first" is the order of addition even for entries added in the same ms.
-local score = tonumber(ARGV[7])
-if not score then
+local since = tonumber(ARGV[7])
+local putBack = since ~= nil and since == since and since > -math.huge and since <= now
+local score = since
+if not putBack then
   score = now
   local newest = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
   if newest[2] and tonumber(newest[2]) >= score then
@@ -85,13 +89,14 @@ if excess > 0 then
     drop(old)
   end
 end
--- Oldest first until the total fits; never the new entry (it alone fits, checked above).
+-- Oldest first until the total fits; never a new entry (it alone fits, checked above), but one put back is as old as
+-- it was, dropped in its turn (as the entry count bound drops it).
 while total > maxBytes do
   local oldest = redis.call('ZRANGE', index, 0, 99)
   local before = dropped
   for _, old in ipairs(oldest) do
     if total <= maxBytes then break end
-    if old ~= id then drop(old) end
+    if old ~= id or putBack then drop(old) end
   end
   if dropped == before then break end
 end

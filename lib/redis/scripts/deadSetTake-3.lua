@@ -9,13 +9,16 @@
   ARGV[1] entry id
   ARGV[2] maxAge, ms (0: not known to the caller, the CLI: no entry is too old)
 
-  Returns the entry JSON, or nil when there is no such entry (or it was older than maxAge).
+  Returns the entry JSON and its score (as the index holds it: the time it was added by Redis' clock, which a retry
+  that fails puts it back with; false when the index had no score for it), or nil when there is no such entry (or it
+  was older than maxAge).
 ]]
 --- @include "includes/nowMs"
 local json = redis.call('HGET', KEYS[2], ARGV[1])
 if json then
   local maxAge = tonumber(ARGV[2])
-  local score = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+  local stored = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  local score = tonumber(stored)
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[1], ARGV[1])
   if redis.call('HLEN', KEYS[2]) == 0 then
@@ -30,5 +33,6 @@ if json then
   if maxAge > 0 and score and score <= nowMs() - maxAge then
     return nil
   end
+  return { json, stored }
 end
-return json
+return nil
