@@ -29,7 +29,8 @@ export type {
 
 /**
  * The contract every idempotency store meets: Redis (default), PostgreSQL, SQLite, or your own. One shared contract
- * test suite (`test/idempotency/store-contract.ts`) runs against each store; run it against a custom store too.
+ * test suite (`describeIdempotencyStoreContract` of `nestjs-unique-jobs/store-contract`) runs against each store; run
+ * it against a custom store too.
  *
  * A record is identified by `(scope, key)`. It is *live* while its `expiresAt` is in the future by the store's own
  * clock: for an `in_progress` record that is the end of its lease, for a `completed` or `failed` record the end of its

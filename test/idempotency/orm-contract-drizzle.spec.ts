@@ -13,7 +13,7 @@ import pg from 'pg';
 import { DrizzleIdempotencyStore, TransactionHostIdempotencyStore, type IdempotencyStore } from '../../lib/index.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
 import { FakeTransactionHost } from './fake-transaction-host.js';
-import { describeIdempotencyStoreContract } from './store-contract.js';
+import { describeIdempotencyStoreContract } from '../../lib/ops/store-contract/index.js';
 
 /** What runInTransaction hands the handler on PostgreSQL: Drizzle's transaction, which has `execute`. */
 type PgTx = Pick<NodePgDatabase, 'execute'>;

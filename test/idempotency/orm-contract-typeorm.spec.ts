@@ -10,7 +10,7 @@ import { DataSource, type EntityManager } from 'typeorm';
 import { TransactionHostIdempotencyStore, TypeOrmIdempotencyStore } from '../../lib/index.js';
 import { databaseUrl, uniqueTable } from '../support/postgres.js';
 import { FakeTransactionHost } from './fake-transaction-host.js';
-import { describeIdempotencyStoreContract } from './store-contract.js';
+import { describeIdempotencyStoreContract } from '../../lib/ops/store-contract/index.js';
 
 function postgres(poolSize = 10): DataSource {
   return new DataSource({ type: 'postgres', url: databaseUrl(), poolSize, logging: false });

@@ -8,7 +8,7 @@ import {
   type PgClientLike,
 } from '../../lib/idempotency/stores/postgres-idempotency.store.js';
 import { pgPool, uniqueTable } from '../support/postgres.js';
-import { describeIdempotencyStoreContract } from './store-contract.js';
+import { describeIdempotencyStoreContract } from '../../lib/ops/store-contract/index.js';
 
 describeIdempotencyStoreContract<PgClientLike>('postgres', {
   transactional: true,

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { RedisIdempotencyStore } from '../../lib/idempotency/stores/redis-idempotency.store.js';
 import { deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
-import { describeIdempotencyStoreContract } from './store-contract.js';
+import { describeIdempotencyStoreContract } from '../../lib/ops/store-contract/index.js';
 
 /** How long the Redis store keeps an in_progress record after its lease (lib/redis/scripts/includes/keepClaim.lua). */
 const IN_PROGRESS_GRACE_MS = 600_000;

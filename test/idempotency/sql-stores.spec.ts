@@ -1,4 +1,4 @@
-// What the SQL idempotency stores do beyond the shared store contract (test/idempotency/store-contract.ts): their
+// What the SQL idempotency stores do beyond the shared store contract (`nestjs-unique-jobs/store-contract`, lib/ops/store-contract): their
 // migrations, table-name validation, the database clock, and transactional mode (rollback on a lost claim or a throwing
 // handler; SQLite's in-process serialization of transactions).
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';

@@ -9,7 +9,7 @@ import {
   SqliteIdempotencyStore,
   type SqliteDatabaseLike,
 } from '../../lib/idempotency/stores/sqlite-idempotency.store.js';
-import { describeIdempotencyStoreContract } from './store-contract.js';
+import { describeIdempotencyStoreContract } from '../../lib/ops/store-contract/index.js';
 
 describeIdempotencyStoreContract<SqliteDatabaseLike>('sqlite', {
   transactional: true,
