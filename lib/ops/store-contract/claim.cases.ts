@@ -18,6 +18,7 @@ import {
   refusedClaim,
   liveRecord,
   untilAbsent,
+  EXPIRY_CASE_TIMEOUT_MS,
 } from './contract-support.js';
 
 /** Claims: a fresh claim, a refused one, concurrent claimants, takeovers of ended leases and retention. */
@@ -114,122 +115,54 @@ export function claimCases<Transaction>(context: ContractContext<Transaction>): 
     }
   });
 
-  it('does not let a different payload take over an ended claim: it answers the record, for a mismatch', async () => {
-    const store = storeOf();
-    const key = newKey('takeover-other-payload');
-    const crashed = newOwner();
-    expect(await store.claim(claimOf(key, crashed, { leaseMs: SHORT_LEASE_MS, fingerprint: 'fp-100' }))).toEqual({
-      claimed: true,
-      takeover: false,
-    });
-    await untilAbsent(store, key);
-
-    const other = await store.claim(claimOf(key, newOwner(), { fingerprint: 'fp-999' }));
-    expect(other).toMatchObject({
-      claimed: false,
-      expiresInMs: 0,
-      record: { state: 'in_progress', owner: crashed, fingerprint: 'fp-100' },
-    });
-    // The same payload (the crashed job's retry) takes it over.
-    const retry = newOwner();
-    expect(await store.claim(claimOf(key, retry, { fingerprint: 'fp-100' }))).toEqual({
-      claimed: true,
-      takeover: true,
-    });
-    expect(await liveRecord(store, SCOPE, key)).toMatchObject({ owner: retry, fingerprint: 'fp-100', attempts: 2 });
-  });
-
-  it('treats an in_progress record whose lease ended as absent; the next claim takes it over', async () => {
-    const store = storeOf();
-    const key = newKey('lease');
-    const stalled = newOwner();
-    expect(await store.claim(claimOf(key, stalled, { leaseMs: SHORT_LEASE_MS }))).toEqual({
-      claimed: true,
-      takeover: false,
-    });
-    const first = await liveRecord(store, SCOPE, key);
-    expect(first).toMatchObject({ state: 'in_progress', owner: stalled });
-
-    await untilAbsent(store, key);
-
-    const next = newOwner();
-    expect(await store.claim(claimOf(key, next, { fingerprint: undefined, jobId: 'job-of-the-retry' }))).toEqual({
-      claimed: true,
-      takeover: true,
-    });
-    const record = await liveRecord(store, SCOPE, key);
-    expect(record).toEqual({
-      scope: SCOPE,
-      key,
-      state: 'in_progress',
-      owner: next,
-      jobId: 'job-of-the-retry',
-      // A claim that does not compare payloads takes any ended claim over, and stores no fingerprint.
-      fingerprint: undefined,
-      result: undefined,
-      error: undefined,
-      attempts: 2,
-      // When the record was first claimed: the takeover continues it.
-      createdAt: first.createdAt,
-      expiresAt: expect.any(Number),
-    });
-    expect(record.expiresAt).toBeGreaterThan(first.expiresAt);
-
-    // The stalled holder can change nothing any more.
-    const old = refOf(key, stalled);
-    expect(await store.complete(old, { result: '"late"', ttlMs: RETENTION_MS })).toBe(false);
-    expect(await store.fail(old, { error: '{"name":"Error","message":"late"}', ttlMs: RETENTION_MS })).toBe(false);
-    expect(await store.renew(old, LEASE_MS)).toBe(false);
-    expect(await store.release(old)).toBe(false);
-    expect(await store.get(SCOPE, key)).toEqual(record);
-  });
-
-  it(`lets exactly one of ${CONTENDERS} concurrent claimants take over an ended lease`, async () => {
-    const stores = contenders();
-    const store = storeOf();
-    const key = newKey('takeover-race');
-    expect(await store.claim(claimOf(key, newOwner(), { leaseMs: SHORT_LEASE_MS }))).toEqual({
-      claimed: true,
-      takeover: false,
-    });
-    await untilAbsent(store, key);
-
-    const owners = Array.from({ length: CONTENDERS }, () => newOwner());
-    const results = await Promise.all(owners.map((owner, i) => stores[i % stores.length].claim(claimOf(key, owner))));
-
-    const winners = owners.filter((_owner, i) => results[i].claimed);
-    expect(winners).toHaveLength(1);
-    const [winner] = winners;
-    expect(results[owners.indexOf(winner)]).toEqual({ claimed: true, takeover: true });
-    for (const result of results.filter((r) => !r.claimed)) {
-      expect(refusedClaim(result).record).toMatchObject({ state: 'in_progress', owner: winner, attempts: 2 });
-    }
-    expect(await store.get(SCOPE, key)).toMatchObject({ state: 'in_progress', owner: winner, attempts: 2 });
-  });
-
-  it('treats a completed or failed record whose retention ended as absent; the next claim is a fresh one', async () => {
-    const store = storeOf();
-    const settle = async (state: 'completed' | 'failed') => {
-      const key = newKey(`retention-${state}`);
-      const owner = newOwner();
-      expect(await store.claim(claimOf(key, owner))).toEqual({ claimed: true, takeover: false });
-      const ref = refOf(key, owner);
-      const settled =
-        state === 'completed'
-          ? await store.complete(ref, { result: '{"old":true}', ttlMs: SHORT_RETENTION_MS })
-          : await store.fail(ref, { error: '{"name":"Error","message":"old"}', ttlMs: SHORT_RETENTION_MS });
-      expect(settled).toBe(true);
-      expect(await store.get(SCOPE, key)).toMatchObject({ state, owner });
-      return key;
-    };
-    const keys = await Promise.all([settle('completed'), settle('failed')]);
-
-    for (const key of keys) {
-      await untilAbsent(store, key);
-      const next = newOwner();
-      expect(await store.claim(claimOf(key, next, { fingerprint: undefined, jobId: undefined }))).toEqual({
+  it(
+    'does not let a different payload take over an ended claim: it answers the record, for a mismatch',
+    async () => {
+      const store = storeOf();
+      const key = newKey('takeover-other-payload');
+      const crashed = newOwner();
+      expect(await store.claim(claimOf(key, crashed, { leaseMs: SHORT_LEASE_MS, fingerprint: 'fp-100' }))).toEqual({
         claimed: true,
         takeover: false,
+      });
+      await untilAbsent(store, key);
+
+      const other = await store.claim(claimOf(key, newOwner(), { fingerprint: 'fp-999' }));
+      expect(other).toMatchObject({
+        claimed: false,
+        expiresInMs: 0,
+        record: { state: 'in_progress', owner: crashed, fingerprint: 'fp-100' },
+      });
+      // The same payload (the crashed job's retry) takes it over.
+      const retry = newOwner();
+      expect(await store.claim(claimOf(key, retry, { fingerprint: 'fp-100' }))).toEqual({
+        claimed: true,
+        takeover: true,
+      });
+      expect(await liveRecord(store, SCOPE, key)).toMatchObject({ owner: retry, fingerprint: 'fp-100', attempts: 2 });
+    },
+    EXPIRY_CASE_TIMEOUT_MS,
+  );
+
+  it(
+    'treats an in_progress record whose lease ended as absent; the next claim takes it over',
+    async () => {
+      const store = storeOf();
+      const key = newKey('lease');
+      const stalled = newOwner();
+      expect(await store.claim(claimOf(key, stalled, { leaseMs: SHORT_LEASE_MS }))).toEqual({
+        claimed: true,
+        takeover: false,
+      });
+      const first = await liveRecord(store, SCOPE, key);
+      expect(first).toMatchObject({ state: 'in_progress', owner: stalled });
+
+      await untilAbsent(store, key);
+
+      const next = newOwner();
+      expect(await store.claim(claimOf(key, next, { fingerprint: undefined, jobId: 'job-of-the-retry' }))).toEqual({
+        claimed: true,
+        takeover: true,
       });
       const record = await liveRecord(store, SCOPE, key);
       expect(record).toEqual({
@@ -237,14 +170,98 @@ export function claimCases<Transaction>(context: ContractContext<Transaction>): 
         key,
         state: 'in_progress',
         owner: next,
-        jobId: undefined,
+        jobId: 'job-of-the-retry',
+        // A claim that does not compare payloads takes any ended claim over, and stores no fingerprint.
         fingerprint: undefined,
         result: undefined,
         error: undefined,
-        attempts: 1,
-        createdAt: expect.any(Number),
+        attempts: 2,
+        // When the record was first claimed: the takeover continues it.
+        createdAt: first.createdAt,
         expiresAt: expect.any(Number),
       });
-    }
-  });
+      expect(record.expiresAt).toBeGreaterThan(first.expiresAt);
+
+      // The stalled holder can change nothing any more.
+      const old = refOf(key, stalled);
+      expect(await store.complete(old, { result: '"late"', ttlMs: RETENTION_MS })).toBe(false);
+      expect(await store.fail(old, { error: '{"name":"Error","message":"late"}', ttlMs: RETENTION_MS })).toBe(false);
+      expect(await store.renew(old, LEASE_MS)).toBe(false);
+      expect(await store.release(old)).toBe(false);
+      expect(await store.get(SCOPE, key)).toEqual(record);
+    },
+    EXPIRY_CASE_TIMEOUT_MS,
+  );
+
+  it(
+    `lets exactly one of ${CONTENDERS} concurrent claimants take over an ended lease`,
+    async () => {
+      const stores = contenders();
+      const store = storeOf();
+      const key = newKey('takeover-race');
+      expect(await store.claim(claimOf(key, newOwner(), { leaseMs: SHORT_LEASE_MS }))).toEqual({
+        claimed: true,
+        takeover: false,
+      });
+      await untilAbsent(store, key);
+
+      const owners = Array.from({ length: CONTENDERS }, () => newOwner());
+      const results = await Promise.all(owners.map((owner, i) => stores[i % stores.length].claim(claimOf(key, owner))));
+
+      const winners = owners.filter((_owner, i) => results[i].claimed);
+      expect(winners).toHaveLength(1);
+      const [winner] = winners;
+      expect(results[owners.indexOf(winner)]).toEqual({ claimed: true, takeover: true });
+      for (const result of results.filter((r) => !r.claimed)) {
+        expect(refusedClaim(result).record).toMatchObject({ state: 'in_progress', owner: winner, attempts: 2 });
+      }
+      expect(await store.get(SCOPE, key)).toMatchObject({ state: 'in_progress', owner: winner, attempts: 2 });
+    },
+    EXPIRY_CASE_TIMEOUT_MS,
+  );
+
+  it(
+    'treats a completed or failed record whose retention ended as absent; the next claim is a fresh one',
+    async () => {
+      const store = storeOf();
+      const settle = async (state: 'completed' | 'failed') => {
+        const key = newKey(`retention-${state}`);
+        const owner = newOwner();
+        expect(await store.claim(claimOf(key, owner))).toEqual({ claimed: true, takeover: false });
+        const ref = refOf(key, owner);
+        const settled =
+          state === 'completed'
+            ? await store.complete(ref, { result: '{"old":true}', ttlMs: SHORT_RETENTION_MS })
+            : await store.fail(ref, { error: '{"name":"Error","message":"old"}', ttlMs: SHORT_RETENTION_MS });
+        expect(settled).toBe(true);
+        expect(await store.get(SCOPE, key)).toMatchObject({ state, owner });
+        return key;
+      };
+      const keys = await Promise.all([settle('completed'), settle('failed')]);
+
+      for (const key of keys) {
+        await untilAbsent(store, key);
+        const next = newOwner();
+        expect(await store.claim(claimOf(key, next, { fingerprint: undefined, jobId: undefined }))).toEqual({
+          claimed: true,
+          takeover: false,
+        });
+        const record = await liveRecord(store, SCOPE, key);
+        expect(record).toEqual({
+          scope: SCOPE,
+          key,
+          state: 'in_progress',
+          owner: next,
+          jobId: undefined,
+          fingerprint: undefined,
+          result: undefined,
+          error: undefined,
+          attempts: 1,
+          createdAt: expect.any(Number),
+          expiresAt: expect.any(Number),
+        });
+      }
+    },
+    EXPIRY_CASE_TIMEOUT_MS,
+  );
 }

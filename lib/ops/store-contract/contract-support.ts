@@ -24,6 +24,8 @@ export const ROUNDING_MS = 5;
 export const CLOCK_SKEW_MS = 10 * 60_000;
 /** How long the suite waits for a lease or retention to end. */
 export const EXPIRY_TIMEOUT_MS = 15_000;
+/** The Jest timeout of a case that waits for a lease or retention to end (Jest's default, 5 s, is shorter). */
+export const EXPIRY_CASE_TIMEOUT_MS = 2 * EXPIRY_TIMEOUT_MS + 10_000;
 /** The number of concurrent claimants of the race cases. */
 export const CONTENDERS = 50;
 

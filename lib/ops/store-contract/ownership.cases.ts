@@ -17,6 +17,7 @@ import {
   expectRetention,
   untilAbsent,
   largeUnicodeJson,
+  EXPIRY_CASE_TIMEOUT_MS,
 } from './contract-support.js';
 
 /** What the owner of a claim may do with it, and nobody else: complete, fail, release, renew, hand over. */
@@ -252,42 +253,46 @@ export function ownershipCases<Transaction>(context: ContractContext<Transaction
     expect(await liveRecord(store, SCOPE, key)).toMatchObject({ state: 'completed', result: '"done"' });
   });
 
-  it('keeps a later step a later step when its worker dies: the same job’s takeover still answers resumed', async () => {
-    const store = storeOf();
-    if (!store.handOver) return; // optional, as above
-    const key = newKey('resumed-takeover');
-    const resumeOwner = `step:${randomUUID()}`;
-    // One job (the same id, Redis key and creation time at each delivery); another job of the same key and payload.
-    const job = { jobId: 'job-stepping', jobKey: `bull:q:${randomUUID()}`, jobCreatedAt: 1_700_000_000_000 };
-    const first = newOwner();
-    expect(await store.claim(claimOf(key, first, { ...job, resumeOwner }))).toEqual({
-      claimed: true,
-      takeover: false,
-    });
-    expect(await store.handOver(refOf(key, first), { owner: resumeOwner, leaseMs: LEASE_MS })).toBe(true);
-    // The next step resumes it for a short lease, and its worker dies mid-step.
-    const died = newOwner();
-    expect(await store.claim(claimOf(key, died, { ...job, resumeOwner, leaseMs: SHORT_LEASE_MS }))).toEqual({
-      claimed: true,
-      takeover: true,
-      resumed: true,
-    });
-    await untilAbsent(store, key);
-    // BullMQ delivers the job again at that step: its takeover is a later step still (a retried failure of it must
-    // hand the claim over again, not release it for a duplicate to run the first step), and a takeover (its handler
-    // may find the step's effect partly done), not a resume.
-    const again = newOwner();
-    expect(await store.claim(claimOf(key, again, { ...job, resumeOwner, leaseMs: SHORT_LEASE_MS }))).toEqual({
-      claimed: true,
-      takeover: true,
-      laterStep: true,
-    });
-    expect(await liveRecord(store, SCOPE, key)).toMatchObject({ owner: again, attempts: 3, result: undefined });
-    await untilAbsent(store, key);
-    // Another job taking the ended claim over (same payload) runs from its first step: no later step.
-    expect(await store.claim(claimOf(key, newOwner(), { resumeOwner: `step:${randomUUID()}` }))).toEqual({
-      claimed: true,
-      takeover: true,
-    });
-  });
+  it(
+    'keeps a later step a later step when its worker dies: the same job’s takeover still answers resumed',
+    async () => {
+      const store = storeOf();
+      if (!store.handOver) return; // optional, as above
+      const key = newKey('resumed-takeover');
+      const resumeOwner = `step:${randomUUID()}`;
+      // One job (the same id, Redis key and creation time at each delivery); another job of the same key and payload.
+      const job = { jobId: 'job-stepping', jobKey: `bull:q:${randomUUID()}`, jobCreatedAt: 1_700_000_000_000 };
+      const first = newOwner();
+      expect(await store.claim(claimOf(key, first, { ...job, resumeOwner }))).toEqual({
+        claimed: true,
+        takeover: false,
+      });
+      expect(await store.handOver(refOf(key, first), { owner: resumeOwner, leaseMs: LEASE_MS })).toBe(true);
+      // The next step resumes it for a short lease, and its worker dies mid-step.
+      const died = newOwner();
+      expect(await store.claim(claimOf(key, died, { ...job, resumeOwner, leaseMs: SHORT_LEASE_MS }))).toEqual({
+        claimed: true,
+        takeover: true,
+        resumed: true,
+      });
+      await untilAbsent(store, key);
+      // BullMQ delivers the job again at that step: its takeover is a later step still (a retried failure of it must
+      // hand the claim over again, not release it for a duplicate to run the first step), and a takeover (its handler
+      // may find the step's effect partly done), not a resume.
+      const again = newOwner();
+      expect(await store.claim(claimOf(key, again, { ...job, resumeOwner, leaseMs: SHORT_LEASE_MS }))).toEqual({
+        claimed: true,
+        takeover: true,
+        laterStep: true,
+      });
+      expect(await liveRecord(store, SCOPE, key)).toMatchObject({ owner: again, attempts: 3, result: undefined });
+      await untilAbsent(store, key);
+      // Another job taking the ended claim over (same payload) runs from its first step: no later step.
+      expect(await store.claim(claimOf(key, newOwner(), { resumeOwner: `step:${randomUUID()}` }))).toEqual({
+        claimed: true,
+        takeover: true,
+      });
+    },
+    EXPIRY_CASE_TIMEOUT_MS,
+  );
 }

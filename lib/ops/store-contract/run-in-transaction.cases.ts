@@ -16,6 +16,7 @@ import {
   liveRecord,
   expectRetention,
   untilAbsent,
+  EXPIRY_CASE_TIMEOUT_MS,
 } from './contract-support.js';
 
 /** `runInTransaction`: the handler’s writes and the record commit or roll back together. */
@@ -163,34 +164,38 @@ export function runInTransactionCases<Transaction>(context: ContractContext<Tran
       expect(await store.complete(refOf(key, owner), { result: '"later"', ttlMs: RETENTION_MS })).toBe(true);
     });
 
-    it('rejects with IdempotencyLeaseLostError and rolls back when the claim was taken over', async () => {
-      const { store, probe, run } = transactional();
-      const key = newKey('tx-lease-lost');
-      const stalled = newOwner();
-      expect(await store.claim(claimOf(key, stalled, { leaseMs: SHORT_LEASE_MS }))).toEqual({
-        claimed: true,
-        takeover: false,
-      });
-      await untilAbsent(store, key);
-      const next = newOwner();
-      expect(await store.claim(claimOf(key, next))).toEqual({ claimed: true, takeover: true });
-      const taken = await liveRecord(store, SCOPE, key);
-      const marker = randomUUID();
+    it(
+      'rejects with IdempotencyLeaseLostError and rolls back when the claim was taken over',
+      async () => {
+        const { store, probe, run } = transactional();
+        const key = newKey('tx-lease-lost');
+        const stalled = newOwner();
+        expect(await store.claim(claimOf(key, stalled, { leaseMs: SHORT_LEASE_MS }))).toEqual({
+          claimed: true,
+          takeover: false,
+        });
+        await untilAbsent(store, key);
+        const next = newOwner();
+        expect(await store.claim(claimOf(key, next))).toEqual({ claimed: true, takeover: true });
+        const taken = await liveRecord(store, SCOPE, key);
+        const marker = randomUUID();
 
-      const outcome = run(
-        refOf(key, stalled),
-        async (transaction) => {
-          await probe.write(transaction, marker);
-          return 'late';
-        },
-        (result) => ({ result: JSON.stringify(result), ttlMs: RETENTION_MS }),
-      );
-      await expect(outcome).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
-      await expect(outcome).rejects.toMatchObject({ scope: SCOPE, key });
+        const outcome = run(
+          refOf(key, stalled),
+          async (transaction) => {
+            await probe.write(transaction, marker);
+            return 'late';
+          },
+          (result) => ({ result: JSON.stringify(result), ttlMs: RETENTION_MS }),
+        );
+        await expect(outcome).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+        await expect(outcome).rejects.toMatchObject({ scope: SCOPE, key });
 
-      expect(await probe.count(marker)).toBe(0);
-      expect(await store.get(SCOPE, key)).toEqual(taken);
-    });
+        expect(await probe.count(marker)).toBe(0);
+        expect(await store.get(SCOPE, key)).toEqual(taken);
+      },
+      EXPIRY_CASE_TIMEOUT_MS,
+    );
 
     it('rejects with IdempotencyLeaseLostError for a key the owner never claimed, writing nothing', async () => {
       const { store, probe, run } = transactional();
