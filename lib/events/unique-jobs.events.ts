@@ -159,7 +159,10 @@ export type UniqueJobEvent =
     })
   | (EventBase & { type: 'lockLost'; jobId: string })
   | {
-      /** The orphan reaper released a lock, a deduplication key, an ended lease or an idempotency claim. */
+      /**
+       * The orphan reaper released a lock, a deduplication key, an ended lease or an idempotency claim; or a job of a
+       * digest released the run-time lock slot parked for a job that will not come back for it (finished or gone).
+       */
       type: 'reaped';
       /** Time of the event (ms since epoch). */
       at: number;

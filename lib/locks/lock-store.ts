@@ -7,7 +7,20 @@ import { DeduplicationPeeks } from './deduplication-peeks.js';
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
 export type AcquireResult =
   /** `resumed`: the owner re-entered a slot parked for a step job's next delivery ({@link PARKED_MARK}). */
-  { acquired: true; resumed?: boolean } | { acquired: false; holder: string | undefined; retryAfter: number };
+  | { acquired: true; resumed?: boolean }
+  | {
+      acquired: false;
+      holder: string | undefined;
+      retryAfter: number;
+      /** A run-time lock's slots parked for a step job's next delivery (at most 10): member and lease as stored. */
+      parked?: ParkedSlot[];
+    };
+
+/** A lock slot parked for a step job's next delivery: its member and its lease (score) as Redis stores it. */
+export interface ParkedSlot {
+  member: string;
+  lease: string;
+}
 
 /**
  * The lock operations on Redis, each one call (a script, or a plain command where one does): counted slots with owner
@@ -39,13 +52,18 @@ export class LockStore {
   ): Promise<AcquireResult> {
     const marked = mark === undefined ? [] : formerly === undefined ? [mark] : [mark, formerly];
     const args = [owner, leaseMs, limit, reentrant ? 1 : 0, ...marked];
-    const [held, holder, retryAfter] = (await this.scripts.run('acquireLock', [key], args)) as [
+    const [held, holder, retryAfter, ...slots] = (await this.scripts.run('acquireLock', [key], args)) as [
       number,
       string | null,
       number | undefined,
+      ...string[],
     ];
     if (held === 1) return retryAfter === 1 ? { acquired: true, resumed: true } : { acquired: true };
-    return { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
+    const refused = { acquired: false as const, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
+    if (slots.length === 0) return refused;
+    const parked: ParkedSlot[] = [];
+    for (let i = 0; i + 1 < slots.length; i += 2) parked.push({ member: slots[i], lease: slots[i + 1] });
+    return { ...refused, parked };
   }
 
   /**
@@ -164,6 +182,12 @@ export class LockStore {
    */
   async requireWritable(probeKey: string): Promise<void> {
     await this.scripts.client.set(probeKey, '', 'XX');
+  }
+
+  /** Where a job stands by its hash: `'gone'` (no `timestamp`), `'finished'` (a `finishedOn`), else `'live'`. */
+  async jobStanding(jobKey: string): Promise<'live' | 'finished' | 'gone'> {
+    const [timestamp, finishedOn] = await this.scripts.client.hmget(jobKey, 'timestamp', 'finishedOn');
+    return timestamp === null ? 'gone' : finishedOn === null ? 'live' : 'finished';
   }
 
   /** Whether a job's hash exists. */

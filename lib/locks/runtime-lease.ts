@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { LeaseKeeper } from './lease-keeper.js';
-import { PARKED_MARK, takeMark, type AcquireResult, type LockStore } from './lock-store.js';
+import { PARKED_MARK, takeMark, type AcquireResult, type LockStore, type ParkedSlot } from './lock-store.js';
 
 /** The options of a run-time lock. */
 export interface RuntimeLeaseSettings {
@@ -37,7 +37,16 @@ export class RuntimeLease {
     private readonly key: string,
     private readonly owner: string,
     private readonly settings: RuntimeLeaseSettings,
-    private readonly report: { lost(): void; error(error: unknown): void },
+    private readonly report: {
+      lost(): void;
+      error(error: unknown): void;
+      /**
+       * Gives back those of the slots parked for a step job's next delivery (read by a refused take) whose job will
+       * not come back for them; resolves whether one was given back (the take is then asked again at once). Asked once
+       * a take, on its first refusal that names parked slots.
+       */
+      freeStale?(parked: readonly ParkedSlot[]): Promise<boolean>;
+    },
     /** The form of the same owner an earlier build wrote, whose slot a take takes over (see `LockStore.acquire`). */
     private readonly formerly?: string,
   ) {}
@@ -60,6 +69,7 @@ export class RuntimeLease {
   private async takeBy(deadline: number, signals: readonly AbortSignal[]): Promise<AcquireResult> {
     const { runtimeLockLease, lockLimit } = this.settings;
     let wait = 25;
+    let staleAsked = false;
     for (;;) {
       const sentAt = performance.now();
       let held: AcquireResult;
@@ -91,6 +101,10 @@ export class RuntimeLease {
           sentAt,
         );
         return held;
+      }
+      if (held.parked && !staleAsked && this.report.freeStale) {
+        staleAsked = true;
+        if (await this.report.freeStale(held.parked)) continue;
       }
       if (left <= 0) return held;
       await pause(Math.min(wait, left), signals);

@@ -15,6 +15,7 @@ import type { JobDefinition } from '../options/job-definitions.js';
 import { bullKeys, STEPS_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { parseRuntimeLockOwner, runtimeOwnersOf } from '../redis/runtime-lock-owner.js';
 import { knownOnSameServer } from '../redis/same-server.js';
+import { freeStaleParked } from './stale-parked-slots.js';
 
 /** What a run needs from the worker side. */
 export interface JobRunDeps {
@@ -110,6 +111,7 @@ export class JobRun implements LockRun {
           deps.events.emit({ type: 'lockLost', queue: job.queueName, jobName: job.name, digest, jobId: job.id! });
         },
         error: (error) => deps.reportError(job, digest, error),
+        freeStale: (parked) => freeStaleParked(deps.store, deps.events, job, deps.keys.runtimeLock(digest), parked),
       },
       former,
     );

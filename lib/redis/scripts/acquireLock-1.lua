@@ -18,7 +18,9 @@
           (re-entrant takes only)
 
   Returns {1, owner} when held ({1, owner, 1} when the owner re-entered a slot parked for a step job's next delivery:
-  its score carried the parked mark, 1023/1024), {0, oldest holder, ms until its lease ends} when full.
+  its score carried the parked mark, 1023/1024), {0, oldest holder, ms until its lease ends} when full; with a mark
+  (ARGV[5]: a run-time lock's take), followed by the member and score, as stored, of each slot parked for a step job's
+  next delivery among the first 100 (at most 10): the caller may give back one whose job has finished.
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/extendKeyTtl"
@@ -56,4 +58,15 @@ if own or redis.call('ZCARD', key) < limit then
   return {1, owner}
 end
 local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-return {0, oldest[1], tonumber(oldest[2]) - now}
+local answer = {0, oldest[1], tonumber(oldest[2]) - now}
+if mark > 0 then
+  local slots = redis.call('ZRANGE', key, 0, 99, 'WITHSCORES')
+  for i = 1, #slots, 2 do
+    if math.fmod(tonumber(slots[i + 1]), 1) == 1023 / 1024 then
+      table.insert(answer, slots[i])
+      table.insert(answer, slots[i + 1])
+      if #answer >= 23 then break end
+    end
+  end
+end
+return answer

@@ -1,0 +1,35 @@
+import type { Job } from 'bullmq';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { LockStore, ParkedSlot } from '../locks/lock-store.js';
+import { bullKeys } from '../redis/keys.js';
+import { parseRuntimeLockOwner, queueTag } from '../redis/runtime-lock-owner.js';
+
+/**
+ * Gives back the slots of a run-time lock (`key`) parked for a step job's next delivery whose job will not come back
+ * for them: finished (a parent failed by its child while it waited for its children, `failParentOnFailure`) or gone (a
+ * parked job removed without the library). `job`'s take met them: without this it would have met a holder that never
+ * runs again, and ended through its strategy (`log`: not run at all), until the orphan reaper's next pass released
+ * the slot. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left alone),
+ * with a `reaped` event as the reaper gives. Only holders of `job`'s own queue: another queue's are the reaper's. One
+ * read of each holder's job; asked only on a refusal that names parked slots. Resolves whether one was given back.
+ */
+export async function freeStaleParked(
+  store: LockStore,
+  events: UniqueJobsEvents,
+  job: Job<unknown, unknown>,
+  key: string,
+  parked: readonly ParkedSlot[],
+): Promise<boolean> {
+  const queue = job.queueQualifiedName;
+  const tag = queueTag(queue);
+  let freed = false;
+  for (const { member, lease } of parked) {
+    const owner = parseRuntimeLockOwner(member);
+    if ((owner.queueTag !== tag && owner.queue !== queue) || owner.jobId === job.id) continue;
+    const standing = await store.jobStanding(bullKeys.job(queue, owner.jobId));
+    if (standing === 'live' || !(await store.releaseLease(key, member, lease))) continue;
+    freed = true;
+    events.emit({ type: 'reaped', key, kind: 'runtimeLease', jobId: owner.jobId, reason: `job ${standing}` });
+  }
+  return freed;
+}
