@@ -111,7 +111,14 @@ export class JobRun implements LockRun {
           deps.events.emit({ type: 'lockLost', queue: job.queueName, jobName: job.name, digest, jobId: job.id! });
         },
         error: (error) => deps.reportError(job, digest, error),
-        freeStale: (parked) => freeStaleParked(deps.store, deps.events, job, deps.keys.runtimeLock(digest), parked),
+        // A look-up that fails (a job's hash out of reach) leaves the refusal as it was: it is reported, not thrown.
+        freeStale: (parked) =>
+          freeStaleParked(deps.store, deps.events, job, deps.keys.runtimeLock(digest), parked).catch(
+            (error: unknown) => {
+              deps.reportError(job, digest, error);
+              return false;
+            },
+          ),
       },
       former,
     );

@@ -1,0 +1,198 @@
+// Review of the stale-parked-slot change (session 39): a refused run-time take gives back a slot parked for a job that
+// will not come back for it (finished or gone). Attacked as a hostile user would: races on one stale slot, the parked
+// job re-entering between the read of its hash and the release, several slots, the cost of a refusal, and an error of
+// the look-up itself.
+import { describe, expect, it } from '@jest/globals';
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { PARKED_MARK } from '../../lib/locks/lock-store.js';
+import { UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { hold } from '../support/gates.js';
+import { byId, digestOf, owners, runningKey, runtimeOwner } from '../support/locks.js';
+import { uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
+
+/** The library's own client (its lock store's). */
+function libraryClient(app: TestApp): Redis {
+  return app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS).client;
+}
+
+/** Watches the commands `client` sends (name and first argument) until the returned function is called. */
+function watchCommands(
+  client: Redis,
+  before?: (name: string, key: string) => Promise<void> | void,
+): { sent: [string, string][]; stop(): void } {
+  const sent: [string, string][] = [];
+  const send = client.sendCommand.bind(client);
+  client.sendCommand = (command: Parameters<typeof send>[0]) => {
+    const name = command.name.toLowerCase();
+    const key = String(command.args[0] ?? '');
+    sent.push([name, key]);
+    const hook = before?.(name, key);
+    if (!hook) return send(command);
+    return hook.then(() => send(command));
+  };
+  return { sent, stop: () => void (client.sendCommand = send) };
+}
+
+/** A slot parked (its score carries the parked mark) for a job id of the app's queue, a minute from now. */
+async function parkFor(redis: Redis, key: string, app: TestApp, jobId: string): Promise<string> {
+  const member = runtimeOwner(app, jobId);
+  await redis.zadd(key, String(Date.now() + 60_000 + Number(PARKED_MARK)), member);
+  await redis.pexpire(key, 120_000);
+  return member;
+}
+
+const unique = { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' } as const;
+
+describe('stale parked slot: review', () => {
+  const { redis, start, keysOf } = useApps('stale-review');
+
+  it('two new jobs meeting one stale slot at once: it is given back once, and one of them runs (lockLimit 1)', async () => {
+    const ran: string[] = [];
+    const gate = hold();
+    const app = await start({
+      module: { reaper: { interval: false } },
+      unique,
+      worker: { concurrency: 2 },
+      handler: async (job: Job) => {
+        ran.push(job.id!);
+        await gate.promise;
+        return 'done';
+      },
+      paused: true,
+    });
+    const events = new EventLog(app);
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    await parkFor(redis, running, app, uniqueName('ghost'));
+    const [b, c] = await app.queue.addBulk([
+      { name: 'sync', data: { id: 'a' } },
+      { name: 'sync', data: { id: 'a' } },
+    ]);
+    app.start();
+    const loser = await Promise.race([app.finished(b).then(() => b), app.finished(c).then(() => c)]);
+    expect(await app.finished(loser)).toBeNull(); // met the winner: logged, not run
+    expect(ran).toHaveLength(1);
+    expect(ran[0]).not.toBe(loser.id);
+    expect(events.of('reaped')).toHaveLength(1);
+    gate.resolve();
+    await app.finished(loser.id === b.id ? c : b);
+    expect(await keysOf(app)).toEqual([]);
+  }, 30_000);
+
+  it('the parked job re-enters between the read of its hash and the release: its slot is kept', async () => {
+    const ran: string[] = [];
+    const app = await start({
+      module: { reaper: { interval: false } },
+      unique,
+      handler: async (job: Job) => void ran.push(job.id!),
+    });
+    const events = new EventLog(app);
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const ghost = uniqueName('ghost');
+    const member = await parkFor(redis, running, app, ghost);
+    const reentered = String(Date.now() + 60_000 + 5 / 1024); // a take's mark, not the parked one
+    const watch = watchCommands(libraryClient(app), async (name, key) => {
+      if (name === 'hmget' && key.endsWith(`:${ghost}`)) await redis.zadd(running, reentered, member);
+    });
+    try {
+      const next = await app.queue.add('sync', { id: 'a' });
+      expect(await app.finished(next)).toBeNull(); // met the re-entered job
+    } finally {
+      watch.stop();
+    }
+    expect(ran).toEqual([]);
+    expect(events.of('reaped')).toEqual([]);
+    expect(Number(await redis.zscore(running, member))).toBe(Number(reentered));
+    await redis.del(running);
+  }, 30_000);
+
+  it('lockLimit 2, a live parked holder and a stale one: only the stale one is given back', async () => {
+    const ran: string[] = [];
+    const gate = hold();
+    const app = await start({
+      module: { reaper: { interval: false } },
+      unique: { ...unique, lockLimit: 2 },
+      handler: async (job: Job) => {
+        ran.push(job.id!);
+        await gate.promise;
+        return 'done';
+      },
+    });
+    const events = new EventLog(app);
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const live = await app.queue.add('other', {}, { delay: 60_000, jobId: uniqueName('live') });
+    const liveMember = await parkFor(redis, running, app, live.id!);
+    const ghost = uniqueName('ghost');
+    await parkFor(redis, running, app, ghost);
+    const next = await app.queue.add('sync', { id: 'a' });
+    await waitFor('the next job to run', () => ran.includes(next.id!));
+    expect(events.of('reaped')).toEqual([expect.objectContaining({ jobId: ghost, reason: 'job gone' })]);
+    expect((await owners(redis, running)).sort()).toEqual([live.id!, next.id!].sort());
+    gate.resolve();
+    await app.finished(next);
+    expect(await redis.zscore(running, liveMember)).not.toBeNull();
+    await redis.del(running);
+    await live.remove();
+  }, 30_000);
+
+  it('cost: a refusal by a running (not parked) holder sends no look-up; one by a parked one, one per take', async () => {
+    const gate = hold();
+    const app = await start({
+      module: { reaper: { interval: false } },
+      unique: { ...unique, lockTimeout: 300 },
+      worker: { concurrency: 2 },
+      handler: async (job: Job<{ hold?: boolean }>) => {
+        if (job.data.hold) await gate.promise;
+        return 'done';
+      },
+    });
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const first = await app.queue.add('sync', { id: 'a', hold: true });
+    await waitFor('the first job to hold the lock', async () => (await owners(redis, running)).includes(first.id!));
+    const watch = watchCommands(libraryClient(app));
+    try {
+      expect(await app.finished(await app.queue.add('sync', { id: 'a' }))).toBeNull();
+      expect(watch.sent.filter(([name]) => name === 'hmget')).toEqual([]);
+      gate.resolve();
+      await app.finished(first);
+      const live = await app.queue.add('other', {}, { delay: 60_000, jobId: uniqueName('live') });
+      await parkFor(redis, running, app, live.id!);
+      watch.sent.length = 0;
+      expect(await app.finished(await app.queue.add('sync', { id: 'a' }))).toBeNull(); // waited 300 ms, asked again
+      expect(watch.sent.filter(([name]) => name === 'evalsha').length).toBeGreaterThan(2);
+      expect(watch.sent.filter(([name]) => name === 'hmget')).toEqual([
+        [`hmget`, `${app.queue.qualifiedName}:${live.id}`],
+      ]);
+      await live.remove();
+    } finally {
+      watch.stop();
+    }
+    await redis.del(running);
+  }, 30_000);
+
+  it('a look-up that fails leaves the refusal as it was: the new job ends through its strategy, not failed', async () => {
+    const app = await start({
+      module: { reaper: { interval: false } },
+      unique,
+      handler: async () => 'done',
+    });
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const live = await app.queue.add('other', {}, { delay: 60_000, jobId: uniqueName('live') });
+    await parkFor(redis, running, app, live.id!);
+    const watch = watchCommands(libraryClient(app), (name) => {
+      if (name === 'hmget') return Promise.reject(new Error('NOPERM simulated: the job hash cannot be read'));
+    });
+    try {
+      const next = await app.queue.add('sync', { id: 'a' });
+      await expect(app.finished(next)).resolves.toBeNull(); // logged: the live parked job holds the lock
+    } finally {
+      watch.stop();
+    }
+    await redis.del(running);
+    await live.remove();
+  }, 30_000);
+});
