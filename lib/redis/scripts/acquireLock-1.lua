@@ -57,10 +57,10 @@ if own or redis.call('ZCARD', key) < limit then
   end
   return {1, owner}
 end
-local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-local answer = {0, oldest[1], tonumber(oldest[2]) - now}
+-- The oldest holder; with a mark, read with the first 100 slots, among which the parked ones are looked for.
+local slots = redis.call('ZRANGE', key, 0, mark > 0 and 99 or 0, 'WITHSCORES')
+local answer = {0, slots[1], tonumber(slots[2]) - now}
 if mark > 0 then
-  local slots = redis.call('ZRANGE', key, 0, 99, 'WITHSCORES')
   for i = 1, #slots, 2 do
     if math.fmod(tonumber(slots[i + 1]), 1) == 1023 / 1024 then
       table.insert(answer, slots[i])
