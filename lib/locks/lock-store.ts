@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { readJobStanding, standingOf, type JobStanding } from '../redis/job-standing.js';
 import { bullKeys } from '../redis/keys.js';
 import { runInOrder, type RedisScripts, type ScriptName } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
@@ -184,10 +185,9 @@ export class LockStore {
     await this.scripts.client.set(probeKey, '', 'XX');
   }
 
-  /** Where a job stands by its hash: `'gone'` (no `timestamp`), `'finished'` (a `finishedOn`), else `'live'`. */
-  async jobStanding(jobKey: string): Promise<'live' | 'finished' | 'gone'> {
-    const [timestamp, finishedOn] = await this.scripts.client.hmget(jobKey, 'timestamp', 'finishedOn');
-    return timestamp === null ? 'gone' : finishedOn === null ? 'live' : 'finished';
+  /** Where a job stands by its hash (see `standingOf`). */
+  jobStanding(jobKey: string): Promise<JobStanding> {
+    return readJobStanding(this.scripts.client, jobKey);
   }
 
   /** Whether a job's hash exists. */
@@ -205,7 +205,7 @@ export class LockStore {
       .hmget(bullKeys.job(qualifiedName, jobId), 'timestamp', 'finishedOn')
       .get(bullKeys.jobLock(qualifiedName, jobId))
       .exec()) as [[unknown, (string | null)[]], [unknown, string | null]];
-    return fields[0] !== null && fields[1] === null && (runner === null || runner === token);
+    return standingOf(fields[0], fields[1]) === 'live' && (runner === null || runner === token);
   }
 
   /** Whether BullMQ's lock of a job (`<job>:lock`) holds `token`: the worker that took the job with it still runs it. */

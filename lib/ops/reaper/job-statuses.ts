@@ -1,13 +1,14 @@
 import type { Cluster, Redis } from 'ioredis';
 import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
+import { standingOf, type JobStanding } from '../../redis/job-standing.js';
 import { bullKeys } from '../../redis/keys.js';
 import type { ReaperPass } from './reaper-pass.js';
 
 /** Where a lock owner's job stands, as the reaper reads it from BullMQ's job hash. */
-export type JobStatus = 'live' | 'finished' | 'gone' | 'another';
+export type JobStatus = JobStanding | 'another';
 
 /**
- * A BullMQ job's status from its hash: every job has a `timestamp`; a finished one has `finishedOn`. With `digest`
+ * A BullMQ job's status from its hash (`standingOf`). With `digest`
  * (a slot-set lock's), a job whose marker names another digest is `'another'`: its id was reused by a job that does
  * not own this lock. With `createdAt` (the creation time an idempotency record names), a job created at another time
  * is `'gone'`: the record's job was removed and its custom id given to a later job.
@@ -19,9 +20,10 @@ export async function jobStatus(
   createdAt?: string,
 ): Promise<JobStatus> {
   const [timestamp, finishedOn, opts] = await client.hmget(jobKey, 'timestamp', 'finishedOn', 'opts');
-  if (timestamp === null || (createdAt !== undefined && Number(timestamp) !== Number(createdAt))) return 'gone';
+  const standing = standingOf(timestamp, finishedOn);
+  if (standing === 'gone' || (createdAt !== undefined && Number(timestamp) !== Number(createdAt))) return 'gone';
   if (digest !== undefined && markedDigestIn(opts) !== digest) return 'another';
-  return finishedOn === null ? 'live' : 'finished';
+  return standing;
 }
 
 /**
