@@ -13,11 +13,15 @@ export type UniqueJobsLogLevels = Partial<Record<UniqueJobEvent['type'], EventLo
  * The line each event gets by default. Transitions the library already logs where they happen, with more detail, are
  * `false` here, so nothing is logged twice: `rejected` (the reject strategy warns, naming the dead-set entry),
  * `lockLost`, `idempotencyLeaseLost` and `error` (logged as errors), `duplicate` handled by the `log` strategy (which
- * warns) and `idempotencyMissingKey` run anyway (warned). Setting a level for one of these adds a line.
+ * warns) and `idempotencyMissingKey` run anyway (warned). So are the events every job has when all goes well (`locked`,
+ * `unlocked`, `idempotencyClaimed`, `idempotencyCompleted`, `idempotencyReleased`, `idempotencyHandedOver`): Nest's
+ * default logger writes every level, `debug` included, so a line each would be two to four lines per job in an
+ * application that never chose its levels. `logLevels: { locked: 'debug', … }` turns them on. Setting a level for any
+ * of these adds a line.
  */
 export const DEFAULT_EVENT_LOG_LEVELS: Readonly<Record<UniqueJobEvent['type'], EventLogLevel>> = {
-  locked: 'debug',
-  unlocked: 'debug',
+  locked: false,
+  unlocked: false,
   duplicate: 'log',
   rescheduled: 'log',
   rejected: false,
@@ -25,12 +29,12 @@ export const DEFAULT_EVENT_LOG_LEVELS: Readonly<Record<UniqueJobEvent['type'], E
   lockLost: false,
   reaped: 'log',
   error: false,
-  idempotencyClaimed: 'debug',
-  idempotencyCompleted: 'debug',
+  idempotencyClaimed: false,
+  idempotencyCompleted: false,
   idempotencyReplayed: 'log',
   idempotencyInProgress: 'log',
-  idempotencyReleased: 'debug',
-  idempotencyHandedOver: 'debug',
+  idempotencyReleased: false,
+  idempotencyHandedOver: false,
   idempotencyFailureKept: 'warn',
   idempotencyMismatch: 'warn',
   idempotencyLeaseLost: false,

@@ -28,9 +28,10 @@ export interface UniqueJobsModuleOptions {
   /** The logger. Default: Nest's `Logger` with context `UniqueJobs`. `false` silences the library. */
   logger?: LoggerService | false;
   /**
-   * The level of the line logged for each event type (`false`: none), over the defaults: `debug` for locks taken and
-   * released, `log` for duplicates, replacements, reschedules and reaped keys, errors where they happen. See
-   * docs/operations.md#events.
+   * The level of the line logged for each event type (`false`: none), over the defaults: `log` for duplicates,
+   * replacements, reschedules and reaped keys, errors where they happen, and none for what every job does when all goes
+   * well (locks taken and released, idempotency keys claimed and completed: `{ locked: 'debug', unlocked: 'debug' }`
+   * turns them on). See docs/operations.md#log-lines.
    */
   logLevels?: UniqueJobsLogLevels;
   /** Stores and defaults of `@IdempotencyKey`. */

@@ -277,10 +277,33 @@ describe('unique-jobs events', () => {
   });
 
   describe('log lines', () => {
-    it('logs locks at debug, a duplicate of the log strategy once (its warning), and other transitions at their level', async () => {
+    // Nest's default logger writes every level: a line per lock taken and given back was two lines per job in every
+    // application that never chose its levels (and the events were built for them).
+    it('logs no line for what a healthy job does, with a logger that writes every level; a duplicate at its level', async () => {
       const { logger, lines } = recordingLogger();
       const app = await start({
         module: { logger },
+        unique: [{ lock: 'until_executed', lockArgs: byId, onConflict: { client: 'raise' } }],
+      });
+      const events = app.moduleRef.get(UniqueJobsEvents);
+      expect(events.observes('locked')).toBe(false);
+      expect(events.observes('unlocked')).toBe(false);
+      const log = new EventLog(asTestApp(app)); // to wait for the lock's release: a listener, not a log line
+      const job = await app.queue.add('pay', { id: 'l0' });
+      await expect(app.queue.add('pay', { id: 'l0' })).rejects.toThrow(DuplicateJobError);
+      await app.finished(job);
+      await log.next((e) => e.type === 'unlocked');
+      expect(lines.debug).toEqual([]);
+      expect(lines.log).toEqual([
+        expect.stringMatching(/^Duplicate job "pay" .*locked by job .*: handled by strategy "raise"/),
+      ]);
+      expect(lines.warn).toEqual([]);
+    });
+
+    it('logs locks at debug when logLevels asks, a duplicate of the log strategy once (its warning)', async () => {
+      const { logger, lines } = recordingLogger();
+      const app = await start({
+        module: { logger, logLevels: { locked: 'debug', unlocked: 'debug' } },
         unique: [{ lock: 'until_executed', lockArgs: byId, onConflict: { client: 'raise' } }],
       });
       const log = new EventLog(asTestApp(app));
@@ -339,7 +362,7 @@ describe('unique-jobs events', () => {
         }
       }
       const app = await start({
-        module: { logger: new Capturing() },
+        module: { logger: new Capturing(), logLevels: { locked: 'debug' } },
         unique: { lock: 'until_executed', lockArgs: byId },
         paused: true,
       });
@@ -362,7 +385,10 @@ describe('unique-jobs events', () => {
         }
       }
       const app = await start({
-        module: { logger: new Capturing({ logLevels: ['log', 'warn', 'error'] }) },
+        module: {
+          logger: new Capturing({ logLevels: ['log', 'warn', 'error'] }),
+          logLevels: { locked: 'debug', unlocked: 'debug' },
+        },
         unique: { lock: 'until_executed', lockArgs: byId },
         paused: true,
       });
