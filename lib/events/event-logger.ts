@@ -16,8 +16,9 @@ export type UniqueJobsLogLevels = Partial<Record<UniqueJobEvent['type'], EventLo
  * warns) and `idempotencyMissingKey` run anyway (warned). So are the events every job has when all goes well (`locked`,
  * `unlocked`, `idempotencyClaimed`, `idempotencyCompleted`, `idempotencyReleased`, `idempotencyHandedOver`): Nest's
  * default logger writes every level, `debug` included, so a line each would be two to four lines per job in an
- * application that never chose its levels. `logLevels: { locked: 'debug', … }` turns them on. Setting a level for any
- * of these adds a line.
+ * application that never chose its levels. `logLevels: { locked: 'debug', … }` turns them on. Nor has
+ * `idempotencyInProgress` (a delivery waiting for the holder of its key): the outcome it waits for has its own line
+ * (`idempotencyReplayed`), or it runs. Setting a level for any of these adds a line.
  */
 export const DEFAULT_EVENT_LOG_LEVELS: Readonly<Record<UniqueJobEvent['type'], EventLogLevel>> = {
   locked: false,
@@ -32,7 +33,7 @@ export const DEFAULT_EVENT_LOG_LEVELS: Readonly<Record<UniqueJobEvent['type'], E
   idempotencyClaimed: false,
   idempotencyCompleted: false,
   idempotencyReplayed: 'log',
-  idempotencyInProgress: 'log',
+  idempotencyInProgress: false,
   idempotencyReleased: false,
   idempotencyHandedOver: false,
   idempotencyFailureKept: 'warn',
@@ -126,7 +127,7 @@ export function describeEvent(event: UniqueJobEvent): string {
     case 'error':
       return `Bookkeeping for ${event.jobId === undefined ? job : `job ${event.jobId} (${job})`}${digest} failed: ${event.error.message}`;
     case 'idempotencyMissingKey':
-      return `Job ${event.jobId} (${job}) has no idempotency key: ${event.action === 'ran' ? 'ran without idempotency' : 'failed'}`;
+      return `Job ${event.jobId} (${job}) has no idempotency key (the key function returned ${event.got}): ${event.action === 'ran' ? 'ran without idempotency' : 'failed'}`;
     default: {
       const key = `idempotency key "${event.key}" (scope "${event.scope}", store "${event.store}")`;
       switch (event.type) {

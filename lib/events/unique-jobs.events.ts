@@ -96,6 +96,8 @@ export type IdempotencyEvent =
       jobId: string;
       /** What the job did (its `onMissingKey`): `failed` for good, or `ran` without idempotency. */
       action: 'failed' | 'ran';
+      /** What the key function returned, described (`undefined`, `an empty string`, `an error (…)`, …). */
+      got: string;
     });
 
 /** Every lock and idempotency transition the library makes, as a discriminated union on `type`. */

@@ -104,7 +104,7 @@ export function resolveIdempotencyOptions(
     const valid = [...stores.named.keys()];
     fail(
       'store',
-      `names no store (got ${describeOptionValue(storeName)}); stores from forRoot({ idempotency: { stores } }): ${valid.join(', ') || 'none'}`,
+      `names no store (got ${describeOptionValue(storeName)}); stores from forRoot({ idempotency: { stores } }): ${valid.join(', ') || 'none'}; leave "store" out for the default store (${stores.default.name})`,
     );
   }
   if (options.transactional !== undefined && typeof options.transactional !== 'boolean') {

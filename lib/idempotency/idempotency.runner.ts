@@ -74,10 +74,12 @@ export class IdempotencyRunner {
         jobName: job.name,
         jobId: job.id!,
         action,
+        got: keyed.missing,
       });
-      const error = new MissingIdempotencyKeyError(job.queueName, job.name, job.id, keyed.missing);
-      if (!run) throw error;
-      this.deps.logger.warn(`${error.message.split(':')[0]}: running it without idempotency (onMissingKey: 'run')`);
+      if (!run) throw new MissingIdempotencyKeyError(job.queueName, job.name, job.id, keyed.missing);
+      this.deps.logger.warn(
+        `Job ${job.id} ("${job.name}" on queue "${job.queueName}") has no idempotency key (the key function returned ${keyed.missing}): running it without idempotency (onMissingKey: 'run')`,
+      );
       return next(job, token, signal);
     }
     const { store, options } = definition;

@@ -20,6 +20,7 @@ import {
   type IdempotencyJob,
   type IdempotencyRecord,
 } from '../../lib/index.js';
+import { describeEvent } from '../../lib/events/event-logger.js';
 import { workerOf } from '../conflicts/helpers.js';
 import type { TestApp, TestAppOptions } from '../support/app.js';
 import { useApps } from '../support/apps.js';
@@ -165,8 +166,10 @@ describe('@IdempotencyKey (Redis store)', () => {
       let effects = 0;
       let active = 0;
       let maxActive = 0;
+      const { logger, lines } = captureLogger();
       const { app, events, outcomes, store, scope } = await boot({
         idempotency: { key: byOrder, lease: 500 },
+        module: { logger },
         worker: { concurrency: 2 },
         handler: async () => {
           active++;
@@ -219,6 +222,10 @@ describe('@IdempotencyKey (Redis store)', () => {
       expect(app.runs.map((job) => job.id)).toEqual([first.id]);
       expect(events.of('idempotencyReplayed')).toEqual([
         expect.objectContaining({ jobId: second.id, state: 'completed' }),
+      ]);
+      // One line for the duplicate, its outcome; none for each of its waits (a line each before).
+      expect(lines.log).toEqual([
+        expect.stringMatching(new RegExp(`^Job ${second.id} .*replayed the completed result`)),
       ]);
     });
 
@@ -624,6 +631,12 @@ describe('@IdempotencyKey (Redis store)', () => {
       expect(app.runs).toEqual([]);
       expect(events.of('idempotencyMissingKey')).toHaveLength(Object.keys(kinds).length);
       expect(events.of('idempotencyMissingKey').every((event) => event.action === 'failed')).toBe(true);
+      // The event, and so its warning line, says what the key function returned (the line said only "failed").
+      for (const [i, kind] of Object.keys(kinds).entries()) {
+        const event = events.of('idempotencyMissingKey')[i];
+        expect(event.got).toMatch(described[kind]);
+        expect(describeEvent(event)).toMatch(/has no idempotency key \(the key function returned .+\): failed$/);
+      }
       expect(await keysOf(app)).toEqual([]);
     });
 
@@ -662,7 +675,10 @@ describe('@IdempotencyKey (Redis store)', () => {
         expect(current).toBeUndefined();
       }
       expect(events.of('idempotencyMissingKey').map((event) => event.action)).toEqual(['ran', 'ran']);
-      expect(lines.warn.filter((line) => line.includes('without idempotency'))).toHaveLength(2);
+      expect(lines.warn.filter((line) => line.includes('without idempotency'))).toEqual([
+        expect.stringMatching(/has no idempotency key \(the key function returned undefined\): running it without/),
+        expect.stringMatching(/has no idempotency key \(the key function returned undefined\): running it without/),
+      ]);
       expect(await keysOf(app)).toEqual([]);
     });
   });

@@ -169,11 +169,13 @@ describe('invalid @IdempotencyKey options fail the bootstrap', () => {
     expect(error.message).toContain('stores from forRoot({ idempotency: { stores } }): secondary, audit');
   });
 
-  it('a store name when forRoot declares no stores says there are none', async () => {
+  it('a store name when forRoot declares no stores says there are none, and how to pick the default one', async () => {
     const error = await invalidKeyOptions({ key: byEvent, store: 'redis' });
     expect(error.option).toBe('store');
     expect(error.message).toContain('(got "redis")');
-    expect(error.message).toMatch(/stores from forRoot\(\{ idempotency: \{ stores \} \}\): none$/);
+    expect(error.message).toMatch(
+      /stores from forRoot\(\{ idempotency: \{ stores \} \}\): none; leave "store" out for the default store \(redis\)$/,
+    );
   });
 
   it('transactional: true on the Redis store (no transactions)', async () => {
