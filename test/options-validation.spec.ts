@@ -87,6 +87,8 @@ describe('invalid unique-job options fail the bootstrap', () => {
     expect(error.option).toBe('onConflict');
     expect(error.message).toContain('"ignore"');
     for (const strategy of CLIENT_STRATEGIES) expect(error.message).toContain(strategy);
+    // Why `reschedule` is not among them (a worker-side strategy; this lock meets conflicts only at enqueue).
+    expect(error.message).toContain('(the client-side strategies, at enqueue, where lock "until_executed" meets');
   });
 
   it.each([

@@ -237,7 +237,7 @@ function chooseStrategies(
     if (!strategy) {
       fail(
         option,
-        `must be one of ${valid.join(', ')}, or a strategy registered in forRoot({ strategies }) (got ${describeOptionValue(name)})`,
+        `must be one of ${valid.join(', ')} (the ${side}-side strategies, ${side === 'client' ? 'at enqueue' : 'in the worker'}, where lock "${lockType}" meets its conflicts), or a strategy registered in forRoot({ strategies }) (got ${describeOptionValue(name)})`,
       );
     } else if (!strategy.sides.includes(side)) {
       fail(
