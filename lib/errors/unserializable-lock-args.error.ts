@@ -24,7 +24,9 @@ export class UnserializableLockArgsError extends UniqueJobsError {
     },
   ) {
     const shown = cut(path, MAX_PATH);
-    const whose = job ? ` of job "${cut(job.name, MAX_NAME)}" on queue "${cut(job.queue, MAX_NAME)}"` : '';
+    const whose = job
+      ? ` of job "${cut(job.name, MAX_NAME)}" on queue "${cut(job.queue, MAX_NAME)}" (what its definition's lockArgs returned, or its data when it has no lockArgs)`
+      : '';
     super(`Lock arguments${whose} cannot be hashed canonically at ${shown}: ${reason}`);
   }
 

@@ -242,6 +242,10 @@ describe('producer paths through a guarded queue', () => {
       expect(error).toBeInstanceOf(UnserializableLockArgsError);
       expect((error as UnserializableLockArgsError).path).toBe('$.when');
       expect((error as UnserializableLockArgsError).job).toEqual({ queue: app.queue.name, name: 'sync' });
+      // It names where the arguments come from (the option), not only the job.
+      expect((error as Error).message).toContain(
+        `of job "sync" on queue "${app.queue.name}" (what its definition's lockArgs returned, or its data when it has no lockArgs) cannot be hashed`,
+      );
       expect((error as Error).message).toContain(`of job "sync" on queue "${app.queue.name}"`);
       expect(await countsOf(app)).toEqual(ZERO_COUNTS);
     });
