@@ -1,4 +1,5 @@
 import { expect, it } from '@jest/globals';
+import type { IdempotencyStore } from '../../idempotency/idempotency-store.interface.js';
 import type { ContractContext } from './contract-context.js';
 import {
   LEASE_MS,
@@ -96,16 +97,7 @@ export function claimCases<Transaction>(context: ContractContext<Transaction>): 
     const stores = contenders();
     for (let round = 0; round < 3; round++) {
       const key = newKey(`race-${round}`);
-      const owners = Array.from({ length: CONTENDERS }, () => newOwner());
-      const results = await Promise.all(owners.map((owner, i) => stores[i % stores.length].claim(claimOf(key, owner))));
-
-      const winners = owners.filter((_owner, i) => results[i].claimed);
-      expect(winners).toHaveLength(1);
-      const [winner] = winners;
-      expect(results[owners.indexOf(winner)]).toEqual({ claimed: true, takeover: false });
-      for (const result of results.filter((r) => !r.claimed)) {
-        expect(refusedClaim(result).record).toMatchObject({ state: 'in_progress', owner: winner, attempts: 1 });
-      }
+      const winner = await raceFor(stores, key, { takeover: false, attempts: 1 });
       expect(await storeOf().get(SCOPE, key)).toMatchObject({
         state: 'in_progress',
         owner: winner,
@@ -205,16 +197,7 @@ export function claimCases<Transaction>(context: ContractContext<Transaction>): 
       });
       await untilAbsent(store, key);
 
-      const owners = Array.from({ length: CONTENDERS }, () => newOwner());
-      const results = await Promise.all(owners.map((owner, i) => stores[i % stores.length].claim(claimOf(key, owner))));
-
-      const winners = owners.filter((_owner, i) => results[i].claimed);
-      expect(winners).toHaveLength(1);
-      const [winner] = winners;
-      expect(results[owners.indexOf(winner)]).toEqual({ claimed: true, takeover: true });
-      for (const result of results.filter((r) => !r.claimed)) {
-        expect(refusedClaim(result).record).toMatchObject({ state: 'in_progress', owner: winner, attempts: 2 });
-      }
+      const winner = await raceFor(stores, key, { takeover: true, attempts: 2 });
       expect(await store.get(SCOPE, key)).toMatchObject({ state: 'in_progress', owner: winner, attempts: 2 });
     },
     EXPIRY_CASE_TIMEOUT_MS,
@@ -264,4 +247,26 @@ export function claimCases<Transaction>(context: ContractContext<Transaction>): 
     },
     EXPIRY_CASE_TIMEOUT_MS,
   );
+}
+
+/**
+ * {@link CONTENDERS} new owners claim `key` at once, spread over `stores`: exactly one wins (answered with `takeover`),
+ * and every other is answered the winner's live record with `attempts`. Resolves the winner.
+ */
+async function raceFor(
+  stores: readonly IdempotencyStore[],
+  key: string,
+  { takeover, attempts }: { takeover: boolean; attempts: number },
+): Promise<string> {
+  const owners = Array.from({ length: CONTENDERS }, () => newOwner());
+  const results = await Promise.all(owners.map((owner, i) => stores[i % stores.length].claim(claimOf(key, owner))));
+
+  const winners = owners.filter((_owner, i) => results[i].claimed);
+  expect(winners).toHaveLength(1);
+  const [winner] = winners;
+  expect(results[owners.indexOf(winner)]).toEqual({ claimed: true, takeover });
+  for (const result of results.filter((r) => !r.claimed)) {
+    expect(refusedClaim(result).record).toMatchObject({ state: 'in_progress', owner: winner, attempts });
+  }
+  return winner;
 }
