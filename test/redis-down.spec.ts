@@ -107,6 +107,13 @@ async function moreErrors(queue: Queue, count: number): Promise<void> {
   });
 }
 
+/** Waits until the queue's own connection is ready: "reachable again" is logged by the first connection that reconnects
+ * (a worker's may come first), and each connection reconnects on its own retry schedule. */
+async function queueConnected(queue: Queue): Promise<void> {
+  const client = await (queue.getBackend() as unknown as { client: Promise<Redis> }).client;
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+}
+
 describe('Redis out of reach', () => {
   it('at startup: an enqueue fails after enqueueTimeout naming the connection, one line per outage, and it recovers', async () => {
     await server.kill();
@@ -129,6 +136,7 @@ describe('Redis out of reach', () => {
       const back = lines.next(BACK);
       await server.relaunch();
       await back;
+      await queueConnected(queue);
       const job = await queue.add('sync', { id: 'u1' });
       expect(job.id).toBeDefined();
       expect(lines.matching(BACK)).toHaveLength(1);
@@ -155,6 +163,7 @@ describe('Redis out of reach', () => {
         const back = lines.next(BACK);
         await server.relaunch();
         await back;
+        await queueConnected(queue);
         await queue.add('sync', { id: `c${round}` });
         expect(lines.matching(UNREACHABLE)).toHaveLength(round);
         expect(lines.matching(BACK)).toHaveLength(round);
