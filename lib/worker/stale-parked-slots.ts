@@ -10,8 +10,8 @@ import { parseRuntimeLockOwner, queueTag } from '../redis/runtime-lock-owner.js'
  * parked job removed without the library). `job`'s take met them: without this it would have met a holder that never
  * runs again, and ended through its strategy (`log`: not run at all), until the orphan reaper's next pass released
  * the slot. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left alone),
- * with a `reaped` event as the reaper gives. Only holders of `job`'s own queue: another queue's are the reaper's. One
- * read of each holder's job; asked only on a refusal that names parked slots. Resolves whether one was given back.
+ * with a `reaped` event as the reaper gives. Only holders of `job`'s own queue: another queue's are the reaper's. The
+ * holders' jobs are read together (one round trip); asked only on a refusal that names parked slots. Resolves whether one was given back.
  */
 export async function freeStaleParked(
   store: LockStore,
@@ -22,14 +22,18 @@ export async function freeStaleParked(
 ): Promise<boolean> {
   const queue = job.queueQualifiedName;
   const tag = queueTag(queue);
-  let freed = false;
-  for (const { member, lease } of parked) {
-    const owner = parseRuntimeLockOwner(member);
-    if ((owner.queueTag !== tag && owner.queue !== queue) || owner.jobId === job.id) continue;
-    const standing = await store.jobStanding(bullKeys.job(queue, owner.jobId));
-    if (standing === 'live' || !(await store.releaseLease(key, member, lease))) continue;
-    freed = true;
-    events.emit({ type: 'reaped', key, kind: 'runtimeLease', jobId: owner.jobId, reason: `job ${standing}` });
-  }
-  return freed;
+  const holders = parked
+    .map((slot) => ({ ...slot, owner: parseRuntimeLockOwner(slot.member) }))
+    .filter(({ owner }) => (owner.queueTag === tag || owner.queue === queue) && owner.jobId !== job.id);
+  // Their jobs read together (sent in one tick: one round trip), then each stale one given back.
+  const standings = await Promise.all(holders.map(({ owner }) => store.jobStanding(bullKeys.job(queue, owner.jobId))));
+  const freed = await Promise.all(
+    holders.map(async ({ member, lease, owner }, i) => {
+      const standing = standings[i];
+      if (standing === 'live' || !(await store.releaseLease(key, member, lease))) return false;
+      events.emit({ type: 'reaped', key, kind: 'runtimeLease', jobId: owner.jobId, reason: `job ${standing}` });
+      return true;
+    }),
+  );
+  return freed.includes(true);
 }

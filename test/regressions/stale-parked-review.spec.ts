@@ -139,6 +139,39 @@ describe('stale parked slot: review', () => {
     await live.remove();
   }, 30_000);
 
+  it('lockLimit 2, two stale parked holders: their jobs are read together (one round trip), then both given back', async () => {
+    const ran: string[] = [];
+    const app = await start({
+      module: { reaper: { interval: false } },
+      unique: { ...unique, lockLimit: 2 },
+      handler: async (job: Job) => void ran.push(job.id!),
+    });
+    const events = new EventLog(app);
+    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
+    const ghosts = [uniqueName('ghost'), uniqueName('ghost')];
+    for (const ghost of ghosts) await parkFor(redis, running, app, ghost);
+    const watch = watchCommands(libraryClient(app));
+    let next: Job;
+    try {
+      next = await app.queue.add('sync', { id: 'a' });
+      await app.finished(next);
+    } finally {
+      watch.stop();
+    }
+    expect(ran).toEqual([next.id]);
+    expect(
+      events
+        .of('reaped')
+        .map((event) => event.jobId)
+        .sort(),
+    ).toEqual([...ghosts].sort());
+    // Both reads are sent before the first give-back (one after the other, the second waited for the first's answer).
+    const names = watch.sent.map(([name]) => name);
+    const firstRead = names.indexOf('hmget');
+    expect(names.slice(firstRead, firstRead + 2)).toEqual(['hmget', 'hmget']);
+    expect(await owners(redis, running)).toEqual([]);
+  }, 30_000);
+
   it('cost: a refusal by a running (not parked) holder sends no look-up; one by a parked one, one per take', async () => {
     const gate = hold();
     const app = await start({
