@@ -231,6 +231,51 @@ describe('Redis out of reach', () => {
     }
   });
 
+  it("an enqueue that gives up while the server answers another connection says that the queue's connection has not reconnected", async () => {
+    const lines = new Lines();
+    const availability = new RedisAvailability(lines.logger, 300);
+    let holdOff = false; // while set, the queue's client waits a minute between attempts
+    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
+    const other = new Redis({ ...options, retryStrategy: () => 50 });
+    const slow = new Redis({ ...options, retryStrategy: () => (holdOff ? 60_000 : 50) });
+    availability.watchClient(other);
+    const queue = new Queue(uniqueName('slow'), { connection: slow });
+    availability.watch(queue);
+    const given = () =>
+      availability.ready(queue)!.then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    try {
+      await Promise.all([other.ping(), queue.waitUntilReady()]);
+      expect(availability.ready(queue)).toBeUndefined();
+      const outage = lines.next(UNREACHABLE);
+      holdOff = true;
+      await server.kill();
+      await outage;
+      const during = await given();
+      expect(during).toBeInstanceOf(RedisUnavailableError);
+      expect(during).toMatchObject({ reachableElsewhere: false });
+      expect((during as Error).message).toContain('is not reachable');
+
+      const back = lines.next(BACK);
+      await server.relaunch();
+      await back; // `other` is ready again; the queue's client waits for its next attempt, a minute away
+      expect(slow.status).not.toBe('ready');
+      const after = await given();
+      expect(after).toBeInstanceOf(RedisUnavailableError);
+      expect(after).toMatchObject({ reachableElsewhere: true, waitedMs: 300 });
+      expect((after as Error).message).toMatch(
+        /is reachable \(another connection of the application is ready\), but the queue's connection has not reconnected yet/,
+      );
+    } finally {
+      await queue.close().catch(() => undefined);
+      other.disconnect();
+      slow.disconnect();
+      await server.admin.flushall();
+    }
+  });
+
   it('an error other than "unreachable" is logged once, not once per queue sharing the client nor per reconnect', async () => {
     const lines = new Lines();
     const availability = new RedisAvailability(lines.logger, 300);

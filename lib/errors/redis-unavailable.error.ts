@@ -12,9 +12,18 @@ export class RedisUnavailableError extends UniqueJobsError {
     readonly waitedMs: number,
     /** The last error the connection reported, if any. */
     readonly lastError: string | undefined,
+    /**
+     * `true` when another connection of the application to the same server was ready when the enqueue gave up (and no
+     * outage of that server was under way): the server answers, but this queue's connection had not reconnected yet
+     * (after an outage, or after that connection alone dropped). Each connection reconnects on its own
+     * `retryStrategy` schedule (BullMQ's default waits up to 20 s between attempts).
+     */
+    readonly reachableElsewhere = false,
   ) {
     super(
-      `Redis ${connection} is not reachable: the enqueue waited ${waitedMs} ms for its connection and sent nothing${lastError ? ` (last error: ${lastError})` : ''}`,
+      reachableElsewhere
+        ? `Redis ${connection} is reachable (another connection of the application is ready), but the queue's connection has not reconnected yet (it retries on its own retryStrategy schedule): the enqueue waited ${waitedMs} ms for it and sent nothing`
+        : `Redis ${connection} is not reachable: the enqueue waited ${waitedMs} ms for its connection and sent nothing${lastError ? ` (last error: ${lastError})` : ''}`,
     );
   }
 }

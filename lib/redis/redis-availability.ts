@@ -192,7 +192,9 @@ export class RedisAvailability {
         : this.waits.wait(owner, () => this.firstConnection.get(owner)!.then(() => 'ready' as const), settled);
       const timer = setTimeout(() => {
         forget();
-        reject(new RedisUnavailableError(endpoint, timeout, this.lastErrors.get(endpoint)));
+        reject(
+          new RedisUnavailableError(endpoint, timeout, this.lastErrors.get(endpoint), this.answersElsewhere(endpoint)),
+        );
       }, timeout);
     });
   }
@@ -259,6 +261,11 @@ export class RedisAvailability {
     this.logger.error(
       `Redis ${endpoint} is unreachable (${text}): enqueues through the library ${wait}, workers wait for it; logged once until it is back`,
     );
+  }
+
+  /** Whether `endpoint` answers: no outage of it under way, and another known client of it is ready now. */
+  private answersElsewhere(endpoint: string): boolean {
+    return !this.outages.has(endpoint) && this.anyReady(endpoint);
   }
 
   /** Whether a known client of `endpoint` is ready now. */
