@@ -11,7 +11,8 @@ import { parseRuntimeLockOwner, queueTag } from '../redis/runtime-lock-owner.js'
  * runs again, and ended through its strategy (`log`: not run at all), until the orphan reaper's next pass released
  * the slot. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left alone),
  * with a `reaped` event as the reaper gives. Only holders of `job`'s own queue: another queue's are the reaper's. The
- * holders' jobs are read together (one round trip); asked only on a refusal that names parked slots. Resolves whether one was given back.
+ * holders' jobs are read together (one round trip); asked only on a refusal that names parked slots. Resolves whether
+ * one was given back.
  */
 export async function freeStaleParked(
   store: LockStore,
