@@ -14,6 +14,7 @@ import { RedisAvailability } from '../lib/redis/redis-availability.js';
 import { deferred } from './support/deferred.js';
 import { PrivateRedis } from './support/private-redis.js';
 import { uniqueName } from './support/redis.js';
+import { waitFor } from './support/wait.js';
 
 // Outages, relaunches and reconnects: a loaded machine can stretch a test past jest's default 30 s.
 jest.setTimeout(90_000);
@@ -266,7 +267,7 @@ describe('Redis out of reach', () => {
       expect(after).toBeInstanceOf(RedisUnavailableError);
       expect(after).toMatchObject({ reachableElsewhere: true, waitedMs: 300 });
       expect((after as Error).message).toMatch(
-        /is reachable \(another connection of the application is ready\), but the queue's connection has not reconnected yet/,
+        /is reachable \(another connection of the application is ready\), but the queue's connection is not connected yet/,
       );
     } finally {
       await queue.close().catch(() => undefined);
@@ -275,6 +276,95 @@ describe('Redis out of reach', () => {
       await server.admin.flushall();
     }
   });
+
+  // Session 41's hostile review of reachableElsewhere.
+  it("a queue's connection alone killed (CLIENT KILL), the server fine: reachableElsewhere true", async () => {
+    const logger = { log: () => undefined, warn: () => undefined, error: () => undefined };
+    const availability = new RedisAvailability(logger, 300);
+    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
+    const other = new Redis(options);
+    const slow = new Redis({ ...options, connectionName: 'slow', retryStrategy: () => 60_000 });
+    availability.watchClient(other);
+    const queue = new Queue(uniqueName('killed'), { connection: slow });
+    availability.watch(queue);
+    try {
+      await Promise.all([other.ping(), queue.waitUntilReady()]);
+      await server.admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'); // every client but admin's
+      await waitFor('the queue to see its drop', () => slow.status !== 'ready');
+      await waitFor('other to be ready again', () => other.status === 'ready');
+      const error = await availability.ready(queue)!.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(error).toMatchObject({ reachableElsewhere: true });
+    } finally {
+      await queue.close().catch(() => undefined);
+      other.disconnect();
+      slow.disconnect();
+      await server.admin.flushall();
+    }
+  }, 30_000);
+
+  it('the first moments of an outage (no reconnect attempt failed yet): reachableElsewhere false', async () => {
+    const logger = { log: () => undefined, warn: () => undefined, error: () => undefined };
+    const availability = new RedisAvailability(logger, 100);
+    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null, retryStrategy: () => 60_000 };
+    const other = new Redis(options);
+    const slow = new Redis(options);
+    availability.watchClient(other);
+    const queue = new Queue(uniqueName('first'), { connection: slow });
+    availability.watch(queue);
+    try {
+      await Promise.all([other.ping(), queue.waitUntilReady()]);
+      await server.kill();
+      await waitFor('the queue to see the drop', () => slow.status !== 'ready');
+      const error = await availability.ready(queue)!.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(error).toMatchObject({ reachableElsewhere: false });
+    } finally {
+      await queue.close().catch(() => undefined);
+      other.disconnect();
+      slow.disconnect();
+      await server.relaunch();
+      await server.admin.flushall();
+    }
+  }, 30_000);
+
+  it("a queue's connection whose login is refused (the library's accepted): the error does not claim it is reconnecting", async () => {
+    const lines: string[] = [];
+    const keep = (line: string) => void lines.push(line);
+    const logger = { log: keep, warn: keep, error: keep };
+    const availability = new RedisAvailability(logger, 500);
+    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
+    const other = new Redis(options);
+    const refused = new Redis({ ...options, username: 'nobody', password: 'wrong', lazyConnect: false });
+    refused.on('error', () => undefined);
+    availability.watchClient(other);
+    const queue = new Queue(uniqueName('refused'), { connection: refused });
+    queue.on('error', () => undefined);
+    availability.watch(queue);
+    try {
+      await other.ping();
+      const error = await availability.ready(queue)!.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(lines.some((line) => line.includes('WRONGPASS'))).toBe(true); // logged apart, as a connection error
+      expect(refused.status).not.toBe('ready');
+      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(error).toMatchObject({ reachableElsewhere: false });
+      expect((error as Error).message).toMatch(/WRONGPASS/);
+    } finally {
+      await queue.close().catch(() => undefined);
+      other.disconnect();
+      refused.disconnect();
+      await server.admin.flushall();
+    }
+  }, 30_000);
 
   it('an error other than "unreachable" is logged once, not once per queue sharing the client nor per reconnect', async () => {
     const lines = new Lines();

@@ -10,7 +10,7 @@ export class RedisUnavailableError extends UniqueJobsError {
     readonly connection: string,
     /** How long the enqueue waited for it (ms). */
     readonly waitedMs: number,
-    /** The last error the connection reported, if any. */
+    /** The last error the queue's connection reported (else another connection of the server), if any. */
     readonly lastError: string | undefined,
     /**
      * `true` when another connection of the application to the same server was ready when the enqueue gave up (and no
@@ -22,7 +22,7 @@ export class RedisUnavailableError extends UniqueJobsError {
   ) {
     super(
       reachableElsewhere
-        ? `Redis ${connection} is reachable (another connection of the application is ready), but the queue's connection has not reconnected yet (it retries on its own retryStrategy schedule): the enqueue waited ${waitedMs} ms for it and sent nothing`
+        ? `Redis ${connection} is reachable (another connection of the application is ready), but the queue's connection is not connected yet (it retries on its own retryStrategy schedule): the enqueue waited ${waitedMs} ms for it and sent nothing${lastError ? ` (its last error: ${lastError})` : ''}`
         : `Redis ${connection} is not reachable: the enqueue waited ${waitedMs} ms for its connection and sent nothing${lastError ? ` (last error: ${lastError})` : ''}`,
     );
   }

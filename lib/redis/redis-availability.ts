@@ -25,12 +25,16 @@ export interface ConnectionOwner {
 export class RedisAvailability {
   private readonly watched = new WeakSet<object>();
   private readonly clients = new WeakMap<object, Client>();
+  /** Each owner's main client as BullMQ created it, followed before its first connection (which may never come). */
+  private readonly mainClients = new WeakMap<object, Client>();
   private readonly firstConnection = new WeakMap<object, Promise<Client | undefined>>();
   private readonly nextReady = new WeakMap<Client, Promise<'ready' | 'end'>>();
   private readonly endpoints = new WeakMap<object, string>();
   /** Servers out of reach now: since when. */
   private readonly outages = new Map<string, number>();
   private readonly lastErrors = new Map<string, string>();
+  /** Per client, its last error since it was last ready, and whether it was a network one ("unreachable"). */
+  private readonly clientErrors = new WeakMap<Client, { text: string; unreachable: boolean }>();
   /**
    * Per server, the last error other than "unreachable" that was logged and when: the same text is not logged again
    * for `repeatAfterMs`, unless a client of the server is ready or an outage starts or ends in between.
@@ -79,6 +83,7 @@ export class RedisAvailability {
       if (!isClient(client)) continue;
       followed += this.follow(client, endpoint, false);
       this.noteRole(client, connection);
+      if (connection === backend?.connection) this.mainClients.set(owner, client);
     }
     // The owner's own `error` event repeats its clients' errors (and adds its own): it decides outages only when its
     // clients could not be followed one by one.
@@ -153,8 +158,12 @@ export class RedisAvailability {
     if (this.followed.has(client)) return 1;
     this.followed.add(client);
     this.known.set(client, endpoint);
-    client.on('error', (error: Error) => this.failed(endpoint, error, client, logsOthers));
+    client.on('error', (error: Error) => {
+      this.clientErrors.set(client, { text: error?.message ?? String(error), unreachable: isUnreachable(error) });
+      this.failed(endpoint, error, client, logsOthers);
+    });
     client.on('ready', () => {
+      this.clientErrors.delete(client);
       this.lastOther.delete(endpoint);
       this.reachable(endpoint);
       this.readyIn.set(client, this.epochs.get(endpoint) ?? 0);
@@ -192,9 +201,12 @@ export class RedisAvailability {
         : this.waits.wait(owner, () => this.firstConnection.get(owner)!.then(() => 'ready' as const), settled);
       const timer = setTimeout(() => {
         forget();
-        reject(
-          new RedisUnavailableError(endpoint, timeout, this.lastErrors.get(endpoint), this.answersElsewhere(endpoint)),
-        );
+        // The connection's own last error when it had one: a refused login of its own (WRONGPASS) is no reconnection
+        // under way, whatever the other connections of the server do.
+        const main = client ?? this.mainClients.get(owner);
+        const own = main && this.clientErrors.get(main);
+        const elsewhere = (own?.unreachable ?? true) && this.answersElsewhere(endpoint);
+        reject(new RedisUnavailableError(endpoint, timeout, own?.text ?? this.lastErrors.get(endpoint), elsewhere));
       }, timeout);
     });
   }

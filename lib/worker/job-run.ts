@@ -111,14 +111,17 @@ export class JobRun implements LockRun {
           deps.events.emit({ type: 'lockLost', queue: job.queueName, jobName: job.name, digest, jobId: job.id! });
         },
         error: (error) => deps.reportError(job, digest, error),
-        // A look-up that fails (a job's hash out of reach) leaves the refusal as it was: it is reported, not thrown.
-        freeStale: (parked) =>
-          freeStaleParked(deps.store, deps.events, job, deps.keys.runtimeLock(digest), parked).catch(
+        // A look-up or give-back that fails (a job's hash out of reach) is reported, not thrown: the refusal stands
+        // unless another stale slot was given back.
+        freeStale: (parked) => {
+          const report = (error: unknown) => deps.reportError(job, digest, error);
+          return freeStaleParked(deps.store, deps.events, job, deps.keys.runtimeLock(digest), parked, report).catch(
             (error: unknown) => {
-              deps.reportError(job, digest, error);
+              report(error);
               return false;
             },
-          ),
+          );
+        },
       },
       former,
     );

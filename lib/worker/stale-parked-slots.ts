@@ -20,6 +20,8 @@ export async function freeStaleParked(
   job: Job<unknown, unknown>,
   key: string,
   parked: readonly ParkedSlot[],
+  /** A read or give-back that failed: the others go on (a slot freed lets the take through). */
+  failed: (error: unknown) => void,
 ): Promise<boolean> {
   const queue = job.queueQualifiedName;
   const tag = queueTag(queue);
@@ -27,14 +29,18 @@ export async function freeStaleParked(
     .map((slot) => ({ ...slot, owner: parseRuntimeLockOwner(slot.member) }))
     .filter(({ owner }) => (owner.queueTag === tag || owner.queue === queue) && owner.jobId !== job.id);
   // Their jobs read together (sent in one tick: one round trip), then each stale one given back.
-  const standings = await Promise.all(holders.map(({ owner }) => store.jobStanding(bullKeys.job(queue, owner.jobId))));
-  const freed = await Promise.all(
+  const standings = await Promise.allSettled(
+    holders.map(({ owner }) => store.jobStanding(bullKeys.job(queue, owner.jobId))),
+  );
+  const freed = await Promise.allSettled(
     holders.map(async ({ member, lease, owner }, i) => {
-      const standing = standings[i];
-      if (standing === 'live' || !(await store.releaseLease(key, member, lease))) return false;
-      events.emit({ type: 'reaped', key, kind: 'runtimeLease', jobId: owner.jobId, reason: `job ${standing}` });
+      const read = standings[i];
+      if (read.status === 'rejected') throw read.reason;
+      if (read.value === 'live' || !(await store.releaseLease(key, member, lease))) return false;
+      events.emit({ type: 'reaped', key, kind: 'runtimeLease', jobId: owner.jobId, reason: `job ${read.value}` });
       return true;
     }),
   );
-  return freed.includes(true);
+  for (const outcome of freed) if (outcome.status === 'rejected') failed(outcome.reason);
+  return freed.some((outcome) => outcome.status === 'fulfilled' && outcome.value);
 }
