@@ -113,15 +113,10 @@ export class JobRun implements LockRun {
         error: (error) => deps.reportError(job, digest, error),
         // A look-up or give-back that fails (a job's hash out of reach) is reported, not thrown: the refusal stands
         // unless another stale slot was given back.
-        freeStale: (parked) => {
-          const report = (error: unknown) => deps.reportError(job, digest, error);
-          return freeStaleParked(deps.store, deps.events, job, deps.keys.runtimeLock(digest), parked, report).catch(
-            (error: unknown) => {
-              report(error);
-              return false;
-            },
-          );
-        },
+        freeStale: (parked) =>
+          freeStaleParked(deps.store, deps.events, job, deps.keys.runtimeLock(digest), parked, (error) =>
+            deps.reportError(job, digest, error),
+          ),
       },
       former,
     );

@@ -12,7 +12,7 @@ import { parseRuntimeLockOwner, queueTag } from '../redis/runtime-lock-owner.js'
  * the slot. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left alone),
  * with a `reaped` event as the reaper gives. Only holders of `job`'s own queue: another queue's are the reaper's. The
  * holders' jobs are read together (one round trip); asked only on a refusal that names parked slots. Resolves whether
- * one was given back.
+ * one was given back; never rejects (a read or give-back that fails goes to `failed`).
  */
 export async function freeStaleParked(
   store: LockStore,
