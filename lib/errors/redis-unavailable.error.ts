@@ -16,7 +16,8 @@ export class RedisUnavailableError extends UniqueJobsError {
      * `true` when another connection of the application to the same server was ready when the enqueue gave up (and no
      * outage of that server was under way): the server answers, but this queue's connection had not reconnected yet
      * (after an outage, or after that connection alone dropped). Each connection reconnects on its own
-     * `retryStrategy` schedule (BullMQ's default waits up to 20 s between attempts).
+     * `retryStrategy` schedule (BullMQ's default waits up to 20 s between attempts). `false` as well when that
+     * connection's own last error was not a network one (a refused login of its own: see `lastError`).
      */
     readonly reachableElsewhere = false,
   ) {
