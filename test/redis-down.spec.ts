@@ -115,6 +115,37 @@ async function queueConnected(queue: Queue): Promise<void> {
   if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
 }
 
+/** The suite's server, as ioredis options (no retry limit per command, as BullMQ's connections). */
+function serverOptions() {
+  return { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
+}
+
+/**
+ * A RedisAvailability (enqueues wait `timeoutMs`) following `other`, a client of the suite's server that reconnects
+ * every `otherRetryMs` (the library's own), and a queue on `queueClient`. `given()` answers what an enqueue's wait for
+ * the queue's connection ends with; `close()` closes them all and empties the server.
+ */
+function queueBeside(logger: Lines['logger'], queueClient: Redis, otherRetryMs = 50, timeoutMs = 300) {
+  const availability = new RedisAvailability(logger, timeoutMs);
+  const other = new Redis({ ...serverOptions(), retryStrategy: () => otherRetryMs });
+  availability.watchClient(other);
+  const queue = new Queue(uniqueName('beside'), { connection: queueClient });
+  queue.on('error', () => undefined);
+  availability.watch(queue);
+  const given = () =>
+    availability.ready(queue)!.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+  const close = async () => {
+    await queue.close().catch(() => undefined);
+    other.disconnect();
+    queueClient.disconnect();
+    if (server.admin.status === 'ready') await server.admin.flushall();
+  };
+  return { availability, other, queue, given, close };
+}
+
 describe('Redis out of reach', () => {
   it('at startup: an enqueue fails after enqueueTimeout naming the connection, one line per outage, and it recovers', async () => {
     await server.kill();
@@ -234,19 +265,9 @@ describe('Redis out of reach', () => {
 
   it("an enqueue that gives up while the server answers another connection says that the queue's connection has not reconnected", async () => {
     const lines = new Lines();
-    const availability = new RedisAvailability(lines.logger, 300);
     let holdOff = false; // while set, the queue's client waits a minute between attempts
-    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
-    const other = new Redis({ ...options, retryStrategy: () => 50 });
-    const slow = new Redis({ ...options, retryStrategy: () => (holdOff ? 60_000 : 50) });
-    availability.watchClient(other);
-    const queue = new Queue(uniqueName('slow'), { connection: slow });
-    availability.watch(queue);
-    const given = () =>
-      availability.ready(queue)!.then(
-        () => undefined,
-        (error: unknown) => error,
-      );
+    const slow = new Redis({ ...serverOptions(), retryStrategy: () => (holdOff ? 60_000 : 50) });
+    const { other, queue, given, availability, close } = queueBeside(lines.logger, slow);
     try {
       await Promise.all([other.ping(), queue.waitUntilReady()]);
       expect(availability.ready(queue)).toBeUndefined();
@@ -270,99 +291,59 @@ describe('Redis out of reach', () => {
         /is reachable \(another connection of the application is ready\), but the queue's connection is not connected yet/,
       );
     } finally {
-      await queue.close().catch(() => undefined);
-      other.disconnect();
-      slow.disconnect();
-      await server.admin.flushall();
+      await close();
     }
   });
 
   // Session 41's hostile review of reachableElsewhere.
   it("a queue's connection alone killed (CLIENT KILL), the server fine: reachableElsewhere true", async () => {
-    const logger = { log: () => undefined, warn: () => undefined, error: () => undefined };
-    const availability = new RedisAvailability(logger, 300);
-    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
-    const other = new Redis(options);
-    const slow = new Redis({ ...options, connectionName: 'slow', retryStrategy: () => 60_000 });
-    availability.watchClient(other);
-    const queue = new Queue(uniqueName('killed'), { connection: slow });
-    availability.watch(queue);
+    const slow = new Redis({ ...serverOptions(), retryStrategy: () => 60_000 });
+    const { other, queue, given, close } = queueBeside(new Lines().logger, slow);
     try {
       await Promise.all([other.ping(), queue.waitUntilReady()]);
       await server.admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'); // every client but admin's
       await waitFor('the queue to see its drop', () => slow.status !== 'ready');
       await waitFor('other to be ready again', () => other.status === 'ready');
-      const error = await availability.ready(queue)!.then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+      const error = await given();
       expect(error).toBeInstanceOf(RedisUnavailableError);
       expect(error).toMatchObject({ reachableElsewhere: true });
     } finally {
-      await queue.close().catch(() => undefined);
-      other.disconnect();
-      slow.disconnect();
-      await server.admin.flushall();
+      await close();
     }
   }, 30_000);
 
   it('the first moments of an outage (no reconnect attempt failed yet): reachableElsewhere false', async () => {
-    const logger = { log: () => undefined, warn: () => undefined, error: () => undefined };
-    const availability = new RedisAvailability(logger, 100);
-    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null, retryStrategy: () => 60_000 };
-    const other = new Redis(options);
-    const slow = new Redis(options);
-    availability.watchClient(other);
-    const queue = new Queue(uniqueName('first'), { connection: slow });
-    availability.watch(queue);
+    const slow = new Redis({ ...serverOptions(), retryStrategy: () => 60_000 });
+    const { other, queue, given, close } = queueBeside(new Lines().logger, slow, 60_000, 100);
     try {
       await Promise.all([other.ping(), queue.waitUntilReady()]);
       await server.kill();
       await waitFor('the queue to see the drop', () => slow.status !== 'ready');
-      const error = await availability.ready(queue)!.then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+      const error = await given();
       expect(error).toBeInstanceOf(RedisUnavailableError);
       expect(error).toMatchObject({ reachableElsewhere: false });
     } finally {
-      await queue.close().catch(() => undefined);
-      other.disconnect();
-      slow.disconnect();
+      await close(); // the server is down: emptied once back
       await server.relaunch();
       await server.admin.flushall();
     }
   }, 30_000);
 
   it("a queue's connection whose login is refused (the library's accepted): the error does not claim it is reconnecting", async () => {
-    const lines: string[] = [];
-    const keep = (line: string) => void lines.push(line);
-    const logger = { log: keep, warn: keep, error: keep };
-    const availability = new RedisAvailability(logger, 500);
-    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: null };
-    const other = new Redis(options);
-    const refused = new Redis({ ...options, username: 'nobody', password: 'wrong', lazyConnect: false });
+    const lines = new Lines();
+    const refused = new Redis({ ...serverOptions(), username: 'nobody', password: 'wrong' });
     refused.on('error', () => undefined);
-    availability.watchClient(other);
-    const queue = new Queue(uniqueName('refused'), { connection: refused });
-    queue.on('error', () => undefined);
-    availability.watch(queue);
+    const { other, given, close } = queueBeside(lines.logger, refused, 50, 500);
     try {
       await other.ping();
-      const error = await availability.ready(queue)!.then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(lines.some((line) => line.includes('WRONGPASS'))).toBe(true); // logged apart, as a connection error
+      const error = await given();
+      expect(lines.matching(/WRONGPASS/).length).toBeGreaterThan(0); // logged apart, as a connection error
       expect(refused.status).not.toBe('ready');
       expect(error).toBeInstanceOf(RedisUnavailableError);
       expect(error).toMatchObject({ reachableElsewhere: false });
       expect((error as Error).message).toMatch(/WRONGPASS/);
     } finally {
-      await queue.close().catch(() => undefined);
-      other.disconnect();
-      refused.disconnect();
-      await server.admin.flushall();
+      await close();
     }
   }, 30_000);
 

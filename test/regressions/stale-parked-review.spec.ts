@@ -7,6 +7,7 @@ import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { PARKED_MARK } from '../../lib/locks/lock-store.js';
 import { UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
+import { legacyRuntimeLockOwner, queueTag } from '../../lib/redis/runtime-lock-owner.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
@@ -23,7 +24,7 @@ function libraryClient(app: TestApp): Redis {
 /** Watches the commands `client` sends (name and first argument) until the returned function is called. */
 function watchCommands(
   client: Redis,
-  before?: (name: string, key: string) => Promise<void> | void,
+  before?: (name: string, key: string, args: string[]) => Promise<void> | void,
 ): { sent: [string, string][]; stop(): void } {
   const sent: [string, string][] = [];
   const send = client.sendCommand.bind(client);
@@ -31,19 +32,23 @@ function watchCommands(
     const name = command.name.toLowerCase();
     const key = String(command.args[0] ?? '');
     sent.push([name, key]);
-    const hook = before?.(name, key);
+    const hook = before?.(name, key, command.args.map(String));
     if (!hook) return send(command);
     return hook.then(() => send(command));
   };
   return { sent, stop: () => void (client.sendCommand = send) };
 }
 
-/** A slot parked (its score carries the parked mark) for a job id of the app's queue, a minute from now. */
-async function parkFor(redis: Redis, key: string, app: TestApp, jobId: string): Promise<string> {
-  const member = runtimeOwner(app, jobId);
+/** A slot parked (its score carries the parked mark) for `member`, a minute from now. */
+async function parkMember(redis: Redis, key: string, member: string): Promise<string> {
   await redis.zadd(key, String(Date.now() + 60_000 + Number(PARKED_MARK)), member);
   await redis.pexpire(key, 120_000);
   return member;
+}
+
+/** A slot parked for a job id of the app's queue. */
+function parkFor(redis: Redis, key: string, app: TestApp, jobId: string): Promise<string> {
+  return parkMember(redis, key, runtimeOwner(app, jobId));
 }
 
 const unique = { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' } as const;
@@ -139,37 +144,145 @@ describe('stale parked slot: review', () => {
     await live.remove();
   }, 30_000);
 
-  it('lockLimit 2, two stale parked holders: their jobs are read together (one round trip), then both given back', async () => {
+  /** An app at `lockLimit` whose handler records the jobs it ran; its events and its digest's run-time lock key. */
+  async function startCounting(lockLimit: number) {
     const ran: string[] = [];
     const app = await start({
       module: { reaper: { interval: false } },
-      unique: { ...unique, lockLimit: 2 },
+      unique: { ...unique, lockLimit },
       handler: async (job: Job) => void ran.push(job.id!),
     });
-    const events = new EventLog(app);
-    const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
-    const ghosts = [uniqueName('ghost'), uniqueName('ghost')];
-    for (const ghost of ghosts) await parkFor(redis, running, app, ghost);
-    const watch = watchCommands(libraryClient(app));
-    let next: Job;
+    return { app, ran, events: new EventLog(app), running: runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' })) };
+  }
+
+  /** Adds the next job of the digest and waits for its end, the library's commands watched meanwhile. */
+  async function nextJob(app: TestApp, before?: Parameters<typeof watchCommands>[1]) {
+    const watch = watchCommands(libraryClient(app), before);
     try {
-      next = await app.queue.add('sync', { id: 'a' });
+      const next = await app.queue.add('sync', { id: 'a' });
       await app.finished(next);
+      return { next, sent: watch.sent };
     } finally {
       watch.stop();
     }
+  }
+
+  const reapedIds = (events: EventLog) =>
+    events
+      .of('reaped')
+      .map((event) => event.jobId)
+      .sort();
+
+  it('lockLimit 2, two stale parked holders: their jobs are read together (one round trip), then both given back', async () => {
+    const { app, ran, events, running } = await startCounting(2);
+    const ghosts = [uniqueName('ghost'), uniqueName('ghost')];
+    for (const ghost of ghosts) await parkFor(redis, running, app, ghost);
+    const { next, sent } = await nextJob(app);
     expect(ran).toEqual([next.id]);
-    expect(
-      events
-        .of('reaped')
-        .map((event) => event.jobId)
-        .sort(),
-    ).toEqual([...ghosts].sort());
+    expect(reapedIds(events)).toEqual([...ghosts].sort());
     // Both reads are sent before the first give-back (one after the other, the second waited for the first's answer).
-    const names = watch.sent.map(([name]) => name);
+    const names = sent.map(([name]) => name);
     const firstRead = names.indexOf('hmget');
     expect(names.slice(firstRead, firstRead + 2)).toEqual(['hmget', 'hmget']);
     expect(await owners(redis, running)).toEqual([]);
+  }, 30_000);
+
+  // Session 41's hostile review of the reads together (helper-131).
+  it("lockLimit 4: gone, finished, live and another queue's holders: only the two stale own-queue ones are given back", async () => {
+    const { app, ran, events, running } = await startCounting(4);
+    const finished = await app.queue.add('other', {}, { jobId: uniqueName('done') });
+    await app.finished(finished);
+    const live = await app.queue.add('other', {}, { delay: 60_000, jobId: uniqueName('live') });
+    const gone = uniqueName('ghost');
+    await parkFor(redis, running, app, gone);
+    await parkFor(redis, running, app, finished.id!);
+    const liveMember = await parkFor(redis, running, app, live.id!);
+    // Another queue's holder, whose id is not a job of this queue either: the reaper's, not this take's.
+    const foreign = await parkMember(redis, running, JSON.stringify([queueTag('bull:elsewhere'), uniqueName('x')]));
+    const next = await app.queue.add('sync', { id: 'a' });
+    await waitFor('the next job to run', () => ran.includes(next.id!));
+    expect(
+      events
+        .of('reaped')
+        .map((e) => [e.jobId, e.reason])
+        .sort(),
+    ).toEqual(
+      [
+        [gone, 'job gone'],
+        [finished.id, 'job finished'],
+      ].sort(),
+    );
+    await app.finished(next);
+    expect(await redis.zscore(running, liveMember)).not.toBeNull();
+    expect(await redis.zscore(running, foreign)).not.toBeNull();
+    await redis.del(running);
+    await live.remove();
+  }, 30_000);
+
+  it('the same job parked under two members (current and earlier-build form): both given back, an event each', async () => {
+    const { app, ran, events, running } = await startCounting(2);
+    const ghost = uniqueName('ghost');
+    await parkFor(redis, running, app, ghost);
+    await parkMember(redis, running, legacyRuntimeLockOwner(ghost, app.queue.qualifiedName));
+    const { next } = await nextJob(app);
+    expect(ran).toEqual([next.id]);
+    expect(reapedIds(events)).toEqual([ghost, ghost]);
+    expect(await owners(redis, running)).toEqual([]);
+  }, 30_000);
+
+  it('two stale holders, one re-enters between the reads and the give-backs: the other alone is given back, the new job runs', async () => {
+    const { app, ran, events, running } = await startCounting(2);
+    const [back, stale] = [uniqueName('back'), uniqueName('stale')];
+    const backMember = await parkFor(redis, running, app, back);
+    await parkFor(redis, running, app, stale);
+    const reentered = String(Date.now() + 60_000 + 5 / 1024);
+    let reads = 0;
+    const { next } = await nextJob(app, async (name) => {
+      // Both reads answered, before either give-back is sent: `back` re-enters its slot.
+      if (name === 'hmget' && ++reads === 2) await redis.zadd(running, reentered, backMember);
+    });
+    expect(ran).toEqual([next.id]);
+    expect(reapedIds(events)).toEqual([stale]);
+    expect(Number(await redis.zscore(running, backMember))).toBe(Number(reentered));
+    await redis.del(running);
+  }, 30_000);
+
+  it('the look-up of one of two stale holders fails: no unhandled rejection, the other is given back and the job runs', async () => {
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown) => rejections.push(reason);
+    process.on('unhandledRejection', onRejection);
+    const { app, ran, events, running } = await startCounting(2);
+    const [ok, bad] = [uniqueName('ok'), uniqueName('bad')];
+    await parkFor(redis, running, app, ok);
+    const badMember = await parkFor(redis, running, app, bad);
+    let next: Job;
+    try {
+      ({ next } = await nextJob(app, (name, key) => {
+        if (name === 'hmget' && key.endsWith(`:${bad}`)) return Promise.reject(new Error('NOPERM simulated'));
+      }));
+    } finally {
+      process.off('unhandledRejection', onRejection);
+    }
+    expect(ran).toEqual([next.id]);
+    expect(rejections).toEqual([]);
+    expect(reapedIds(events)).toEqual([ok]);
+    expect(await redis.zscore(running, badMember)).not.toBeNull(); // not read: kept for the reaper
+    await redis.del(running);
+  }, 30_000);
+
+  it('the give-back of one of two stale holders fails: the other is given back, so the new job takes that slot and runs', async () => {
+    const { app, ran, events, running } = await startCounting(2);
+    const [ok, bad] = [uniqueName('ok'), uniqueName('bad')];
+    await parkFor(redis, running, app, ok);
+    const badMember = await parkFor(redis, running, app, bad);
+    const { next } = await nextJob(app, (name, _key, args) => {
+      if (name === 'evalsha' && args.includes(badMember))
+        return Promise.reject(new Error('simulated give-back failure'));
+    });
+    expect(reapedIds(events)).toEqual([ok]);
+    expect(ran).toEqual([next.id]); // the slot freed lets the take through
+    expect(await redis.zscore(running, badMember)).not.toBeNull();
+    await redis.del(running);
   }, 30_000);
 
   it('cost: a refusal by a running (not parked) holder sends no look-up; one by a parked one, one per take', async () => {
