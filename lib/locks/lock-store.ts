@@ -1,7 +1,6 @@
 import { randomInt } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { readJobStanding, standingOf, type JobStanding } from '../redis/job-standing.js';
-import { bullKeys } from '../redis/keys.js';
+import { BullJobReads } from '../redis/bull-job-reads.js';
 import { runInOrder, type RedisScripts, type ScriptName } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
@@ -30,9 +29,12 @@ export interface ParkedSlot {
  */
 export class LockStore {
   private readonly peeks: DeduplicationPeeks;
+  /** What BullMQ did with a job (its hash, lock and event stream), read on the same connection. */
+  readonly jobs: BullJobReads;
 
   constructor(private readonly scripts: RedisScripts) {
     this.peeks = new DeduplicationPeeks(scripts);
+    this.jobs = new BullJobReads(scripts);
   }
 
   /**
@@ -144,111 +146,12 @@ export class LockStore {
     return (await this.scripts.client.set(key, '1', 'PX', ttlMs, 'NX')) === 'OK';
   }
 
-  /** The id of the last entry of a stream (a queue's event stream), `undefined` when it is empty. */
-  async lastEntryId(stream: string): Promise<string | undefined> {
-    return (await this.scripts.client.xrevrange(stream, '+', '-', 'COUNT', 1))[0]?.[0];
-  }
-
-  /**
-   * The state BullMQ removed a job from, read from its queue's event stream past `since` (an entry read before the job
-   * was last checked, {@link lastEntryId}): the `prev` of BullMQ's `removed` event, which a removal that found the job
-   * writes in its own script, or `'active'` when an `active` event of the job comes first (it started past `since`,
-   * whatever state it was removed from: back waiting or delayed for a retry). `undefined`: no such event (nothing of
-   * the job was removed past `since`); `'unread'`: the stream cannot tell (trimmed past `since`, empty, or more than a
-   * few thousand entries to read).
-   */
-  async removedFrom(stream: string, since: string | undefined, jobId: string): Promise<string | undefined> {
-    let start = since ?? '-';
-    for (let page = 0; page < REMOVAL_PAGES; page++) {
-      const entries = await this.scripts.client.xrange(stream, start, '+', 'COUNT', REMOVAL_PAGE);
-      // Trimmed past it, or empty: a queue whose events are kept to none (`streams.events.maxLen` 0) keeps no removal.
-      if (page === 0 && (entries.length === 0 || (since !== undefined && entries[0][0] !== since))) return 'unread';
-      for (const [id, fields] of entries) {
-        if (id === start) continue;
-        const event = new Map<string, string>();
-        for (let i = 0; i + 1 < fields.length; i += 2) event.set(fields[i], fields[i + 1]);
-        if (event.get('jobId') !== jobId) continue;
-        if (event.get('event') === 'active') return 'active';
-        if (event.get('event') === 'removed') return event.get('prev') ?? 'unread';
-      }
-      if (entries.length < REMOVAL_PAGE) return undefined;
-      start = entries.at(-1)![0];
-    }
-    return 'unread';
-  }
-
   /**
    * Throws Redis' own `OOM command not allowed` error when the server refuses writes that can grow memory (full, with
    * `noeviction`); writes nothing (`probeKey` never exists: `SET … XX`).
    */
   async requireWritable(probeKey: string): Promise<void> {
     await this.scripts.client.set(probeKey, '', 'XX');
-  }
-
-  /** Where a job stands by its hash (see `standingOf`). */
-  jobStanding(jobKey: string): Promise<JobStanding> {
-    return readJobStanding(this.scripts.client, jobKey);
-  }
-
-  /** Whether a job's hash exists. */
-  async jobExists(jobKey: string): Promise<boolean> {
-    return (await this.scripts.client.exists(jobKey)) === 1;
-  }
-
-  /**
-   * Whether a job exists, BullMQ has not finished it (its hash has no `finishedOn`) and no worker runs it but the one
-   * holding `token` (its `<job>:lock` is absent or holds that token).
-   */
-  async jobLive(qualifiedName: string, jobId: string, token: string | undefined): Promise<boolean> {
-    const [[, fields], [, runner]] = (await this.scripts.client
-      .multi()
-      .hmget(bullKeys.job(qualifiedName, jobId), 'timestamp', 'finishedOn')
-      .get(bullKeys.jobLock(qualifiedName, jobId))
-      .exec()) as [[unknown, (string | null)[]], [unknown, string | null]];
-    return standingOf(fields[0], fields[1]) === 'live' && (runner === null || runner === token);
-  }
-
-  /** Whether BullMQ's lock of a job (`<job>:lock`) holds `token`: the worker that took the job with it still runs it. */
-  async holdsJobLock(qualifiedName: string, jobId: string, token: string): Promise<boolean> {
-    return (await this.scripts.client.get(bullKeys.jobLock(qualifiedName, jobId))) === token;
-  }
-
-  /** A count the library keeps in a job's hash (`field`: `RESCHEDULES_FIELD`, `STEPS_FIELD`); 0: none. */
-  async countOf(jobKey: string, field: string): Promise<number> {
-    return Number((await this.scripts.client.hget(jobKey, field)) ?? 0);
-  }
-
-  /**
-   * Counts of a job's hash (BullMQ's `ats`, `atm`, or the library's; 0 for a field not there) and the last entry of its
-   * queue's event stream ({@link lastEntryId}), read at once (one transaction: the stream and the job share their
-   * queue's slot).
-   */
-  async countsAt(
-    stream: string,
-    jobKey: string,
-    fields: readonly string[],
-  ): Promise<{ since: string | undefined; counts: number[] }> {
-    const answers = await this.scripts.client
-      .multi()
-      .xrevrange(stream, '+', '-', 'COUNT', 1)
-      .hmget(jobKey, ...fields)
-      .exec();
-    if (!answers) throw new Error('the read of a job and its queue stream was discarded');
-    for (const [error] of answers) if (error) throw error;
-    const last = answers[0][1] as [string, string[]][];
-    const values = answers[1][1] as (string | null)[];
-    return { since: last[0]?.[0], counts: values.map((value) => Number(value ?? 0)) };
-  }
-
-  /** Counts one more in a job's hash (see {@link countOf}), only while the job exists; the count, 0 when it is gone. */
-  async countInJob(jobKey: string, field: string): Promise<number> {
-    return Number(await this.scripts.run('countInJob', [jobKey], [field]));
-  }
-
-  /** The options a job was stored with (its hash's `opts` field), or `undefined` when the job does not exist. */
-  async jobOptions(jobKey: string): Promise<Record<string, unknown> | undefined> {
-    const opts = await this.scripts.client.hget(jobKey, 'opts');
-    return opts === null ? undefined : (JSON.parse(opts) as Record<string, unknown>);
   }
 
   /** The oldest owner of `key` whose lease is live, with the ms its lease has left, or `undefined`. */
@@ -343,7 +246,3 @@ export const PARKED_MARK = String(1023 / 1024);
 export function isParkedScore(score: number): boolean {
   return score % 1 === 1023 / 1024;
 }
-
-/** Entries of a queue's event stream read per call, and calls at most, looking for a job's removal. */
-const REMOVAL_PAGE = 500;
-const REMOVAL_PAGES = 8;

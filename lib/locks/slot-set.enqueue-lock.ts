@@ -95,7 +95,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     // and adds nothing, so no lock is taken for it.
     if (
       opts.jobId !== undefined &&
-      (request.addedBefore || (await this.store.jobExists(bullKeys.job(queue.qualifiedName, jobId))))
+      (request.addedBefore || (await this.store.jobs.exists(bullKeys.job(queue.qualifiedName, jobId))))
     ) {
       return { opts: this.marked(request) };
     }
@@ -159,7 +159,8 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     // until_expired period, is not this add's to release). Such a job may have appeared between the check and the add:
     // the slot this add took is this digest's only if that job is locked under it.
     if (!this.took.has(request)) return { job, existed: true };
-    if (markedDigest(await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId))) === digest) return { job };
+    if (markedDigest(await this.store.jobs.options(bullKeys.job(queue.qualifiedName, jobId))) === digest)
+      return { job };
     await this.store.release(this.key(digest), jobId);
     return { job, existed: true };
   }
@@ -175,7 +176,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     const { queue, opts, digest, jobId } = request;
     if (opts.jobId !== undefined && !this.took.has(request)) return;
     try {
-      const stored = await this.store.jobOptions(bullKeys.job(queue.qualifiedName, jobId));
+      const stored = await this.store.jobs.options(bullKeys.job(queue.qualifiedName, jobId));
       if (markedDigest(stored) === digest) return;
       await this.store.release(this.key(digest), jobId);
     } catch {
@@ -189,7 +190,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     // EnqueueLock.retake). The check is a read before the script (the lock and the job live in different slots on a
     // Cluster): a job that ends between the two keeps the slot until its lease ends or the reaper finds it finished.
     if (whileLive && this.settings.lock !== 'until_expired') {
-      if (!(await this.store.jobLive(job.queueQualifiedName, job.id!, job.token))) {
+      if (!(await this.store.jobs.live(job.queueQualifiedName, job.id!, job.token))) {
         return { acquired: true };
       }
     }
@@ -285,12 +286,12 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     if (leftMs > this.leaseBeforeAdd - STALE_GRACE_MS) return false;
     const jobKey = bullKeys.job(qualifiedName, holder);
     const isItsJob = (opts: Record<string, unknown> | undefined) => opts !== undefined && markedDigest(opts) === digest;
-    if (isItsJob(await this.store.jobOptions(jobKey))) return false;
+    if (isItsJob(await this.store.jobs.options(jobKey))) return false;
     // A bulk that began before the slot was taken may be about to add its job (one that began since did not take it).
     if (await this.bulks.mayHold(leftMs)) return false;
     // Read again: a bulk that added the job and ended its announcement between the two reads above is seen now (a
     // bulk holding the slot announced itself before taking it, so no announcement left means its job was added).
-    if (isItsJob(await this.store.jobOptions(jobKey))) return false;
+    if (isItsJob(await this.store.jobs.options(jobKey))) return false;
     await this.store.release(this.key(digest), holder);
     return true;
   }

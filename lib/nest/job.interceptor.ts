@@ -90,7 +90,8 @@ export class JobInterceptor {
         return lock?.holder(conflict.queue, conflict.digest);
       },
       strategy: (name) => strategies.get(name)!,
-      countReschedule: (job) => deps.store.countInJob(bullKeys.job(job.queueQualifiedName, job.id!), RESCHEDULES_FIELD),
+      countReschedule: (job) =>
+        deps.store.jobs.countIn(bullKeys.job(job.queueQualifiedName, job.id!), RESCHEDULES_FIELD),
     };
     const tracer = this.tracer;
     this.availability = new RedisAvailability(logger, deps.enqueueTimeout ?? DEFAULT_ENQUEUE_TIMEOUT);

@@ -118,7 +118,7 @@ export class Replacer {
    * after a holder would be removed. Asked before each removal (a parent may be removed meanwhile).
    */
   private async requireParent({ queue, name, opts: { parent } }: ClientConflict): Promise<void> {
-    if (!parent || (await this.store.jobExists(bullKeys.job(parent.queue, parent.id)))) return;
+    if (!parent || (await this.store.jobs.exists(bullKeys.job(parent.queue, parent.id)))) return;
     throw new UniqueJobsError(
       `Job "${name}" on queue "${queue.name}" names parent job ${parent.id} of ${parent.queue}, which does not exist: BullMQ refuses it; replace removed nothing`,
     );
@@ -153,7 +153,7 @@ export class Replacer {
     // The queue's event stream past this entry tells: an `active` event of the job, or its removal's `prev` state. Read
     // beside the job (both answered before its state is asked): one round trip, not two.
     const events = bullKeys.events(queue.qualifiedName);
-    const [first, job] = await Promise.all([this.store.lastEntryId(events), Job.fromId(queue, jobId)]);
+    const [first, job] = await Promise.all([this.store.jobs.lastEventId(events), Job.fromId(queue, jobId)]);
     if (!job) return 'gone';
     if (lockedAs(job)?.digest !== digest) return 'foreign';
     // A flow child: removing it takes it out of its parent's dependencies, and BullMQ then runs the parent without it
@@ -170,7 +170,7 @@ export class Replacer {
       return state === 'unknown' ? 'gone' : 'kept';
     await beforeRemoving();
     if ((await queue.remove(jobId)) === 1) {
-      const prev = await this.store.removedFrom(events, since, jobId);
+      const prev = await this.store.jobs.removedFrom(events, since, jobId);
       if (prev !== undefined && STARTED.has(prev)) return 'ran'; // it ran: not replaced
       // Nothing removed by this call (it was gone already: removed by another caller, which reports it, or as it ended).
       if (prev === undefined) return 'removedByAnother';
@@ -201,7 +201,7 @@ export class Replacer {
   ): Promise<string | undefined | false> {
     if (job.attemptsStarted === 0) return since;
     if (job.attemptsMade > 0) return false;
-    const now = await this.store.countsAt(events, bullKeys.job(queue.qualifiedName, job.id!), [
+    const now = await this.store.jobs.countsAt(events, bullKeys.job(queue.qualifiedName, job.id!), [
       'ats',
       'atm',
       RESCHEDULES_FIELD,

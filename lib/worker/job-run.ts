@@ -91,7 +91,7 @@ export class JobRun implements LockRun {
   /** {@link LockRun.stillRuns}: BullMQ's job lock still holds the token this worker took the job with. */
   async stillRuns(): Promise<boolean> {
     const { job } = this;
-    return job.token === undefined || this.deps.store.holdsJobLock(job.queueQualifiedName, job.id!, job.token);
+    return job.token === undefined || this.deps.store.jobs.holdsLock(job.queueQualifiedName, job.id!, job.token);
   }
 
   /** Takes the run-time lock (waiting up to `lockTimeout`); a refusal names the holder's job id. */
@@ -176,7 +176,7 @@ export class JobRun implements LockRun {
     // Counted in the job: its next deliveries are later steps, even one that takes the slot anew (see parkForRetry).
     // Sent beside the park: read only when a later delivery fails.
     const [, parked] = await Promise.all([
-      this.deps.store.countInJob(this.jobKey(), STEPS_FIELD),
+      this.deps.store.jobs.countIn(this.jobKey(), STEPS_FIELD),
       stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs).then((ms) =>
         this.park(lease, ms),
       ),
@@ -213,7 +213,7 @@ export class JobRun implements LockRun {
     // counted as a delivery begins) tell: when they moved on, the slot is given back unless that delivery re-entered it
     // (its take replaced the parked mark). One read more, only for a step that moved its digest.
     let held = parked.acquired;
-    if (held && (await deps.store.countOf(this.jobKey(), 'ats')) !== this.job.attemptsStarted) {
+    if (held && (await deps.store.jobs.countOf(this.jobKey(), 'ats')) !== this.job.attemptsStarted) {
       await deps.store.releaseMarked(key, this.runtimeOwners().owner, PARKED_MARK);
       held = false;
     }
@@ -246,7 +246,7 @@ export class JobRun implements LockRun {
     if (!lease || this.job.attemptsStarted <= 1) return false;
     // A later step that took the slot anew (the delivery before it crashed mid-step and its lease ended, or the slot
     // parked for it ended first) is still one: the steps its handler moved the job through are counted in the job.
-    if (!lease.resumed && (await this.deps.store.countOf(this.jobKey(), STEPS_FIELD)) === 0) return false;
+    if (!lease.resumed && (await this.deps.store.jobs.countOf(this.jobKey(), STEPS_FIELD)) === 0) return false;
     const { outcome, delay } = await end();
     if (outcome === 'fails') return false;
     this.runtime = undefined;

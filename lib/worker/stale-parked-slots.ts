@@ -30,7 +30,7 @@ export async function freeStaleParked(
     .filter(({ owner }) => (owner.queueTag === tag || owner.queue === queue) && owner.jobId !== job.id);
   // Their jobs read together (sent in one tick: one round trip), then each stale one given back.
   const standings = await Promise.allSettled(
-    holders.map(({ owner }) => store.jobStanding(bullKeys.job(queue, owner.jobId))),
+    holders.map(({ owner }) => store.jobs.standing(bullKeys.job(queue, owner.jobId))),
   );
   const freed = await Promise.allSettled(
     holders.map(async ({ member, lease, owner }, i) => {

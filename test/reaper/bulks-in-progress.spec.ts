@@ -8,6 +8,7 @@ import type { Redis } from 'ioredis';
 import { UniqueJobsReaper, type ReapReport } from '../../lib/index.js';
 import { ANNOUNCED_BULK_ENTRIES, BulksInProgress } from '../../lib/locks/bulks-in-progress.js';
 import { LockStore } from '../../lib/locks/lock-store.js';
+import { BullJobReads } from '../../lib/redis/bull-job-reads.js';
 import { DEFAULT_ENQUEUE_LEASE } from '../../lib/options/defaults.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { ReaperPass } from '../../lib/ops/reaper/reaper-pass.js';
@@ -274,9 +275,9 @@ describe('a large addBulk taking its general-path locks', () => {
       await redis.zadd(key, 'XX', Number(holders[i + 1]) - 60_000, holders[i]);
     // The producer reads a holder's job (missing: the bulk has not added it yet); the bulk is then added and ends its
     // announcement before the producer reads the announcements.
-    const jobOptions = LockStore.prototype.jobOptions;
+    const jobOptions = BullJobReads.prototype.options;
     let raced = false;
-    LockStore.prototype.jobOptions = async function (this: LockStore, jobKey: string) {
+    BullJobReads.prototype.options = async function (this: BullJobReads, jobKey: string) {
       const found = await jobOptions.call(this, jobKey);
       if (!raced && found === undefined && holders.some((holder) => jobKey.endsWith(`:${holder}`))) {
         raced = true;
@@ -289,7 +290,7 @@ describe('a large addBulk taking its general-path locks', () => {
     try {
       result = await a.service.enqueue(a.queue, 'sync', x);
     } finally {
-      LockStore.prototype.jobOptions = jobOptions;
+      BullJobReads.prototype.options = jobOptions;
     }
     expect(raced).toBe(true);
     expect(await a.queue.getJob(holders[0])).toBeDefined();
