@@ -1,6 +1,7 @@
 import type { Job, MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
+import { RecentEntries } from '../common/recent-entries.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import { promote, promoteAll } from './promote-delayed.js';
 import {
@@ -64,14 +65,14 @@ export class WaitingDuplicates {
    * Announcements of keys this process did not hold when they came: a holder's claim can answer it a moment after a
    * waiter's claim answered the waiter, so `holding` adopts what came in the last {@link PENDING_MS}.
    */
-  private readonly pending = new Map<string, { at: number; waiters: Waiters }>();
+  private readonly pending = new RecentEntries<{ at: number; waiters: Waiters }>(MAX_PENDING);
   /**
    * Keys this process settled in the last {@link PENDING_MS}, with the worker of the job that held them and the owner
    * tokens a delivery that looked before the settle saw (hashed only when such an announcement comes): a delivery
    * whose announcement comes after the settle (the channel is slower than the store) and whose own look at the record
    * came before it is promoted at once, instead of waiting for the holder's lease.
    */
-  private readonly recent = new Map<string, { at: number; queue: WorkerLike; owners?: string[] }>();
+  private readonly recent = new RecentEntries<{ at: number; queue: WorkerLike; owners?: string[] }>(MAX_PENDING);
   /**
    * The deliveries this process delayed, by record, until their delay ends: promoted here when the holder of the record
    * (running a job of another queue) says it settled it.
@@ -134,8 +135,8 @@ export class WaitingDuplicates {
     if (!holding) return;
     this.held.delete(recordId);
     this.forgetAll(holding.waiters);
-    this.dropOlder(this.recent, Date.now());
-    this.recent.delete(recordId); // settled again: moved to the end, so the map stays in age order
+    this.recent.dropOlder(Date.now(), PENDING_MS);
+    this.recent.delete(recordId); // settled again: set anew below, as the youngest
     if (this.recent.size < MAX_PENDING) {
       // Who a delivery that looked before this settle saw: the holder, or before its claim the handover it resumed. Not
       // that handover after a handover: the record is parked under the same token again, not free.
@@ -232,17 +233,6 @@ export class WaitingDuplicates {
     return true;
   }
 
-  /** Drops the entries of `map` (oldest first) older than {@link PENDING_MS}; returns them. */
-  private dropOlder<V extends { at: number }>(map: Map<string, V>, now: number): V[] {
-    const dropped: V[] = [];
-    for (const [recordId, entry] of map) {
-      if (now - entry.at < PENDING_MS) break; // oldest first: the rest are younger
-      map.delete(recordId);
-      dropped.push(entry);
-    }
-    return dropped;
-  }
-
   /** Counts a waiter map that was dropped out of {@link remembered}. */
   private forgetAll(waiters: Map<string, unknown> | undefined): void {
     this.remembered -= waiters?.size ?? 0;
@@ -290,7 +280,7 @@ export class WaitingDuplicates {
       else this.channel.announceSettled({ settled: waiter.recordId });
       return;
     }
-    for (const early of this.dropOlder(this.pending, now)) this.forgetAll(early.waiters);
+    for (const early of this.pending.dropOlder(now, PENDING_MS)) this.forgetAll(early.waiters);
     if (this.pending.size >= MAX_PENDING && !this.pending.has(waiter.recordId)) return;
     const early = this.pending.get(waiter.recordId) ?? { at: now, waiters: new Map<string, Waiter>() };
     if (this.add(early.waiters, id, entry)) this.pending.set(waiter.recordId, early);
