@@ -16,7 +16,7 @@ import { deleteKeys, redisClient, redisOptions, scanKeys, uniqueName } from './s
 
 // MONITOR streams every command the server runs: on a Redis that other clients use, their traffic interleaves with
 // its replies and ioredis loses track of them. This suite gets a server of its own for the file.
-await ownRedisForFile();
+const server = await ownRedisForFile();
 
 /** One command as MONITOR reports it. */
 interface Seen {
@@ -205,26 +205,27 @@ describe('settling in order on the worker connection', () => {
     await deleteKeys(redis, await scanKeys(redis, `kp:${prefix}:*`));
   });
 
-  it("waits for the answers when the lock lives elsewhere than the worker's connection (another database)", async () => {
+  it("waits for the answers when the library's connection cannot tell it reaches the worker's server (INFO not allowed)", async () => {
+    // A user refused INFO (a managed Redis' restricted user): the library cannot learn that its connection and the
+    // worker's reach one server, so it sends the lock's commands on its own and waits for their answers.
+    await server.admin.call('ACL', 'SETUSER', 'noinfo', 'reset', 'on', '>pw', '~*', '&*', '+@all', '-info');
+    onCleanup(async () => void (await server.admin.call('ACL', 'DELUSER', 'noinfo')));
     const app = await start({
       unique: { lock: 'while_executing', lockArgs: byId },
-      module: { connection: { ...redisOptions(), db: 1 } },
+      module: { connection: { ...redisOptions(), username: 'noinfo', password: 'pw' } },
     });
     const monitor = await monitorFor();
-    const db1 = redisClient({ db: 1 });
-    onCleanup(async () => void (await db1.quit()));
     for (let i = 0; i < 5; i++) {
       const job = await app.queue.add('sync', { id: `job-${i}` });
       await app.finished(job);
       await monitor.caughtUp(redis);
       const lock = runningKey(app.prefix, digestOf(app, 'sync', job.data));
-      // Taken and released on the library's own connection to database 1, never sent on the worker's.
+      // Taken and released on the library's own connection, never sent on the worker's.
       const commands = monitor.seen.filter((command) => command.args.includes(lock));
       const finish = monitor.seen[monitor.indexOf(finishes(app, job.id!))];
-      expect(commands.map((command) => command.database)).toEqual([1, 1]);
+      expect(commands).toHaveLength(2);
       for (const command of commands) expect(command.source).not.toBe(finish.source);
-      expect(await db1.exists(lock)).toBe(0);
+      expect(await redis.exists(lock)).toBe(0);
     }
-    await deleteKeys(db1, await scanKeys(db1, `${app.prefix}:*`));
   });
 });

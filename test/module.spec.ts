@@ -207,7 +207,7 @@ describe('UniqueJobsModule wiring', () => {
     await moduleRef.close();
   });
 
-  it('fails the bootstrap when the library would use another Redis database than its queues (the reaper would free live locks); logs it for a connection given to forRoot', async () => {
+  it('fails the bootstrap when the library would use another Redis database than its queues (the reaper would free live locks), with the default connection or one given to forRoot; names a keyPrefix apart', async () => {
     const queueName = newQueueName('apart');
     const prefix = newPrefix('ujapart');
     const errors: string[] = [];
@@ -216,11 +216,14 @@ describe('UniqueJobsModule wiring', () => {
       warn: () => undefined,
       error: (message: string) => void errors.push(message),
     };
-    const bootstrap = async (queueDb: number, connection?: { db: number }) => {
+    const bootstrap = async (queueDb: number, connection?: { db: number }, keyPrefix?: string) => {
       const moduleRef = await Test.createTestingModule({
         imports: [
           BullModule.forRoot({ connection: redisOptions() }),
-          BullModule.registerQueue({ name: queueName, connection: { ...redisOptions(), db: queueDb } }),
+          BullModule.registerQueue({
+            name: queueName,
+            connection: { ...redisOptions(), db: queueDb, ...(keyPrefix ? { keyPrefix } : {}) },
+          }),
           UniqueJobsModule.forRoot({
             logger,
             prefix,
@@ -235,23 +238,72 @@ describe('UniqueJobsModule wiring', () => {
         await moduleRef.close();
       }
     };
-    // What BullMQ writes for the queue on database 1 (its `meta`) is deleted at the end: the run's check of leftover
-    // keys looks at database 0 only.
+    // What BullMQ writes for the queue on database 1 (its `meta`), and the library there, is deleted at the end.
     const db1 = new Redis({ ...redisOptions(), db: 1 });
     try {
       // The default connection (BullModule.forRoot's, database 0) against a queue with its own, on database 1.
       await expect(bootstrap(1)).rejects.toThrow(
-        `"connection" reaches another Redis server or database than queue "${queueName}" lives on`,
+        `"connection" reaches another Redis database than queue "${queueName}" lives on: the library's locks, dead set and reaper must use the queues' Redis (its reaper would free locks of live jobs); give forRoot the queues' connection (it uses BullModule.forRoot's default configuration`,
       );
       await expect(bootstrap(0)).resolves.toBeUndefined();
+      // A connection given to forRoot fails the same way.
+      await expect(bootstrap(1, { db: 0 })).rejects.toThrow(
+        `"connection" reaches another Redis database than queue "${queueName}" lives on: the library's locks, dead set and reaper must use the queues' Redis (its reaper would free locks of live jobs); give forRoot the queues' connection`,
+      );
+      await expect(bootstrap(0, { db: 1 })).rejects.toThrow(`another Redis database than queue "${queueName}"`);
+      await expect(bootstrap(0, { db: 0 })).resolves.toBeUndefined();
+      // The same server and database, keys named apart: the keyPrefix is named, not "another server".
+      await expect(bootstrap(0, undefined, 'kp:')).rejects.toThrow(
+        `"connection" names keys with another ioredis keyPrefix than queue "${queueName}" (same server and database)`,
+      );
       expect(errors).toEqual([]);
-      // A connection given to forRoot is trusted, and the mismatch logged.
-      await expect(bootstrap(1, { db: 0 })).resolves.toBeUndefined();
-      expect(errors).toEqual([expect.stringContaining(`another Redis server or database than queue "${queueName}"`)]);
     } finally {
-      const keys = await scanKeys(db1, `bull:${queueName}:*`);
+      const keys = [...(await scanKeys(db1, `bull:${queueName}:*`)), ...(await scanKeys(db1, `${prefix}:*`))];
       if (keys.length > 0) await db1.del(...keys);
       await db1.quit();
+      // What BullMQ wrote for the queue whose connection names keys with a keyPrefix.
+      const db0 = new Redis(redisOptions());
+      const prefixed = await scanKeys(db0, `kp:bull:${queueName}:*`);
+      if (prefixed.length > 0) await db0.del(...prefixed);
+      await db0.quit();
+    }
+  });
+
+  it('logs an error when a queue passed to guardQueue after the bootstrap lives in another Redis database (and none for one beside the library)', async () => {
+    const prefix = newPrefix('ujlate');
+    const logged = deferred<string>();
+    const errors: string[] = [];
+    const logger = {
+      log: () => undefined,
+      warn: () => undefined,
+      error: (message: string) => {
+        errors.push(message);
+        logged.resolve(message);
+      },
+    };
+    const moduleRef = await Test.createTestingModule({
+      imports: [BullModule.forRoot({ connection: redisOptions() }), UniqueJobsModule.forRoot({ logger, prefix })],
+    }).compile();
+    await moduleRef.init();
+    const [besideName, apartName] = [newQueueName('beside'), newQueueName('apart')];
+    const beside = new Queue(besideName, { connection: redisOptions() });
+    const apart = new Queue(apartName, { connection: { ...redisOptions(), db: 3 } });
+    const db3 = new Redis({ ...redisOptions(), db: 3 });
+    try {
+      const service = moduleRef.get(UniqueJobsService);
+      service.guardQueue(beside);
+      await beside.waitUntilReady();
+      service.guardQueue(apart);
+      await expect(logged.promise).resolves.toContain(
+        `"connection" reaches another Redis database than queue "${apartName}" lives on`,
+      );
+      expect(errors).toHaveLength(1);
+    } finally {
+      await Promise.all([beside.close(), apart.close()]);
+      await moduleRef.close();
+      const keys = await scanKeys(db3, `bull:${apartName}:*`);
+      if (keys.length > 0) await db3.del(...keys);
+      await db3.quit();
     }
   });
 

@@ -17,13 +17,10 @@ import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
 import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
 import { loggerOf, type LoggerLike } from '../common/logger.js';
 import { warnIfEvicting } from '../redis/eviction-policy.js';
-import { sameServerWithin } from '../redis/same-server.js';
+import { queueApart, SERVER_CHECK_MS, type CheckedQueue } from './queue-servers.check.js';
 import type { Cluster, Redis } from 'ioredis';
 
 const GUARDED = new WeakSet<Queue>();
-
-/** How long the bootstrap waits for a queue's server to say who it is (a Redis out of reach is not checked). */
-const SERVER_CHECK_MS = 3_000;
 
 /**
  * Routes `add` and `addBulk` of every queue registered with `BullModule.registerQueue` through the job interceptor, so
@@ -51,7 +48,9 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   /** The queues of processors carrying `@UniqueJob` or `@IdempotencyKey`. */
   private readonly decorated = new Set<string>();
   /** The queues this guard installed itself on. */
-  private readonly installed: { readonly name: string; getBackend(): unknown }[] = [];
+  private readonly installed: CheckedQueue[] = [];
+  /** The library's connection, once the bootstrap checked the queues' servers: a queue guarded later is checked too. */
+  private library: { client: Redis | Cluster; given: boolean } | undefined;
 
   /**
    * Nest lifecycle hook, at bootstrap: guards every queue registered with `BullModule.registerQueue`, checks the
@@ -155,11 +154,9 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   /**
    * Checks that every guarded queue lives on the Redis server and database of the library's connection: its locks are
    * read and released there, the reaper reads the queues' jobs there (it would free live locks), and the library's own
-   * keys belong beside the jobs. A queue known to live elsewhere fails the bootstrap when the library's connection is the
-   * default one (BullModule.forRoot's default configuration, else 127.0.0.1:6379: a Bull configuration registered only
-   * under a `configKey`, or a queue with a connection of its own, is not read); with a `connection` given to `forRoot`
-   * it is logged as an error. A server that does not answer within a few seconds is not checked (a Redis out of reach
-   * at bootstrap is the availability check's). Fails the bootstrap with `RedisLoginRefusedError` when Redis refuses the
+   * keys belong beside the jobs. A queue known to live elsewhere (another server, database or ioredis `keyPrefix`) fails
+   * the bootstrap (another server only is logged for a `connection` given to `forRoot`: see `queueApart`). A server that does not answer within a few seconds is not checked (a Redis out of reach at bootstrap
+   * is the availability check's); a queue guarded later ({@link install}) is checked when it is. Fails the bootstrap with `RedisLoginRefusedError` when Redis refuses the
    * login of the library's connection (a wrong password, a user that does not exist: a configuration error, where a
    * Redis merely out of reach is an outage the application starts through). Also logs an error, without waiting for it,
    * when that server evicts keys when full (`warnIfEvicting`).
@@ -167,28 +164,11 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   async checkServers(library: Redis | Cluster, given: boolean): Promise<void> {
     const login = this.enabled ? this.interceptor.loginSettled(SERVER_CHECK_MS) : undefined;
     void warnIfEvicting(library, this.logger);
-    const [refused, answers] = await Promise.all([
-      login,
-      Promise.all(
-        this.installed.map(async (queue) => {
-          const client = (queue.getBackend() as { client?: Promise<unknown> }).client;
-          return { queue, same: await sameServerWithin(library, Promise.resolve(client), SERVER_CHECK_MS) };
-        }),
-      ),
-    ]);
+    this.library = { client: library, given };
+    const [refused, apart] = await Promise.all([login, queueApart(library, this.installed, given)]);
     if (refused) throw refused;
-    const apart = answers.find(({ same }) => same === false);
-    if (!apart) return;
-    const problem = `reaches another Redis server or database than queue "${apart.queue.name}" lives on: the library's locks, dead set and reaper must use the queues' Redis`;
-    if (given) {
-      this.logger.error(`UniqueJobsModule.forRoot: "connection" ${problem} (its reaper would free locks of live jobs)`);
-      return;
-    }
-    throw new InvalidUniqueJobOptionsError(
-      'UniqueJobsModule.forRoot',
-      'connection',
-      `${problem}; give forRoot the queues' connection (it uses BullModule.forRoot's default configuration, else 127.0.0.1:6379: a configuration registered only under a configKey, or a queue's own connection, is not read)`,
-    );
+    if (apart?.fatal) throw apart.error;
+    if (apart) this.logger.error(apart.error.message);
   }
 
   /** Guards one queue (idempotent). Use it for queues you create yourself with `new Queue(...)`. */
@@ -203,6 +183,11 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       add: (name: string, data: unknown, opts?: JobsOptions) => interceptor.add(queue, name, data, opts),
       addBulk: (jobs: BulkJob[]) => interceptor.addBulk(queue, jobs),
     });
+    // Guarded after the bootstrap (`guardQueue`): checked once its connection answers; the call has returned by then.
+    if (this.library) {
+      const { client, given } = this.library;
+      void queueApart(client, [queue], given).then((apart) => apart && this.logger.error(apart.error.message));
+    }
     return queue;
   }
 

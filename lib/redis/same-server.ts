@@ -28,16 +28,20 @@ export function knownOnSameServer(a: Redis | Cluster, b: Redis): boolean {
   return false;
 }
 
+/** How two connections differ: another server (run id), another database, or another ioredis `keyPrefix`. */
+export type Apart = 'server' | 'database' | 'keyPrefix';
+
 /**
  * Whether `library` and the client `other` resolves to (a BullMQ backend's, an ioredis client) reach the same Redis
- * server and database: `false` only when both answered and differ; `undefined` when either did not answer within
- * `withinMs` (a Redis out of reach at bootstrap), or one is a cluster client or not an ioredis client.
+ * server and database: `true`; what differs ({@link Apart}) only when both answered and differ; `undefined` when either
+ * did not answer within `withinMs` (a Redis out of reach at bootstrap), or one is a cluster client or not an ioredis
+ * client.
  */
 export async function sameServerWithin(
   library: Redis | Cluster,
   other: Promise<unknown>,
   withinMs: number,
-): Promise<boolean | undefined> {
+): Promise<true | Apart | undefined> {
   const compare = async () => {
     const client = (await other) as Partial<Redis> | undefined;
     if (client === library) return true;
@@ -48,10 +52,17 @@ export async function sameServerWithin(
     for (let round = 0; ; round++) {
       const [a, b] = await Promise.all([askIdentity(library as Redis), askIdentity(client as Redis)]);
       if (a === undefined || b === undefined) return undefined;
-      if (a === b || round === 1) return a === b;
+      if (a === b) return true;
+      if (round === 1) return apartIn(a, b);
     }
   };
   return within(compare(), withinMs);
+}
+
+/** What differs between two identities (see {@link askIdentity}). */
+function apartIn(a: Identity, b: Identity): Apart {
+  const [[runA, dbA], [runB, dbB]] = [JSON.parse(a) as unknown[], JSON.parse(b) as unknown[]];
+  return runA !== runB ? 'server' : dbA !== dbB ? 'database' : 'keyPrefix';
 }
 
 /** The identity `client` sees now (one `INFO server`); `undefined` when it cannot be asked or says no run id. */

@@ -28,9 +28,10 @@ export class UnlockedArrivals {
           `${definition.options.lock} lock takes: it was added by a producer the library does not guard (a process ` +
           `whose UniqueJobsModule.forRoot() has no \`jobs\` definition of it and loads no processor of it, a ` +
           `FlowProducer, a job scheduler, a Queue not passed to guardQueue), so its duplicates were not refused at ` +
-          `enqueue. Pass \`jobs: [...]\` to forRoot() in every process that adds it. (A job added while the module ` +
-          `was disabled, or under a lock type without an enqueue lock before a deploy changed it, arrives this way ` +
-          `too.) Said once per job definition`,
+          `enqueue. Pass \`jobs: [...]\` to forRoot() in every process that adds it. (A job added before the ` +
+          `application's init() guarded its queues — from a provider's constructor —, while the module was disabled, ` +
+          `or under a lock type without an enqueue lock before a deploy changed it, arrives this way too.) Said once ` +
+          `per job definition`,
       );
     }
     try {
