@@ -269,6 +269,52 @@ describe('UniqueJobsModule wiring', () => {
     }
   });
 
+  it('checks a queue passed to guardQueue from a factory with the registered ones (the bootstrap fails), and the database an ioredis instance SELECTed', async () => {
+    const prefix = newPrefix('ujfactory');
+    const apartName = newQueueName('factory');
+    const db1 = new Redis({ ...redisOptions(), db: 1 });
+    const bootstrap = async (queueDb: number, library?: Redis) => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          BullModule.forRoot({ connection: redisOptions() }),
+          UniqueJobsModule.forRoot({ logger: false, prefix, ...(library ? { connection: library } : {}) }),
+        ],
+        providers: [
+          {
+            provide: 'MANUAL_QUEUE',
+            inject: [UniqueJobsService],
+            // A holder of the queue, not the queue itself (which the guard would find among the providers).
+            useFactory: (service: UniqueJobsService) => ({
+              queue: service.guardQueue(new Queue(apartName, { connection: { ...redisOptions(), db: queueDb } })),
+            }),
+          },
+        ],
+      }).compile();
+      const { queue } = moduleRef.get<{ queue: Queue }>('MANUAL_QUEUE');
+      try {
+        await moduleRef.init();
+      } finally {
+        await queue.close();
+        await moduleRef.close();
+      }
+    };
+    // An ioredis instance of the caller's, moved to database 1 by a SELECT after it connected (its options say 0).
+    const selected = new Redis(redisOptions());
+    try {
+      await expect(bootstrap(1)).rejects.toThrow(
+        `"connection" reaches another Redis database than queue "${apartName}"`,
+      );
+      await selected.select(1);
+      await expect(bootstrap(1, selected)).resolves.toBeUndefined();
+      await expect(bootstrap(0, selected)).rejects.toThrow(`another Redis database than queue "${apartName}"`);
+    } finally {
+      await selected.quit();
+      const keys = [...(await scanKeys(db1, `bull:${apartName}:*`)), ...(await scanKeys(db1, `${prefix}:*`))];
+      if (keys.length > 0) await db1.del(...keys);
+      await db1.quit();
+    }
+  });
+
   it('logs an error when a queue passed to guardQueue after the bootstrap lives in another Redis database (and none for one beside the library)', async () => {
     const prefix = newPrefix('ujlate');
     const logged = deferred<string>();

@@ -72,9 +72,9 @@ export interface IdempotencyKeyOptions<DataType = unknown> extends Partial<Idemp
   /** Job names these options apply to. Absent: every job name of the queue that has no options of its own. */
   jobName?: string | readonly string[];
   /**
-   * Namespace of the keys: two scopes never share a record. Default `'<queue>:<job name>'` (led by the queue's BullMQ
-   * prefix when it is not `bull`: `'<prefix>:<queue>:<job name>'`). Give two queues the same scope to make their
-   * effects exclusive of each other.
+   * Namespace of the keys: two scopes never share a record. Default `'<queue>:<job name>'` (for a queue under a BullMQ
+   * prefix of its own, not `bull`: `':<prefix>:<queue>:<job name>'`, the prefix's `%` and `:` written `%25` and `%3A`).
+   * Give two queues the same scope to make their effects exclusive of each other.
    */
   scope?: string;
   /**

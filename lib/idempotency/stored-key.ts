@@ -31,13 +31,18 @@ export function normalizeIdempotencyKey(key: string): string {
 }
 
 /**
- * The scope of a key when its `@IdempotencyKey` names none: `<queue>:<job name>`, led by the queue's BullMQ prefix when
- * it is one of its own (`<prefix>:<queue>:<job name>`; not for `bull` or `{bull}`), so that queues of one name under two
- * prefixes (tenants, environments sharing a Redis) keep their records apart, as their locks are.
+ * The scope of a key when its `@IdempotencyKey` names none: `<queue>:<job name>`, or, for a queue under a BullMQ prefix
+ * of its own (not `bull` or `{bull}`), `:<prefix>:<queue>:<job name>` with each `%` and `:` of the prefix written
+ * `%25` and `%3A`, so that queues of one name under two prefixes (tenants, environments sharing a Redis) keep their
+ * records apart, as their locks are. No two (prefix, queue, job name) share a scope: a queue name holds no `:` (BullMQ
+ * refuses it), so `<queue>:` ends at the first `:`; a prefix of its own leads with a `:`, which no queue name starts,
+ * and its own `:` are written apart. (Job names may hold `:`: `email:send` on queue `app` and `send` on queue `email`
+ * under prefix `app` were one scope, `app:email:send`, when the prefix led without its `:`.)
  */
 export function defaultIdempotencyScope(job: { queueName: string; name: string; prefix?: string }): string {
   const prefix = ownQueuePrefix(job.prefix);
-  return prefix === undefined ? `${job.queueName}:${job.name}` : `${prefix}:${job.queueName}:${job.name}`;
+  if (prefix === undefined) return `${job.queueName}:${job.name}`;
+  return `:${prefix.replaceAll('%', '%25').replaceAll(':', '%3A')}:${job.queueName}:${job.name}`;
 }
 
 /** An idempotency scope as stored: the same rule as a key (see `normalizeIdempotencyText`). */

@@ -47,7 +47,7 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   private readonly enabled: boolean;
   /** The queues of processors carrying `@UniqueJob` or `@IdempotencyKey`. */
   private readonly decorated = new Set<string>();
-  /** The queues this guard installed itself on. */
+  /** The queues this guard installed itself on before the bootstrap checked their servers. */
   private readonly installed: CheckedQueue[] = [];
   /** The library's connection, once the bootstrap checked the queues' servers: a queue guarded later is checked too. */
   private library: { client: Redis | Cluster; given: boolean } | undefined;
@@ -81,7 +81,6 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
       if (typeof wrapper.token === 'string') queueOptions.push({ token: wrapper.token, options: instance });
       if (instance instanceof Queue) {
         this.install(instance);
-        this.installed.push(instance);
         registered.add(instance.name);
         continue;
       }
@@ -173,6 +172,9 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
 
   /** Guards one queue (idempotent). Use it for queues you create yourself with `new Queue(...)`. */
   install<Q extends Queue>(queue: Q): Q {
+    // Before the bootstrap's check of the queues' servers (a registered queue, or one passed to guardQueue from a
+    // constructor or a factory): checked with the others.
+    if (!this.library && !this.installed.includes(queue)) this.installed.push(queue);
     if (GUARDED.has(queue)) return queue;
     GUARDED.add(queue);
     const add = queue.add.bind(queue);

@@ -65,17 +65,22 @@ function apartIn(a: Identity, b: Identity): Apart {
   return runA !== runB ? 'server' : dbA !== dbB ? 'database' : 'keyPrefix';
 }
 
-/** The identity `client` sees now (one `INFO server`); `undefined` when it cannot be asked or says no run id. */
-function askIdentity(client: Redis): Promise<Identity | undefined> {
-  return client.info('server').then(
-    (info) => {
-      const runId = /^run_id:(\w+)/m.exec(info)?.[1];
-      // The key prefix too: a client with an ioredis `keyPrefix` names other keys than one without.
-      const { db, keyPrefix } = client.options;
-      return runId === undefined ? undefined : JSON.stringify([runId, db ?? 0, keyPrefix ?? '']);
-    },
-    () => undefined,
-  );
+/**
+ * The identity `client` sees now (`INFO server`, and `CLIENT INFO` for the database it is on: a `SELECT` after it
+ * connected moves it from its options' `db`; Redis 6.2+, else the options say); `undefined` when it cannot be asked or
+ * says no run id.
+ */
+async function askIdentity(client: Redis): Promise<Identity | undefined> {
+  const [info, self] = await Promise.all([
+    client.info('server').catch(() => undefined),
+    client.call('CLIENT', 'INFO').catch(() => undefined),
+  ]);
+  const runId = info === undefined ? undefined : /^run_id:(\w+)/m.exec(info)?.[1];
+  if (runId === undefined) return undefined;
+  const selected = typeof self === 'string' ? /(?:^| )db=(\d+)/.exec(self)?.[1] : undefined;
+  // The key prefix too: a client with an ioredis `keyPrefix` names other keys than one without.
+  const { db, keyPrefix } = client.options;
+  return JSON.stringify([runId, Number(selected ?? db ?? 0), keyPrefix ?? '']);
 }
 
 function identityOf(client: Redis): Promise<Identity | undefined> {

@@ -27,6 +27,8 @@ describe('RecentEntries', () => {
         const entries = new RecentEntries<Entry>(10);
         // The model: the Map the waiting duplicates kept before (a new value is moved last, as they did by delete + set).
         const model = new Map<string, Entry>();
+        // The last value set for each id, set again by `same` (also after a delete: it goes last then, as in a Map).
+        const last = new Map<string, Entry>();
         let now = 0;
         let n = 0;
         for (const step of ops) {
@@ -34,7 +36,8 @@ describe('RecentEntries', () => {
           else if (step.kind === 'delete') expect(entries.delete(`${step.id}`)).toBe(model.delete(`${step.id}`));
           else if (step.kind === 'set') {
             const id = `${step.id}`;
-            const entry = step.same && model.has(id) ? model.get(id)! : { at: now, n: n++ };
+            const entry = step.same && last.has(id) ? last.get(id)! : { at: now, n: n++ };
+            last.set(id, entry);
             if (model.get(id) !== entry) model.delete(id);
             model.set(id, entry);
             entries.set(id, entry);

@@ -50,15 +50,16 @@ describe('session 36 review: a step job whose next delivery completes before the
   }, 30_000);
 });
 
-// The default idempotency scope of a queue under a BullMQ prefix of its own is '<prefix>:<queue>:<job name>' (0faeed3):
+// The default idempotency scope of a queue under a BullMQ prefix of its own is ':<prefix>:<queue>:<job name>' (0faeed3;
+// led by ':' since session 42):
 // the admin's key lookup and the CLI's usage still said '<queue>:<job name>', so an operator looking up such a key by
 // the scope they were told found nothing.
 describe('session 36 review: the help texts name the default scope under a BullMQ prefix', () => {
   it('the admin key lookup and the CLI usage say the prefix leads it', () => {
     const context = { base: '/admin', title: 'Unique jobs', nonce: 'n', csrfToken: 't' };
     const page = keysPage(context, ['default'], {}, undefined).toString();
-    expect(page).toContain('<code>&lt;prefix&gt;:&lt;queue&gt;:&lt;job name&gt;</code>');
-    expect(USAGE).toContain('"<bull prefix>:queue:name" under a --bull-prefix other than bull');
+    expect(page).toContain('<code>:&lt;prefix&gt;:&lt;queue&gt;:&lt;job name&gt;</code>');
+    expect(USAGE).toContain('":<bull prefix>:queue:name" under a --bull-prefix other than bull');
   });
 });
 

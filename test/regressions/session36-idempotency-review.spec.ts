@@ -184,7 +184,7 @@ describe('session 36: the default scope of a queue under a BullMQ prefix of its 
     const store = new RedisIdempotencyStore({ client, prefix: home.prefix });
     try {
       await expect(store.get(`${home.queue.name}:charge`, 'evt-1')).resolves.toMatchObject({ result: '"home"' });
-      await expect(store.get(`${tenantPrefix}:${home.queue.name}:charge`, 'evt-1')).resolves.toMatchObject({
+      await expect(store.get(`:${tenantPrefix}:${home.queue.name}:charge`, 'evt-1')).resolves.toMatchObject({
         result: '"tenant"',
       });
     } finally {

@@ -32,7 +32,7 @@ describeSingle('session 36: keys show --queue of a queue under a BullMQ prefix o
     await queue.close();
     const store = new RedisIdempotencyStore({ client, prefix });
     const scope = normalizeIdempotencyScope(defaultIdempotencyScope({ queueName, name: 'settle', prefix: bull }));
-    expect(scope).toBe(`${bull}:${queueName}:settle`);
+    expect(scope).toBe(`:${bull}:${queueName}:settle`);
     const ref = { scope, key: 'evt_1', owner: 'owner-1' };
     expect((await store.claim({ ...ref, leaseMs: 30_000, fingerprint: undefined, jobId: '1' })).claimed).toBe(true);
     expect(await store.complete(ref, { result: '{"settled":"evt_1"}', ttlMs: 60_000 })).toBe(true);
@@ -49,7 +49,7 @@ describeSingle('session 36: keys show --queue of a queue under a BullMQ prefix o
     expect(command).toContain(`--bull-prefix ${bull}`);
     const again = await runCli(command!.trim().split(' ').slice(1), { connect: false });
     expect(again.code).toBe(0);
-    expect(again.stdout).toContain(`Scope       ${bull}:${queueName}:settle`);
+    expect(again.stdout).toContain(`Scope       :${bull}:${queueName}:settle`);
     expect(again.stdout).toContain('State       completed');
     // Every value starts in one column: "Fingerprint" (longer than the others) and "Kept until" were out of it.
     const rows = again.stdout.trimEnd().split('\n');

@@ -23,7 +23,7 @@ Dead set (rejected duplicates)
 Idempotency
   keys show <key>               The record of an idempotency key (Redis store)
       --scope <scope>             the key's scope, or --queue <queue> --name <job name> (default scope "queue:name",
-                                  "<bull prefix>:queue:name" under a --bull-prefix other than bull)
+                                  ":<bull prefix>:queue:name" under a --bull-prefix other than bull)
       --key-json <json>           the key as a JSON string instead of <key> (e.g. '"evt\\u0000x"' for a NUL)
       --scope-json <json>         the scope as a JSON string instead of --scope
 

@@ -91,8 +91,9 @@ export function keysPage(
       </form>
       <p class="muted">
         The scope is the <code>scope</code> option of <code>@IdempotencyKey</code>, by default
-        <code>&lt;queue&gt;:&lt;job name&gt;</code> (<code>&lt;prefix&gt;:&lt;queue&gt;:&lt;job name&gt;</code> for a
-        queue under a BullMQ prefix other than <code>bull</code>).
+        <code>&lt;queue&gt;:&lt;job name&gt;</code> (<code>:&lt;prefix&gt;:&lt;queue&gt;:&lt;job name&gt;</code> for a
+        queue under a BullMQ prefix other than <code>bull</code>, its <code>%</code> and <code>:</code> written
+        <code>%25</code> and <code>%3A</code>).
       </p>
     </div>
     ${result}`;

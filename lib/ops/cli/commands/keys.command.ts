@@ -35,7 +35,7 @@ export async function keysCommand(context: CliContext, args: readonly string[]):
   const { queue, name } = values;
   if (given === undefined && (queue === undefined || name === undefined)) {
     throw new CliError(
-      'keys show needs the key\'s scope: --scope <scope>, or --queue <queue> --name <job name> (the default scope "queue:name", led by --bull-prefix when it is not bull)',
+      'keys show needs the key\'s scope: --scope <scope>, or --queue <queue> --name <job name> (the default scope "queue:name", led by ":" and --bull-prefix when it is not bull)',
       EXIT.failed,
       true,
     );
