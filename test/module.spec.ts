@@ -315,7 +315,7 @@ describe('UniqueJobsModule wiring', () => {
     }
   });
 
-  it('logs an error when a queue passed to guardQueue after the bootstrap lives in another Redis database (and none for one beside the library)', async () => {
+  it('logs an error at the first add of a queue passed to guardQueue after the bootstrap that lives in another Redis database (and none for one beside the library)', async () => {
     const prefix = newPrefix('ujlate');
     const logged = deferred<string>();
     const errors: string[] = [];
@@ -338,8 +338,10 @@ describe('UniqueJobsModule wiring', () => {
     try {
       const service = moduleRef.get(UniqueJobsService);
       service.guardQueue(beside);
-      await beside.waitUntilReady();
+      await beside.add('x', { id: 1 }); // checked at its first add
       service.guardQueue(apart);
+      expect(errors).toEqual([]);
+      await apart.add('x', { id: 1 }); // the add goes on, the error is logged
       await expect(logged.promise).resolves.toContain(
         `"connection" reaches another Redis database than queue "${apartName}" lives on`,
       );

@@ -181,15 +181,26 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
     const addBulk = queue.addBulk.bind(queue);
     this.interceptor.registerQueue(queue, add, addBulk);
     const interceptor = this.interceptor;
+    // Guarded after the bootstrap checked the queues' servers (`guardQueue`): checked at its first add, logged (the
+    // add goes on). Not at once: a check waiting for a queue's connection would keep a queue closed meanwhile.
+    let unchecked = this.library !== undefined;
+    const check = () => {
+      if (!unchecked || !this.library) return;
+      unchecked = false;
+      void queueApart(this.library.client, [queue], this.library.given).then(
+        (apart) => apart && this.logger.error(apart.error.message),
+      );
+    };
     Object.assign(queue, {
-      add: (name: string, data: unknown, opts?: JobsOptions) => interceptor.add(queue, name, data, opts),
-      addBulk: (jobs: BulkJob[]) => interceptor.addBulk(queue, jobs),
+      add: (name: string, data: unknown, opts?: JobsOptions) => {
+        check();
+        return interceptor.add(queue, name, data, opts);
+      },
+      addBulk: (jobs: BulkJob[]) => {
+        check();
+        return interceptor.addBulk(queue, jobs);
+      },
     });
-    // Guarded after the bootstrap (`guardQueue`): checked once its connection answers; the call has returned by then.
-    if (this.library) {
-      const { client, given } = this.library;
-      void queueApart(client, [queue], given).then((apart) => apart && this.logger.error(apart.error.message));
-    }
     return queue;
   }
 
