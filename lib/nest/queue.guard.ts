@@ -153,12 +153,13 @@ export class UniqueJobsQueueGuard implements OnModuleInit {
   /**
    * Checks that every guarded queue lives on the Redis server and database of the library's connection: its locks are
    * read and released there, the reaper reads the queues' jobs there (it would free live locks), and the library's own
-   * keys belong beside the jobs. A queue known to live elsewhere (another server, database or ioredis `keyPrefix`) fails
-   * the bootstrap (another server only is logged for a `connection` given to `forRoot`: see `queueApart`). A server that does not answer within a few seconds is not checked (a Redis out of reach at bootstrap
-   * is the availability check's); a queue guarded later ({@link install}) is checked when it is. Fails the bootstrap with `RedisLoginRefusedError` when Redis refuses the
-   * login of the library's connection (a wrong password, a user that does not exist: a configuration error, where a
-   * Redis merely out of reach is an outage the application starts through). Also logs an error, without waiting for it,
-   * when that server evicts keys when full (`warnIfEvicting`).
+   * keys belong beside the jobs. A queue known to live elsewhere (another server, database or ioredis `keyPrefix`)
+   * fails the bootstrap (another server only is logged for a `connection` given to `forRoot`: see `queueApart`). A
+   * server that does not answer within a few seconds is not checked (a Redis out of reach at bootstrap is the
+   * availability check's); a queue guarded later ({@link install}) is checked at its first add. Fails the bootstrap
+   * with `RedisLoginRefusedError` when Redis refuses the login of the library's connection (a wrong password, a user
+   * that does not exist: a configuration error, where a Redis merely out of reach is an outage the application starts
+   * through). Also logs an error, without waiting for it, when that server evicts keys when full (`warnIfEvicting`).
    */
   async checkServers(library: Redis | Cluster, given: boolean): Promise<void> {
     const login = this.enabled ? this.interceptor.loginSettled(SERVER_CHECK_MS) : undefined;
