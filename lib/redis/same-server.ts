@@ -2,7 +2,11 @@ import type { Cluster, Redis } from 'ioredis';
 import { within } from '../common/within.js';
 
 /** A server's identity as a client sees it: its run id, the client's database and key prefix. */
-type Identity = string;
+interface Identity {
+  readonly runId: string;
+  readonly db: number;
+  readonly keyPrefix: string;
+}
 
 const identities = new WeakMap<Redis, Promise<Identity | undefined>>();
 const answers = new WeakMap<Redis | Cluster, WeakMap<Redis, boolean>>();
@@ -23,7 +27,7 @@ export function knownOnSameServer(a: Redis | Cluster, b: Redis): boolean {
   known.set(b, false);
   void Promise.all([identityOf(a as Redis), identityOf(b)]).then(([ia, ib]) => {
     if (ia === undefined || ib === undefined) known.delete(b);
-    else known.set(b, ia === ib);
+    else known.set(b, apartIn(ia, ib) === undefined);
   });
   return false;
 }
@@ -52,17 +56,19 @@ export async function sameServerWithin(
     for (let round = 0; ; round++) {
       const [a, b] = await Promise.all([askIdentity(library as Redis), askIdentity(client as Redis)]);
       if (a === undefined || b === undefined) return undefined;
-      if (a === b) return true;
-      if (round === 1) return apartIn(a, b);
+      const apart = apartIn(a, b);
+      if (apart === undefined) return true;
+      if (round === 1) return apart;
     }
   };
   return within(compare(), withinMs);
 }
 
-/** What differs between two identities (see {@link askIdentity}). */
-function apartIn(a: Identity, b: Identity): Apart {
-  const [[runA, dbA], [runB, dbB]] = [JSON.parse(a) as unknown[], JSON.parse(b) as unknown[]];
-  return runA !== runB ? 'server' : dbA !== dbB ? 'database' : 'keyPrefix';
+/** What differs between two identities (see {@link askIdentity}); `undefined`: nothing. */
+function apartIn(a: Identity, b: Identity): Apart | undefined {
+  if (a.runId !== b.runId) return 'server';
+  if (a.db !== b.db) return 'database';
+  return a.keyPrefix === b.keyPrefix ? undefined : 'keyPrefix';
 }
 
 /**
@@ -80,7 +86,7 @@ async function askIdentity(client: Redis): Promise<Identity | undefined> {
   const selected = typeof self === 'string' ? /(?:^| )db=(\d+)/.exec(self)?.[1] : undefined;
   // The key prefix too: a client with an ioredis `keyPrefix` names other keys than one without.
   const { db, keyPrefix } = client.options;
-  return JSON.stringify([runId, Number(selected ?? db ?? 0), keyPrefix ?? '']);
+  return { runId, db: Number(selected ?? db ?? 0), keyPrefix: keyPrefix ?? '' };
 }
 
 function identityOf(client: Redis): Promise<Identity | undefined> {
