@@ -25,6 +25,7 @@ const SUMMARY = /^(\d+) passed, (\d+) failed/;
  */
 function phase(title, command, commandArgs, { env = {}, counted = false } = {}) {
   console.log(`\n== ${title}`);
+  const started = performance.now();
   return new Promise((resolve) => {
     const child = spawn(command, commandArgs, {
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -48,6 +49,8 @@ function phase(title, command, commandArgs, { env = {}, counted = false } = {}) 
       for (const name of ['SIGINT', 'SIGTERM']) process.off(name, forward);
       const status = code ?? (signal ? 1 : 0);
       if (counted) counts = status === 0 ? { passed: 1, failed: 0 } : { passed: 0, failed: 1 };
+      // How long each phase took, so that the run's time (CI keeps it well under 20 minutes) can be told apart.
+      console.log(`-- ${title.replace(/ \(.*$/, '')}: ${Math.round((performance.now() - started) / 1000)} s`);
       resolve({ code: status, counts: counts ?? { passed: 0, failed: 1 } });
     });
   });
