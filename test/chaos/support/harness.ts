@@ -1,7 +1,7 @@
 // The fault-injection harness: a private Redis, a PostgreSQL ledger, worker processes that are restarted when they die,
 // producer processes, quiescence, the end-of-run invariants and the figures of each scenario. What it shares with the
 // fleet scenario's world (./fleet.ts) is in ./chaos-base.ts.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { Queue, type Job } from 'bullmq';
 import type pg from 'pg';
 import type { ChaosProducerSummary } from '../../fixtures/chaos-producer.js';
@@ -72,8 +72,8 @@ export interface ChaosFigures {
   notes?: Record<string, unknown>;
 }
 
-/** Where the figures of every scenario of a run are written. */
-export const REPORT_FILE = new URL('../../../.build/chaos-report.json', import.meta.url);
+/** Where each scenario writes its figures; the run's end merges them into .build/chaos-report.json. */
+const REPORT_PARTS = new URL('../../../.build/chaos-report.d/', import.meta.url);
 
 /** Event keys `<label>_000` … */
 export function eventKeys(label: string, count: number): string[] {
@@ -288,7 +288,7 @@ export class ChaosRun extends ChaosBase {
   }
 }
 
-/** Prints a scenario's figures on one line and adds them to .build/chaos-report.json. */
+/** Prints a scenario's figures on one line and adds them to .build/chaos-report.json (at the run's end). */
 export function report(figures: ChaosFigures): void {
   const faults = Object.entries(figures.faults)
     .map(([kind, n]) => `${n} ${kind}`)
@@ -302,10 +302,11 @@ export function report(figures: ChaosFigures): void {
     `stuck locks ${figures.stuckLocks} (${figures.lingeringLocks} lingering until their lease ended); ` +
     `${(figures.durationMs / 1000).toFixed(1)} s`;
   process.stdout.write(`\n${line}\n`);
-  mkdirSync(new URL('.', REPORT_FILE), { recursive: true });
-  const existing = existsSync(REPORT_FILE)
-    ? (JSON.parse(readFileSync(REPORT_FILE, 'utf8')) as { scenarios: Record<string, unknown> })
-    : { scenarios: {} };
-  existing.scenarios[figures.scenario] = { ...figures, line };
-  writeFileSync(REPORT_FILE, `${JSON.stringify({ ...existing, updatedAt: new Date().toISOString() }, null, 2)}\n`);
+  // A file per scenario: scenarios run in two jest workers at once, and the run's global teardown merges them into
+  // .build/chaos-report.json (test/chaos/global-teardown.ts).
+  mkdirSync(REPORT_PARTS, { recursive: true });
+  writeFileSync(
+    new URL(`${figures.scenario}.json`, REPORT_PARTS),
+    `${JSON.stringify({ ...figures, line }, null, 2)}\n`,
+  );
 }
