@@ -30,11 +30,15 @@ describe('decorators on a base class', () => {
   it('apply to its @Processor subclass', async () => {
     const queueName = uniqueName('inherited');
     let effects = 0;
+    // The first job runs only once the second enqueue was answered: that enqueue must meet it queued or running.
+    let release!: () => void;
+    const running = new Promise<void>((resolve) => (release = resolve));
 
     @UniqueJob({ lock: 'until_executed', lockArgs: (data: { id: string }) => data.id })
     @IdempotencyKey((job: IdempotencyJob<{ id: string }>) => job.data.id)
     abstract class ChargeBase extends WorkerHost {
       async process(job: Job<{ id: string }>) {
+        await running;
         effects++;
         return `charged ${job.data.id}`;
       }
@@ -59,7 +63,9 @@ describe('decorators on a base class', () => {
 
     const first = await queue.add('charge', { id: 'o1' });
     // The lock applies: a second enqueue while the first is queued or running is a duplicate.
-    expect(await service.enqueue(queue, 'charge', { id: 'o1' })).toMatchObject({ status: 'duplicate' });
+    const second = await service.enqueue(queue, 'charge', { id: 'o1' });
+    release();
+    expect(second).toMatchObject({ status: 'duplicate' });
     expect(await first.waitUntilFinished(events)).toBe('charged o1');
     // Idempotency applies: a later delivery replays without running.
     const again = await queue.add('charge', { id: 'o1' });
