@@ -9,7 +9,7 @@ import type {
   IdempotencyTransactionResult,
   TransactionClaim,
 } from '../idempotency-store.interface.js';
-import { CLAIM_ATTEMPTS, claimRaceError, toIdempotencyRecord, type SqlRecordRow } from '../stores/sql-records.js';
+import { CLAIM_ATTEMPTS, claimRaceError, toIdempotencyRecord, type SqlRecordRow } from './sql-records.js';
 import {
   completionRefused,
   handlerFailure,

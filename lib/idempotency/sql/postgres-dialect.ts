@@ -1,4 +1,4 @@
-import { ABANDONED_CLAIM_MS, type SqlTableName } from '../stores/sql-records.js';
+import { ABANDONED_CLAIM_MS, type SqlTableName } from './sql-records.js';
 import { indexOf, postgresMigration } from './postgres-migration.js';
 import {
   CLAIM_LOCK_TIMEOUT_MS,

@@ -1,9 +1,4 @@
-import {
-  DEFAULT_IDEMPOTENCY_TABLE,
-  parseTableName,
-  quoteIdentifier,
-  type SqlTableName,
-} from '../stores/sql-records.js';
+import { DEFAULT_IDEMPOTENCY_TABLE, parseTableName, quoteIdentifier, type SqlTableName } from './sql-records.js';
 
 /**
  * The DDL of the PostgreSQL record table and of its index on `expires_at` (used to prune), `IF NOT EXISTS`.

@@ -26,7 +26,7 @@ import {
   parseTableName,
   toIdempotencyRecord,
   type SqlRecordRow,
-} from '../stores/sql-records.js';
+} from './sql-records.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
 import { affected, type SqlDialect } from './sql-dialect.js';
 import { runLocked } from './locked-transaction.js';

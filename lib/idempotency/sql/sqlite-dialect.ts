@@ -5,7 +5,7 @@ import {
   parseTableName,
   quoteIdentifier,
   type SqlTableName,
-} from '../stores/sql-records.js';
+} from './sql-records.js';
 import type { SqlStatement } from './sql-adapter.interface.js';
 import { command, LATER_STEP_PREFIX, query, RECORD_TABLE_COLUMNS, type SqlDialect } from './sql-dialect.js';
 

@@ -1,4 +1,4 @@
-import { DEFAULT_IDEMPOTENCY_TABLE } from '../stores/sql-records.js';
+import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';
 import type { SqlDialectName } from './sql-adapter.interface.js';
 import { connectionCut, networkError } from './network-error.js';
 

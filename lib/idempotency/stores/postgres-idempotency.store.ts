@@ -7,7 +7,7 @@ import { transactionBoundClient } from '../sql/transaction-bound-client.js';
 import { postgresMigrationSql } from '../sql/postgres-migration.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
-import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';
+import { DEFAULT_IDEMPOTENCY_TABLE } from '../sql/sql-records.js';
 import { asError } from '../../errors/thrown.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from '../sql/sql-adapter.interface.js';
 import { SqlIdempotencyStore } from '../sql/sql-idempotency.store.js';
 import { sqliteMigrationSql } from '../sql/sqlite-dialect.js';
-import { DEFAULT_IDEMPOTENCY_TABLE } from './sql-records.js';
+import { DEFAULT_IDEMPOTENCY_TABLE } from '../sql/sql-records.js';
 
 /** A prepared statement (`better-sqlite3`'s `Statement`). */
 export interface SqliteStatementLike {

@@ -1,6 +1,6 @@
 import { postgresMigration } from '../sql/postgres-migration.js';
 import { sqliteMigration } from '../sql/sqlite-dialect.js';
-import { DEFAULT_IDEMPOTENCY_TABLE, parseTableName } from './sql-records.js';
+import { DEFAULT_IDEMPOTENCY_TABLE, parseTableName } from '../sql/sql-records.js';
 import { typeOrmDialect } from './typeorm-idempotency.store.js';
 
 /** What a migration needs of TypeORM's `QueryRunner`: a real one fits. */

@@ -8,7 +8,7 @@ import { RedisIdempotencyStore } from '../../../idempotency/stores/redis-idempot
 import { noMoreThan, required } from '../args.js';
 import type { CliContext } from '../cli-context.js';
 import { CliError, EXIT } from '../errors/cli.error.js';
-import { DEFAULT_IDEMPOTENCY_TABLE } from '../../../idempotency/stores/sql-records.js';
+import { DEFAULT_IDEMPOTENCY_TABLE } from '../../../idempotency/sql/sql-records.js';
 import { ago, clean, duration, iso, truncate } from '../output.js';
 import { elsewhereText, lookElsewhere, quoted } from '../where.js';
 
