@@ -16,11 +16,15 @@ function* files(dir) {
   }
 }
 
-/** The unit of layering: `ops/admin` for files under lib/ops/admin, else the top-level folder. */
+/** The folders whose subfolders are units of their own (ops/admin, idempotency/sql, …). */
+const SPLIT = new Set(['ops', 'idempotency']);
+
+/** The unit of layering: `ops/admin` for files under lib/ops/admin (likewise under the other SPLIT folders), else the
+ * top-level folder (a SPLIT folder's own files are the unit `ops`, `idempotency`). */
 const unitOf = (path) => {
   const parts = relative(root, path).split(sep);
   if (parts.length === 1) return undefined;
-  return parts[0] === 'ops' && parts.length > 2 ? `ops/${parts[1]}` : parts[0];
+  return SPLIT.has(parts[0]) && parts.length > 2 ? `${parts[0]}/${parts[1]}` : parts[0];
 };
 
 const edges = new Map(); // unit -> Map(unit -> example "file -> import")
