@@ -1,6 +1,7 @@
 // `npm run lint` step: the folders of lib/ import each other one way only. Builds the graph of imports between the
-// folders of lib/ (top-level ones, and the subfolders of ops/ and idempotency/; type imports included) and fails, naming one import of each direction, when two folders
-// import each other directly or through others (a cycle). Files at lib/ top level (index.ts) may import anything.
+// folders of lib/ (top-level ones, and the subfolders of ops/ and idempotency/; type imports included) and fails, naming
+// one import of each direction, when two folders import each other directly or through others (a cycle). Files at lib/
+// top level (index.ts) may import anything.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
