@@ -43,7 +43,10 @@ describe('tracing with @opentelemetry/api', () => {
   });
 
   it('traces a unique enqueue and its duplicate, and the process span with its run-time lock and idempotency children', async () => {
+    // The worker starts once both adds are answered: until_and_while_executing lets its enqueue lock go as the job
+    // starts, so a worker quick to take the first job would make the second add a new job, not a duplicate.
     const app = await start({
+      paused: true,
       unique: { lock: 'until_and_while_executing', jobName: 'pay', lockArgs: byId },
       idempotency: { jobName: 'pay', scope: 'payments', key: (job) => (job.data as { key: string }).key },
       handler: async () => 'paid',
@@ -53,6 +56,7 @@ describe('tracing with @opentelemetry/api', () => {
     const digest = digestOf(asTestApp(app), 'pay', data);
     const job = await app.queue.add('pay', data);
     const duplicate = await app.queue.add('pay', data);
+    void app.processor!.worker.run();
     expect(await app.finished(job)).toBe('paid');
     await log.next((e) => e.type === 'unlocked' && e.lock === 'runtime');
 
