@@ -1,6 +1,8 @@
 import { Job, type MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
+import type { InFlight } from '../common/in-flight.js';
 import type { LoggerLike } from '../common/logger.js';
+import { within } from '../common/within.js';
 import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
@@ -66,6 +68,8 @@ export class JobMovesGuard {
       readonly keys: UniqueJobsKeys;
       readonly idempotencyDefinitions: IdempotencyDefinitions;
     },
+    /** The retimes of retried jobs under way in this process, keyed by the job's hash: a removal waits for its job's. */
+    private readonly retimes: InFlight,
   ) {}
 
   /** Installs the guard on a queue's or worker's backend (idempotent). */
@@ -204,6 +208,10 @@ export class JobMovesGuard {
     try {
       const key = bullKeys.job(owner.qualifiedName, jobId);
       const [name, opts, finishedOn] = await this.client.hmget(key, 'name', 'opts', 'finishedOn');
+      // A failed attempt's retime may be moving the slot's lease now (the worker's `failed` event, in this same tick
+      // when the removal comes from a listener of it): the lease is read after it, or the release would miss it. Two
+      // round trips; a retime held up longer (Redis out of reach) does not hold the removal: its slot is the reaper's.
+      await within(this.retimes.settled(key), RETIME_WAIT_MS);
       const digest = markedDigestIn(opts);
       const lock = name === null ? undefined : this.definitions.find(owner.name, name)?.enqueueLockOf('slot-set');
       if (name === null || finishedOn !== null || !lock || digest === undefined) return undefined;
@@ -265,6 +273,9 @@ interface RemovingHold {
 }
 
 const NO_REPORT = { released: () => undefined, error: () => undefined };
+
+/** How long a removal waits for its job's retime under way (see `holdOfRemoving`). */
+const RETIME_WAIT_MS = 1_000;
 
 function describe(error: unknown): string {
   return asError(error).message;

@@ -217,4 +217,36 @@ describe('removing a job through a guarded queue', () => {
     // The guard's reads of a job about to be removed (its hash, its lease) would be an HMGET and a ZSCORE.
     expect(sent.filter((name) => ['hmget', 'zscore'].includes(name.toLowerCase()))).toEqual([]);
   });
+
+  // Found by a review (helper-140, the lifecycle model under injected delays): a `failed` listener that removes the job
+  // raced the library's own retime of its slot for the backoff (the same event). The guard read the lease, the retime
+  // moved it, and the compare-and-set release missed: the removed job kept its slot for its backoff plus a day, until
+  // the reaper. 2 of 60 removals left their slot without delays. The removal now reads the lease after the retime.
+  it('a job removed by a listener of its failed attempt (the slot retimed for its backoff) gives its slot back', async () => {
+    const app = await start({
+      unique: { lock: 'until_executing', lockArgs: byId, lockLimit: 2 },
+      handler: async () => {
+        throw new Error('attempt failed');
+      },
+    });
+    const count = 60;
+    const removals: Promise<number>[] = [];
+    let allRemoved!: () => void;
+    const issued = new Promise<void>((resolve) => (allRemoved = resolve));
+    app.worker!.on('failed', (job) => {
+      removals.push(app.queue.remove(job!.id!));
+      if (removals.length === count) allRemoved();
+    });
+    const keys: string[] = [];
+    onCleanup(async () => void (keys.length && (await redis.del(...keys))));
+    for (let i = 0; i < count; i++) {
+      keys.push(queuedKey(app.prefix, digestOf(app, 'sync', { id: `r${i}` })));
+      await app.queue.add('sync', { id: `r${i}` }, { attempts: 2, backoff: { type: 'fixed', delay: 60_000 } });
+    }
+    await issued;
+    expect(await Promise.all(removals)).toEqual(Array.from({ length: count }, () => 1));
+    const left = [];
+    for (const key of keys) left.push(...(await owners(redis, key)));
+    expect(left).toEqual([]);
+  });
 });
