@@ -25,15 +25,35 @@ interface Seen {
   database: number;
 }
 
+/**
+ * A connection in monitoring mode. ioredis takes it as monitoring only once MONITOR's answer is handled: a command of
+ * another client that the server runs right after MONITOR, read in the same chunk as that answer (the app's waiting
+ * deliveries listener subscribing, which the bootstrap does not wait for), fails the opening ("Command queue state
+ * error"); another connection is opened then (what it saw was before this one's start).
+ */
+async function openMonitoring(): Promise<Redis> {
+  for (let attempt = 1; ; attempt++) {
+    const client = redisClient({ monitor: true });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        client.once('monitoring', () => resolve());
+        client.on('error', reject);
+      });
+      return client;
+    } catch (error) {
+      client.disconnect();
+      if (attempt === 10 || !String(error).includes('Command queue state error')) throw error;
+    }
+  }
+}
+
 /** Every command the server runs from now on, in its order (commands run by scripts left out). */
 class Monitor {
   readonly seen: Seen[] = [];
   private constructor(private readonly client: Redis) {}
 
   static async open(): Promise<Monitor> {
-    const base = redisClient();
-    const client = await base.monitor();
-    await base.quit();
+    const client = await openMonitoring();
     const monitor = new Monitor(client);
     client.on('monitor', (_time: string, args: string[], source: string, database: string) => {
       if (source !== 'lua') monitor.seen.push({ args, source, database: Number(database) });

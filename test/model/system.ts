@@ -409,6 +409,12 @@ export class System {
       if (run.seq === seq && (run.status === 'starting' || run.status === 'released')) {
         busy.push(`run ${run.no} of job ${run.jobId} is ${run.status}`);
       }
+      // The handler ended, but the processor around it (the library's steps after the handler: a failed attempt's
+      // take-back, a park, the release) has not returned yet: BullMQ still tracks the job. A handler that moved its own
+      // job (moveToDelayed + DelayedError) shows the job `delayed` before these steps are done.
+      if (run.seq === seq && run.status === 'ended' && this.lastRun(seq, run.jobId) === run && this.tracks(run)) {
+        busy.push(`run ${run.no} of job ${run.jobId} ended, its processor has not returned`);
+      }
     }
     for (const [id, { state }] of jobs) {
       if (state === 'waiting' || state === 'prioritized') busy.push(`job ${id} is ${state}`);
@@ -417,6 +423,16 @@ export class System {
       }
     }
     return busy;
+  }
+
+  /**
+   * Whether the run's worker still tracks its job (BullMQ's lock manager: from the fetch until the processor returned
+   * or threw, just before BullMQ records the attempt's end). A BullMQ internal, read by the test only.
+   */
+  private tracks(run: Run): boolean {
+    const manager = (this.workers[run.queue] as unknown as { lockManager?: { getTrackedJobIds(): string[] } })
+      .lockManager;
+    return manager?.getTrackedJobIds().includes(run.jobId) ?? false;
   }
 
   /** Every lock write the library sent before now has landed (see {@link settle}). */
