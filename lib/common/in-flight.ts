@@ -5,12 +5,9 @@
 export class InFlight {
   private readonly pending = new Map<string, Promise<void>>();
 
-  /** Tracks `work` under `key` until it ends (after work tracked earlier under it, if any). */
+  /** Tracks `work` under `key` until it ends, and until work tracked earlier under it ends too. */
   track(key: string, work: Promise<unknown>): void {
-    const ended = work.then(
-      () => undefined,
-      () => undefined,
-    );
+    const ended = Promise.allSettled([this.pending.get(key), work]).then(() => undefined);
     this.pending.set(key, ended);
     void ended.then(() => {
       if (this.pending.get(key) === ended) this.pending.delete(key);

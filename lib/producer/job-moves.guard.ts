@@ -85,14 +85,21 @@ export class JobMovesGuard {
       changeDelay: backend.changeDelay!.bind(backend),
       promote: backend.promote!.bind(backend),
     };
-    backend.changeDelay = async (jobId, delay) => {
-      await changeDelay(jobId, delay);
-      await this.retime(owner, jobId, delay);
+    // Tracked from the call on: a removal of the job in this process reads the slot's lease once the move is done.
+    const tracked = (jobId: string, work: Promise<void>): Promise<void> => {
+      this.retimes.track(bullKeys.job(owner.qualifiedName, jobId), work);
+      return work;
     };
-    backend.promote = async (jobId) => {
-      await promote(jobId);
-      await this.retime(owner, jobId, 0);
-    };
+    backend.changeDelay = (jobId, delay) =>
+      tracked(
+        jobId,
+        changeDelay(jobId, delay).then(() => this.retime(owner, jobId, delay)),
+      );
+    backend.promote = (jobId) =>
+      tracked(
+        jobId,
+        promote(jobId).then(() => this.retime(owner, jobId, 0)),
+      );
     if (typeof backend.remove === 'function') {
       const remove = backend.remove.bind(backend);
       backend.remove = async (jobId, removeChildren) => {

@@ -221,7 +221,7 @@ describe('removing a job through a guarded queue', () => {
   // Found by a review (helper-140, the lifecycle model under injected delays): a `failed` listener that removes the job
   // raced the library's own retime of its slot for the backoff (the same event). The guard read the lease, the retime
   // moved it, and the compare-and-set release missed: the removed job kept its slot for its backoff plus a day, until
-  // the reaper. 2 of 60 removals left their slot without delays. The removal now reads the lease after the retime.
+  // the reaper (5 to 35 of 60 removals left their slot without delays). The removal now reads the lease after the retime.
   it('a job removed by a listener of its failed attempt (the slot retimed for its backoff) gives its slot back', async () => {
     const app = await start({
       unique: { lock: 'until_executing', lockArgs: byId, lockLimit: 2 },
@@ -245,6 +245,24 @@ describe('removing a job through a guarded queue', () => {
     }
     await issued;
     expect(await Promise.all(removals)).toEqual(Array.from({ length: count }, () => 1));
+    const left = [];
+    for (const key of keys) left.push(...(await owners(redis, key)));
+    expect(left).toEqual([]);
+  });
+
+  // The review of that fix (helper-141): the guard's own move of a job (`changeDelay`, `promote`) moves its slot's lease
+  // too, and a removal issued beside it crossed it the same way (51-60 of 60 slots left).
+  it('a job removed while changeDelay moves it (both issued at once) gives its slot back', async () => {
+    const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
+    const keys: string[] = [];
+    onCleanup(async () => void (keys.length && (await redis.del(...keys))));
+    const moves: Promise<unknown>[] = [];
+    for (let i = 0; i < 60; i++) {
+      keys.push(queuedKey(app.prefix, digestOf(app, 'sync', { id: `c${i}` })));
+      const job = await app.queue.add('sync', { id: `c${i}` }, { delay: 30_000 });
+      moves.push(Promise.allSettled([job.changeDelay(60_000), app.queue.remove(job.id!)]));
+    }
+    await Promise.all(moves);
     const left = [];
     for (const key of keys) left.push(...(await owners(redis, key)));
     expect(left).toEqual([]);
