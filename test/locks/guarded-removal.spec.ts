@@ -238,7 +238,8 @@ describe('removing a job through a guarded queue', () => {
       if (removals.length === count) allRemoved();
     });
     const keys: string[] = [];
-    onCleanup(async () => void (keys.length && (await redis.del(...keys))));
+    // One key at a time: on a Redis Cluster the keys hash to different slots.
+    onCleanup(async () => void (await Promise.all(keys.map((key) => redis.del(key)))));
     for (let i = 0; i < count; i++) {
       keys.push(queuedKey(app.prefix, digestOf(app, 'sync', { id: `r${i}` })));
       await app.queue.add('sync', { id: `r${i}` }, { attempts: 2, backoff: { type: 'fixed', delay: 60_000 } });
@@ -255,7 +256,8 @@ describe('removing a job through a guarded queue', () => {
   it('a job removed while changeDelay moves it (both issued at once) gives its slot back', async () => {
     const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
     const keys: string[] = [];
-    onCleanup(async () => void (keys.length && (await redis.del(...keys))));
+    // One key at a time: on a Redis Cluster the keys hash to different slots.
+    onCleanup(async () => void (await Promise.all(keys.map((key) => redis.del(key)))));
     const moves: Promise<unknown>[] = [];
     for (let i = 0; i < 60; i++) {
       keys.push(queuedKey(app.prefix, digestOf(app, 'sync', { id: `c${i}` })));
