@@ -65,7 +65,7 @@ export class JobInterceptor {
   private readonly runner: JobRunner;
   private readonly moves: JobMovesGuard;
   private readonly workers = new WeakSet<Worker>();
-  /** Retimes of retried jobs under way (a worker's `failed` event), keyed by the job's hash. */
+  /** Moves under way that retime a job's slot (a retry's backoff, a guarded `changeDelay`/`promote`), by job hash key. */
   private readonly retimes = new InFlight();
   private readonly availability: RedisAvailability;
   private readonly registry: QueueRegistry;

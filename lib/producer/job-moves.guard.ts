@@ -68,7 +68,7 @@ export class JobMovesGuard {
       readonly keys: UniqueJobsKeys;
       readonly idempotencyDefinitions: IdempotencyDefinitions;
     },
-    /** The retimes of retried jobs under way in this process, keyed by the job's hash: a removal waits for its job's. */
+    /** Moves under way in this process that retime a job's slot, by job hash key: a removal waits for its job's. */
     private readonly retimes: InFlight,
   ) {}
 
@@ -215,9 +215,10 @@ export class JobMovesGuard {
     try {
       const key = bullKeys.job(owner.qualifiedName, jobId);
       const [name, opts, finishedOn] = await this.client.hmget(key, 'name', 'opts', 'finishedOn');
-      // A failed attempt's retime may be moving the slot's lease now (the worker's `failed` event, in this same tick
-      // when the removal comes from a listener of it): the lease is read after it, or the release would miss it. Two
-      // round trips; a retime held up longer (Redis out of reach) does not hold the removal: its slot is the reaper's.
+      // A move may be retiming the slot's lease now (a failed attempt's, from the worker's `failed` event, in this same
+      // tick when the removal comes from a listener of it; a guarded changeDelay or promote): the lease is read after
+      // it, or the release would miss it. A move held up past the bound (Redis out of reach) does not hold the removal:
+      // its slot is then the reaper's.
       await within(this.retimes.settled(key), RETIME_WAIT_MS);
       const digest = markedDigestIn(opts);
       const lock = name === null ? undefined : this.definitions.find(owner.name, name)?.enqueueLockOf('slot-set');

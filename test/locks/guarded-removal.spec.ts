@@ -10,6 +10,7 @@ import { UniqueJobsReaper } from '../../lib/index.js';
 import { JobInterceptor } from '../../lib/nest/job.interceptor.js';
 import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
 import type { JobDefinitions } from '../../lib/options/job-definitions.js';
+import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { captureLogger, EventLog } from '../support/events.js';
 import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
@@ -34,6 +35,14 @@ describe('removing a job through a guarded queue', () => {
     const { client } = app.moduleRef.get<{ client: Redis }>(UNIQUE_JOBS_REDIS);
     expect(client).toBe(connection);
     return { app, logger, client };
+  };
+
+  /** The slot-set keys of the digests `ids` (removed at the test's end, one at a time: on a Redis Cluster they hash to
+   * different slots), and the owners still holding any of them. */
+  const slotsOf = (app: TestApp, ids: string[]) => {
+    const keys = ids.map((id) => queuedKey(app.prefix, digestOf(app, 'sync', { id })));
+    onCleanup(async () => void (await Promise.all(keys.map((key) => redis.del(key)))));
+    return async () => (await Promise.all(keys.map((key) => owners(redis, key)))).flat();
   };
 
   it('lockLimit 2 (slot set): queue.remove(id) releases the job’s slot and reports it', async () => {
@@ -237,36 +246,28 @@ describe('removing a job through a guarded queue', () => {
       removals.push(app.queue.remove(job!.id!));
       if (removals.length === count) allRemoved();
     });
-    const keys: string[] = [];
-    // One key at a time: on a Redis Cluster the keys hash to different slots.
-    onCleanup(async () => void (await Promise.all(keys.map((key) => redis.del(key)))));
-    for (let i = 0; i < count; i++) {
-      keys.push(queuedKey(app.prefix, digestOf(app, 'sync', { id: `r${i}` })));
-      await app.queue.add('sync', { id: `r${i}` }, { attempts: 2, backoff: { type: 'fixed', delay: 60_000 } });
+    const ids = Array.from({ length: count }, (_, i) => `r${i}`);
+    const slotsLeft = slotsOf(app, ids);
+    for (const id of ids) {
+      await app.queue.add('sync', { id }, { attempts: 2, backoff: { type: 'fixed', delay: 60_000 } });
     }
     await issued;
     expect(await Promise.all(removals)).toEqual(Array.from({ length: count }, () => 1));
-    const left = [];
-    for (const key of keys) left.push(...(await owners(redis, key)));
-    expect(left).toEqual([]);
+    expect(await slotsLeft()).toEqual([]);
   });
 
   // The review of that fix (helper-141): the guard's own move of a job (`changeDelay`, `promote`) moves its slot's lease
   // too, and a removal issued beside it crossed it the same way (51-60 of 60 slots left).
   it('a job removed while changeDelay moves it (both issued at once) gives its slot back', async () => {
     const app = await start({ unique: { lock: 'until_executed', lockArgs: byId, lockLimit: 2 }, paused: true });
-    const keys: string[] = [];
-    // One key at a time: on a Redis Cluster the keys hash to different slots.
-    onCleanup(async () => void (await Promise.all(keys.map((key) => redis.del(key)))));
+    const ids = Array.from({ length: 60 }, (_, i) => `c${i}`);
+    const slotsLeft = slotsOf(app, ids);
     const moves: Promise<unknown>[] = [];
-    for (let i = 0; i < 60; i++) {
-      keys.push(queuedKey(app.prefix, digestOf(app, 'sync', { id: `c${i}` })));
-      const job = await app.queue.add('sync', { id: `c${i}` }, { delay: 30_000 });
+    for (const id of ids) {
+      const job = await app.queue.add('sync', { id }, { delay: 30_000 });
       moves.push(Promise.allSettled([job.changeDelay(60_000), app.queue.remove(job.id!)]));
     }
     await Promise.all(moves);
-    const left = [];
-    for (const key of keys) left.push(...(await owners(redis, key)));
-    expect(left).toEqual([]);
+    expect(await slotsLeft()).toEqual([]);
   });
 });
