@@ -11,7 +11,7 @@ import {
   type INestApplication,
 } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { QueueEvents, type Job, type Queue } from 'bullmq';
+import type { Job, Queue, QueueEvents } from 'bullmq';
 import {
   UniqueJobsAdminModule,
   UniqueJobsModule,
@@ -22,7 +22,7 @@ import {
 import { processorClass, type TestAppOptions } from '../support/app.js';
 import {
   bullConnection,
-  bullOptions,
+  openQueueEvents,
   bullPrefix,
   closeBullConnection,
   deleteKeys,
@@ -111,9 +111,7 @@ export async function startAdminApp(options: AdminTestAppOptions): Promise<Admin
   // Subscribed before any job is added, so `finished` never misses an event.
   const events = new Map<string, QueueEvents>();
   for (const { queue } of options.queues) {
-    const queueEvents = new QueueEvents(queue, bullOptions());
-    await queueEvents.waitUntilReady();
-    events.set(queue, queueEvents);
+    events.set(queue, await openQueueEvents(queue));
   }
   return {
     app,

@@ -16,7 +16,7 @@ import { stepHandler } from '../support/step-handler.js';
 import { useApps } from '../support/apps.js';
 import { bootstrapError } from '../support/bootstrap.js';
 import { EventLog } from '../support/events.js';
-import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
+import { bullOptions, lastEventId, redisClient, uniqueName } from '../support/redis.js';
 import { useWaitingChannel } from '../support/waiting-channel.js';
 import { queueEvent } from '../support/wait.js';
 
@@ -170,7 +170,11 @@ describe('session 36: the default scope of a queue under a BullMQ prefix of its 
       worker: { prefix: tenantPrefix },
     });
     const tenantQueue = new Queue(home.queue.name, { ...bullOptions(), prefix: tenantPrefix });
-    const tenantEvents = new QueueEvents(home.queue.name, { ...bullOptions(), prefix: tenantPrefix });
+    const tenantEvents = new QueueEvents(home.queue.name, {
+      ...bullOptions(),
+      prefix: tenantPrefix,
+      lastEventId: await lastEventId(tenantQueue),
+    });
     onCleanup(async () => {
       await tenantQueue.obliterate({ force: true });
       await tenantEvents.close();

@@ -4,11 +4,11 @@
 //   the announcement, so when it completes the record nobody woke the duplicate: it waited a whole lease after the job
 //   completed (60 s here, 30 s by default). The worker processes are test/fixtures/step-worker.ts.
 import { afterAll, afterEach, describe, expect, it, jest } from '@jest/globals';
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue } from 'bullmq';
 import { spawnFixture } from '../support/fixtures.js';
 import { Leftovers } from '../support/leftovers.js';
 import { pgPool } from '../support/postgres.js';
-import { bullOptions, redisClient, uniqueName } from '../support/redis.js';
+import { bullOptions, openQueueEvents, redisClient, uniqueName } from '../support/redis.js';
 
 jest.setTimeout(120_000);
 
@@ -45,9 +45,8 @@ describe('session 36 review, worker processes', () => {
     await Promise.all(workers.map((worker) => worker.waitFor((message) => message.ready === true)));
     const queue = new Queue(queueName, bullOptions());
     leftovers.queues.push(queue);
-    const events = new QueueEvents(queueName, bullOptions());
+    const events = await openQueueEvents(queueName);
     leftovers.queueEvents.push(events);
-    await events.waitUntilReady();
     const delayed = (jobId: string) =>
       new Promise<void>((resolve) => {
         const on = (event: { jobId: string }) => {

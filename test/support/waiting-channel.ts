@@ -1,10 +1,10 @@
 import { afterAll, beforeAll } from '@jest/globals';
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue, type QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { WaitersChannel } from '../../lib/idempotency/waiters-channel.js';
 import { WaitingDuplicates } from '../../lib/idempotency/waiting-duplicates.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
-import { bullOptions, deleteKeys, redisClient, scanKeys, uniqueName } from './redis.js';
+import { bullOptions, deleteKeys, openQueueEvents, redisClient, scanKeys, uniqueName } from './redis.js';
 
 const quiet = { log: () => undefined, warn: () => undefined, error: () => undefined };
 
@@ -27,8 +27,7 @@ export function useWaitingChannel(label: string): WaitingChannelFixture {
     const name = uniqueName(label);
     fixture.client = redisClient();
     fixture.queue = new Queue(name, bullOptions());
-    fixture.queueEvents = new QueueEvents(name, bullOptions());
-    await fixture.queueEvents.waitUntilReady();
+    fixture.queueEvents = await openQueueEvents(name);
     fixture.holder = new WaitingDuplicates(fixture.client, keys, quiet);
     await fixture.holder.listen();
     fixture.announcer = new WaitersChannel(fixture.client, keys, quiet, () => undefined);
