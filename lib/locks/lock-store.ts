@@ -6,8 +6,11 @@ import { DeduplicationPeeks } from './deduplication-peeks.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
 export type AcquireResult =
-  /** `resumed`: the owner re-entered a slot parked for a step job's next delivery ({@link PARKED_MARK}). */
-  | { acquired: true; resumed?: boolean }
+  /**
+   * `resumed`: the owner re-entered a slot parked for a step job's next delivery ({@link PARKED_MARK}). `mark`: the
+   * mark the slot carries, answered to a {@link LockStore.acquireSlot} take that keeps it (`'0'`: none).
+   */
+  | { acquired: true; resumed?: boolean; mark?: string }
   | {
       acquired: false;
       holder: string | undefined;
@@ -70,6 +73,31 @@ export class LockStore {
   }
 
   /**
+   * Takes one of `limit` slots of an enqueue lock's `key` for `owner`, as {@link acquire} does, with a new mark
+   * ({@link takeMark}); `reentrant: 'keep'`: the owner's job re-entering a slot it holds keeps the slot's mark;
+   * `reentrant: 'new'`: a slot the owner holds is taken again for a new job of that id, with a new mark. Renewals keep
+   * the mark ({@link renew}), so that a removal of the job that read its slot releases it by that mark
+   * ({@link releaseHold}) even when the library's own move of the job renewed or re-took it meanwhile.
+   */
+  async acquireSlot(
+    key: string,
+    owner: string,
+    leaseMs: number,
+    limit: number,
+    reentrant: 'keep' | 'new' | false,
+  ): Promise<AcquireResult> {
+    const args = [owner, leaseMs, limit, reentrant ? 1 : 0, takeMark(), '', reentrant || 'new'];
+    const [held, holder, retryAfter, mark] = (await this.scripts.run('acquireLock', [key], args)) as [
+      number,
+      string | null,
+      number | undefined,
+      string | undefined,
+    ];
+    if (held !== 1) return { acquired: false, holder: holder ?? undefined, retryAfter: retryAfter ?? 0 };
+    return mark === undefined ? { acquired: true } : { acquired: true, mark };
+  }
+
+  /**
    * Takes one of `limit` slots of `key` for a new owner named `<server ms of the take>:<id>` ({@link holderAges} tells
    * how long each has held its slot, renewals or not); the owner, or `undefined` when `limit` hold it.
    */
@@ -82,7 +110,7 @@ export class LockStore {
     return (await this.ownersWith('holderAges', key, limit)).map(([holder, ageMs]) => ({ holder, ageMs }));
   }
 
-  /** Renews the owner's lease; `false` when the owner no longer holds the lock. */
+  /** Renews the owner's lease, keeping its slot's mark; `false` when the owner no longer holds the lock. */
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) === 1;
   }
@@ -130,6 +158,18 @@ export class LockStore {
   /** The lease an owner holds `key` with (its score, as stored), or `undefined` when it holds none. */
   async leaseOf(key: string, owner: string): Promise<string | undefined> {
     return (await this.scripts.client.zscore(key, owner)) ?? undefined;
+  }
+
+  /**
+   * Releases the owner's slot of an enqueue lock only if it is still the one read (`lease`, its score as stored): the
+   * slot its mark names (renewed since or not: {@link acquireSlot}), or, for a slot without a mark (taken by an
+   * earlier build, or renewed by one), the very lease read. A new take of the same owner since (a job re-added with
+   * the same id) draws another mark: it is left alone, but for the one draw in 1,022 that matches.
+   */
+  async releaseHold(key: string, owner: string, lease: string): Promise<boolean> {
+    const mark = Number(lease) % 1;
+    if (mark === 0) return this.releaseLease(key, owner, lease);
+    return this.releaseMarked(key, owner, String(mark));
   }
 
   /** Releases the owner's slot only if it still holds it with `lease` (compare-and-set on owner and lease). */

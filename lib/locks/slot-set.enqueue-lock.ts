@@ -109,7 +109,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
    */
   begin(request: EnqueueRequest): (() => Promise<Prepared>) | undefined {
     if (request.opts.jobId !== undefined) return undefined;
-    const first = this.store.acquire(
+    const first = this.store.acquireSlot(
       this.key(request.digest),
       request.jobId,
       this.leaseOf(request),
@@ -130,7 +130,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
       // library's back), or another producer is adding the same jobId right now, which BullMQ makes one job. Either
       // way the slot is this add's: never a duplicate of a job that does not exist. (A hold that outlives its job,
       // an until_expired period or a lock across queues, stays its own: the same id is refused until it ends.)
-      held = await this.acquire(queue, digest, jobId, lease, true);
+      held = await this.acquire(queue, digest, jobId, lease, 'new');
     }
     if (held.acquired) this.took.add(request);
     return held.acquired ? { opts: this.marked(request) } : { existingJobId: held.holder };
@@ -187,14 +187,21 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   async retake({ job, digest }: LockedJob, whileLive = false): Promise<AcquireResult> {
     // An until_expired period outlives its job: it is taken whatever the job became. Else (a lock across queues too:
     // the job's own queue is known here) nothing is taken for a job BullMQ finished meanwhile (see
-    // EnqueueLock.retake). The check is a read before the script (the lock and the job live in different slots on a
-    // Cluster): a job that ends between the two keeps the slot until its lease ends or the reaper finds it finished.
-    if (whileLive && this.settings.lock !== 'until_expired') {
-      if (!(await this.store.jobs.live(job.queueQualifiedName, job.id!, job.token))) {
-        return { acquired: true };
+    // EnqueueLock.retake). The check is a read before the script and one after it (the lock and the job live in
+    // different slots on a Cluster): a job removed or finished by the second read gives back the slot it took, by its
+    // mark (a job re-added with the same id meanwhile keeps its own; one another worker started running meanwhile
+    // keeps it too). A job removed after the second read, by a removal that read its slot before the take, keeps the
+    // slot until its lease ends or the reaper finds it gone.
+    const checked = whileLive && this.settings.lock !== 'until_expired';
+    if (checked && !(await this.store.jobs.live(job.queueQualifiedName, job.id!, job.token))) return { acquired: true };
+    const held = await this.acquire(job.queueQualifiedName, digest, job.id!, this.leaseBeforeAdd, 'keep');
+    if (checked && held.acquired && held.mark !== undefined && held.mark !== '0') {
+      const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
+      if ((await this.store.jobs.standing(jobKey)) !== 'live') {
+        await this.store.releaseMarked(this.key(digest), job.id!, held.mark);
       }
     }
-    return this.acquire(job.queueQualifiedName, digest, job.id!, this.leaseBeforeAdd, true);
+    return held;
   }
 
   release({ job, digest }: LockedJob): Promise<boolean> {
@@ -230,7 +237,7 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     if (this.settings.outlivesJob) return undefined;
     const key = this.key(digest);
     const lease = await this.store.leaseOf(key, jobId);
-    return lease === undefined ? undefined : { release: () => this.store.releaseLease(key, jobId, lease) };
+    return lease === undefined ? undefined : { release: () => this.store.releaseHold(key, jobId, lease) };
   }
 
   async holder(queue: Queue, digest: string): Promise<string | undefined> {
@@ -254,21 +261,21 @@ export class SlotSetEnqueueLock implements EnqueueLock {
 
   /**
    * Takes a slot, dropping holders met whose job is gone from the queue (at most `lockLimit` of them). `first`: the
-   * answer of the first acquire, sent already.
+   * answer of the first acquire, sent already. `reentrant`: see `LockStore.acquireSlot`.
    */
   private async acquire(
     queue: Queue | string,
     digest: string,
     owner: string,
     lease: number,
-    reentrant: boolean,
+    reentrant: 'keep' | 'new' | false,
     first?: Promise<AcquireResult>,
   ): Promise<AcquireResult> {
     const qualifiedName = typeof queue === 'string' ? queue : queue.qualifiedName;
     const { lockLimit } = this.settings;
     for (let round = 0; ; round++) {
       const held = await ((round === 0 ? first : undefined) ??
-        this.store.acquire(this.key(digest), owner, lease, lockLimit, reentrant));
+        this.store.acquireSlot(this.key(digest), owner, lease, lockLimit, reentrant));
       if (held.acquired || held.holder === undefined || round >= lockLimit) return held;
       if (!(await this.dropIfStale(qualifiedName, digest, held.holder, held.retryAfter))) return held;
     }

@@ -1,6 +1,5 @@
 import type { FlowProducer, Job, JobsOptions, Queue, QueueEvents, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
-import { InFlight } from '../common/in-flight.js';
 import type { LoggerLike } from '../common/logger.js';
 import { OperationTracer } from '../common/operation-tracer.js';
 import type { ClientResolution, ConflictStrategy, ConflictTools } from '../conflicts/conflict-strategy.interface.js';
@@ -65,8 +64,6 @@ export class JobInterceptor {
   private readonly runner: JobRunner;
   private readonly moves: JobMovesGuard;
   private readonly workers = new WeakSet<Worker>();
-  /** Moves under way that retime a job's slot (a retry's backoff, a guarded `changeDelay`/`promote`), by job hash key. */
-  private readonly retimes = new InFlight();
   private readonly availability: RedisAvailability;
   private readonly registry: QueueRegistry;
 
@@ -118,7 +115,7 @@ export class JobInterceptor {
       reportError: (job, digest, error) => this.reportError(job, digest, error),
       loginRefused: () => this.availability.loginRefused() !== undefined,
     });
-    this.moves = new JobMovesGuard(definitions, client, events, logger, enabled, deps, this.retimes);
+    this.moves = new JobMovesGuard(definitions, client, events, logger, enabled, deps);
     this.registry = new QueueRegistry(deps.scripts, deps.keys, (error) => {
       const message = error instanceof Error ? error.message : String(error);
       // Refused, not out of reach: the Redis user lacks a command the library runs (EVALSHA/EVAL: every lock beyond a
@@ -162,8 +159,7 @@ export class JobInterceptor {
     worker.on('failed', (job) => {
       // Only a job BullMQ failed for good has ended; a retried one comes back.
       if (job?.finishedOn) void this.runner.finished(job, 'failed');
-      // A guarded removal of the job waits for its retime (see JobMovesGuard): it reads the slot's lease to give back.
-      else if (job) this.retimes.track(bullKeys.job(job.queueQualifiedName, job.id!), this.runner.retried(job));
+      else if (job) void this.runner.retried(job);
     });
     worker.on('completed', (job) => void this.runner.finished(job, 'completed'));
   }

@@ -1,8 +1,6 @@
 import { Job, type MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
-import type { InFlight } from '../common/in-flight.js';
 import type { LoggerLike } from '../common/logger.js';
-import { within } from '../common/within.js';
 import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
@@ -68,8 +66,6 @@ export class JobMovesGuard {
       readonly keys: UniqueJobsKeys;
       readonly idempotencyDefinitions: IdempotencyDefinitions;
     },
-    /** Moves under way in this process that retime a job's slot, by job hash key: a removal waits for its job's. */
-    private readonly retimes: InFlight,
   ) {}
 
   /** Installs the guard on a queue's or worker's backend (idempotent). */
@@ -85,27 +81,21 @@ export class JobMovesGuard {
       changeDelay: backend.changeDelay!.bind(backend),
       promote: backend.promote!.bind(backend),
     };
-    // Tracked from the call on: a removal of the job in this process reads the slot's lease once the move is done.
-    const tracked = (jobId: string, work: Promise<void>): Promise<void> => {
-      this.retimes.track(bullKeys.job(owner.qualifiedName, jobId), work);
-      return work;
+    backend.changeDelay = async (jobId, delay) => {
+      await changeDelay(jobId, delay);
+      await this.retime(owner, jobId, delay);
     };
-    backend.changeDelay = (jobId, delay) =>
-      tracked(
-        jobId,
-        changeDelay(jobId, delay).then(() => this.retime(owner, jobId, delay)),
-      );
-    backend.promote = (jobId) =>
-      tracked(
-        jobId,
-        promote(jobId).then(() => this.retime(owner, jobId, 0)),
-      );
+    backend.promote = async (jobId) => {
+      await promote(jobId);
+      await this.retime(owner, jobId, 0);
+    };
     if (typeof backend.remove === 'function') {
       const remove = backend.remove.bind(backend);
       backend.remove = async (jobId, removeChildren) => {
         if (!this.enabled || !this.definitions.releasesOnRemoval(owner.name)) return remove(jobId, removeChildren);
         // Read before: the job's name and options (its lock's digest) are gone with it, and the hold is released only
-        // if it is still the one read (a new job with the same id takes a new lease).
+        // if it is still the one read: the slot its mark names, renewed or re-taken since by the library's own moves of
+        // the job or not (a new job with the same id draws a new mark).
         const hold = await this.holdOfRemoving(owner, jobId);
         const removed = await remove(jobId, removeChildren);
         if (removed === 1 && hold) await this.giveBack(owner, jobId, hold);
@@ -215,11 +205,6 @@ export class JobMovesGuard {
     try {
       const key = bullKeys.job(owner.qualifiedName, jobId);
       const [name, opts, finishedOn] = await this.client.hmget(key, 'name', 'opts', 'finishedOn');
-      // A move may be retiming the slot's lease now (a failed attempt's, from the worker's `failed` event, in this same
-      // tick when the removal comes from a listener of it; a guarded changeDelay or promote): the lease is read after
-      // it, or the release would miss it. A move held up past the bound (Redis out of reach) does not hold the removal:
-      // its slot is then the reaper's.
-      await within(this.retimes.settled(key), RETIME_WAIT_MS);
       const digest = markedDigestIn(opts);
       const lock = name === null ? undefined : this.definitions.find(owner.name, name)?.enqueueLockOf('slot-set');
       if (name === null || finishedOn !== null || !lock || digest === undefined) return undefined;
@@ -281,9 +266,6 @@ interface RemovingHold {
 }
 
 const NO_REPORT = { released: () => undefined, error: () => undefined };
-
-/** How long a removal waits for its job's retime under way (see `holdOfRemoving`). */
-const RETIME_WAIT_MS = 1_000;
 
 function describe(error: unknown): string {
   return asError(error).message;

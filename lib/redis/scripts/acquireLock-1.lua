@@ -15,12 +15,17 @@
           2^43 ms, the year 2248.)
   ARGV[6] optional: the member an earlier build wrote for the same owner (a run-time lock's: the bare job id, or the
           queue-name pair of a lock across queues): a slot held under it is the owner's, taken over under ARGV[1]
-          (re-entrant takes only)
+          (re-entrant takes only); '': none
+  ARGV[7] optional, an enqueue lock's slot (its full lock's answer names no parked slots: an enqueue lock parks none):
+          'keep': the job re-entering its slot keeps the slot's mark (a removal of the job that read the slot releases
+          it by that mark), the mark ARGV[5] is a new slot's only; 'new': a slot taken again is a new job's (one added
+          with the id of a job gone), marked ARGV[5] whether the owner held it or not
 
   Returns {1, owner} when held ({1, owner, 1} when the owner re-entered a slot parked for a step job's next delivery:
   its score carried the parked mark, 1023/1024), {0, oldest holder, ms until its lease ends} when full; with a mark
   (ARGV[5]: a run-time lock's take), followed by the member and score, as stored, of each slot parked for a step job's
-  next delivery among the first 100 (at most 10): the caller may give back one whose job has finished.
+  next delivery among the first 100 (at most 10): the caller may give back one whose job has finished. A 'keep' take
+  (ARGV[7]) that holds answers {1, owner, 0, the mark its slot carries} (`0` for a slot an earlier build took).
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/extendKeyTtl"
@@ -29,6 +34,8 @@ local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local mark = tonumber(ARGV[5] or '0')
+local keepMark = ARGV[7] == 'keep'
+local enqueueSlot = keepMark or ARGV[7] == 'new'
 local now = nowMs()
 
 -- No lock yet, the usual case: taken with the fewest calls (each call inside a script costs the server about as much
@@ -36,11 +43,14 @@ local now = nowMs()
 if limit > 0 and redis.call('EXISTS', key) == 0 then
   redis.call('ZADD', key, now + lease + mark, owner)
   redis.call('PEXPIRE', key, lease)
+  if keepMark then
+    return {1, owner, 0, ARGV[5]}
+  end
   return {1, owner}
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local own = redis.call('ZSCORE', key, owner)
-if not own and ARGV[6] and ARGV[4] == '1' then
+if not own and ARGV[6] and ARGV[6] ~= '' and ARGV[4] == '1' then
   own = redis.call('ZSCORE', key, ARGV[6])
   if own then
     redis.call('ZREM', key, ARGV[6])
@@ -50,17 +60,26 @@ if own and ARGV[4] == '0' then
   return {0, owner, tonumber(own) - now}
 end
 if own or redis.call('ZCARD', key) < limit then
-  redis.call('ZADD', key, now + lease + mark, owner)
+  local fraction = mark
+  if own and keepMark then
+    fraction = math.fmod(tonumber(own), 1)
+  end
+  redis.call('ZADD', key, now + lease + fraction, owner)
   extendKeyTtl(key, lease)
   if own and math.fmod(tonumber(own), 1) == 1023 / 1024 then
     return {1, owner, 1}
   end
+  if keepMark then
+    return {1, owner, 0, tostring(fraction)}
+  end
   return {1, owner}
 end
--- The oldest holder; with a mark, read with the first 100 slots, among which the parked ones are looked for.
-local slots = redis.call('ZRANGE', key, 0, mark > 0 and 99 or 0, 'WITHSCORES')
+-- The oldest holder; with a run-time lock's mark, read with the first 100 slots, among which the parked ones are looked
+-- for.
+local scanParked = mark > 0 and not enqueueSlot
+local slots = redis.call('ZRANGE', key, 0, scanParked and 99 or 0, 'WITHSCORES')
 local answer = {0, slots[1], tonumber(slots[2]) - now}
-if mark > 0 then
+if scanParked then
   for i = 1, #slots, 2 do
     if math.fmod(tonumber(slots[i + 1]), 1) == 1023 / 1024 then
       table.insert(answer, slots[i])

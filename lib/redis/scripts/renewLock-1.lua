@@ -5,7 +5,9 @@
   KEYS[1] the lock
   ARGV[1] owner
   ARGV[2] lease, ms
-  ARGV[3] optional: the take's mark (the fraction of its lease expiry), kept by the renewal
+  ARGV[3] optional: the take's mark (the fraction of its lease expiry), kept by the renewal; without it (and without
+          ARGV[4]) the slot keeps whatever mark it has (an enqueue lock's slot: a removal of its job that read the slot
+          before this renewal releases it by that mark)
   ARGV[4] optional: a new mark for the slot instead (a run-time lock parked for a step job's next delivery); '': none
   ARGV[5] optional: the member an earlier build wrote for the same owner, renewed (as it is) when ARGV[1] is not
 
@@ -25,14 +27,22 @@ local now = nowMs()
 
 local function held(member)
   local expiry = redis.call('ZSCORE', key, member)
-  return expiry and tonumber(expiry) > now and not (ARGV[3] and math.fmod(tonumber(expiry), 1) ~= mark)
+  if expiry and tonumber(expiry) > now and not (ARGV[3] and math.fmod(tonumber(expiry), 1) ~= mark) then
+    return tonumber(expiry)
+  end
+  return nil
 end
 
-if not held(owner) then
-  if not (ARGV[5] and held(ARGV[5])) then
+local expiry = held(owner)
+if not expiry then
+  expiry = ARGV[5] and held(ARGV[5])
+  if not expiry then
     return 0
   end
   owner = ARGV[5]
+end
+if not ARGV[3] and newMark == 0 then
+  newMark = math.fmod(expiry, 1)
 end
 -- Its first write never grows memory: at maxmemory (policy noeviction) Redis refuses a script at a write that can grow
 -- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is
