@@ -195,7 +195,9 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     const checked = whileLive && this.settings.lock !== 'until_expired';
     if (checked && !(await this.store.jobs.live(job.queueQualifiedName, job.id!, job.token))) return { acquired: true };
     const held = await this.acquire(job.queueQualifiedName, digest, job.id!, this.leaseBeforeAdd, 'keep');
-    if (checked && held.acquired && held.mark !== undefined && held.mark !== '0') {
+    // Not for a lock across queues: its slot names a bare job id that a live job of another queue may hold (as a
+    // guarded removal leaves such a slot to the reaper, see holdOf).
+    if (checked && !this.settings.outlivesJob && held.acquired && held.mark !== undefined && held.mark !== '0') {
       const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
       if ((await this.store.jobs.standing(jobKey)) !== 'live') {
         await this.store.releaseMarked(this.key(digest), job.id!, held.mark);

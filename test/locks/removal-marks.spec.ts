@@ -69,16 +69,32 @@ describe('enqueue slot marks', () => {
     const old = await app.queue.add('sync', { id: 'm3' }, { jobId: 'same-id' });
     const key = slotKey(app, 'm3');
     const oldMark = Number(await redis.zscore(key, 'same-id')) % 1;
-    let newMark: number | undefined;
     removalCrossedBy(app, async () => {
       await app.queue.add('sync', { id: 'm3' }, { jobId: 'same-id' });
-      newMark = Number(await redis.zscore(key, 'same-id')) % 1;
+      expect(Number(await redis.zscore(key, 'same-id')) % 1).not.toBe(oldMark);
     });
     expect(await app.queue.remove(old.id!)).toBe(1);
-    // One draw in 1,022 gives the new take the old mark: the test draws again then (the library cannot tell them apart).
-    if (newMark === oldMark) return;
     expect(await owners(redis, key)).toEqual(['same-id']);
     expect(await app.queue.getJob('same-id')).toBeDefined();
+  });
+
+  // Review (helper-142): the new job's take drew its mark at random, so once in 1,022 it drew the held slot's own, and
+  // the old job's removal gave the new job's slot back (3 live jobs of a digest under lockLimit 2, end to end).
+  it('a new job’s take of a slot its id holds never draws that slot’s mark', async () => {
+    const scripts = new RedisScripts(redis);
+    const store = new LockStore(scripts);
+    const key = queuedKey(uniqueName('marks-uj'), `v1:${'cd'.repeat(32)}`);
+    onCleanup(async () => void (await redis.del(key)));
+    for (const k of [5, 1022]) {
+      const mark = String(k / 1024);
+      await scripts.run('acquireLock', [key], ['X', 60_000, 2, 0, mark, '', 'new']); // the old job's take
+      const oldLease = (await redis.zscore(key, 'X'))!;
+      await scripts.run('acquireLock', [key], ['X', 60_000, 2, 1, mark, '', 'new']); // the re-added job's, same draw
+      expect(Number(await redis.zscore(key, 'X')) % 1).not.toBe(k / 1024);
+      expect(await store.releaseHold(key, 'X', oldLease)).toBe(false);
+      expect(await owners(redis, key)).toEqual(['X']);
+      await redis.del(key);
+    }
   });
 
   it('a slot without a mark (an earlier build took it) is released only with the very lease read', async () => {
@@ -98,7 +114,7 @@ describe('a re-take of a running job’s slot checks the job after the take', ()
   const { redis, onCleanup } = useApps('retake-check');
 
   /** A queued job and a slot-set lock of its own, whose job reads run `meanwhile` after the first one answers. */
-  const setUp = async (meanwhile: (job: Job) => Promise<unknown>) => {
+  const setUp = async (meanwhile: (job: Job) => Promise<unknown>, outlivesJob = false) => {
     const prefix = uniqueName('retake-check-uj');
     const queue = new Queue(uniqueName('retake-check'), bullOptions());
     onCleanup(async () => {
@@ -107,7 +123,7 @@ describe('a re-take of a running job’s slot checks the job after the take', ()
     });
     const store = new LockStore(new RedisScripts(redis));
     const settings = { lock: 'until_executing', lockTtl: undefined, lockLimit: 2, defaultLease: 60_000 } as const;
-    const lock = new SlotSetEnqueueLock(store, new UniqueJobsKeys(prefix), { ...settings, outlivesJob: false });
+    const lock = new SlotSetEnqueueLock(store, new UniqueJobsKeys(prefix), { ...settings, outlivesJob });
     const digest = `v1:${'ab'.repeat(32)}`;
     const key = queuedKey(prefix, digest);
     onCleanup(async () => void (await redis.del(key)));
@@ -125,6 +141,21 @@ describe('a re-take of a running job’s slot checks the job after the take', ()
     const { lock, job, digest, key } = await setUp((removed) => removed.remove());
     expect(await lock.retake({ job, digest }, true)).toEqual(expect.objectContaining({ acquired: true }));
     expect(await owners(redis, key)).toEqual([]);
+  });
+
+  // Review (helper-142): a lock across queues names a bare job id, which a live job of another queue may hold: the
+  // check after the take (which looks in the job's own queue) must not give that slot back.
+  it('a lock across queues: a job removed after the check leaves the slot (a job of another queue may hold it)', async () => {
+    const other = new Queue(uniqueName('retake-check-b'), bullOptions());
+    onCleanup(async () => {
+      await other.obliterate({ force: true });
+      await other.close();
+    });
+    const { lock, job, digest, key } = await setUp((removed) => removed.remove(), true);
+    await other.add('sync', { id: 'r1' }, { jobId: job.id });
+    await redis.zadd(key, Date.now() + 60_000 + 7 / 1024, job.id!); // the other queue's job holds the slot
+    await lock.retake({ job, digest }, true);
+    expect(await owners(redis, key)).toEqual([job.id]);
   });
 
   it('a job another worker started meanwhile keeps the slot (it is no orphan)', async () => {

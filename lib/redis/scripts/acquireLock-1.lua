@@ -19,7 +19,8 @@
   ARGV[7] optional, an enqueue lock's slot (its full lock's answer names no parked slots: an enqueue lock parks none):
           'keep': the job re-entering its slot keeps the slot's mark (a removal of the job that read the slot releases
           it by that mark), the mark ARGV[5] is a new slot's only; 'new': a slot taken again is a new job's (one added
-          with the id of a job gone), marked ARGV[5] whether the owner held it or not
+          with the id of a job gone), marked ARGV[5] whether the owner held it or not (another mark than the held
+          slot's when ARGV[5] is that one)
 
   Returns {1, owner} when held ({1, owner, 1} when the owner re-entered a slot parked for a step job's next delivery:
   its score carried the parked mark, 1023/1024), {0, oldest holder, ms until its lease ends} when full; with a mark
@@ -63,6 +64,10 @@ if own or redis.call('ZCARD', key) < limit then
   local fraction = mark
   if own and keepMark then
     fraction = math.fmod(tonumber(own), 1)
+  elseif own and enqueueSlot and math.fmod(tonumber(own), 1) == mark then
+    -- A new job's take of a slot its id holds never draws that slot's mark: a removal of the job before it, which
+    -- read the slot, releases by that mark.
+    fraction = (math.fmod(mark * 1024, 1022) + 1) / 1024
   end
   redis.call('ZADD', key, now + lease + fraction, owner)
   extendKeyTtl(key, lease)
