@@ -75,9 +75,10 @@ export class LockStore {
   /**
    * Takes one of `limit` slots of an enqueue lock's `key` for `owner`, as {@link acquire} does, with a new mark
    * ({@link takeMark}); `reentrant: 'keep'`: the owner's job re-entering a slot it holds keeps the slot's mark;
-   * `reentrant: 'new'`: a slot the owner holds is taken again for a new job of that id, with a new mark. Renewals keep
-   * the mark ({@link renew}), so that a removal of the job that read its slot releases it by that mark
-   * ({@link releaseHold}) even when the library's own move of the job renewed or re-took it meanwhile.
+   * `reentrant: 'new'`: a slot the owner holds is taken again for a new job of that id, with a new mark (never the
+   * one the slot carries). Renewals keep the mark ({@link renew}), so that a removal of the job that read its slot
+   * releases it by that mark ({@link releaseHold}) even when the library's own move of the job renewed or re-took it
+   * meanwhile.
    */
   async acquireSlot(
     key: string,
@@ -164,7 +165,8 @@ export class LockStore {
    * Releases the owner's slot of an enqueue lock only if it is still the one read (`lease`, its score as stored): the
    * slot its mark names (renewed since or not: {@link acquireSlot}), or, for a slot without a mark (taken by an
    * earlier build, or renewed by one), the very lease read. A new take of the same owner since (a job re-added with
-   * the same id) draws another mark: it is left alone, but for the one draw in 1,022 that matches.
+   * the same id) carries another mark and is left alone: a take of the slot the owner still holds never draws that
+   * slot's mark; a fresh take, after the slot was given back meanwhile, draws the mark read once in 1,022.
    */
   async releaseHold(key: string, owner: string, lease: string): Promise<boolean> {
     const mark = Number(lease) % 1;
