@@ -28,7 +28,8 @@ export class UniqueJobsService {
 
   /**
    * Enqueues a job and says what happened: `{ status: 'enqueued', job }` or
-   * `{ status: 'duplicate', existingJobId, strategy }`. Never throws for a duplicate (even with `raise`). `ResultType`
+   * `{ status: 'duplicate', existingJobId, strategy, digest, deadSetEntryId? }` ({@link DuplicateResult}). Never
+   * throws for a duplicate (even with `raise`). `ResultType`
    * types the returned job's result (`enqueue<Order, Receipt>(…)`); `unknown` when not named.
    *
    * @throws UnserializableLockArgsError when the lock arguments cannot be hashed (nothing is enqueued).

@@ -3,8 +3,9 @@ import type { EnqueueResult } from '../../interfaces/enqueue-result.interface.js
 
 /**
  * Whether an enqueue was a duplicate. Give it the result of `UniqueJobsService.enqueue` (`status: 'duplicate'`), or the
- * job `queue.add` returned together with the `jobId` you asked for: with the `log` strategy, `queue.add` returns the
- * job that holds the lock, whose id is not yours.
+ * job `queue.add` returned together with the `jobId` you asked for: with the `log` strategy, `queue.add` returns a
+ * handle built locally with the id of the job that holds the lock (not yours) and the data you passed, as BullMQ's own
+ * deduplication does.
  */
 export function wasDeduplicated(result: EnqueueResult): boolean;
 export function wasDeduplicated(job: Pick<Job<unknown, unknown>, 'id'>, requestedJobId: string): boolean;
