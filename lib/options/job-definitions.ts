@@ -118,6 +118,11 @@ export class JobDefinitions {
     return this.registry.entries(queue).some((definition) => definition.enqueueLock?.releasesOnRemoval === true);
   }
 
+  /** The job names the queue's definitions name (a definition without `jobName` covers every name: none then). */
+  jobNamesOf(queue: string): string[] {
+    return [...new Set(this.registry.entries(queue).flatMap((definition) => definition.jobNames ?? []))];
+  }
+
   /** Whether any options were registered for the queue. */
   hasQueue(queue: string): boolean {
     return this.registry.hasQueue(queue);

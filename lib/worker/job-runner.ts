@@ -15,6 +15,7 @@ import { postponeIfLoginRefused } from './refused-login.js';
 import { closingSignal, isAbortError, putBack, signalsOf } from './worker-closing.js';
 import { workerConnection } from './worker-connection.js';
 import { UnlockedArrivals } from './unlocked-arrivals.js';
+import { UnmatchedNames } from './unmatched-names.js';
 
 /** A processor's `process`, as BullMQ calls it. */
 export type ProcessFn = (job: Job<unknown, unknown>, token?: string, signal?: AbortSignal) => Promise<unknown>;
@@ -42,9 +43,11 @@ export class JobRunner {
   /** Handlers (the processors' own code) called and not settled yet. */
   private handlers = 0;
   private readonly unlocked: UnlockedArrivals;
+  private readonly unmatched: UnmatchedNames;
 
   constructor(private readonly deps: JobRunnerDeps) {
     this.unlocked = new UnlockedArrivals(deps.logger);
+    this.unmatched = new UnmatchedNames(deps.definitions, deps.logger);
   }
 
   /** Whether a processor's own code is running (what the library does around it is not counted). */
@@ -63,7 +66,10 @@ export class JobRunner {
     const { enabled, idempotencyDefinitions, tracer } = this.deps;
     const keyed = enabled ? idempotencyDefinitions.find(job.queueName, job.name) : undefined;
     const definition = this.definitionOf(job);
-    if (!keyed && !definition) return this.counted(run, job, token, signal);
+    if (!keyed && !definition) {
+      if (enabled) this.unmatched.note(job);
+      return this.counted(run, job, token, signal);
+    }
     let handled = false;
     const handler: ProcessFn = async (j, t, s) => {
       handled = true;
