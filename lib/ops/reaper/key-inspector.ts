@@ -103,7 +103,14 @@ export class ReaperKeyInspector {
       suspects.push({
         item: { key, kind, jobId, reason },
         statuses: statusesOf,
-        release: () => this.locks.releaseLease(key, owner, score),
+        // Compare-and-set on what was read: a general-path slot whose job is gone by its mark (the library's moves of the
+        // job keep it: a retry's backoff retime or a guarded changeDelay that crossed the removal, during the grace; a
+        // job added again with the id takes another), else the very lease read (a finished job retried meanwhile
+        // re-enters its slot with its mark, and a new lease).
+        release: (now) =>
+          !runtime && now.length > 0 && now.every((status) => status === 'gone')
+            ? this.locks.releaseHold(key, owner, score)
+            : this.locks.releaseLease(key, owner, score),
       });
     }
   }

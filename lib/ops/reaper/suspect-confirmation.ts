@@ -12,7 +12,8 @@ export interface Suspect {
   item: ReapedItem;
   /** The statuses of its job (one per queue it may live in), read again: released only when none is live. */
   statuses: () => Promise<JobStatus[]>;
-  release: () => Promise<boolean>;
+  /** Releases it, given the statuses read again (none live). */
+  release: (statuses: readonly JobStatus[]) => Promise<boolean>;
 }
 
 /** What a confirmation reports to its run. */
@@ -75,7 +76,7 @@ export class SuspectConfirmation {
           }
           try {
             const statuses = await suspect.statuses();
-            if (!statuses.includes('live') && (await suspect.release())) run.record(suspect.item);
+            if (!statuses.includes('live') && (await suspect.release(statuses))) run.record(suspect.item);
           } catch (error) {
             run.failed(error); // kept (a failed discovery of queues, a node away): the next pass looks again
           }
