@@ -4,7 +4,7 @@ import type { JobDefinitions } from '../options/job-definitions.js';
 
 /** Names reported at most, per process: job names are the producers' to choose. */
 const MAX_REPORTED = 100;
-/** A reported name's characters at most (a name is the producer's string). */
+/** A name's characters reported and remembered at most (a name is the producer's string). */
 const MAX_NAME_LENGTH = 100;
 
 /**
@@ -24,10 +24,12 @@ export class UnmatchedNames {
   /** Notes a job that no unique job definition of its queue covers (reported the first time its name is met). */
   note(job: Job<unknown, unknown>): void {
     if (this.count >= MAX_REPORTED || !this.definitions.hasQueue(job.queueName)) return;
+    // Remembered by its first characters: what is kept stays bounded whatever names producers choose.
+    const name = job.name.slice(0, MAX_NAME_LENGTH);
     let names = this.reported.get(job.queueName);
-    if (names?.has(job.name)) return;
+    if (names?.has(name)) return;
     if (!names) this.reported.set(job.queueName, (names = new Set()));
-    names.add(job.name);
+    names.add(name);
     this.count += 1;
     const defined = this.definitions.jobNamesOf(job.queueName).map(shown).join(', ');
     const last = this.count === MAX_REPORTED ? ` (${MAX_REPORTED} names reported: no more are)` : '';

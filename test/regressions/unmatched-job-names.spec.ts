@@ -31,6 +31,18 @@ describe('a job of a queue with unique job definitions that none of them covers'
     expect(reported()[1]).toContain('("receipt" on queue');
   });
 
+  it('a huge job name is reported cut to 100 characters, and remembered so', async () => {
+    const { logger, lines } = captureLogger();
+    const app = await start({ unique: { lock: 'until_executed', jobName: 'settle-payment' }, module: { logger } });
+    const huge = 'n'.repeat(100_000);
+    await app.finished(await app.queue.add(huge, { id: 1 }));
+    await app.finished(await app.queue.add(`${huge}-other-end`, { id: 1 })); // the same first 100 characters
+    const reported = lines.warn.filter((line) => line.includes('runs without a unique-job lock'));
+    expect(reported).toHaveLength(1);
+    expect(reported[0]).toContain(`("${'n'.repeat(100)}…" on queue`);
+    expect(reported[0].length).toBeLessThan(1_000);
+  });
+
   it('says nothing on a queue whose definition covers every name', async () => {
     const { logger, lines } = captureLogger();
     const app = await start({ unique: { lock: 'until_executed' }, module: { logger } });
