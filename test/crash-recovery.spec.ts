@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { lockKey, type LockType } from '../lib/index.js';
 import { startApp, type TestApp } from './support/app.js';
 import { killFixturesAndWait, spawnFixture } from './support/fixtures.js';
-import { owners } from './support/locks.js';
+import { digestOf, owners, queuedKey } from './support/locks.js';
 import { deleteNamespaces, lockKeys, openQueueEvents, redisClient, redisOptions, uniqueName } from './support/redis.js';
 
 // Both suites: the fixtures' probes, the app and its QueueEvents of the test, cleaned after each.
@@ -101,9 +101,12 @@ describe('a worker process killed mid-job', () => {
 // run-time lock is given back only by the take that marked its lease, and a deduplication key only while the worker still
 // holds BullMQ's job lock: the stalled worker leaves both to the new run, as BullMQ refuses its record of the end.
 describe('a worker process that stalls past its job lock', () => {
-  it.each<[string, LockType, 'enqueue' | 'runtime', Record<string, string>]>([
+  it.each<[string, LockType, 'enqueue' | 'runtime' | 'slot-set', Record<string, string>]>([
     ['while_executing', 'while_executing', 'runtime', { RUNTIME_LEASE: '20000' }],
     ['until_executed with a lockTtl', 'until_executed', 'enqueue', { LOCK_TTL: '60000' }],
+    // Session 46: a general-path slot (lockLimit 2) was given back by the stalled run's end, and two more jobs of the
+    // digest were admitted while the recovered run held none.
+    ['until_executed with lockLimit 2 (general path)', 'until_executed', 'slot-set', { LOCK_LIMIT: '2' }],
   ])(
     '%s: the stalled worker leaves the lock to the job’s new run; a duplicate is still refused',
     async (_label, lock, kind, extra) => {
@@ -112,11 +115,15 @@ describe('a worker process that stalls past its job lock', () => {
       const probe = uniqueName('probe');
       probes.push(probe);
       const lockTtl = extra.LOCK_TTL === undefined ? {} : { lockTtl: Number(extra.LOCK_TTL) };
+      const lockLimit = extra.LOCK_LIMIT === undefined ? {} : { lockLimit: Number(extra.LOCK_LIMIT) };
       app = await startApp({
         queue,
-        module: { prefix, jobs: [{ queue, lock, lockArgs: (d: { id: string }) => d.id, ...lockTtl }] },
+        module: { prefix, jobs: [{ queue, lock, lockArgs: (d: { id: string }) => d.id, ...lockTtl, ...lockLimit }] },
       });
-      const key = lockKey({ queue, name: 'settle', lockArgs: 'evt_1', prefix, kind });
+      const key =
+        kind === 'slot-set'
+          ? queuedKey(prefix, digestOf(app, 'settle', { id: 'evt_1' }))
+          : lockKey({ queue, name: 'settle', lockArgs: 'evt_1', prefix, kind });
       const holders = async () => (kind === 'enqueue' ? [await redis.get(key)] : await owners(redis, key));
       const fixtureEnv = { QUEUE: queue, PREFIX: prefix, PROBE: probe, LOCK: lock, ...extra };
 
@@ -143,6 +150,8 @@ describe('a worker process that stalls past its job lock', () => {
           status: 'duplicate',
           existingJobId: jobId,
         });
+      } else if (kind === 'slot-set') {
+        // The slot is the run on B's (checked above): one more job of the digest fits beside it, not two.
       } else {
         // A duplicate job reaches worker A, which meets the lock the job's run on B holds (onConflict 'log': the
         // duplicate ends without running).

@@ -13,7 +13,7 @@ import {
   type Prepared,
   type Taken,
 } from './enqueue-lock.js';
-import type { AcquireResult, LockStore } from './lock-store.js';
+import type { AcquireResult, LockStore, SoonerEnd } from './lock-store.js';
 import { MARKER_FIELD } from './slot-set.enqueue-lock.js';
 
 /**
@@ -132,12 +132,18 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     return this.lockTtl !== undefined || addedWithTtl(job);
   }
 
-  async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
+  async retime({ job, digest }: LockedJob, runInMs: number, sooner: SoonerEnd = 'never'): Promise<void> {
     // A job added with a TTL (a `lockTtl` removed since) keeps its lock that long past its new run time, as it would have.
     const ttl = this.lockTtl ?? addedLockTtl(job);
     if (ttl === undefined) return; // no TTL: the lock lives as long as its job
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
-    await this.store.retimeDeduplication(key, job.id!, ttl + wholeDelay(runInMs));
+    const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
+    await this.store.retimeDeduplication(key, jobKey, job.id!, ttl + wholeDelay(runInMs), sooner);
+  }
+
+  /** The key's value is the job id, the same for a job added again with it: its hash's timestamp tells them apart. */
+  soonerEndOf({ job }: LockedJob): Promise<SoonerEnd> {
+    return Promise.resolve({ addedAt: job.timestamp });
   }
 
   async forget(): Promise<void> {

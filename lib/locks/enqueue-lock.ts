@@ -1,6 +1,6 @@
 import type { Job, JobsOptions, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { AcquireResult } from './lock-store.js';
+import type { AcquireResult, SoonerEnd } from './lock-store.js';
 import { wholeDelay } from '../common/bullmq-lifecycle.js';
 
 /** A queue's own `add`, which the library's guard replaces (the enqueue lock adds through it). */
@@ -83,9 +83,9 @@ export interface EnqueueLock {
    * recorded it failed for good. `'with-job'`: BullMQ deletes the lock itself, in the script that records the end
    * (nothing is sent). `inOrderOn`: the worker's connection, to send the release on without waiting for its answer
    * (it lands before BullMQ's record of the end, sent next on it). `token`: released by the attempt that ran the job,
-   * before BullMQ records its end: a lock that can tell (the deduplication key, in the job's slot) releases only while
-   * the job's BullMQ lock holds this token, so a worker that stalled past it (the job recovered elsewhere) leaves the
-   * lock to the job's new run.
+   * before BullMQ records its end: a lock that can tell (the deduplication key, in the job's slot; a slot set sent on
+   * `inOrderOn`, on the same server) releases only while the job's BullMQ lock holds this token, so a worker that
+   * stalled past it (the job recovered elsewhere) leaves the lock to the job's new run.
    */
   releaseAtEnd(locked: LockedJob, inOrderOn?: Redis, token?: string): Promise<boolean | 'with-job'>;
   /**
@@ -94,10 +94,17 @@ export interface EnqueueLock {
    */
   endsAtTtl(job: Job<unknown, unknown>): boolean;
   /**
-   * The job's run time moved (`changeDelay`, `promote`): a lock that lives `lockTtl` past the run time follows it.
-   * `runInMs`: how far the run time now is.
+   * The job's run time moved (a retry's backoff, a handler's move, `changeDelay`, `promote`): a lock that lives
+   * `lockTtl` past the run time follows it. `runInMs`: how far the run time now is. `sooner`: whether the hold may end
+   * sooner than it ends now ({@link SoonerEnd}; `'never'` unless told).
    */
-  retime(locked: LockedJob, runInMs: number): Promise<void>;
+  retime(locked: LockedJob, runInMs: number, sooner?: SoonerEnd): Promise<void>;
+  /**
+   * Read before a move of the job's run time: what the move's {@link retime} may do to a hold it would end sooner (a
+   * slot's lease as read: its mark tells the slot from one a job added again with the same id takes meanwhile; the
+   * job's timestamp, for a deduplication key).
+   */
+  soonerEndOf(locked: LockedJob): Promise<SoonerEnd>;
   /** Forgets a holder that was removed from the queue (its hold would otherwise outlive it). */
   forget(queue: Queue, digest: string, holderId: string): Promise<void>;
   /**

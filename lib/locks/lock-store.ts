@@ -4,6 +4,16 @@ import { BullJobReads } from '../redis/bull-job-reads.js';
 import { runInOrder, type RedisScripts, type ScriptName } from '../redis/redis-scripts.js';
 import { DeduplicationPeeks } from './deduplication-peeks.js';
 
+/**
+ * Whether a move of a job's run time may end its hold sooner than the hold ends now. The id may name another job by the
+ * time the move lands (the one read removed, another added with the same id), whose hold must not end before it runs:
+ * `'never'` (the move follows a job read earlier: a retry's backoff, a handler's move), or, checked in the script that
+ * moves it, only while the hold is still the one read before the move: a slot whose lease (`leaseRead`, as stored)
+ * carries the mark it still has; a deduplication key whose job (in the key's slot) still has the timestamp it was
+ * added with (`addedAt`).
+ */
+export type SoonerEnd = 'never' | { readonly leaseRead: string } | { readonly addedAt: number };
+
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
 export type AcquireResult =
   /**
@@ -111,9 +121,13 @@ export class LockStore {
     return (await this.ownersWith('holderAges', key, limit)).map(([holder, ageMs]) => ({ holder, ageMs }));
   }
 
-  /** Renews the owner's lease, keeping its slot's mark; `false` when the owner no longer holds the lock. */
-  async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
-    return (await this.scripts.run('renewLock', [key], [owner, leaseMs])) === 1;
+  /**
+   * Moves the end of the owner's slot to `leaseMs` from now, keeping its mark (its job's run time moved). A sooner end
+   * is made as `sooner` says ({@link SoonerEnd}); `false` when nothing was moved.
+   */
+  async retime(key: string, owner: string, leaseMs: number, sooner: SoonerEnd): Promise<boolean> {
+    const how = typeof sooner === 'object' && 'leaseRead' in sooner ? sooner.leaseRead : 'never';
+    return (await this.scripts.run('retimeLock', [key], [owner, leaseMs, how])) === 1;
   }
 
   /** Renews the owner's lease only while its slot is the one the take marked `mark` took; `false` otherwise. */
@@ -154,6 +168,16 @@ export class LockStore {
    */
   async release(key: string, owner: string, inOrderOn?: Redis): Promise<boolean> {
     return (await (inOrderOn ?? this.scripts.client).zrem(key, owner)) === 1;
+  }
+
+  /**
+   * Releases the owner's slot at the end of an attempt only while the job's BullMQ lock (`jobLockKey`) holds the
+   * attempt's `token` (a stalled worker leaves it to the job's new run), in one call. On a Cluster, where the two keys
+   * hash to different slots, one `ZREM` unchecked. `inOrderOn`: as {@link release}.
+   */
+  async releaseAttemptSlot(key: string, jobLockKey: string, owner: string, token: string, inOrderOn?: Redis) {
+    if ((inOrderOn ?? this.scripts.client).isCluster) return this.release(key, owner, inOrderOn);
+    return (await this.runOn(inOrderOn, 'releaseAttemptSlot', [key, jobLockKey], [owner, token])) === 1;
   }
 
   /** The lease an owner holds `key` with (its score, as stored), or `undefined` when it holds none. */
@@ -228,9 +252,19 @@ export class LockStore {
     return (await this.runOn(inOrderOn, 'releaseDeduplication', [key, jobLockKey], [jobId, token])) === 1;
   }
 
-  /** Moves the end of a deduplication key's TTL to `ttlMs` from now, for `owner` only, if the key has a TTL. */
-  async retimeDeduplication(key: string, owner: string, ttlMs: number): Promise<boolean> {
-    return (await this.scripts.run('retimeDeduplication', [key], [owner, ttlMs])) === 1;
+  /**
+   * Moves the end of a deduplication key's TTL to `ttlMs` from now, for `owner` only, if the key has a TTL; a sooner
+   * end only as `sooner` says ({@link SoonerEnd}), read from the job's hash (`jobKey`, in the key's slot).
+   */
+  async retimeDeduplication(
+    key: string,
+    jobKey: string,
+    owner: string,
+    ttlMs: number,
+    sooner: SoonerEnd,
+  ): Promise<boolean> {
+    const how = typeof sooner === 'object' && 'addedAt' in sooner ? sooner.addedAt : 'never';
+    return (await this.scripts.run('retimeDeduplication', [key, jobKey], [owner, ttlMs, how])) === 1;
   }
 
   /**

@@ -17,7 +17,10 @@ export interface JobEnqueueLock {
   releaseAtEnd(byAttempt?: boolean): Promise<void>;
   /** Takes it (back) for the job, unless another live job holds it. */
   retake(): Promise<AcquireResult>;
-  /** While held, moves its TTL (when it has one) to the job's new run time, `runInMs` from now (owner-checked). */
+  /**
+   * While held, moves its TTL (when it has one) to the job's new run time, `runInMs` from now (owner-checked), never
+   * sooner than it ends now: the job was read before the move, and a job added again with its id meanwhile holds it.
+   */
   retime(runInMs: number): Promise<void>;
 }
 

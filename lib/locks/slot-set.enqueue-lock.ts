@@ -13,7 +13,7 @@ import {
   type Taken,
 } from './enqueue-lock.js';
 import { BulksInProgress } from './bulks-in-progress.js';
-import type { AcquireResult, LockStore } from './lock-store.js';
+import type { AcquireResult, LockStore, SoonerEnd } from './lock-store.js';
 
 /**
  * What the library stores on a job's options (field `uniqueJobs`): for a job locked in a slot set, the digest, fixed at
@@ -210,8 +210,15 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return this.store.release(this.key(digest), job.id!);
   }
 
-  releaseAtEnd({ job, digest }: LockedJob, inOrderOn?: Redis): Promise<boolean> {
-    return this.store.release(this.key(digest), job.id!, inOrderOn);
+  /**
+   * With the attempt's token, only while the worker still holds the job's BullMQ lock (not on a Cluster: see
+   * {@link LockStore.releaseAttemptSlot}): a worker that stalled past it leaves the slot to the job's new run, which
+   * holds it under the same id. Without, one `ZREM`.
+   */
+  releaseAtEnd({ job, digest }: LockedJob, inOrderOn?: Redis, token?: string): Promise<boolean> {
+    if (token === undefined) return this.store.release(this.key(digest), job.id!, inOrderOn);
+    const jobLock = bullKeys.jobLock(job.queueQualifiedName, job.id!);
+    return this.store.releaseAttemptSlot(this.key(digest), jobLock, job.id!, token, inOrderOn);
   }
 
   /**
@@ -223,8 +230,13 @@ export class SlotSetEnqueueLock implements EnqueueLock {
     return true;
   }
 
-  async retime({ job, digest }: LockedJob, runInMs: number): Promise<void> {
-    await this.store.renew(this.key(digest), job.id!, this.leaseBeforeAdd + wholeDelay(runInMs)); // only a slot it holds
+  async retime({ job, digest }: LockedJob, runInMs: number, sooner: SoonerEnd = 'never'): Promise<void> {
+    await this.store.retime(this.key(digest), job.id!, this.leaseBeforeAdd + wholeDelay(runInMs), sooner); // a held slot
+  }
+
+  async soonerEndOf({ job, digest }: LockedJob): Promise<SoonerEnd> {
+    const leaseRead = await this.store.leaseOf(this.key(digest), job.id!);
+    return leaseRead === undefined ? 'never' : { leaseRead };
   }
 
   async forget(_queue: Queue, digest: string, holderId: string): Promise<void> {

@@ -5,7 +5,7 @@ import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { EnqueueLock, RemovableHold } from '../locks/enqueue-lock.js';
-import type { AcquireResult, LockStore } from '../locks/lock-store.js';
+import type { AcquireResult, LockStore, SoonerEnd } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
 import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
@@ -34,6 +34,13 @@ interface MovingBackend {
   promote(jobId: string): Promise<void>;
   /** `job.remove()`, `queue.remove(id)`: 1 when the job was removed, 0 when it is locked by a worker. */
   remove(jobId: string, removeChildren: boolean): Promise<number>;
+}
+
+/** What a guarded move read before it moved a job's run time. */
+interface BeforeMove {
+  /** The job's `timestamp` (when it was added): another job added with its id since has its own. */
+  readonly timestamp: number;
+  readonly sooner: SoonerEnd;
 }
 
 /** A queue or a worker: where the jobs it retries live. */
@@ -82,12 +89,14 @@ export class JobMovesGuard {
       promote: backend.promote!.bind(backend),
     };
     backend.changeDelay = async (jobId, delay) => {
+      const before = await this.beforeMove(owner, jobId);
       await changeDelay(jobId, delay);
-      await this.retime(owner, jobId, delay);
+      await this.retime(owner, jobId, delay, before);
     };
     backend.promote = async (jobId) => {
+      const before = await this.beforeMove(owner, jobId);
       await promote(jobId);
-      await this.retime(owner, jobId, 0);
+      await this.retime(owner, jobId, 0, before);
     };
     if (typeof backend.remove === 'function') {
       const remove = backend.remove.bind(backend);
@@ -130,18 +139,37 @@ export class JobMovesGuard {
   }
 
   /**
+   * Read before a job's run time moves: the job (its timestamp tells it from a job added again with its id by the time
+   * the move lands) and what the move may do to its enqueue lock's hold ({@link EnqueueLock.soonerEndOf}). A failed
+   * read leaves the move to end no hold sooner.
+   */
+  private async beforeMove(owner: MovingOwner, jobId: string): Promise<BeforeMove | undefined> {
+    // A library connection that is not ready would hold BullMQ's move up (ioredis queues the read until it reconnects).
+    if (!this.enabled || !this.definitions.hasQueue(owner.name) || this.client.status !== 'ready') return undefined;
+    try {
+      const job = await Job.fromId(owner, jobId);
+      const held = job && this.heldLock(job);
+      if (!held) return undefined;
+      return { timestamp: job.timestamp, sooner: await held.lock.soonerEndOf({ job, digest: held.digest }) };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * The run time of a job moved to `runInMs` from now: its lock's TTL follows (when its queue has unique jobs), and so
    * do the run-time lock and the idempotency claim a step job parked for its next delivery (kept until it is due plus a
-   * lease).
+   * lease). The lock's hold ends sooner only as read `before` the move, for the very job read then.
    */
-  private async retime(owner: MovingOwner, jobId: string, runInMs: number): Promise<void> {
+  private async retime(owner: MovingOwner, jobId: string, runInMs: number, before?: BeforeMove): Promise<void> {
     const unique = this.enabled && this.definitions.hasQueue(owner.name);
     const keyed = this.enabled && this.parked.idempotencyDefinitions.hasQueue(owner.name);
     if (!unique && !keyed) return;
     const job = await Job.fromId(owner, jobId);
     if (!job) return;
     const held = unique ? this.heldLock(job) : undefined;
-    if (held) await held.lock.retime({ job, digest: held.digest }, runInMs);
+    const sooner = before?.timestamp === job.timestamp ? before.sooner : 'never';
+    if (held) await held.lock.retime({ job, digest: held.digest }, runInMs, sooner);
     if (unique) await this.retimeParked(job, runInMs);
     const idempotency = keyed ? this.parked.idempotencyDefinitions.find(job.queueName, job.name) : undefined;
     if (!idempotency) return;

@@ -44,7 +44,7 @@ describe('leases under an event-loop stall', () => {
     const lost: string[] = [];
     const keeper = new LeaseKeeper(
       async () => {
-        const renewal = store.renew(key, 'holder', LEASE_MS); // sent now, applied by Redis at once
+        const renewal = store.retime(key, 'holder', LEASE_MS, 'never'); // sent now, applied by Redis at once
         stall(LEASE_MS + 200); // the answer waits in the socket until the stall ends
         const held = await renewal;
         answered.resolve();
