@@ -42,11 +42,28 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
     return done.promise;
   };
 
+  /** A paused app whose lock is a slot set with a lockTtl, and the slot key of the job with `id`. */
+  const pausedSlotApp = async (id: string) => {
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: byId, lockTtl: 5_000, lockLimit: 2 },
+      paused: true,
+    });
+    const key = queuedKey(app.prefix, digestOf(app, 'sync', { id }));
+    onCleanup(async () => void (await redis.del(key)));
+    return { app, key };
+  };
+
   /** Removes the job and adds one with the same id and data, due in 90 s; resolves the new job's lock score/TTL. */
   const replaceWithLaterJob = async (app: TestApp, job: Job, read: () => Promise<number>) => {
     expect(await app.queue.remove(job.id!)).toBe(1);
     enqueuedJob(await app.service.enqueue(app.queue, 'sync', job.data, { jobId: job.id!, delay: 90_000 }));
     return read();
+  };
+
+  /** A job of id 'same-id' whose failed attempt BullMQ retries after a 1 s backoff. */
+  const retriedJob = async (app: TestApp, id: string) => {
+    const opts = { jobId: 'same-id', attempts: 2, backoff: { type: 'fixed', delay: 1_000 } };
+    return enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id }, opts));
   };
 
   it('a retry’s backoff retime leaves the slot of a job added again with the id as it was', async () => {
@@ -59,14 +76,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
     const key = queuedKey(app.prefix, digestOf(app, 'sync', { id: 's1' }));
     onCleanup(async () => void (await redis.del(key)));
     let newJobs = 0;
-    const job = enqueuedJob(
-      await app.service.enqueue(
-        app.queue,
-        'sync',
-        { id: 's1' },
-        { jobId: 'same-id', attempts: 2, backoff: { type: 'fixed', delay: 1_000 } },
-      ),
-    );
+    const job = await retriedJob(app, 's1');
     let before = 0;
     const retimed = crossOnce(app, 'retime', async () => {
       before = await replaceWithLaterJob(app, job, async () => Number(await redis.zscore(key, 'same-id')));
@@ -86,14 +96,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
       },
     });
     const key = dedupKey(app.queue.name, digestOf(app, 'sync', { id: 's2' }));
-    const job = enqueuedJob(
-      await app.service.enqueue(
-        app.queue,
-        'sync',
-        { id: 's2' },
-        { jobId: 'same-id', attempts: 2, backoff: { type: 'fixed', delay: 1_000 } },
-      ),
-    );
+    const job = await retriedJob(app, 's2');
     const retimed = crossOnce(app, 'retimeDeduplication', async () => {
       await replaceWithLaterJob(app, job, () => redis.pttl(key));
     });
@@ -103,12 +106,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
   });
 
   it('a guarded promote read before a new job of the id took its slot leaves that slot as it was', async () => {
-    const app = await start({
-      unique: { lock: 'until_executed', lockArgs: byId, lockTtl: 5_000, lockLimit: 2 },
-      paused: true,
-    });
-    const key = queuedKey(app.prefix, digestOf(app, 'sync', { id: 's3' }));
-    onCleanup(async () => void (await redis.del(key)));
+    const { app, key } = await pausedSlotApp('s3');
     const job = enqueuedJob(
       await app.service.enqueue(app.queue, 'sync', { id: 's3' }, { jobId: 'same-id', delay: 60_000 }),
     );
@@ -205,12 +203,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
   });
 
   it('a guarded promote of the job read still ends its slot sooner', async () => {
-    const app = await start({
-      unique: { lock: 'until_executed', lockArgs: byId, lockTtl: 5_000, lockLimit: 2 },
-      paused: true,
-    });
-    const key = queuedKey(app.prefix, digestOf(app, 'sync', { id: 's4' }));
-    onCleanup(async () => void (await redis.del(key)));
+    const { app, key } = await pausedSlotApp('s4');
     const job = enqueuedJob(await app.service.enqueue(app.queue, 'sync', { id: 's4' }, { delay: 60_000 }));
     const before = Number(await redis.zscore(key, job.id!));
     await job.promote();
