@@ -151,7 +151,12 @@ describe('a worker process that stalls past its job lock', () => {
           existingJobId: jobId,
         });
       } else if (kind === 'slot-set') {
-        // The slot is the run on B's (checked above): one more job of the digest fits beside it, not two.
+        // One more job of the digest fits beside the run on B (lockLimit 2; delayed, so that A does not run it), not two.
+        const second = await app.service.enqueue(app.queue, 'settle', { id: 'evt_1' }, { delay: 60_000 });
+        expect(second.status).toBe('enqueued');
+        await expect(app.service.enqueue(app.queue, 'settle', { id: 'evt_1' })).resolves.toMatchObject({
+          status: 'duplicate',
+        });
       } else {
         // A duplicate job reaches worker A, which meets the lock the job's run on B holds (onConflict 'log': the
         // duplicate ends without running).

@@ -3,6 +3,14 @@ import type { EnqueueLock, LockedJob } from './enqueue-lock.js';
 import type { JobEnqueueLock } from './lock.js';
 import type { AcquireResult } from './lock-store.js';
 
+/** The connection of the worker running the job, as far as a release at the job's end can use it. */
+export interface WorkerConnection {
+  /** The worker's connection when it is known to reach the server the library's keys live on; else `undefined`. */
+  inOrder(): Redis | undefined;
+  /** The same, waiting for the answer while it is not in yet (a worker's first jobs). */
+  onSameServer(): Promise<Redis | undefined>;
+}
+
 /** How a bound lock reports: each release (the `unlocked` event), and a release sent without waiting that failed. */
 export interface BoundLockReport {
   released(): void;
@@ -22,8 +30,8 @@ export class BoundEnqueueLock implements JobEnqueueLock {
     private readonly lock: EnqueueLock,
     private readonly locked: LockedJob,
     private readonly report: BoundLockReport,
-    /** The worker's connection to send a release at the end on, when it reaches the lock's server. */
-    private readonly inOrderOn: () => Redis | undefined = () => undefined,
+    /** The worker's connection, to send a release at the end on when it reaches the lock's server. */
+    private readonly worker: WorkerConnection | undefined = undefined,
     /**
      * Bound by the worker running the job, or for a job queued already: a re-take never takes the lock for a job that
      * has ended meanwhile, or that a worker (another one, for the former) runs.
@@ -40,9 +48,12 @@ export class BoundEnqueueLock implements JobEnqueueLock {
   async releaseAtEnd(byAttempt = false): Promise<void> {
     if (!this.held) return;
     this.held = false;
-    const inOrderOn = this.inOrderOn();
+    const inOrderOn = this.worker?.inOrder();
     const token = byAttempt && this.running ? this.locked.job.token : undefined;
-    const released = this.lock.releaseAtEnd(this.locked, inOrderOn, token).then((done) => {
+    // A release checked against the job's BullMQ lock needs a connection reaching both the lock and BullMQ's keys: not
+    // known yet (a worker's first jobs), it waits for the answer and is sent there, awaited.
+    const on = inOrderOn ?? (token === undefined ? undefined : await this.worker?.onSameServer());
+    const released = this.lock.releaseAtEnd(this.locked, on, token).then((done) => {
       if (done === 'with-job') this.withJob = true;
       else if (done) this.report.released();
     });

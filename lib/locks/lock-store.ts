@@ -173,11 +173,19 @@ export class LockStore {
   /**
    * Releases the owner's slot at the end of an attempt only while the job's BullMQ lock (`jobLockKey`) holds the
    * attempt's `token` (a stalled worker leaves it to the job's new run), in one call. On a Cluster, where the two keys
-   * hash to different slots, one `ZREM` unchecked. `inOrderOn`: as {@link release}.
+   * hash to different slots, one `ZREM` unchecked; so too, from its first refusal on, on a connection whose server
+   * refuses keys of two hash slots in one call (a proxy in front of shards that looks like one server). `on`: the
+   * worker's connection, reaching both keys' server.
    */
-  async releaseAttemptSlot(key: string, jobLockKey: string, owner: string, token: string, inOrderOn?: Redis) {
-    if ((inOrderOn ?? this.scripts.client).isCluster) return this.release(key, owner, inOrderOn);
-    return (await this.runOn(inOrderOn, 'releaseAttemptSlot', [key, jobLockKey], [owner, token])) === 1;
+  async releaseAttemptSlot(key: string, jobLockKey: string, owner: string, token: string, on: Redis) {
+    if (on.isCluster || this.scripts.client.isCluster || SHARDED.has(on)) return this.release(key, owner, on);
+    try {
+      return (await runInOrder(on, 'releaseAttemptSlot', [key, jobLockKey], [owner, token])) === 1;
+    } catch (error) {
+      if (!/CROSSSLOT/.test(String(error))) throw error;
+      SHARDED.add(on);
+      return this.release(key, owner, on);
+    }
   }
 
   /** The lease an owner holds `key` with (its score, as stored), or `undefined` when it holds none. */
@@ -302,6 +310,9 @@ export class LockStore {
     return inOrderOn ? runInOrder(inOrderOn, name, keys, args) : this.scripts.run(name, keys, args);
   }
 }
+
+/** Connections whose server refused a call naming keys of two hash slots ({@link LockStore.releaseAttemptSlot}). */
+const SHARDED = new WeakSet<Redis>();
 
 /**
  * A new take's mark: a fraction k/1024 (0 < k < 1023) its lease expiry carries, kept by its renewals, so that two takes

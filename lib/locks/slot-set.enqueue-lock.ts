@@ -211,12 +211,13 @@ export class SlotSetEnqueueLock implements EnqueueLock {
   }
 
   /**
-   * With the attempt's token, only while the worker still holds the job's BullMQ lock (not on a Cluster: see
-   * {@link LockStore.releaseAttemptSlot}): a worker that stalled past it leaves the slot to the job's new run, which
-   * holds it under the same id. Without, one `ZREM`.
+   * With the attempt's token, sent on the worker's connection known to reach the slot's server (`inOrderOn`), only while
+   * the worker still holds the job's BullMQ lock (not on a Cluster: see {@link LockStore.releaseAttemptSlot}): a worker
+   * that stalled past it leaves the slot to the job's new run, which holds it under the same id. Else one `ZREM`: the
+   * library's connection may reach another server than BullMQ's (a `forRoot` connection given so), which has no job lock.
    */
   releaseAtEnd({ job, digest }: LockedJob, inOrderOn?: Redis, token?: string): Promise<boolean> {
-    if (token === undefined) return this.store.release(this.key(digest), job.id!, inOrderOn);
+    if (token === undefined || inOrderOn === undefined) return this.store.release(this.key(digest), job.id!, inOrderOn);
     const jobLock = bullKeys.jobLock(job.queueQualifiedName, job.id!);
     return this.store.releaseAttemptSlot(this.key(digest), jobLock, job.id!, token, inOrderOn);
   }

@@ -32,6 +32,17 @@ export function knownOnSameServer(a: Redis | Cluster, b: Redis): boolean {
   return false;
 }
 
+/**
+ * {@link knownOnSameServer}, waiting for the answer while it is not in yet (the identities are asked once per client
+ * and kept; a failed ask is asked again later): `false` for a cluster client and when either could not answer.
+ */
+export async function onSameServer(a: Redis | Cluster, b: Redis): Promise<boolean> {
+  if (knownOnSameServer(a, b)) return true;
+  if (a.isCluster) return false;
+  const [ia, ib] = await Promise.all([identityOf(a as Redis), identityOf(b)]);
+  return ia !== undefined && ib !== undefined && apartIn(ia, ib) === undefined;
+}
+
 /** How two connections differ: another server (run id), another database, or another ioredis `keyPrefix`. */
 export type Apart = 'server' | 'database' | 'keyPrefix';
 

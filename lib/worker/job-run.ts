@@ -14,8 +14,9 @@ import { PARKED_MARK } from '../locks/lock-store.js';
 import type { JobDefinition } from '../options/job-definitions.js';
 import { bullKeys, STEPS_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { parseRuntimeLockOwner, runtimeOwnersOf } from '../redis/runtime-lock-owner.js';
-import { knownOnSameServer } from '../redis/same-server.js';
+import { knownOnSameServer, onSameServer } from '../redis/same-server.js';
 import { freeStaleParked } from './stale-parked-slots.js';
+import type { WorkerConnectionRef } from './worker-connection.js';
 
 /** What a run needs from the worker side. */
 export interface JobRunDeps {
@@ -63,8 +64,8 @@ export class JobRun implements LockRun {
     /** The kind of enqueue lock the job took at enqueue (its digest came from that lock); `undefined`: none. */
     lockedBy: LockedBy | undefined,
     private readonly deps: JobRunDeps,
-    /** The connection the worker records the job's end on, when known. */
-    private readonly connection?: Redis,
+    /** The connection the worker records the job's end on. */
+    private readonly connection?: WorkerConnectionRef,
     /**
      * The job's abort signal (BullMQ's `worker.cancelJob`) and its worker's closing one: end a wait for the run-time
      * lock.
@@ -82,7 +83,7 @@ export class JobRun implements LockRun {
             released: () => this.emitUnlocked('enqueue', job.timestamp),
             error: (error) => deps.reportError(job, digest, error),
           },
-          () => this.inOrderOn(),
+          { inOrder: () => this.inOrderOn(), onSameServer: () => this.onSameServer() },
           true,
         )
       : undefined;
@@ -291,8 +292,14 @@ export class JobRun implements LockRun {
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */
   private inOrderOn(): Redis | undefined {
-    const { connection } = this;
+    const connection = this.connection?.now;
     return connection && knownOnSameServer(this.deps.client, connection) ? connection : undefined;
+  }
+
+  /** {@link inOrderOn}, waiting for the answers while they are not in yet (a worker's first jobs). */
+  private async onSameServer(): Promise<Redis | undefined> {
+    const connection = await this.connection?.onceKnown();
+    return connection && (await onSameServer(this.deps.client, connection)) ? connection : undefined;
   }
 
   private emitUnlocked(lock: 'enqueue' | 'runtime', since: number): void {

@@ -13,7 +13,7 @@ import type { JobDefinition, JobDefinitions } from '../options/job-definitions.j
 import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
 import { closingSignal, isAbortError, putBack, signalsOf } from './worker-closing.js';
-import { workerConnection } from './worker-connection.js';
+import { workerConnectionRef, type WorkerConnectionRef } from './worker-connection.js';
 import { UnlockedArrivals } from './unlocked-arrivals.js';
 import { UnmatchedNames } from './unmatched-names.js';
 
@@ -84,8 +84,8 @@ export class JobRunner {
       }
     };
     // The connection BullMQ records the job's end on: what is settled after the handler is sent there first.
-    const connection = workerConnection(worker);
-    const underKey = keyed ? this.underKey(keyed, handler, connection, worker) : undefined;
+    const connection = workerConnectionRef(worker);
+    const underKey = keyed ? this.underKey(keyed, handler, connection.now, worker) : undefined;
     // Failed before its handler ran because Redis refused the library's login: put back, its attempts untouched. A
     // claim is put back where it failed, so the lock type's hooks see a job moved (not one failed for good) and keep
     // what it holds while it waits.
@@ -153,7 +153,7 @@ export class JobRunner {
     signal: AbortSignal | undefined,
     next: ProcessFn,
     definition: JobDefinition,
-    connection: Redis | undefined,
+    connection: WorkerConnectionRef,
     annotate: AnnotateOperation,
     closing: AbortSignal | undefined,
   ): Promise<unknown> {

@@ -14,13 +14,28 @@ export function workerConnection(worker: Worker | undefined): Redis | undefined 
   const known = connections.get(worker);
   if (known !== undefined) return known ?? undefined;
   connections.set(worker, null);
-  const backend = worker.getBackend() as { client?: Promise<unknown> };
-  void Promise.resolve(backend.client).then(
-    (client) => {
-      const ioredis = client as (Redis & { __bullmq_iredis?: boolean }) | undefined;
-      if (ioredis?.__bullmq_iredis === true && !ioredis.isCluster) connections.set(worker, ioredis);
-    },
+  void clientOf(worker).then(
+    (client) => client && connections.set(worker, client),
     () => connections.delete(worker),
   );
   return undefined;
+}
+
+/** A worker's connection ({@link workerConnection}): as known now, and once BullMQ's backend has given it. */
+export interface WorkerConnectionRef {
+  readonly now: Redis | undefined;
+  onceKnown(): Promise<Redis | undefined>;
+}
+
+/** {@link WorkerConnectionRef} of a worker (of none: no connection). */
+export function workerConnectionRef(worker: Worker | undefined): WorkerConnectionRef {
+  const now = workerConnection(worker);
+  return { now, onceKnown: async () => now ?? (worker && (await clientOf(worker).catch(() => undefined))) };
+}
+
+/** The ioredis client of a worker's backend to a single server, once BullMQ has it; `undefined`: another kind. */
+async function clientOf(worker: Worker): Promise<Redis | undefined> {
+  const client = await Promise.resolve((worker.getBackend() as { client?: Promise<unknown> }).client);
+  const ioredis = client as (Redis & { __bullmq_iredis?: boolean }) | undefined;
+  return ioredis?.__bullmq_iredis === true && !ioredis.isCluster ? ioredis : undefined;
 }

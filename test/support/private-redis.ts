@@ -23,6 +23,11 @@ function freePort(): Promise<number> {
 export interface PrivateRedisOptions {
   /** AOF on, written and fsynced before every reply (`appendfsync always`): a kill loses no acknowledged write. */
   appendonly?: boolean;
+  /**
+   * Cluster mode, one node holding every slot, for a plain client: it refuses a call naming keys of two hash slots
+   * (`CROSSSLOT`), as a proxy in front of shards does.
+   */
+  clusterEnabled?: boolean;
 }
 
 /**
@@ -97,6 +102,9 @@ export class PrivateRedis {
       'yes',
       '--logfile',
       join(this.dir, 'redis.log'),
+      ...(this.options.clusterEnabled
+        ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, 'nodes.conf')]
+        : []),
     ];
     const child = spawn('redis-server', args, { stdio: 'ignore' });
     this.child = child;
