@@ -4,7 +4,7 @@ import type { JobEnqueueLock } from './lock.js';
 import type { AcquireResult } from './lock-store.js';
 
 /** The connection of the worker running the job, as far as a release at the job's end can use it. */
-export interface WorkerConnection {
+export interface ReleaseConnection {
   /** The worker's connection when it is known to reach the server the library's keys live on; else `undefined`. */
   inOrder(): Redis | undefined;
   /** The same, waiting for the answer while it is not in yet (a worker's first jobs). */
@@ -31,7 +31,7 @@ export class BoundEnqueueLock implements JobEnqueueLock {
     private readonly locked: LockedJob,
     private readonly report: BoundLockReport,
     /** The worker's connection, to send a release at the end on when it reaches the lock's server. */
-    private readonly worker: WorkerConnection | undefined = undefined,
+    private readonly worker: ReleaseConnection | undefined = undefined,
     /**
      * Bound by the worker running the job, or for a job queued already: a re-take never takes the lock for a job that
      * has ended meanwhile, or that a worker (another one, for the former) runs.

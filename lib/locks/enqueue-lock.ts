@@ -82,10 +82,10 @@ export interface EnqueueLock {
    * Releases the job's hold at its end: after its handler returned (BullMQ records it completed next), or after BullMQ
    * recorded it failed for good. `'with-job'`: BullMQ deletes the lock itself, in the script that records the end
    * (nothing is sent). `inOrderOn`: the worker's connection, known to reach the lock's server, to send the release on
-   * (it lands before BullMQ's record of the end, sent next on it; the caller may not wait for its answer). `token`: released by the attempt that ran the job,
-   * before BullMQ records its end: a lock that can tell (the deduplication key, in the job's slot; a slot set sent on
-   * `inOrderOn`, on the same server) releases only while the job's BullMQ lock holds this token, so a worker that
-   * stalled past it (the job recovered elsewhere) leaves the lock to the job's new run.
+   * (it lands before BullMQ's record of the end, sent next on it; the caller may not wait for its answer). `token`:
+   * released by the attempt that ran the job, before BullMQ records its end: a lock that can tell (the deduplication
+   * key, in the job's slot; a slot set sent on `inOrderOn`) releases only while the job's BullMQ lock holds this token,
+   * so a worker that stalled past it (the job recovered elsewhere) leaves the lock to the job's new run.
    */
   releaseAtEnd(locked: LockedJob, inOrderOn?: Redis, token?: string): Promise<boolean | 'with-job'>;
   /**

@@ -1,13 +1,12 @@
 --[[
-  Renews an owner's lease, only if the owner still holds the lock (and, when ARGV[3] is given, holds it by the take
-  that marked it so: see acquireLock's ARGV[5]; a take of the same owner re-taken after a stall is not renewed).
+  Renews an owner's lease, only if the owner still holds the lock by the take that marked it so (see acquireLock's
+  ARGV[5]; a take of the same owner re-taken after a stall is not renewed). An enqueue slot whose job's run time moved
+  is moved by retimeLock instead.
 
   KEYS[1] the lock
   ARGV[1] owner
   ARGV[2] lease, ms
-  ARGV[3] optional: the take's mark (the fraction of its lease expiry), kept by the renewal; without it (and without
-          ARGV[4]) the slot keeps whatever mark it has (an enqueue lock's slot: a removal of its job that read the slot
-          before this renewal releases it by that mark)
+  ARGV[3] the take's mark (the fraction of its lease expiry), kept by the renewal
   ARGV[4] optional: a new mark for the slot instead (a run-time lock parked for a step job's next delivery); '': none
   ARGV[5] optional: the member an earlier build wrote for the same owner, renewed (as it is) when ARGV[1] is not
 
@@ -18,7 +17,7 @@
 local key = KEYS[1]
 local owner = ARGV[1]
 local lease = tonumber(ARGV[2])
-local mark = tonumber(ARGV[3] or '0')
+local mark = tonumber(ARGV[3])
 local newMark = mark
 if ARGV[4] and ARGV[4] ~= '' then
   newMark = tonumber(ARGV[4])
@@ -27,7 +26,7 @@ local now = nowMs()
 
 local function held(member)
   local expiry = redis.call('ZSCORE', key, member)
-  if expiry and tonumber(expiry) > now and not (ARGV[3] and math.fmod(tonumber(expiry), 1) ~= mark) then
+  if expiry and tonumber(expiry) > now and math.fmod(tonumber(expiry), 1) == mark then
     return tonumber(expiry)
   end
   return nil
@@ -40,9 +39,6 @@ if not expiry then
     return 0
   end
   owner = ARGV[5]
-end
-if not ARGV[3] and newMark == 0 then
-  newMark = math.fmod(expiry, 1)
 end
 -- Its first write never grows memory: at maxmemory (policy noeviction) Redis refuses a script at a write that can grow
 -- memory only when the script has written nothing before it, so a renewal (which adds no memory) lands when Redis is
