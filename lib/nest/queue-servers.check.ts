@@ -13,11 +13,12 @@ export interface CheckedQueue {
 
 /**
  * The first of `queues` known to live elsewhere than the library's connection (another server, database or ioredis
- * `keyPrefix`: its locks are read and released there, the reaper reads the queues' jobs there and would free live
- * locks), as the error that says so, and whether it is fatal; `undefined` when every queue that answered within
- * {@link SERVER_CHECK_MS} is on it. `given`: the connection was given to `forRoot` (the message then leaves the default
- * connection out), and then another server only is not fatal (logged): the server answering under another run id is
- * trusted to be the caller's choice, where another database or key prefix of the same server never is.
+ * `keyPrefix`, or a Redis Cluster beside a single server's client: its locks are read and released there, the reaper
+ * reads the queues' jobs there and would free live locks), as the error that says so, and whether it is fatal;
+ * `undefined` when every queue that answered within {@link SERVER_CHECK_MS} is on it. `given`: the connection was given
+ * to `forRoot` (the message then leaves the default connection out), and then another server only is not fatal
+ * (logged): a server answering under another run id, or a single server's client where the queues use a Cluster (a
+ * proxy in front of it), is trusted to be the caller's choice, where another database or key prefix never is.
  */
 export async function queueApart(
   library: Redis | Cluster,
@@ -41,7 +42,9 @@ export async function queueApart(
     'connection',
     apart.same === 'keyPrefix'
       ? `names keys with another ioredis keyPrefix than ${queue} (same server and database): the library reads and writes the queues' keys as BullMQ names them; drop keyPrefix from the connections and use the prefix option of BullMQ and of forRoot instead`
-      : `reaches another Redis ${apart.same} than ${queue} lives on: the library's locks, dead set and reaper must use the queues' Redis (its reaper would free locks of live jobs); ${fix}`,
+      : `reaches ${apart.same === 'cluster' ? 'Redis another way (one a Redis Cluster client, the other a single server’s)' : `another Redis ${apart.same}`} than ${queue} lives on: the library's locks, dead set and reaper must use the queues' Redis (its reaper would free locks of live jobs); ${fix}`,
   );
-  return { error, fatal: !given || apart.same !== 'server' };
+  // A given connection that differs only in how it reaches a server (another run id, or a single server's client in
+  // front of a Cluster, as a proxy is) is trusted to be the caller's choice: logged.
+  return { error, fatal: !given || (apart.same !== 'server' && apart.same !== 'cluster') };
 }

@@ -43,14 +43,17 @@ export async function onSameServer(a: Redis | Cluster, b: Redis): Promise<boolea
   return ia !== undefined && ib !== undefined && apartIn(ia, ib) === undefined;
 }
 
-/** How two connections differ: another server (run id), another database, or another ioredis `keyPrefix`. */
-export type Apart = 'server' | 'database' | 'keyPrefix';
+/**
+ * How two connections differ: another server (run id), another database, another ioredis `keyPrefix`, or one a Redis
+ * Cluster client and the other a single server's (`cluster`).
+ */
+export type Apart = 'server' | 'database' | 'keyPrefix' | 'cluster';
 
 /**
  * Whether `library` and the client `other` resolves to (a BullMQ backend's, an ioredis client) reach the same Redis
- * server and database: `true`; what differs ({@link Apart}) only when both answered and differ; `undefined` when either
- * did not answer within `withinMs` (a Redis out of reach at bootstrap), or one is a cluster client or not an ioredis
- * client.
+ * server and database: `true`; what differs ({@link Apart}) only when both answered and differ, or `cluster` when one
+ * is a Redis Cluster client and the other not; `undefined` when either did not answer within `withinMs` (a Redis out of
+ * reach at bootstrap), for two cluster clients (not compared), or when `other` is not an ioredis client.
  */
 export async function sameServerWithin(
   library: Redis | Cluster,
@@ -60,8 +63,9 @@ export async function sameServerWithin(
   const compare = async () => {
     const client = (await other) as Partial<Redis> | undefined;
     if (client === library) return true;
-    if (library.isCluster || typeof client?.info !== 'function' || client.isCluster || !client.options)
-      return undefined;
+    if (typeof client?.info !== 'function' || !client.options) return undefined;
+    if (Boolean(library.isCluster) !== Boolean(client.isCluster)) return 'cluster';
+    if (library.isCluster) return undefined;
     // Asked afresh (a run id changes when the server restarts), and once more when they differ: a restart between the
     // two answers (a server coming back while the application boots) must not look like two servers.
     for (let round = 0; ; round++) {

@@ -3,7 +3,7 @@
 // (every script call touches one slot), with BullMQ's keys together in the `{bull}` slot.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
-import type { Cluster } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { hold } from '../support/gates.js';
@@ -11,6 +11,7 @@ import { byId, digestOf, runningKey } from '../support/locks.js';
 import { bullPrefix, clusterNodes, onCluster, prefixKeys, scanKeys } from '../support/redis.js';
 import { InvalidCursorError, LockInspector } from '../../lib/index.js';
 import { bullKeys, UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { queueApart } from '../../lib/nest/queue-servers.check.js';
 import { runCli } from '../cli/run-cli.js';
 
 const JOBS = 30;
@@ -119,5 +120,26 @@ describe('on a 3-master Redis Cluster', () => {
     ]);
     expect(queueProbe).toBe(job);
     expect(lockProbe).toBe(lock);
+  });
+  // Session 46 (helper-146): the bootstrap's check of where the queues live gave up on a Cluster client, so a library
+  // connection to a single server beside queues on a Cluster (or the reverse) was not even logged, and the library's
+  // locks, reaper and checked releases went to the wrong place. One a Cluster client, the other not: told apart.
+  it('a library connection that is a single server’s beside queues on a Cluster is named (logged when given)', async () => {
+    const [node] = cluster.nodes('master');
+    const single = new Redis({ host: node.options.host, port: node.options.port });
+    try {
+      const queues = [{ name: 'q', getBackend: () => ({ client: Promise.resolve(cluster) }) }];
+      const given = await queueApart(single, queues, true);
+      expect(given?.fatal).toBe(false);
+      expect(given?.error.message).toMatch(/one a Redis Cluster client, the other a single server/);
+      expect((await queueApart(single, queues, false))?.fatal).toBe(true);
+      // And the library on the Cluster beside a queue on a single server's client.
+      const reverse = [{ name: 'q', getBackend: () => ({ client: Promise.resolve(single) }) }];
+      expect((await queueApart(cluster, reverse, true))?.error.message).toMatch(/one a Redis Cluster client/);
+      // Two Cluster clients are not compared (as before).
+      expect(await queueApart(cluster, queues, false)).toBeUndefined();
+    } finally {
+      await single.quit();
+    }
   });
 });
