@@ -400,11 +400,14 @@ class FinishCommand implements ModelCommand {
     await step(m, `${this.toString()} [job ${run.jobId}, attempt ${run.attemptsStarted}]`, async () => {
       const job = m.job(run.jobId);
       if (job) {
-        const wasParked = job.movedByHandler === true || job.parkedForRetry === true;
+        const wasParked = job.movedByHandler === true || job.parkedForRetry === true || job.stepped === true;
         job.movedByHandler = this.action === 'delay' || this.action === 'nameDelayed';
-        // A later step (it re-entered the run-time lock a step parked) that fails and is retried, or is rate limited,
-        // keeps it parked until it is due again (JobRun.parkForRetry); one failed for good gives it back (allowed here,
-        // checked no further).
+        if (job.movedByHandler) job.stepped = true;
+        // A later step (it re-entered the run-time lock a step parked, or the job stepped before: counted in its hash,
+        // kept across a `job.retry()` from failed) that fails and is retried, or is rate limited, keeps it parked until
+        // it is due again (JobRun.parkForRetry); one failed for good gives it back (allowed here, checked no further).
+        // Found by seed 46 at MODEL_SCALE=3 (session 46): a step, a failure for good, `job.retry()`, then a retried
+        // failure: the library parked (the job had stepped), the model had forgotten the step.
         job.parkedForRetry =
           !job.movedByHandler && wasParked && (this.action === 'fail' || this.action === 'rateLimit');
         // Parked again (a step): a reaper run before this one no longer covers its end.

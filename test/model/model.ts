@@ -32,6 +32,11 @@ export interface ModelJob {
   movedByHandler?: boolean;
   /** Its last attempt was a later step (after a `movedByHandler` one) that failed: its run-time lock may stay parked. */
   parkedForRetry?: boolean;
+  /**
+   * An attempt of it once ended with its handler moving it (a step): the library counts steps in the job's hash, never
+   * reset (not by `job.retry()` either), so each later failure that is retried is a later step's.
+   */
+  stepped?: boolean;
   /** The reaper ran once the job was gone or finished (a run-time lock parked for it is released by then). */
   reapedAfterEnd?: boolean;
 }
