@@ -8,10 +8,13 @@
 // Two servers of the file's own; nothing on the shared one.
 import 'reflect-metadata';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { BullModule, getQueueToken, Processor, WorkerHost } from '@nestjs/bullmq';
+import { BullModule, getQueueToken } from '@nestjs/bullmq';
 import { Test } from '@nestjs/testing';
-import { QueueEvents, type Job, type Queue } from 'bullmq';
-import { UniqueJob, UniqueJobsModule, UniqueJobsService } from '../../lib/index.js';
+import { QueueEvents, type Queue } from 'bullmq';
+import { UniqueJobsModule, UniqueJobsService } from '../../lib/index.js';
+import { processorClass } from '../support/app.js';
+import { captureLogger } from '../support/events.js';
+import { byId } from '../support/locks.js';
 import { PrivateRedis } from '../support/private-redis.js';
 import { uniqueName } from '../support/redis.js';
 
@@ -26,21 +29,11 @@ describe('review: general-path slot released at the end of an attempt, library o
   it('an until_executed job (lockLimit 2) that completed gives its slot back', async () => {
     const name = uniqueName('split');
     const prefix = uniqueName('ujsplit');
-    const logged: string[] = [];
-    const logger = {
-      log: (m: unknown) => void logged.push(String(m)),
-      warn: (m: unknown) => void logged.push(String(m)),
-      error: (m: unknown) => void logged.push(String(m)),
-      debug: () => undefined,
-      verbose: () => undefined,
-    };
-    @Processor(name)
-    @UniqueJob({ lock: 'until_executed', lockLimit: 2, lockArgs: (data: { id: string }) => data.id })
-    class SplitProcessor extends WorkerHost {
-      async process(job: Job): Promise<unknown> {
-        return job.data;
-      }
-    }
+    const { logger, lines } = captureLogger();
+    const SplitProcessor = processorClass(
+      { queue: name, unique: { lock: 'until_executed', lockLimit: 2, lockArgs: byId } },
+      [],
+    );
     const moduleRef = await Test.createTestingModule({
       imports: [
         BullModule.forRoot({ connection: { host: '127.0.0.1', port: queues.port } }),
@@ -54,6 +47,7 @@ describe('review: general-path slot released at the end of an attempt, library o
     try {
       await events.waitUntilReady();
       // The configuration is allowed: logged, not fatal.
+      const logged = [...lines.log, ...lines.warn, ...lines.error];
       expect(logged.some((line) => line.includes('reaches another Redis server'))).toBe(true);
       const queue = moduleRef.get<Queue>(getQueueToken(name));
       const service = moduleRef.get(UniqueJobsService);
