@@ -86,12 +86,16 @@ export class LockInspector {
       scans++;
       // In a fixed order of their own (not their place in the batch, which shifts when a key before them goes), so
       // a page that ends mid-batch names where it stood by the last order listed: a lock released since on an earlier
-      // page does not make the next page skip one held throughout.
+      // page does not make the next page skip one held throughout. That holds while the batch covers the same keys:
+      // SCAN's COUNT counts every key it looks at, so once other keys go the same cursor's batch reaches further,
+      // over locks never listed whatever their order. Where it ended elsewhere, the batch is listed whole (a lock
+      // may be listed twice, as SCAN's own may; none held throughout is missed).
+      const from = next === position.end ? position.skip : 0; // `skip`: the first order not listed yet
       const candidates = [...new Set(keys)]
         .map((key) => plan.parse(key))
         .filter((candidate) => candidate !== undefined)
         .map((candidate) => ({ candidate, order: listingOrder(candidate.key) }))
-        .filter(({ order }) => order >= position.skip) // `skip`: the first order not listed yet
+        .filter(({ order }) => order >= from)
         .sort((a, b) => a.order - b.order);
       let index = 0;
       while (index < candidates.length && locks.length < limit) {
@@ -103,10 +107,12 @@ export class LockInspector {
         index = end;
       }
       if (index < candidates.length) {
-        position.skip = candidates[index].order; // the page is full mid-batch: the next page scans it again from there
+        // The page is full mid-batch: the next page scans it again from there.
+        Object.assign(position, { skip: candidates[index].order, end: next });
         break;
       }
-      Object.assign(position, next === '0' ? { node: position.node + 1, scan: '0', skip: 0 } : { scan: next, skip: 0 });
+      const after = next === '0' ? { node: position.node + 1, scan: '0' } : { scan: next };
+      Object.assign(position, after, { skip: 0, end: undefined });
     }
     return { locks, cursor: position.node >= nodes.length ? '0' : encodeCursor(position, topology) };
   }
