@@ -80,7 +80,7 @@ describe('on a 3-master Redis Cluster', () => {
       listed.push(...page.locks.map((lock) => lock.digest));
       cursor = page.cursor;
       if (cursor === '0') break;
-      expect(cursor).toMatch(/^n\d+\.\d+\.\d+\.[0-9a-f]{8}$/);
+      expect(cursor).toMatch(/^n\d+\.\d+\.\d+(?:-\d+)?\.[0-9a-f]{8}$/);
       await expect(inspector.listLocks({}, { cursor: cursor.replace(/\.[0-9a-f]{8}$/, '') })).rejects.toThrow(
         InvalidCursorError,
       );

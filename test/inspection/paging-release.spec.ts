@@ -31,26 +31,115 @@ describe('LockInspector paging', () => {
     await redis.del(key(2), key(3));
   });
 
-  it('lists every lock held throughout, although other keys go between pages and a SCAN batch reaches further', async () => {
-    const redis = server.admin;
-    // SCAN's COUNT counts every key it looks at: 3,000 keys that are no lock make a batch of 1,000 cover a part of the
-    // key space only. A page full mid-batch scans that batch again; once those keys are gone the same SCAN cursor's
-    // batch reaches further, over locks the first page never saw.
-    const fillers = Array.from({ length: 3000 }, (_, n) => `other:${n}`);
-    await redis.mset(Object.fromEntries(fillers.map((key) => [key, '1'])));
-    const digests = Array.from({ length: 60 }, (_, n) => `v1:${createHash('sha256').update(String(n)).digest('hex')}`);
-    for (const digest of digests) await redis.zadd(`uj:{${digest}}:expiring`, Date.now() + 600_000, 'job');
-    const inspector = new LockInspector({ client: redis, prefix: 'uj', queues: [] });
-    const listed: string[] = [];
+  /** Every page of a listing, `between` run after each; bounded (a listing that never ends fails). */
+  async function pageAll(inspector: LockInspector, limit: number, between: (page: number) => Promise<unknown>) {
+    const listed = new Set<string>();
+    const cursors: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = await inspector.listLocks({}, { cursor, limit: 3 });
-      expect(page.locks.length).toBeLessThanOrEqual(3);
-      listed.push(...page.locks.map((lock) => lock.digest));
-      if (cursor === undefined) await redis.del(...fillers);
+      const page = await inspector.listLocks({}, { cursor, limit });
+      expect(page.locks.length).toBeLessThanOrEqual(limit);
+      for (const lock of page.locks) listed.add(lock.digest);
       cursor = page.cursor;
-    } while (cursor !== '0');
-    expect([...new Set(listed)].sort()).toEqual(digests.sort());
-    await redis.del(...digests.map((digest) => `uj:{${digest}}:expiring`));
+      cursors.push(cursor);
+      await between(cursors.length);
+    } while (cursor !== '0' && cursors.length < 2000);
+    expect(cursor).toBe('0');
+    return { listed: [...listed].sort(), cursors };
+  }
+
+  /** `n` held locks (until_expired shape) of digests made from `seed`, sorted. */
+  async function holdLocks(seed: string, n: number): Promise<string[]> {
+    const digests = Array.from(
+      { length: n },
+      (_, i) => `v1:${createHash('sha256').update(`${seed}:${i}`).digest('hex')}`,
+    );
+    const held = server.admin.pipeline();
+    for (const digest of digests) held.zadd(`uj:{${digest}}:expiring`, Date.now() + 600_000, 'job');
+    await held.exec();
+    return digests.sort();
+  }
+
+  /** Keys that are no lock, `other:<from>` to `other:<from + n - 1>`: made, or deleted. */
+  const others = {
+    add: async (from: number, n: number) => {
+      if (n > 0)
+        await server.admin.mset(Object.fromEntries(Array.from({ length: n }, (_, i) => [`other:${from + i}`, '1'])));
+    },
+    del: async (from: number, n: number) => {
+      if (n > 0) await server.admin.del(...Array.from({ length: n }, (_, i) => `other:${from + i}`));
+    },
+  };
+
+  it('lists every lock held throughout, although other keys go between pages and a SCAN batch reaches further', async () => {
+    // SCAN's COUNT counts every key it looks at: 3,000 keys that are no lock make a batch of 1,000 cover a part of the
+    // key space only. Once they are gone the same SCAN cursor's batch reaches further, over locks no page saw yet: a
+    // listing that resumed within that batch by the locks' own order skipped those before it.
+    await others.add(0, 3000);
+    const digests = await holdLocks('reach', 60);
+    const inspector = new LockInspector({ client: server.admin, prefix: 'uj', queues: [] });
+    const { listed } = await pageAll(inspector, 3, (page) => (page === 1 ? others.del(0, 3000) : Promise.resolve()));
+    expect(listed).toEqual(digests);
+    await server.admin.flushall();
+  });
+
+  it('reaches the end while other keys come and go between every two pages', async () => {
+    // A queue's turnover: 20 new keys and the 20 oldest gone between pages. A listing that re-scanned a batch whole
+    // whenever it had changed listed its first locks again and again, and never ended.
+    await others.add(0, 3000);
+    const digests = await holdLocks('churn', 60);
+    const inspector = new LockInspector({ client: server.admin, prefix: 'uj', queues: [] });
+    let next = 3000;
+    const { listed, cursors } = await pageAll(inspector, 3, async () => {
+      await others.add(next, 20);
+      await others.del(next - 3000, 20);
+      next += 20;
+    });
+    expect(listed).toEqual(digests);
+    expect(cursors.length).toBeLessThan(60);
+    await server.admin.flushall();
+  });
+
+  it('splits a hash bucket that holds more locks than a page, and still ends and misses none under churn', async () => {
+    // Nothing but locks, one a page: many hash buckets hold two or more, the only batches a page splits.
+    const digests = await holdLocks('dense', 400);
+    const inspector = new LockInspector({ client: server.admin, prefix: 'uj', queues: [] });
+    const { listed, cursors } = await pageAll(inspector, 1, async (page) => {
+      await others.add(page * 50, 50);
+      await others.del((page - 1) * 50, 50);
+    });
+    expect(listed).toEqual(digests);
+    expect(cursors.some((cursor) => cursor.includes('-'))).toBe(true); // a split batch's cursor names its end
+    await server.admin.flushall();
+  });
+
+  it('misses no lock held throughout while the key space grows, shrinks and rehashes between pages', async () => {
+    let seed = 46;
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    for (let round = 0; round < 30; round++) {
+      await server.admin.config('SET', 'activerehashing', random(2) ? 'yes' : 'no');
+      let first = 0;
+      let next = random(20_000);
+      await others.add(0, next);
+      const digests = await holdLocks(`round-${round}`, 5 + random(80));
+      const inspector = new LockInspector({ client: server.admin, prefix: 'uj', queues: [] });
+      const { listed } = await pageAll(inspector, 1 + random(7), async () => {
+        const move = random(6);
+        const n = move < 2 ? random(20_000) : random(3000);
+        if (move === 0 || move === 2) {
+          await others.add(next, n);
+          next += n;
+        } else if (move === 1 || move === 3) {
+          const gone = Math.min(n, next - first) - (move === 1 ? random(50) : 0); // move 1: nearly all (a shrink)
+          await others.del(first, Math.max(gone, 0));
+          first += Math.max(gone, 0);
+        }
+      });
+      expect([round, listed]).toEqual([round, digests]);
+      await server.admin.flushall();
+    }
   });
 });

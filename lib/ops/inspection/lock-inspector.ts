@@ -27,6 +27,14 @@ const DEFAULT_COUNT_SCANS = 200;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
 
+/** One SCAN batch's reading: from which listing order, for which filter, how many locks at most, split or not. */
+interface BatchRequest {
+  from: number;
+  filter: LockFilter;
+  room: number;
+  split: boolean;
+}
+
 /** The key space a listing walks: one MATCH pattern and how to read the keys it finds. */
 interface ScanPlan {
   match: string;
@@ -80,41 +88,71 @@ export class LockInspector {
     const topology = topologyOf(this.client.isCluster ? nodes.map(nodeAddress) : undefined);
     const position = decodeCursor(page.cursor ?? '0', topology);
     const locks: HeldLock[] = [];
+    // A page holds whole SCAN batches: it cannot resume within one reliably, for SCAN's COUNT counts every key it
+    // looks at, so the same cursor's batch reaches further once other keys are gone, and changes on every page of a
+    // busy Redis. A batch with more locks than the page has room for is scanned again with a smaller COUNT (fewer keys
+    // looked at); only one of COUNT 1 (a hash bucket) that holds more than an empty page is split.
+    let count = position.skip > 0 ? 1 : SCAN_COUNT;
     let scans = 0;
     while (position.node < nodes.length && locks.length < limit && scans < MAX_SCANS_PER_PAGE) {
-      const [next, keys] = await nodes[position.node].scan(position.scan, 'MATCH', plan.match, 'COUNT', SCAN_COUNT);
+      const [next, keys] = await nodes[position.node].scan(position.scan, 'MATCH', plan.match, 'COUNT', count);
       scans++;
-      // In a fixed order of their own (not their place in the batch, which shifts when a key before them goes), so
-      // a page that ends mid-batch names where it stood by the last order listed: a lock released since on an earlier
-      // page does not make the next page skip one held throughout. That holds while the batch covers the same keys:
-      // SCAN's COUNT counts every key it looks at, so once other keys go the same cursor's batch reaches further,
-      // over locks never listed whatever their order. Where it ended elsewhere, the batch is listed whole (a lock
-      // may be listed twice, as SCAN's own may; none held throughout is missed).
-      const from = next === position.end ? position.skip : 0; // `skip`: the first order not listed yet
-      const candidates = [...new Set(keys)]
-        .map((key) => plan.parse(key))
-        .filter((candidate) => candidate !== undefined)
-        .map((candidate) => ({ candidate, order: listingOrder(candidate.key) }))
-        .filter(({ order }) => order >= from)
-        .sort((a, b) => a.order - b.order);
-      let index = 0;
-      while (index < candidates.length && locks.length < limit) {
-        let end = Math.min(candidates.length, index + (limit - locks.length));
-        while (end < candidates.length && candidates[end].order === candidates[end - 1].order) end++; // no tie split
-        const chunk = candidates.slice(index, end).map(({ candidate }) => candidate);
-        const described = await Promise.all(chunk.map((candidate) => this.reader.describe(candidate, filter, false)));
-        locks.push(...described.filter((lock) => lock !== undefined));
-        index = end;
-      }
-      if (index < candidates.length) {
-        // The page is full mid-batch: the next page scans it again from there.
-        Object.assign(position, { skip: candidates[index].order, end: next });
+      // A split batch scanned again lists only what it did not list before, provided it is the same batch (it ends at
+      // the same cursor); otherwise it is listed whole (a lock may be listed twice, as SCAN's own may).
+      const from = position.skip > 0 && next === position.end ? position.skip : 0;
+      const room = limit - locks.length;
+      const batch = await this.readBatch(plan, keys, { from, filter, room, split: count === 1 && locks.length === 0 });
+      if (batch.firstLeft === undefined) {
+        locks.push(...batch.locks);
+        const after = next === '0' ? { node: position.node + 1, scan: '0' } : { scan: next };
+        Object.assign(position, after, { skip: 0, end: undefined });
+        // The next COUNT: what should hold the room left, by this batch's locks per key looked at.
+        const left = limit - locks.length;
+        count = batch.locks.length === 0 ? SCAN_COUNT : clamp(Math.floor((left * count) / batch.locks.length / 1.5));
+      } else if (count > 1) {
+        count = Math.min(Math.floor(count / 2), clamp(Math.floor((room * count) / batch.estimate / 1.5)));
+      } else if (locks.length > 0) {
+        break; // the next page starts with this bucket
+      } else {
+        // One hash bucket holds more locks than the page: list the first in an order of their own (not their place
+        // in the batch, which shifts as keys go), and scan it again from the first not listed (`skip`).
+        locks.push(...batch.locks);
+        Object.assign(position, { skip: batch.firstLeft, end: next });
         break;
       }
-      const after = next === '0' ? { node: position.node + 1, scan: '0' } : { scan: next };
-      Object.assign(position, after, { skip: 0, end: undefined });
     }
     return { locks, cursor: position.node >= nodes.length ? '0' : encodeCursor(position, topology) };
+  }
+
+  /**
+   * The locks of one SCAN batch whose listing order is `from` or later, read in that order until `room` are found.
+   * `firstLeft`: the order of the first lock not read when the room was filled first (`estimate`: how many locks the
+   * batch holds, judged from those read). Unless the batch may be `split`, none is read when more keys than the room
+   * match a filter that every held lock passes (no owner job or queue asked).
+   */
+  private async readBatch(plan: ScanPlan, keys: string[], batch: BatchRequest) {
+    const { from, filter, room } = batch;
+    const candidates = [...new Set(keys)]
+      .map((key) => plan.parse(key))
+      .filter((candidate) => candidate !== undefined)
+      .map((candidate) => ({ candidate, order: listingOrder(candidate.key) }))
+      .filter(({ order }) => order >= from)
+      .sort((a, b) => a.order - b.order);
+    if (!batch.split && candidates.length > room && filter.jobId === undefined && filter.queue === undefined) {
+      return { locks: [], firstLeft: candidates[room].order, estimate: candidates.length };
+    }
+    const locks: HeldLock[] = [];
+    let index = 0;
+    while (index < candidates.length && locks.length < room) {
+      let end = Math.min(candidates.length, index + (room - locks.length));
+      while (end < candidates.length && candidates[end].order === candidates[end - 1].order) end++; // no tie split
+      const chunk = candidates.slice(index, end).map(({ candidate }) => candidate);
+      const described = await Promise.all(chunk.map((candidate) => this.reader.describe(candidate, filter, false)));
+      locks.push(...described.filter((lock) => lock !== undefined));
+      index = end;
+    }
+    if (index === candidates.length) return { locks, firstLeft: undefined, estimate: locks.length };
+    return { locks, firstLeft: candidates[index].order, estimate: (candidates.length * locks.length) / index };
   }
 
   /**
@@ -249,6 +287,11 @@ export class LockInspector {
 /** A key's place in a page's batch: 48 bits of its sha256 (an integer a cursor holds; ties are never split). */
 function listingOrder(key: string): number {
   return Number.parseInt(hash('sha256', key, 'hex').slice(0, 12), 16);
+}
+
+/** A SCAN COUNT between 1 and {@link SCAN_COUNT}. */
+function clamp(count: number): number {
+  return Math.min(Math.max(count, 1), SCAN_COUNT);
 }
 
 /** `value` truncated when it is a finite number ≥ 1, else `fallback`. */
