@@ -1,6 +1,7 @@
 // Paging locks while others are released: a lock held the whole time must be listed (SCAN's own promise).
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import type { Command } from 'ioredis';
 import { LockInspector } from '../../lib/index.js';
 import { PrivateRedis } from '../support/private-redis.js';
 
@@ -11,6 +12,10 @@ describe('LockInspector paging', () => {
   });
   afterAll(async () => {
     await server.stop();
+  });
+  // Each case starts from an empty server, whatever an earlier one left on failing.
+  beforeEach(async () => {
+    await server.admin.flushall();
   });
 
   it('lists a lock held throughout, although a lock listed on an earlier page is released in between', async () => {
@@ -110,6 +115,40 @@ describe('LockInspector paging', () => {
     });
     expect(listed).toEqual(digests);
     expect(cursors.some((cursor) => cursor.includes('-'))).toBe(true); // a split batch's cursor names its end
+    await server.admin.flushall();
+  });
+
+  it('reads each key once a page although a batch too big for it is scanned again (a queue filter)', async () => {
+    // 2,000 library locks owned by no job of qA (each read, then dropped) beside 2,000 deduplication keys, half qA's:
+    // a first batch of 1,000 keys holds far more than 50 of qA's, so it is scanned again with a smaller COUNT.
+    await holdLocks('library', 2000);
+    const pipeline = server.admin.pipeline();
+    for (let n = 0; n < 2000; n++) {
+      const digest = createHash('sha256').update(`d${n}`).digest('hex');
+      pipeline.set(`bull:${n % 2 === 0 ? 'qA' : 'qB'}:de:uj:v1:${digest}`, `j${n}`);
+    }
+    await pipeline.exec();
+    // What the inspector asks of Redis, by command and key (every read of a lock asks its PTTL once).
+    const client = server.admin.duplicate();
+    const asked: string[] = [];
+    const send = client.sendCommand.bind(client);
+    client.sendCommand = (command: Command, stream?: unknown) => {
+      asked.push(`${command.name} ${String(command.args[0])}`);
+      return send(command, stream as never);
+    };
+    const queues = [
+      { name: 'qA', prefix: 'bull' },
+      { name: 'qB', prefix: 'bull' },
+    ];
+    const inspector = new LockInspector({ client, prefix: 'uj', queues });
+    const page = await inspector.listLocks({ queue: 'qA' }, { limit: 50 });
+    client.disconnect();
+    expect(page.locks).toHaveLength(50);
+    expect(page.locks.every((lock) => lock.queue === 'qA')).toBe(true);
+    expect(asked.filter((line) => line.startsWith('scan ')).length).toBeGreaterThan(1); // scanned again
+    const reads = asked.filter((line) => line.startsWith('pttl '));
+    expect(reads.length).toBeGreaterThanOrEqual(50);
+    expect(new Set(reads).size).toBe(reads.length);
     await server.admin.flushall();
   });
 

@@ -18,22 +18,31 @@ import type {
   LockPageRequest,
 } from './lock-inspection.interface.js';
 
-/** Keys asked of SCAN per call. */
+/** Keys asked of SCAN per call at most (a batch with more locks than a page has room for is asked again with fewer). */
 const SCAN_COUNT = 1000;
 /** SCAN calls one {@link LockInspector.listLocks} call makes at most (then it returns what it found and a cursor). */
 const MAX_SCANS_PER_PAGE = 200;
 /** SCAN calls one {@link LockInspector.counts} call makes at most by default (over every node together). */
 const DEFAULT_COUNT_SCANS = 200;
+/** Lock reads one {@link LockInspector.listLocks} call keeps for keys it may scan again. */
+const MAX_READS_KEPT = 10_000;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
 
-/** One SCAN batch's reading: from which listing order, for which filter, how many locks at most, split or not. */
+/**
+ * One SCAN batch's reading: from which listing order, for which filter, how many locks at most, and whether it may be
+ * listed in part (split: its first `room` locks read even when more match).
+ */
 interface BatchRequest {
   from: number;
   filter: LockFilter;
   room: number;
-  split: boolean;
+  partial: boolean;
 }
+
+/** What {@link LockInspector.readBatch} read of a batch (see there). */
+type BatchRead =
+  { fits: true; locks: HeldLock[] } | { fits: false; locks: HeldLock[]; estimate: number; firstLeft: number };
 
 /** The key space a listing walks: one MATCH pattern and how to read the keys it finds. */
 interface ScanPlan {
@@ -48,7 +57,7 @@ interface ScanPlan {
  *
  * Listing is SCAN based and bounded: each call makes at most a fixed number of SCAN calls and returns at most `limit`
  * locks, with a cursor to continue. As with SCAN, a lock that appears or disappears while paging may be missed or
- * seen twice. On Redis Cluster every master is scanned. Each lock lists at most 20 (`MAX_OWNERS_PER_LOCK`) of its
+ * seen twice; one held throughout is listed (rarely twice). On Redis Cluster every master is scanned. Each lock lists at most 20 (`MAX_OWNERS_PER_LOCK`) of its
  * owners and counts the others ({@link HeldLock.moreOwners}), so a lock's cost does not grow with its holders.
  */
 export class LockInspector {
@@ -91,9 +100,12 @@ export class LockInspector {
     // A page holds whole SCAN batches: it cannot resume within one reliably, for SCAN's COUNT counts every key it
     // looks at, so the same cursor's batch reaches further once other keys are gone, and changes on every page of a
     // busy Redis. A batch with more locks than the page has room for is scanned again with a smaller COUNT (fewer keys
-    // looked at); only one of COUNT 1 (a hash bucket) that holds more than an empty page is split.
+    // looked at); only one of COUNT 1 (a hash bucket) that holds more than the room left is split.
     let count = position.skip > 0 ? 1 : SCAN_COUNT;
     let scans = 0;
+    // The locks read since the last batch of the whole COUNT that fitted: a batch too big for the page is scanned again
+    // with a smaller COUNT and the batches after it go over the rest of its keys (at most MAX_READS_KEPT kept).
+    const read = new Map<string, Promise<HeldLock | undefined>>();
     while (position.node < nodes.length && locks.length < limit && scans < MAX_SCANS_PER_PAGE) {
       const [next, keys] = await nodes[position.node].scan(position.scan, 'MATCH', plan.match, 'COUNT', count);
       scans++;
@@ -101,21 +113,20 @@ export class LockInspector {
       // the same cursor); otherwise it is listed whole (a lock may be listed twice, as SCAN's own may).
       const from = position.skip > 0 && next === position.end ? position.skip : 0;
       const room = limit - locks.length;
-      const batch = await this.readBatch(plan, keys, { from, filter, room, split: count === 1 && locks.length === 0 });
-      if (batch.firstLeft === undefined) {
+      const batch = await this.readBatch(plan, keys, { from, filter, room, partial: count === 1 }, read);
+      // COUNTs aim at 2/3 of the room (by the last batch's locks per key looked at): SCAN's batches vary in size.
+      if (batch.fits) {
         locks.push(...batch.locks);
         const after = next === '0' ? { node: position.node + 1, scan: '0' } : { scan: next };
         Object.assign(position, after, { skip: 0, end: undefined });
-        // The next COUNT: what should hold the room left, by this batch's locks per key looked at.
+        if (count === SCAN_COUNT || read.size > MAX_READS_KEPT) read.clear();
         const left = limit - locks.length;
-        count = batch.locks.length === 0 ? SCAN_COUNT : clamp(Math.floor((left * count) / batch.locks.length / 1.5));
+        count = clamp(batch.locks.length === 0 ? count * 2 : Math.floor((left * count) / batch.locks.length / 1.5));
       } else if (count > 1) {
         count = Math.min(Math.floor(count / 2), clamp(Math.floor((room * count) / batch.estimate / 1.5)));
-      } else if (locks.length > 0) {
-        break; // the next page starts with this bucket
       } else {
-        // One hash bucket holds more locks than the page: list the first in an order of their own (not their place
-        // in the batch, which shifts as keys go), and scan it again from the first not listed (`skip`).
+        // One hash bucket holds more locks than the page has room for: list the first in an order of their own (not
+        // their place in the batch, which shifts as keys go), and scan it again from the first not listed (`skip`).
         locks.push(...batch.locks);
         Object.assign(position, { skip: batch.firstLeft, end: next });
         break;
@@ -125,12 +136,18 @@ export class LockInspector {
   }
 
   /**
-   * The locks of one SCAN batch whose listing order is `from` or later, read in that order until `room` are found.
-   * `firstLeft`: the order of the first lock not read when the room was filled first (`estimate`: how many locks the
-   * batch holds, judged from those read). Unless the batch may be `split`, none is read when more keys than the room
-   * match a filter that every held lock passes (no owner job or queue asked).
+   * The locks of one SCAN batch whose listing order is `from` or later, read in that order (each key once in `read`)
+   * until `room` are found. `fits`: every one was read. Otherwise `locks` are its first `room`, `firstLeft` is the order
+   * of the first not read and `estimate` how many locks the batch holds, judged from those read; but unless it may be
+   * listed in `partial`, none is read when more keys than the room match a filter every held lock passes (no owner job
+   * or queue asked).
    */
-  private async readBatch(plan: ScanPlan, keys: string[], batch: BatchRequest) {
+  private async readBatch(
+    plan: ScanPlan,
+    keys: string[],
+    batch: BatchRequest,
+    read: Map<string, Promise<HeldLock | undefined>>,
+  ): Promise<BatchRead> {
     const { from, filter, room } = batch;
     const candidates = [...new Set(keys)]
       .map((key) => plan.parse(key))
@@ -138,8 +155,8 @@ export class LockInspector {
       .map((candidate) => ({ candidate, order: listingOrder(candidate.key) }))
       .filter(({ order }) => order >= from)
       .sort((a, b) => a.order - b.order);
-    if (!batch.split && candidates.length > room && filter.jobId === undefined && filter.queue === undefined) {
-      return { locks: [], firstLeft: candidates[room].order, estimate: candidates.length };
+    if (!batch.partial && candidates.length > room && filter.jobId === undefined && filter.queue === undefined) {
+      return { fits: false, locks: [], estimate: candidates.length, firstLeft: candidates[0].order };
     }
     const locks: HeldLock[] = [];
     let index = 0;
@@ -147,12 +164,23 @@ export class LockInspector {
       let end = Math.min(candidates.length, index + (room - locks.length));
       while (end < candidates.length && candidates[end].order === candidates[end - 1].order) end++; // no tie split
       const chunk = candidates.slice(index, end).map(({ candidate }) => candidate);
-      const described = await Promise.all(chunk.map((candidate) => this.reader.describe(candidate, filter, false)));
+      const described = await Promise.all(
+        chunk.map((candidate) => {
+          const lock = read.get(candidate.key) ?? this.reader.describe(candidate, filter, false);
+          read.set(candidate.key, lock);
+          return lock;
+        }),
+      );
       locks.push(...described.filter((lock) => lock !== undefined));
       index = end;
     }
-    if (index === candidates.length) return { locks, firstLeft: undefined, estimate: locks.length };
-    return { locks, firstLeft: candidates[index].order, estimate: (candidates.length * locks.length) / index };
+    if (index === candidates.length) return { fits: true, locks };
+    return {
+      fits: false,
+      locks,
+      estimate: (candidates.length * locks.length) / index,
+      firstLeft: candidates[index].order,
+    };
   }
 
   /**
