@@ -57,8 +57,9 @@ interface ScanPlan {
  *
  * Listing is SCAN based and bounded: each call makes at most a fixed number of SCAN calls and returns at most `limit`
  * locks, with a cursor to continue. As with SCAN, a lock that appears or disappears while paging may be missed or
- * seen twice; one held throughout is listed (rarely twice). On Redis Cluster every master is scanned. Each lock lists at most 20 (`MAX_OWNERS_PER_LOCK`) of its
- * owners and counts the others ({@link HeldLock.moreOwners}), so a lock's cost does not grow with its holders.
+ * seen twice; one held throughout is listed (rarely twice). On Redis Cluster every master is scanned. Each lock lists
+ * at most 20 (`MAX_OWNERS_PER_LOCK`) of its owners and counts the others ({@link HeldLock.moreOwners}), so a lock's
+ * cost does not grow with its holders.
  */
 export class LockInspector {
   private readonly client: Redis | Cluster;
