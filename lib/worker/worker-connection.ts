@@ -9,7 +9,7 @@ const connections = new WeakMap<Worker, Redis | null>();
  * Redis Cluster, another Redis client library, or a backend other than Redis. A write sent on it before the processor
  * returns takes effect before BullMQ records the job completed or failed: one connection, one order.
  */
-export function workerConnection(worker: Worker | undefined): Redis | undefined {
+function workerConnection(worker: Worker | undefined): Redis | undefined {
   if (!worker) return undefined;
   const known = connections.get(worker);
   if (known !== undefined) return known ?? undefined;
