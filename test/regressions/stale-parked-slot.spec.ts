@@ -10,6 +10,7 @@ import { EventLog } from '../support/events.js';
 import { byId, digestOf, owners, runningKey, runtimeOwner, waitForParked } from '../support/locks.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { stepHandler } from '../support/step-handler.js';
+import { waitFor } from '../support/wait.js';
 
 describe('a new job meeting a parked run-time slot whose job will not come back', () => {
   const { redis, start, keysOf, onCleanup } = useApps('stale-park');
@@ -22,7 +23,16 @@ describe('a new job meeting a parked run-time slot whose job will not come back'
       unique: { lock: 'while_executing', lockArgs: byId, jobName: 'sync', onConflict: 'log' },
       worker: { concurrency: 2 },
       handler: async (job: Job<{ id: string; fails?: boolean }>) => {
-        if (job.name === 'child') throw new UnrecoverableError('child fails');
+        if (job.name === 'child') {
+          // Fails once its parent waits for it (the case this covers): a child failed sooner, under load, fails the
+          // parent in moveToWaitingChildren, in its own attempt, which gives its slot back at once (nothing parked).
+          const parent = String(job.parent?.id);
+          await waitFor(
+            'the parent waiting',
+            async () => (await ref.app!.queue.getJobState(parent)) === 'waiting-children',
+          );
+          throw new UnrecoverableError('child fails');
+        }
         ran.push(job.id!);
         if (!job.data.fails) return 'parent done';
         const parent = { id: job.id!, queue: job.queueQualifiedName };
