@@ -13,7 +13,8 @@ import {
   type Prepared,
   type Taken,
 } from './enqueue-lock.js';
-import type { AcquireResult, LockStore, SoonerEnd } from './lock-store.js';
+import type { SoonerEnd } from './lock-marks.js';
+import type { AcquireResult, LockStore } from './lock-store.js';
 import { MARKER_FIELD } from './slot-set.enqueue-lock.js';
 
 /**
@@ -42,7 +43,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     }
     const key = bullKeys.deduplication(queue.qualifiedName, digest);
     if (opts.jobId === undefined && this.contended.has(key)) {
-      const holder = await this.store.peekDeduplication(key, bullKeys.queueKeyPrefix(queue.qualifiedName));
+      const holder = await this.store.deduplication.peek(key, bullKeys.queueKeyPrefix(queue.qualifiedName));
       if (holder !== undefined) return { existingJobId: holder };
       this.contended.delete(key);
     }
@@ -106,9 +107,9 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
     const prefix = bullKeys.queueKeyPrefix(job.queueQualifiedName);
     const live = whileLive ? { token: job.token } : undefined;
-    const answer = await this.store.relockDeduplication(key, job.id!, this.lockTtl, prefix, live);
+    const answer = await this.store.deduplication.relock(key, job.id!, this.lockTtl, prefix, live);
     if (answer !== 'other') return { acquired: true };
-    return { acquired: false, holder: await this.store.peekDeduplication(key, prefix), retryAfter: 0 };
+    return { acquired: false, holder: await this.store.deduplication.peek(key, prefix), retryAfter: 0 };
   }
 
   release({ job }: LockedJob): Promise<boolean> {
@@ -125,7 +126,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     const { job, digest } = locked;
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
     const jobLock = bullKeys.jobLock(job.queueQualifiedName, job.id!);
-    return this.store.releaseDeduplication(key, jobLock, job.id!, token, inOrderOn);
+    return this.store.deduplication.release(key, jobLock, job.id!, token, inOrderOn);
   }
 
   endsAtTtl(job: Job<unknown, unknown>): boolean {
@@ -138,7 +139,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
     if (ttl === undefined) return; // no TTL: the lock lives as long as its job
     const key = bullKeys.deduplication(job.queueQualifiedName, digest);
     const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
-    await this.store.retimeDeduplication(key, jobKey, job.id!, ttl + wholeDelay(runInMs), sooner);
+    await this.store.deduplication.retime(key, jobKey, job.id!, ttl + wholeDelay(runInMs), sooner);
   }
 
   /** The key's value is the job id, the same for a job added again with it: its hash's timestamp tells them apart. */
@@ -159,7 +160,7 @@ export class DeduplicationEnqueueLock implements EnqueueLock {
   }
 
   holder(queue: Queue, digest: string): Promise<string | undefined> {
-    return this.store.peekDeduplication(
+    return this.store.deduplication.peek(
       bullKeys.deduplication(queue.qualifiedName, digest),
       bullKeys.queueKeyPrefix(queue.qualifiedName),
     );

@@ -1,6 +1,7 @@
 import type { Job, JobsOptions, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { AcquireResult, SoonerEnd } from './lock-store.js';
+import type { SoonerEnd } from './lock-marks.js';
+import type { AcquireResult } from './lock-store.js';
 import { wholeDelay } from '../common/bullmq-lifecycle.js';
 
 /** A queue's own `add`, which the library's guard replaces (the enqueue lock adds through it). */

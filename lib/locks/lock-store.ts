@@ -1,18 +1,8 @@
-import { randomInt } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { BullJobReads } from '../redis/bull-job-reads.js';
 import { runInOrder, type RedisScripts, type ScriptName } from '../redis/redis-scripts.js';
-import { DeduplicationPeeks } from './deduplication-peeks.js';
-
-/**
- * Whether a move of a job's run time may end its hold sooner than the hold ends now. The id may name another job by the
- * time the move lands (the one read removed, another added with the same id), whose hold must not end before it runs:
- * `'never'` (the move follows a job read earlier: a retry's backoff, a handler's move), or, checked in the script that
- * moves it, only while the hold is still the one read before the move: a slot whose lease (`leaseRead`, as stored)
- * carries the mark it still has; a deduplication key whose job (in the key's slot) still has the timestamp it was
- * added with (`addedAt`).
- */
-export type SoonerEnd = 'never' | { readonly leaseRead: string } | { readonly addedAt: number };
+import { DeduplicationStore } from './deduplication-store.js';
+import { PARKED_MARK, takeMark, type SoonerEnd } from './lock-marks.js';
 
 /** The answer of an acquire: held, or held by someone else (`holder`) for about `retryAfter` ms more. */
 export type AcquireResult =
@@ -37,17 +27,18 @@ export interface ParkedSlot {
 
 /**
  * The lock operations on Redis, each one call (a script, or a plain command where one does): counted slots with owner
- * leases (run-time locks and the general enqueue path), and re-taking BullMQ's deduplication key. Every release and
- * renewal is compare-and-set on the owner.
+ * leases (run-time locks and the general enqueue path); BullMQ's deduplication key in {@link deduplication}. Every
+ * release and renewal is compare-and-set on the owner.
  */
 export class LockStore {
-  private readonly peeks: DeduplicationPeeks;
   /** What BullMQ did with a job (its hash, lock and event stream), read on the same connection. */
   readonly jobs: BullJobReads;
+  /** BullMQ's own deduplication key (an enqueue lock's fast path), on the same connection. */
+  readonly deduplication: DeduplicationStore;
 
   constructor(private readonly scripts: RedisScripts) {
-    this.peeks = new DeduplicationPeeks(scripts);
     this.jobs = new BullJobReads(scripts);
+    this.deduplication = new DeduplicationStore(scripts);
   }
 
   /**
@@ -158,7 +149,7 @@ export class LockStore {
    * `runInOrder`), so it takes effect before whatever is sent there next.
    */
   async releaseMarked(key: string, owner: string, mark: string, inOrderOn?: Redis): Promise<boolean> {
-    return (await this.runOn(inOrderOn, 'releaseMarked', [key], [owner, mark])) === 1;
+    return (await this.scripts.runOn(inOrderOn, 'releaseMarked', [key], [owner, mark])) === 1;
   }
 
   /**
@@ -245,91 +236,7 @@ export class LockStore {
     for (let i = 0; i + 1 < found.length; i += 2) pairs.push([String(found[i]), Number(found[i + 1])]);
     return pairs;
   }
-
-  /**
-   * Deletes a deduplication key held by `jobId` at the end of an attempt, only while the attempt's worker still runs
-   * the job (`jobLockKey` holds `token`); `inOrderOn` as in {@link releaseMarked}.
-   */
-  async releaseDeduplication(
-    key: string,
-    jobLockKey: string,
-    jobId: string,
-    token: string,
-    inOrderOn?: Redis,
-  ): Promise<boolean> {
-    return (await this.runOn(inOrderOn, 'releaseDeduplication', [key, jobLockKey], [jobId, token])) === 1;
-  }
-
-  /**
-   * Moves the end of a deduplication key's TTL to `ttlMs` from now, for `owner` only, if the key has a TTL; a sooner
-   * end only as `sooner` says ({@link SoonerEnd}), read from the job's hash (`jobKey`, in the key's slot).
-   */
-  async retimeDeduplication(
-    key: string,
-    jobKey: string,
-    owner: string,
-    ttlMs: number,
-    sooner: SoonerEnd,
-  ): Promise<boolean> {
-    const how = typeof sooner === 'object' && 'addedAt' in sooner ? sooner.addedAt : 'never';
-    return (await this.scripts.run('retimeDeduplication', [key, jobKey], [owner, ttlMs, how])) === 1;
-  }
-
-  /**
-   * The job holding a BullMQ deduplication key, or `undefined` when it is free or stale (its job is gone). Reads asked
-   * in one tick share one call ({@link DeduplicationPeeks}).
-   */
-  peekDeduplication(key: string, jobKeyPrefix: string): Promise<string | undefined> {
-    return this.peeks.peek(key, jobKeyPrefix);
-  }
-
-  /**
-   * Takes BullMQ's deduplication key back for `owner` unless another live job holds it: `'held'`, or `'other'`.
-   * `whileLive`: only while the owner job is there, not finished and not run by another worker than the one holding
-   * `whileLive.token` (`'ended'` otherwise: nothing taken).
-   */
-  async relockDeduplication(
-    key: string,
-    owner: string,
-    ttl: number | undefined,
-    jobKeyPrefix: string,
-    whileLive?: { token: string | undefined },
-  ): Promise<'held' | 'other' | 'ended'> {
-    const live = whileLive ? [1, whileLive.token ?? ''] : [0, ''];
-    const answer = await this.scripts.run('relockDeduplication', [key], [owner, ttl ?? 0, jobKeyPrefix, ...live]);
-    return answer === 1 ? 'held' : answer === 2 ? 'ended' : 'other';
-  }
-
-  /** Runs a script on the library's client, or by source on `inOrderOn` (see `runInOrder`). */
-  private runOn(
-    inOrderOn: Redis | undefined,
-    name: ScriptName,
-    keys: readonly string[],
-    args: readonly (string | number)[],
-  ): Promise<unknown> {
-    return inOrderOn ? runInOrder(inOrderOn, name, keys, args) : this.scripts.run(name, keys, args);
-  }
 }
 
 /** Connections whose server refused a call naming keys of two hash slots ({@link LockStore.releaseAttemptSlot}). */
 const SHARDED = new WeakSet<Redis>();
-
-/**
- * A new take's mark: a fraction k/1024 (0 < k < 1023) its lease expiry carries, kept by its renewals, so that two takes
- * of one owner (a job and its copy recovered after a stall) are told apart whatever answers were lost. Two takes draw
- * the same mark once in 1,022.
- */
-export function takeMark(): string {
-  return String(randomInt(1, 1023) / 1024);
-}
-
-/**
- * The mark of a run-time lock slot parked for a step job's next delivery (`RuntimeLease.park`): no take draws it, so the
- * orphan reaper can tell a parked slot (no handler renews it) and release it once its job is gone or finished.
- */
-export const PARKED_MARK = String(1023 / 1024);
-
-/** Whether a lock slot's score (its lease expiry) carries {@link PARKED_MARK}. */
-export function isParkedScore(score: number): boolean {
-  return score % 1 === 1023 / 1024;
-}

@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { LeaseKeeper } from './lease-keeper.js';
-import { PARKED_MARK, takeMark, type AcquireResult, type LockStore, type ParkedSlot } from './lock-store.js';
+import { PARKED_MARK, takeMark } from './lock-marks.js';
+import type { AcquireResult, LockStore, ParkedSlot } from './lock-store.js';
 
 /** The options of a run-time lock. */
 export interface RuntimeLeaseSettings {

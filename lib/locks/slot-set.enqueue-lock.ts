@@ -13,7 +13,8 @@ import {
   type Taken,
 } from './enqueue-lock.js';
 import { BulksInProgress } from './bulks-in-progress.js';
-import type { AcquireResult, LockStore, SoonerEnd } from './lock-store.js';
+import type { SoonerEnd } from './lock-marks.js';
+import type { AcquireResult, LockStore } from './lock-store.js';
 
 /**
  * What the library stores on a job's options (field `uniqueJobs`): for a job locked in a slot set, the digest, fixed at

@@ -124,6 +124,16 @@ export class RedisScripts {
     if (source.numberOfKeys === undefined) return command.call(this.client, keys.length, ...keys, ...args);
     return command.call(this.client, ...keys, ...args);
   }
+
+  /** Runs a script here, or by its source on `inOrderOn` when given (see {@link runInOrder}). */
+  runOn(
+    inOrderOn: Redis | undefined,
+    name: ScriptName,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+  ): Promise<unknown> {
+    return inOrderOn ? runInOrder(inOrderOn, name, keys, args) : this.run(name, keys, args);
+  }
 }
 
 /**

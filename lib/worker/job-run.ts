@@ -10,7 +10,7 @@ import type { LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
 import { stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
-import { PARKED_MARK } from '../locks/lock-store.js';
+import { PARKED_MARK } from '../locks/lock-marks.js';
 import type { JobDefinition } from '../options/job-definitions.js';
 import { bullKeys, STEPS_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { parseRuntimeLockOwner, runtimeOwnersOf } from '../redis/runtime-lock-owner.js';

@@ -71,7 +71,7 @@ describe('deduplication key reads gathered per tick', () => {
     await redis.set(dedup('s'), 'js', 'PX', 60_000);
     const { scripts, calls } = countedScripts(redis);
     const store = new LockStore(scripts);
-    const answers = await Promise.all([1, 2, 3].map(() => store.peekDeduplication(dedup('s'), jobPrefix)));
+    const answers = await Promise.all([1, 2, 3].map(() => store.deduplication.peek(dedup('s'), jobPrefix)));
     expect(answers).toEqual(['js', 'js', 'js']);
     expect(calls).toEqual([[dedup('s')]]);
   });

@@ -6,7 +6,8 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { LockStore, type SoonerEnd } from '../../lib/locks/lock-store.js';
+import type { SoonerEnd } from '../../lib/locks/lock-marks.js';
+import { LockStore } from '../../lib/locks/lock-store.js';
 import { UNIQUE_JOBS_DEFINITIONS, UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
 import type { JobDefinitions } from '../../lib/options/job-definitions.js';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
@@ -19,18 +20,20 @@ import { openQueueEvents, redisClient, uniqueName } from '../support/redis.js';
 describe('a retime crossed by the job’s removal and a new job of the same id', () => {
   const { redis, start, onCleanup } = useApps('stale-retime');
 
-  /** The app's lock store, whose `method` first runs `meanwhile` (once), then goes on; `done` when that call answered. */
-  const crossOnce = <M extends 'retime' | 'retimeDeduplication'>(
-    app: TestApp,
-    method: M,
-    meanwhile: () => Promise<void>,
-  ) => {
+  /**
+   * The app's lock store's `retime` (a slot set's: `slots`, BullMQ's deduplication key's: `deduplication`), which first
+   * runs `meanwhile` (once), then goes on; `done` when that call answered.
+   */
+  const crossOnce = (app: TestApp, on: 'slots' | 'deduplication', meanwhile: () => Promise<void>) => {
     const lock = app.moduleRef.get<JobDefinitions>(UNIQUE_JOBS_DEFINITIONS).find(app.queue.name, 'sync')!.enqueueLock!;
     const store = (lock as unknown as { store: LockStore }).store;
-    const original = store[method].bind(store) as (...args: unknown[]) => Promise<boolean>;
+    const target = (on === 'slots' ? store : store.deduplication) as unknown as {
+      retime: (...args: unknown[]) => Promise<boolean>;
+    };
+    const original = target.retime.bind(target);
     const done = deferred<boolean>();
     let crossed = false;
-    (store as unknown as Record<M, (...args: unknown[]) => Promise<boolean>>)[method] = async (...args) => {
+    target.retime = async (...args) => {
       if (crossed) return original(...args);
       crossed = true;
       await meanwhile();
@@ -38,7 +41,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
       done.resolve(answer);
       return answer;
     };
-    onCleanup(async () => void ((store as unknown as Record<M, unknown>)[method] = original));
+    onCleanup(async () => void (target.retime = original));
     return done.promise;
   };
 
@@ -78,7 +81,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
     let newJobs = 0;
     const job = await retriedJob(app, 's1');
     let before = 0;
-    const retimed = crossOnce(app, 'retime', async () => {
+    const retimed = crossOnce(app, 'slots', async () => {
       before = await replaceWithLaterJob(app, job, async () => Number(await redis.zscore(key, 'same-id')));
       newJobs++;
     });
@@ -97,7 +100,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
     });
     const key = dedupKey(app.queue.name, digestOf(app, 'sync', { id: 's2' }));
     const job = await retriedJob(app, 's2');
-    const retimed = crossOnce(app, 'retimeDeduplication', async () => {
+    const retimed = crossOnce(app, 'deduplication', async () => {
       await replaceWithLaterJob(app, job, () => redis.pttl(key));
     });
     expect(await retimed).toBe(false);
@@ -111,7 +114,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
       await app.service.enqueue(app.queue, 'sync', { id: 's3' }, { jobId: 'same-id', delay: 60_000 }),
     );
     let before = 0;
-    const retimed = crossOnce(app, 'retime', async () => {
+    const retimed = crossOnce(app, 'slots', async () => {
       before = await replaceWithLaterJob(app, job, async () => Number(await redis.zscore(key, 'same-id')));
     });
     await job.promote();
@@ -127,7 +130,7 @@ describe('a retime crossed by the job’s removal and a new job of the same id',
     const job = enqueuedJob(
       await app.service.enqueue(app.queue, 'sync', { id: 's5' }, { jobId: 'same-id', delay: 60_000 }),
     );
-    const retimed = crossOnce(app, 'retimeDeduplication', async () => {
+    const retimed = crossOnce(app, 'deduplication', async () => {
       expect(await replaceWithLaterJob(app, job, () => redis.pttl(key))).toBeGreaterThan(90_000);
     });
     await job.promote();

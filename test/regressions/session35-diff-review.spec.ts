@@ -18,7 +18,7 @@ import { waitFor } from '../support/wait.js';
 import { Outcomes } from '../support/outcomes.js';
 import { workerOf } from '../conflicts/helpers.js';
 import { byId, digestOf, runningKey, runtimeOwner } from '../support/locks.js';
-import { isParkedScore } from '../../lib/locks/lock-store.js';
+import { isParkedScore } from '../../lib/locks/lock-marks.js';
 import { resumeOwnerOf } from '../../lib/idempotency/step-handover.js';
 import { captureLogger } from '../support/events.js';
 import { byKey } from '../support/step-stores.js';

@@ -13,7 +13,7 @@ import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
 import { stepHandler } from '../support/step-handler.js';
 import { waitFor } from '../support/wait.js';
 import { Outcomes } from '../support/outcomes.js';
-import { isParkedScore } from '../../lib/locks/lock-store.js';
+import { isParkedScore } from '../../lib/locks/lock-marks.js';
 import { workerOf } from '../conflicts/helpers.js';
 
 type StepData = { id: string; step?: number };

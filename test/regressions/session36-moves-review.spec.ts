@@ -8,7 +8,8 @@ import { useApps } from '../support/apps.js';
 import { digestOf, owners, runningKey, runtimeOwner } from '../support/locks.js';
 import { bullOptions } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
-import { isParkedScore, LockStore, PARKED_MARK } from '../../lib/locks/lock-store.js';
+import { isParkedScore, PARKED_MARK } from '../../lib/locks/lock-marks.js';
+import { LockStore } from '../../lib/locks/lock-store.js';
 import { deferred } from '../support/deferred.js';
 import { EventLog } from '../support/events.js';
 

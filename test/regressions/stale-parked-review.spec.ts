@@ -5,7 +5,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { PARKED_MARK } from '../../lib/locks/lock-store.js';
+import { PARKED_MARK } from '../../lib/locks/lock-marks.js';
 import { UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
 import { legacyRuntimeLockOwner, queueTag } from '../../lib/redis/runtime-lock-owner.js';
 import type { TestApp } from '../support/app.js';

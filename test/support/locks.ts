@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { EnqueueResult } from '../../lib/index.js';
 import { deduplicationId } from '../../lib/redis/keys.js';
 import { parseRuntimeLockOwner, runtimeLockOwner } from '../../lib/redis/runtime-lock-owner.js';
-import { isParkedScore } from '../../lib/locks/lock-store.js';
+import { isParkedScore } from '../../lib/locks/lock-marks.js';
 import type { TestApp } from './app.js';
 import { bullOptions, bullPrefix } from './redis.js';
 import { waitFor } from './wait.js';

@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { isHandedOver } from '../../idempotency/step-handover.js';
-import { isParkedScore, type LockStore } from '../../locks/lock-store.js';
+import { isParkedScore } from '../../locks/lock-marks.js';
+import type { LockStore } from '../../locks/lock-store.js';
 import { KEY_SUFFIX, parseOwnKey, type UniqueJobsKeys } from '../../redis/keys.js';
 import { parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
 import type { RedisScripts } from '../../redis/redis-scripts.js';
