@@ -71,7 +71,7 @@ export type * from './idempotency/idempotency-key-options.interface.js';
 export { defineUniqueJob } from './options/job-definitions.js';
 export { JobInterceptor } from './nest/job.interceptor.js';
 export type { BulkJob } from './producer/guarded-queues.js';
-export type { UniqueJobMarker } from './locks/slot-set.enqueue-lock.js';
+export type { UniqueJobMarker } from './locks/job-marker.js';
 export { UniqueJobsWorkerGuard } from './nest/worker.guard.js';
 export { UniqueJobsQueueGuard } from './nest/queue.guard.js';
 export { digest, lockKey, DIGEST_VERSION } from './digest/digest.js';

@@ -15,7 +15,7 @@ import {
 } from './enqueue-lock.js';
 import type { SoonerEnd } from './lock-marks.js';
 import type { AcquireResult, LockStore } from './lock-store.js';
-import { MARKER_FIELD } from './slot-set.enqueue-lock.js';
+import { MARKER_FIELD } from './job-marker.js';
 
 /**
  * The enqueue lock as BullMQ's own deduplication key (`<queue>:de:uj:<digest>`, value = the holder's job id): taken

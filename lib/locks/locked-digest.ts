@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { digestOfDeduplicationId } from '../redis/keys.js';
-import { markedDigest } from './slot-set.enqueue-lock.js';
+import { markedDigest } from './job-marker.js';
 
 /** Which enqueue lock a job took when it was added through the library, by the evidence it carries. */
 export type LockedBy = 'deduplication' | 'slot-set';

@@ -8,7 +8,7 @@ import type { EnqueueLock, RemovableHold } from '../locks/enqueue-lock.js';
 import type { SoonerEnd } from '../locks/lock-marks.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
-import { markedDigestIn } from '../locks/slot-set.enqueue-lock.js';
+import { markedDigestIn } from '../locks/job-marker.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys, RESCHEDULES_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { runtimeOwnersOf } from '../redis/runtime-lock-owner.js';

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
+import { markedDigestIn } from '../../locks/job-marker.js';
 import { standingOf, type JobStanding } from '../../redis/job-standing.js';
 import { bullKeys } from '../../redis/keys.js';
 import type { ReaperPass } from './reaper-pass.js';

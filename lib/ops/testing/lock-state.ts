@@ -1,6 +1,6 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { DeduplicationEnqueueLock } from '../../locks/deduplication.enqueue-lock.js';
-import { markedDigestIn } from '../../locks/slot-set.enqueue-lock.js';
+import { markedDigestIn } from '../../locks/job-marker.js';
 import { QueueRegistry } from '../../redis/queue-registry.js';
 import { bullKeys } from '../../redis/keys.js';
 import { ownerNamesQueue, parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
