@@ -78,7 +78,7 @@ export { digest, lockKey, DIGEST_VERSION } from './digest/digest.js';
 export type { DigestInput, LockKeyInput } from './digest/digest.js';
 export { canonicalJson } from './digest/canonical-json.js';
 export { UniqueJobsEvents } from './events/unique-jobs.events.js';
-export type { UniqueJobEvent, IdempotencyEvent } from './events/unique-jobs.events.js';
+export type { UniqueJobEvent, IdempotencyEvent } from './events/unique-job-event.interface.js';
 export { UNIQUE_JOBS_EVENT_PREFIX } from './events/event-emitter.forwarder.js';
 export { DEFAULT_EVENT_LOG_LEVELS } from './events/event-logger.js';
 export type { EventLogLevel, UniqueJobsLogLevels } from './events/event-logger.js';

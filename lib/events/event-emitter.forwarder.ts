@@ -1,7 +1,7 @@
 import type { ModuleRef } from '@nestjs/core';
 import type { Observable, Subscription } from 'rxjs';
 import { runGuarded, type ListenerErrorReporter } from './safe-observable.js';
-import type { UniqueJobEvent } from './unique-jobs.events.js';
+import type { UniqueJobEvent } from './unique-job-event.interface.js';
 
 /**
  * Prefix of the `@nestjs/event-emitter` event names the library's events are forwarded under: the `locked` event is

@@ -1,7 +1,7 @@
 import type { Observable, Subscription } from 'rxjs';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 import type { LoggerLike } from '../common/logger.js';
-import type { UniqueJobEvent } from './unique-jobs.events.js';
+import type { UniqueJobEvent } from './unique-job-event.interface.js';
 
 /** The level of the line logged for an event (`false`: none). */
 export type EventLogLevel = 'debug' | 'log' | 'warn' | 'error' | false;

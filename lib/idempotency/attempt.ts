@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq';
 import type { LoggerLike } from '../common/logger.js';
-import type { DistributiveOmit, IdempotencyEvent, UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { DistributiveOmit, IdempotencyEvent } from '../events/unique-job-event.interface.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
 import type { WorkerLike } from './waiting-duplicates.js';

@@ -1,5 +1,6 @@
 import { filter, firstValueFrom, take, timeout, type Observable } from 'rxjs';
-import { UniqueJobsEvents, type UniqueJobEvent } from '../../events/unique-jobs.events.js';
+import type { UniqueJobEvent } from '../../events/unique-job-event.interface.js';
+import { UniqueJobsEvents } from '../../events/unique-jobs.events.js';
 import type { UniqueJobsTestTarget } from './testing-target.js';
 
 /** Where events come from: the application, `UniqueJobsService` or `UniqueJobsEvents` (anything with `events$`). */

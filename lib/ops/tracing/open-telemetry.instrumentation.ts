@@ -1,6 +1,6 @@
 import type * as OpenTelemetry from '@opentelemetry/api';
 import type { Attributes, Span } from '@opentelemetry/api';
-import type { UniqueJobEvent } from '../../events/unique-jobs.events.js';
+import type { UniqueJobEvent } from '../../events/unique-job-event.interface.js';
 import type {
   AnnotateOperation,
   JobInstrumentation,
