@@ -251,6 +251,13 @@ const workerVariants = {
     roundTrip: true,
     checkedGiveBack: true,
   },
+  // The other shape of a correct take and give-back: the take a script (it checks the holders and their leases) and the
+  // give-back one bare command (a sorted-set lock's `ZREM` of the take's own member touches no other holder's; here
+  // a `DEL`, of the same cost).
+  'plain worker + checking take and bare give-back (floor of a correct take and give-back, other shape)': {
+    script: true,
+    giveBack: true,
+  },
   // What BullMQ 6 costs for the jobs a unique job must be (its own id, a deduplication id), with no library code.
   'plain worker, jobs with own id + deduplication id (floor of until_executed)': { floorJobs: true },
   until_executed: { unique: { lock: 'until_executed', lockArgs: (d) => d.id } },
@@ -314,6 +321,8 @@ for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCU
   const twoCommands = 'plain worker + 2 commands (floor of take and give back)';
   const oneScript = 'plain worker + 1 script call (floor of a lock checking its holder)';
   const checked = 'plain worker + take and checked give-back (floor of a correct take and give-back)';
+  const checkingTake =
+    'plain worker + checking take and bare give-back (floor of a correct take and give-back, other shape)';
   const ownIdFloor = 'plain worker, jobs with own id + deduplication id (floor of until_executed)';
   const ratioOf = (name, i) => rounds[name][i].rate / rounds['plain worker'][i].rate;
   const below = (name, floor = roundTrip) => median(rounds[name].map((_, i) => ratioOf(floor, i) - ratioOf(name, i)));
@@ -325,7 +334,7 @@ for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCU
     if (name in rounds && checked in rounds)
       floors[`${name}: below the checked give-back floor by`] = round3(below(name, checked));
   }
-  for (const name of [twoCommands, checked, oneScript]) {
+  for (const name of [twoCommands, checked, checkingTake, oneScript]) {
     if (name in rounds && roundTrip in rounds) floors[`${name}: below the round-trip floor by`] = round3(below(name));
   }
   if ('until_executed' in rounds && ownIdFloor in rounds) {
