@@ -200,28 +200,18 @@ floorClient.defineCommand('floorTake', {
   numberOfKeys: 2,
   lua: "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') and 1 or 0",
 });
-// The least a give-back (or a claim's completion) that checks its owner can send: a take that lapsed and was taken by
-// another must stay theirs, and Redis 7 has no compare-and-delete command, so it is a script (here: DEL if GET is ours).
-floorClient.defineCommand('floorGiveBack', {
-  numberOfKeys: 1,
-  lua: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-});
 // The effect of the SQL variants: one row per job, in a table with a unique key.
 const effectsTable = `${run}_effects`;
 const handmadeTable = `${run}_handmade_keys`;
 const effectSql = `INSERT INTO "${effectsTable}" (key) VALUES ($1)`;
 const handWrittenTables = { keysTable: handmadeTable, effectSql };
-function processorFor(
-  queueName,
-  { unique, idempotency, roundTrip, giveBack, checkedGiveBack, script, effect, handmade },
-) {
+function processorFor(queueName, { unique, idempotency, roundTrip, giveBack, script, effect, handmade }) {
   class BenchProcessor extends WorkerHost {
     async process(job) {
       const floorKey = `${queueName}:floor:${job.id}`;
-      if (roundTrip) await floorClient.set(floorKey, job.id, 'PX', 60000, 'NX');
+      if (roundTrip) await floorClient.set(floorKey, '1', 'PX', 60000, 'NX');
       if (script) await floorClient.floorTake(floorKey, `${floorKey}:holder`, '1', 60000);
       if (giveBack) void floorClient.del(floorKey);
-      if (checkedGiveBack) void floorClient.floorGiveBack(floorKey, job.id);
       if (effect) await idempotencyOf(job).transaction.query(effectSql, [`${queueName}:${job.data.id}`]);
       if (handmade)
         await handWrittenEffectOnce(pool, handWrittenTables, `${queueName}:${job.data.id}`, handmade === 'keepResult');
@@ -245,19 +235,6 @@ const workerVariants = {
   // (not awaited), two commands; or one script call, for a lock that looks at its holder instead of being given back.
   'plain worker + 2 commands (floor of take and give back)': { roundTrip: true, giveBack: true },
   'plain worker + 1 script call (floor of a lock checking its holder)': { script: true },
-  // The two commands again, the give-back checking its owner (a script), as a lock's release or a claim's completion
-  // must: the floor of a correct lock or claim that is given back.
-  'plain worker + take and checked give-back (floor of a correct take and give-back)': {
-    roundTrip: true,
-    checkedGiveBack: true,
-  },
-  // The other shape of a correct take and give-back: the take a script (it checks the holders and their leases) and the
-  // give-back one bare command (a sorted-set lock's `ZREM` of the take's own member touches no other holder's; here
-  // a `DEL`, of the same cost).
-  'plain worker + checking take and bare give-back (floor of a correct take and give-back, other shape)': {
-    script: true,
-    giveBack: true,
-  },
   // What BullMQ 6 costs for the jobs a unique job must be (its own id, a deduplication id), with no library code.
   'plain worker, jobs with own id + deduplication id (floor of until_executed)': { floorJobs: true },
   until_executed: { unique: { lock: 'until_executed', lockArgs: (d) => d.id } },
@@ -320,9 +297,6 @@ for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCU
   const roundTrip = 'plain worker + 1 round trip (floor)';
   const twoCommands = 'plain worker + 2 commands (floor of take and give back)';
   const oneScript = 'plain worker + 1 script call (floor of a lock checking its holder)';
-  const checked = 'plain worker + take and checked give-back (floor of a correct take and give-back)';
-  const checkingTake =
-    'plain worker + checking take and bare give-back (floor of a correct take and give-back, other shape)';
   const ownIdFloor = 'plain worker, jobs with own id + deduplication id (floor of until_executed)';
   const ratioOf = (name, i) => rounds[name][i].rate / rounds['plain worker'][i].rate;
   const below = (name, floor = roundTrip) => median(rounds[name].map((_, i) => ratioOf(floor, i) - ratioOf(name, i)));
@@ -331,10 +305,8 @@ for (const concurrency of only === undefined || only === 'worker' ? WORKER_CONCU
     if (name in rounds && roundTrip in rounds) floors[`${name}: below the round-trip floor by`] = round3(below(name));
     if (name in rounds && twoCommands in rounds)
       floors[`${name}: below the two-command floor by`] = round3(below(name, twoCommands));
-    if (name in rounds && checked in rounds)
-      floors[`${name}: below the checked give-back floor by`] = round3(below(name, checked));
   }
-  for (const name of [twoCommands, checked, checkingTake, oneScript]) {
+  for (const name of [twoCommands, oneScript]) {
     if (name in rounds && roundTrip in rounds) floors[`${name}: below the round-trip floor by`] = round3(below(name));
   }
   if ('until_executed' in rounds && ownIdFloor in rounds) {

@@ -33,7 +33,7 @@ export interface ParkedSlot {
 export class LockStore {
   /** What BullMQ did with a job (its hash, lock and event stream), read on the same connection. */
   readonly jobs: BullJobReads;
-  /** BullMQ's own deduplication key (an enqueue lock's fast path), on the same connection. */
+  /** BullMQ's own deduplication key (an enqueue lock's fast path), through the same scripts. */
   readonly deduplication: DeduplicationStore;
 
   constructor(private readonly scripts: RedisScripts) {
