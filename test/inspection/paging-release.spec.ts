@@ -152,6 +152,54 @@ describe('LockInspector paging', () => {
     await server.admin.flushall();
   });
 
+  it('pages a job-id filter through every lock of the job, reading each lock of another job with one command', async () => {
+    // 1,000 locks of other jobs; the job `J` holds 6 locks alone, a 7th deduplication key, and an 8th lock among 25
+    // holders where its lease is the last (past the 20 owners a lock read lists) .
+    const others = await holdLocks('others', 1000);
+    const mine = (await holdLocks('mine', 6)).map((digest) => digest);
+    const pipeline = server.admin.pipeline();
+    for (const digest of mine)
+      pipeline.zadd(`uj:{${digest}}:expiring`, Date.now() + 600_000, 'J').zrem(`uj:{${digest}}:expiring`, 'job');
+    const crowded = `v1:${createHash('sha256').update('crowded').digest('hex')}`;
+    for (let i = 0; i < 24; i++) pipeline.zadd(`uj:{${crowded}}:expiring`, Date.now() + 600_000 + i, `o${i}`);
+    pipeline.zadd(`uj:{${crowded}}:expiring`, Date.now() + 700_000, 'J');
+    const deduplicated = createHash('sha256').update('dedup').digest('hex');
+    pipeline.set(`bull:qA:de:uj:v1:${deduplicated}`, 'J');
+    for (let n = 0; n < 200; n++)
+      pipeline.set(`bull:qA:de:uj:v1:${createHash('sha256').update(`d${n}`).digest('hex')}`, `j${n}`);
+    await pipeline.exec();
+    const client = server.admin.duplicate();
+    const asked: string[] = [];
+    const send = client.sendCommand.bind(client);
+    client.sendCommand = (command: Command, stream?: unknown) => {
+      asked.push(command.name);
+      return send(command, stream as never);
+    };
+    const inspector = new LockInspector({ client, prefix: 'uj', queues: [{ name: 'qA', prefix: 'bull' }] });
+    const listed: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await inspector.listLocks({ jobId: 'J' }, { cursor, limit: 2 });
+      expect(page.locks.length).toBeLessThanOrEqual(2);
+      for (const lock of page.locks) {
+        expect(lock.owners.map((owner) => owner.jobId)).toContain('J');
+        listed.push(lock.digest);
+      }
+      cursor = page.cursor;
+    } while (cursor !== '0' && ++pages < 1000);
+    client.disconnect();
+    expect(cursor).toBe('0');
+    expect(listed.sort()).toEqual([...mine, crowded, `v1:${deduplicated}`].sort());
+    expect(others).toHaveLength(1000);
+    // A lock of another job costs one read (its holders, or its holder), the job's own a few more.
+    const count = (name: string) => asked.filter((asking) => asking === name).length;
+    expect(count('zrange') + count('get')).toBeGreaterThanOrEqual(1200);
+    expect(count('zcard')).toBeLessThanOrEqual(7 * 3);
+    expect(count('pttl')).toBeLessThanOrEqual(8 * 3);
+    await server.admin.flushall();
+  });
+
   it('misses no lock held throughout while the key space grows, shrinks and rehashes between pages', async () => {
     let seed = 46;
     const random = (n: number) => {

@@ -35,7 +35,8 @@ interface RawOwner extends RuntimeLockOwner {
  * owner's job in the queues. A lock costs at most three commands (with a job-id filter not met among the owners read:
  * plus one ZSCORE per form of the job's member, its id and its queue and id for each inspected queue; with a run-time
  * owner whose queue tag names no inspected queue: one SMEMBERS of the library's queue registry) and one transaction per
- * owner read and queue searched, whatever its number of holders.
+ * owner read and queue searched, whatever its number of holders; with a job-id filter, a key whose owners all name
+ * other jobs costs one command.
  */
 export class HeldLockReader {
   private readonly owners: JobOwners;
@@ -54,21 +55,28 @@ export class HeldLockReader {
     let owners: RawOwner[];
     let total: number;
     let ttl: number;
+    // Only a run-time lock's members name their queue: an enqueue lock's are job ids, whatever they look like.
+    const ownerOf = storage === 'running' ? parseRuntimeLockOwner : (jobId: string) => ({ jobId });
     if (storage === 'deduplication') {
-      const [holder, pttl] = await Promise.all([this.client.get(key), this.client.pttl(key)]);
+      let holder: string | null;
+      if (filter.jobId === undefined) {
+        [holder, ttl] = await Promise.all([this.client.get(key), this.client.pttl(key)]);
+      } else {
+        // With a job-id filter, which most keys fail, the holder is read first and its TTL only for the job's.
+        holder = await this.client.get(key);
+        if (holder !== filter.jobId) return undefined;
+        ttl = await this.client.pttl(key);
+      }
       if (holder === null) return undefined;
       owners = [{ jobId: holder }];
       total = 1;
-      ttl = pttl;
     } else {
-      const [members, count, pttl] = await Promise.all([
-        this.client.zrange(key, 0, String(MAX_OWNERS_PER_LOCK - 1), 'WITHSCORES'),
-        this.client.zcard(key),
-        this.client.pttl(key),
-      ]);
+      const reading = this.client.zrange(key, 0, String(MAX_OWNERS_PER_LOCK - 1), 'WITHSCORES');
+      // With a job-id filter: a key whose owners were all read (fewer than the most read) and name another job is left
+      // out on that one read.
+      if (filter.jobId !== undefined && !(await mayHold(reading, ownerOf, filter.jobId))) return undefined;
+      const [members, count, pttl] = await Promise.all([reading, this.client.zcard(key), this.client.pttl(key)]);
       owners = [];
-      // Only a run-time lock's members name their queue: an enqueue lock's are job ids, whatever they look like.
-      const ownerOf = storage === 'running' ? parseRuntimeLockOwner : (jobId: string) => ({ jobId });
       for (let i = 0; i + 1 < members.length; i += 2) {
         owners.push({ ...ownerOf(members[i]), leaseExpiresAt: leaseEnd(members[i + 1]) });
       }
@@ -171,6 +179,21 @@ export class HeldLockReader {
 function queueOf(qualifiedName: string): InspectedQueue {
   const at = qualifiedName.lastIndexOf(':');
   return { prefix: qualifiedName.slice(0, Math.max(at, 0)), name: qualifiedName.slice(at + 1) };
+}
+
+/**
+ * Whether a sorted-set lock whose first members (with scores) `reading` answers may hold `jobId`: one of them is its, or
+ * as many were read as are read at most (more may be there).
+ */
+async function mayHold(
+  reading: Promise<string[]>,
+  ownerOf: (member: string) => { jobId: string },
+  jobId: string,
+): Promise<boolean> {
+  const members = await reading;
+  if (members.length >= 2 * MAX_OWNERS_PER_LOCK) return true;
+  for (let i = 0; i < members.length; i += 2) if (ownerOf(members[i]).jobId === jobId) return true;
+  return false;
 }
 
 /** Which kind of lock a key of this storage is. */

@@ -12,6 +12,8 @@ export const SCAN_COUNT = 1000;
 const MAX_SCANS_PER_PAGE = 200;
 /** Lock reads one {@link LockPages.list} call keeps for keys it may scan again. */
 const MAX_READS_KEPT = 10_000;
+/** Lock reads a page with a job-id filter makes at once at least (few locks pass it: 1 command for each that fails). */
+const JOB_ID_READS = 250;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
 
@@ -118,7 +120,13 @@ export class LockPages {
     const locks: HeldLock[] = [];
     let index = 0;
     while (index < candidates.length && locks.length < room) {
-      let end = Math.min(candidates.length, index + (room - locks.length));
+      // As many reads at once as locks are still wanted; with a job-id filter, which few locks pass, more (those past
+      // the page's room are kept in `read`).
+      const wanted = room - locks.length;
+      let end = Math.min(
+        candidates.length,
+        index + (filter.jobId === undefined ? wanted : Math.max(wanted, JOB_ID_READS)),
+      );
       while (end < candidates.length && candidates[end].order === candidates[end - 1].order) end++; // no tie split
       const chunk = candidates.slice(index, end).map(({ candidate }) => candidate);
       const described = await Promise.all(
@@ -128,8 +136,12 @@ export class LockPages {
           return lock;
         }),
       );
-      locks.push(...described.filter((lock) => lock !== undefined));
-      index = end;
+      // Listed in order up to the room, ties not split: `index` is the first candidate not listed.
+      for (const lock of described) {
+        if (locks.length >= room && candidates[index].order !== candidates[index - 1].order) break;
+        if (lock !== undefined) locks.push(lock);
+        index++;
+      }
     }
     if (index === candidates.length) return { fits: true, locks };
     return {
