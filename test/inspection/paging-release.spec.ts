@@ -200,6 +200,40 @@ describe('LockInspector paging', () => {
     await server.admin.flushall();
   });
 
+  it('reads no more than a page needs when a job id holds many locks (ids repeat across queues)', async () => {
+    // 300 locks, each held by job `1` and 4 other jobs: a page of 1 reads about one lock whole, not hundreds.
+    const digests = await holdLocks('shared', 300);
+    const pipeline = server.admin.pipeline();
+    for (const digest of digests)
+      for (const id of ['1', '2', '3', '4']) pipeline.zadd(`uj:{${digest}}:expiring`, Date.now() + 600_000, id);
+    await pipeline.exec();
+    const client = server.admin.duplicate();
+    const asked: string[] = [];
+    const send = client.sendCommand.bind(client);
+    client.sendCommand = (command: Command, stream?: unknown) => {
+      asked.push(command.name);
+      return send(command, stream as never);
+    };
+    const inspector = new LockInspector({ client, prefix: 'uj', queues: [{ name: 'qA', prefix: 'bull' }] });
+    const first = await inspector.listLocks({ jobId: '1' }, { limit: 1 });
+    expect(first.locks).toHaveLength(1);
+    // A lock read whole costs a ZCARD (and a transaction per owner): about one a page, the rest screened on one read.
+    expect(asked.filter((name) => name === 'zcard').length).toBeLessThanOrEqual(3);
+    const listed = new Set(first.locks.map((lock) => lock.digest));
+    let cursor = first.cursor;
+    let pages = 1;
+    while (cursor !== '0' && pages++ < 2000) {
+      const page = await inspector.listLocks({ jobId: '1' }, { cursor, limit: 1 });
+      expect(page.locks.length).toBeLessThanOrEqual(1);
+      for (const lock of page.locks) listed.add(lock.digest);
+      cursor = page.cursor;
+    }
+    client.disconnect();
+    expect([...listed].sort()).toEqual(digests);
+    expect(asked.filter((name) => name === 'zcard').length).toBeLessThanOrEqual(3 * pages);
+    await server.admin.flushall();
+  });
+
   it('misses no lock held throughout while the key space grows, shrinks and rehashes between pages', async () => {
     let seed = 46;
     const random = (n: number) => {

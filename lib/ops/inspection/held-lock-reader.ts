@@ -35,8 +35,8 @@ interface RawOwner extends RuntimeLockOwner {
  * owner's job in the queues. A lock costs at most three commands (with a job-id filter not met among the owners read:
  * plus one ZSCORE per form of the job's member, its id and its queue and id for each inspected queue; with a run-time
  * owner whose queue tag names no inspected queue: one SMEMBERS of the library's queue registry) and one transaction per
- * owner read and queue searched, whatever its number of holders; with a job-id filter, a key whose owners all name
- * other jobs costs one command.
+ * owner read and queue searched, whatever its number of holders. A job-id filter's listing asks {@link mayHold} of
+ * each key first (one command), and reads this way only the keys that pass.
  */
 export class HeldLockReader {
   private readonly owners: JobOwners;
@@ -55,28 +55,21 @@ export class HeldLockReader {
     let owners: RawOwner[];
     let total: number;
     let ttl: number;
-    // Only a run-time lock's members name their queue: an enqueue lock's are job ids, whatever they look like.
-    const ownerOf = storage === 'running' ? parseRuntimeLockOwner : (jobId: string) => ({ jobId });
     if (storage === 'deduplication') {
-      let holder: string | null;
-      if (filter.jobId === undefined) {
-        [holder, ttl] = await Promise.all([this.client.get(key), this.client.pttl(key)]);
-      } else {
-        // With a job-id filter, which most keys fail, the holder is read first and its TTL only for the job's.
-        holder = await this.client.get(key);
-        if (holder !== filter.jobId) return undefined;
-        ttl = await this.client.pttl(key);
-      }
+      const [holder, pttl] = await Promise.all([this.client.get(key), this.client.pttl(key)]);
       if (holder === null) return undefined;
       owners = [{ jobId: holder }];
       total = 1;
+      ttl = pttl;
     } else {
-      const reading = this.client.zrange(key, 0, String(MAX_OWNERS_PER_LOCK - 1), 'WITHSCORES');
-      // With a job-id filter: a key whose owners were all read (fewer than the most read) and name another job is left
-      // out on that one read.
-      if (filter.jobId !== undefined && !(await mayHold(reading, ownerOf, filter.jobId))) return undefined;
-      const [members, count, pttl] = await Promise.all([reading, this.client.zcard(key), this.client.pttl(key)]);
+      const [members, count, pttl] = await Promise.all([
+        this.client.zrange(key, 0, String(MAX_OWNERS_PER_LOCK - 1), 'WITHSCORES'),
+        this.client.zcard(key),
+        this.client.pttl(key),
+      ]);
       owners = [];
+      // Only a run-time lock's members name their queue: an enqueue lock's are job ids, whatever they look like.
+      const ownerOf = storage === 'running' ? parseRuntimeLockOwner : (jobId: string) => ({ jobId });
       for (let i = 0; i + 1 < members.length; i += 2) {
         owners.push({ ...ownerOf(members[i]), leaseExpiresAt: leaseEnd(members[i + 1]) });
       }
@@ -119,6 +112,19 @@ export class HeldLockReader {
       ...(total > resolved.length ? { moreOwners: total - resolved.length } : {}),
       ...(ttl >= 0 ? { ttlMs: ttl } : {}),
     };
+  }
+
+  /**
+   * Whether a lock key may be held by `jobId`, on one read: a deduplication key's holder is the job; a sorted set's
+   * first {@link MAX_OWNERS_PER_LOCK} members name it, or are as many (more may follow). A job-id filter reads this first,
+   * which most keys fail, and {@link describe}s only the keys that pass.
+   */
+  async mayHold(candidate: Candidate, jobId: string): Promise<boolean> {
+    if (candidate.storage === 'deduplication') return (await this.client.get(candidate.key)) === jobId;
+    const members = await this.client.zrange(candidate.key, 0, String(MAX_OWNERS_PER_LOCK - 1));
+    if (members.length >= MAX_OWNERS_PER_LOCK) return true;
+    const ownerOf = candidate.storage === 'running' ? parseRuntimeLockOwner : (id: string) => ({ jobId: id });
+    return members.some((member) => ownerOf(member).jobId === jobId);
   }
 
   /**
@@ -179,21 +185,6 @@ export class HeldLockReader {
 function queueOf(qualifiedName: string): InspectedQueue {
   const at = qualifiedName.lastIndexOf(':');
   return { prefix: qualifiedName.slice(0, Math.max(at, 0)), name: qualifiedName.slice(at + 1) };
-}
-
-/**
- * Whether a sorted-set lock whose first members (with scores) `reading` answers may hold `jobId`: one of them is its, or
- * as many were read as are read at most (more may be there).
- */
-async function mayHold(
-  reading: Promise<string[]>,
-  ownerOf: (member: string) => { jobId: string },
-  jobId: string,
-): Promise<boolean> {
-  const members = await reading;
-  if (members.length >= 2 * MAX_OWNERS_PER_LOCK) return true;
-  for (let i = 0; i < members.length; i += 2) if (ownerOf(members[i]).jobId === jobId) return true;
-  return false;
 }
 
 /** Which kind of lock a key of this storage is. */

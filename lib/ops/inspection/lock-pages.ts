@@ -12,8 +12,8 @@ export const SCAN_COUNT = 1000;
 const MAX_SCANS_PER_PAGE = 200;
 /** Lock reads one {@link LockPages.list} call keeps for keys it may scan again. */
 const MAX_READS_KEPT = 10_000;
-/** Lock reads a page with a job-id filter makes at once at least (few locks pass it: 1 command for each that fails). */
-const JOB_ID_READS = 250;
+/** Locks a page with a job-id filter screens at once at most (see {@link LockPages.readBatch}). */
+const JOB_ID_SCREENS = 256;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
 
@@ -65,6 +65,7 @@ export class LockPages {
     // The locks read since the last batch of the whole COUNT that fitted: a batch too big for the page is scanned again
     // with a smaller COUNT and the batches after it go over the rest of its keys (at most MAX_READS_KEPT kept).
     const read = new Map<string, Promise<HeldLock | undefined>>();
+    const screened = new Map<string, Promise<boolean>>(); // a job-id filter's first read of each lock, kept as `read`
     while (position.node < nodes.length && locks.length < limit && scans < MAX_SCANS_PER_PAGE) {
       const [next, keys] = await nodes[position.node].scan(position.scan, 'MATCH', plan.match, 'COUNT', count);
       scans++;
@@ -72,13 +73,16 @@ export class LockPages {
       // the same cursor); otherwise it is listed whole (a lock may be listed twice, as SCAN's own may).
       const from = position.skip > 0 && next === position.end ? position.skip : 0;
       const room = limit - locks.length;
-      const batch = await this.readBatch(plan, keys, { from, filter, room, partial: count === 1 }, read);
+      const batch = await this.readBatch(plan, keys, { from, filter, room, partial: count === 1 }, read, screened);
       // COUNTs aim at 2/3 of the room (by the last batch's locks per key looked at): SCAN's batches vary in size.
       if (batch.fits) {
         locks.push(...batch.locks);
         const after = next === '0' ? { node: position.node + 1, scan: '0' } : { scan: next };
         Object.assign(position, after, { skip: 0, end: undefined });
-        if (count === SCAN_COUNT || read.size > MAX_READS_KEPT) read.clear();
+        if (count === SCAN_COUNT || read.size + screened.size > MAX_READS_KEPT) {
+          read.clear();
+          screened.clear();
+        }
         const left = limit - locks.length;
         count = clamp(batch.locks.length === 0 ? count * 2 : Math.floor((left * count) / batch.locks.length / 1.5));
       } else if (count > 1) {
@@ -99,14 +103,21 @@ export class LockPages {
    * until `room` are found. `fits`: every one was read. Otherwise `locks` are its first `room`, `firstLeft` is the order
    * of the first not read and `estimate` how many locks the batch holds, judged from those read; but unless it may be
    * listed in `partial`, none is read when more keys than the room match a filter every held lock passes (no owner job
-   * or queue asked).
+   * or queue asked). With a job-id filter each key is screened first on one read (each once in `screened`), and only
+   * those that pass are read whole.
    */
   private async readBatch(
     plan: ScanPlan,
     keys: string[],
     batch: BatchRequest,
     read: Map<string, Promise<HeldLock | undefined>>,
+    screened: Map<string, Promise<boolean>>,
   ): Promise<BatchRead> {
+    const screen = (candidate: Candidate, jobId: string) => {
+      const passes = screened.get(candidate.key) ?? this.reader.mayHold(candidate, jobId);
+      screened.set(candidate.key, passes);
+      return passes;
+    };
     const { from, filter, room } = batch;
     const candidates = [...new Set(keys)]
       .map((key) => plan.parse(key))
@@ -119,16 +130,26 @@ export class LockPages {
     }
     const locks: HeldLock[] = [];
     let index = 0;
+    // With a job-id filter, which most locks fail, the candidates ahead are first screened on one read each
+    // (`screened`), as many as are wanted and twice as many each time too few pass (at most JOB_ID_SCREENS).
+    let ahead = room;
     while (index < candidates.length && locks.length < room) {
-      // As many reads at once as locks are still wanted; with a job-id filter, which few locks pass, more (those past
-      // the page's room are kept in `read`).
       const wanted = room - locks.length;
-      let end = Math.min(
-        candidates.length,
-        index + (filter.jobId === undefined ? wanted : Math.max(wanted, JOB_ID_READS)),
-      );
+      let end = Math.min(candidates.length, index + wanted);
+      let passes: boolean[] | undefined;
+      if (filter.jobId !== undefined) {
+        const { jobId } = filter;
+        const span = candidates.slice(index, index + ahead);
+        passes = await Promise.all(span.map(({ candidate }) => screen(candidate, jobId)));
+        let passed = 0;
+        for (end = index; end < index + span.length && passed < wanted; end++) if (passes[end - index]) passed++;
+        if (passed < wanted) ahead = Math.min(ahead * 2, JOB_ID_SCREENS);
+      }
       while (end < candidates.length && candidates[end].order === candidates[end - 1].order) end++; // no tie split
-      const chunk = candidates.slice(index, end).map(({ candidate }) => candidate);
+      const chunk = candidates
+        .slice(index, end)
+        .filter((_, i) => passes === undefined || i >= passes.length || passes[i])
+        .map(({ candidate }) => candidate);
       const described = await Promise.all(
         chunk.map((candidate) => {
           const lock = read.get(candidate.key) ?? this.reader.describe(candidate, filter, false);
@@ -136,12 +157,8 @@ export class LockPages {
           return lock;
         }),
       );
-      // Listed in order up to the room, ties not split: `index` is the first candidate not listed.
-      for (const lock of described) {
-        if (locks.length >= room && candidates[index].order !== candidates[index - 1].order) break;
-        if (lock !== undefined) locks.push(lock);
-        index++;
-      }
+      locks.push(...described.filter((lock) => lock !== undefined));
+      index = end;
     }
     if (index === candidates.length) return { fits: true, locks };
     return {
