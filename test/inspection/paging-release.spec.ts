@@ -65,6 +65,18 @@ describe('LockInspector paging', () => {
     return digests.sort();
   }
 
+  /** A client of the private server that records each command it sends, as `format` writes it (default: its name). */
+  function recordingClient(format: (command: Command) => string = (command) => command.name) {
+    const client = server.admin.duplicate();
+    const asked: string[] = [];
+    const send = client.sendCommand.bind(client);
+    client.sendCommand = (command: Command, stream?: unknown) => {
+      asked.push(format(command));
+      return send(command, stream as never);
+    };
+    return { client, asked };
+  }
+
   /** Keys that are no lock, `other:<from>` to `other:<from + n - 1>`: made, or deleted. */
   const others = {
     add: async (from: number, n: number) => {
@@ -129,13 +141,7 @@ describe('LockInspector paging', () => {
     }
     await pipeline.exec();
     // What the inspector asks of Redis, by command and key (every read of a lock asks its PTTL once).
-    const client = server.admin.duplicate();
-    const asked: string[] = [];
-    const send = client.sendCommand.bind(client);
-    client.sendCommand = (command: Command, stream?: unknown) => {
-      asked.push(`${command.name} ${String(command.args[0])}`);
-      return send(command, stream as never);
-    };
+    const { client, asked } = recordingClient((command) => `${command.name} ${String(command.args[0])}`);
     const queues = [
       { name: 'qA', prefix: 'bull' },
       { name: 'qB', prefix: 'bull' },
@@ -168,13 +174,7 @@ describe('LockInspector paging', () => {
     for (let n = 0; n < 200; n++)
       pipeline.set(`bull:qA:de:uj:v1:${createHash('sha256').update(`d${n}`).digest('hex')}`, `j${n}`);
     await pipeline.exec();
-    const client = server.admin.duplicate();
-    const asked: string[] = [];
-    const send = client.sendCommand.bind(client);
-    client.sendCommand = (command: Command, stream?: unknown) => {
-      asked.push(command.name);
-      return send(command, stream as never);
-    };
+    const { client, asked } = recordingClient();
     const inspector = new LockInspector({ client, prefix: 'uj', queues: [{ name: 'qA', prefix: 'bull' }] });
     const listed: string[] = [];
     let cursor: string | undefined;
@@ -207,13 +207,7 @@ describe('LockInspector paging', () => {
     for (const digest of digests)
       for (const id of ['1', '2', '3', '4']) pipeline.zadd(`uj:{${digest}}:expiring`, Date.now() + 600_000, id);
     await pipeline.exec();
-    const client = server.admin.duplicate();
-    const asked: string[] = [];
-    const send = client.sendCommand.bind(client);
-    client.sendCommand = (command: Command, stream?: unknown) => {
-      asked.push(command.name);
-      return send(command, stream as never);
-    };
+    const { client, asked } = recordingClient();
     const inspector = new LockInspector({ client, prefix: 'uj', queues: [{ name: 'qA', prefix: 'bull' }] });
     const first = await inspector.listLocks({ jobId: '1' }, { limit: 1 });
     expect(first.locks).toHaveLength(1);
