@@ -256,5 +256,5 @@ describe('LockInspector paging', () => {
       expect([round, listed]).toEqual([round, digests]);
       await server.admin.flushall();
     }
-  });
+  }, 120_000); // 30 listings: ~5 s alone, several times that beside other suites on 2 cores
 });

@@ -115,16 +115,19 @@ export class HeldLockReader {
   }
 
   /**
-   * Whether a lock key may be held by `jobId`, on one read: a deduplication key's holder is the job; a sorted set's
-   * first {@link MAX_OWNERS_PER_LOCK} members name it, or are as many (more may follow). A job-id filter reads this first,
-   * which most keys fail, and {@link describe}s only the keys that pass.
+   * Whether `jobId` holds a lock key, as {@link describe} would find it: a deduplication key's holder, or one of a
+   * sorted set's first {@link MAX_OWNERS_PER_LOCK} members (one read), or past them ({@link unreadOwner}: a second read,
+   * for a lock of that many holders only). A job-id filter asks this first, which most keys fail, and reads whole only
+   * the keys that pass.
    */
   async mayHold(candidate: Candidate, jobId: string): Promise<boolean> {
-    if (candidate.storage === 'deduplication') return (await this.client.get(candidate.key)) === jobId;
-    const members = await this.client.zrange(candidate.key, 0, String(MAX_OWNERS_PER_LOCK - 1));
-    if (members.length >= MAX_OWNERS_PER_LOCK) return true;
-    const ownerOf = candidate.storage === 'running' ? parseRuntimeLockOwner : (id: string) => ({ jobId: id });
-    return members.some((member) => ownerOf(member).jobId === jobId);
+    const { key, storage } = candidate;
+    if (storage === 'deduplication') return (await this.client.get(key)) === jobId;
+    const members = await this.client.zrange(key, 0, String(MAX_OWNERS_PER_LOCK - 1));
+    const ownerOf = storage === 'running' ? parseRuntimeLockOwner : (id: string) => ({ jobId: id });
+    if (members.some((member) => ownerOf(member).jobId === jobId)) return true;
+    if (members.length < MAX_OWNERS_PER_LOCK) return false;
+    return (await this.unreadOwner(key, storage === 'running', jobId, [])) !== undefined;
   }
 
   /**

@@ -10,7 +10,7 @@ import { decodeCursor, encodeCursor, topologyOf } from './page-cursor.js';
 export const SCAN_COUNT = 1000;
 /** SCAN calls one {@link LockPages.list} call makes at most (then it returns what it found and a cursor). */
 const MAX_SCANS_PER_PAGE = 200;
-/** Lock reads one {@link LockPages.list} call keeps for keys it may scan again. */
+/** Lock reads (and a job-id filter's screens, apart) one {@link LockPages.list} call keeps for keys it may scan again. */
 const MAX_READS_KEPT = 10_000;
 /** Locks a page with a job-id filter screens at once at most (see {@link LockPages.readBatch}). */
 const JOB_ID_SCREENS = 256;
@@ -79,7 +79,7 @@ export class LockPages {
         locks.push(...batch.locks);
         const after = next === '0' ? { node: position.node + 1, scan: '0' } : { scan: next };
         Object.assign(position, after, { skip: 0, end: undefined });
-        if (count === SCAN_COUNT || read.size + screened.size > MAX_READS_KEPT) {
+        if (count === SCAN_COUNT || read.size > MAX_READS_KEPT || screened.size > MAX_READS_KEPT) {
           read.clear();
           screened.clear();
         }
@@ -131,8 +131,8 @@ export class LockPages {
     const locks: HeldLock[] = [];
     let index = 0;
     // With a job-id filter, which most locks fail, the candidates ahead are first screened on one read each
-    // (`screened`), as many as are wanted and twice as many each time too few pass (at most JOB_ID_SCREENS).
-    let ahead = room;
+    // (`screened`), as many as are wanted and twice as many each time too few locks were found (at most JOB_ID_SCREENS).
+    let ahead = Math.min(room, JOB_ID_SCREENS);
     while (index < candidates.length && locks.length < room) {
       const wanted = room - locks.length;
       let end = Math.min(candidates.length, index + wanted);
@@ -143,7 +143,6 @@ export class LockPages {
         passes = await Promise.all(span.map(({ candidate }) => screen(candidate, jobId)));
         let passed = 0;
         for (end = index; end < index + span.length && passed < wanted; end++) if (passes[end - index]) passed++;
-        if (passed < wanted) ahead = Math.min(ahead * 2, JOB_ID_SCREENS);
       }
       while (end < candidates.length && candidates[end].order === candidates[end - 1].order) end++; // no tie split
       const chunk = candidates
@@ -157,8 +156,11 @@ export class LockPages {
           return lock;
         }),
       );
-      locks.push(...described.filter((lock) => lock !== undefined));
+      const found = described.filter((lock) => lock !== undefined);
+      locks.push(...found);
       index = end;
+      // Grown on the locks found (a lock that passes the screen may still fail a queue filter).
+      if (passes !== undefined && found.length < wanted) ahead = Math.min(ahead * 2, JOB_ID_SCREENS);
     }
     if (index === candidates.length) return { fits: true, locks };
     return {
