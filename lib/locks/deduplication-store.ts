@@ -17,7 +17,8 @@ export class DeduplicationStore {
 
   /**
    * Deletes a deduplication key held by `jobId` at the end of an attempt, only while the attempt's worker still runs
-   * the job (`jobLockKey` holds `token`); `inOrderOn`: sent by source on that connection, in order with the commands after it (`RedisScripts.runOn`).
+   * the job (`jobLockKey` holds `token`); `inOrderOn`: sent by source on that connection, in order with the commands
+   * after it (`RedisScripts.runOn`).
    */
   async release(key: string, jobLockKey: string, jobId: string, token: string, inOrderOn?: Redis): Promise<boolean> {
     return (await this.scripts.runOn(inOrderOn, 'releaseDeduplication', [key, jobLockKey], [jobId, token])) === 1;

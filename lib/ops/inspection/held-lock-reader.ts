@@ -68,8 +68,7 @@ export class HeldLockReader {
         this.client.pttl(key),
       ]);
       owners = [];
-      // Only a run-time lock's members name their queue: an enqueue lock's are job ids, whatever they look like.
-      const ownerOf = storage === 'running' ? parseRuntimeLockOwner : (jobId: string) => ({ jobId });
+      const ownerOf = ownerParser(storage);
       for (let i = 0; i + 1 < members.length; i += 2) {
         owners.push({ ...ownerOf(members[i]), leaseExpiresAt: leaseEnd(members[i + 1]) });
       }
@@ -124,7 +123,7 @@ export class HeldLockReader {
     const { key, storage } = candidate;
     if (storage === 'deduplication') return (await this.client.get(key)) === jobId;
     const members = await this.client.zrange(key, 0, String(MAX_OWNERS_PER_LOCK - 1));
-    const ownerOf = storage === 'running' ? parseRuntimeLockOwner : (id: string) => ({ jobId: id });
+    const ownerOf = ownerParser(storage);
     if (members.some((member) => ownerOf(member).jobId === jobId)) return true;
     if (members.length < MAX_OWNERS_PER_LOCK) return false;
     return (await this.unreadOwner(key, storage === 'running', jobId, [])) !== undefined;
@@ -188,6 +187,14 @@ export class HeldLockReader {
 function queueOf(qualifiedName: string): InspectedQueue {
   const at = qualifiedName.lastIndexOf(':');
   return { prefix: qualifiedName.slice(0, Math.max(at, 0)), name: qualifiedName.slice(at + 1) };
+}
+
+/**
+ * How a sorted-set lock of this storage names its owners: only a run-time lock's members name their queue; an enqueue
+ * lock's are job ids, whatever they look like.
+ */
+function ownerParser(storage: HeldLockStorage): (member: string) => RuntimeLockOwner {
+  return storage === 'running' ? parseRuntimeLockOwner : (jobId) => ({ jobId });
 }
 
 /** Which kind of lock a key of this storage is. */

@@ -113,11 +113,6 @@ export class LockPages {
     read: Map<string, Promise<HeldLock | undefined>>,
     screened: Map<string, Promise<boolean>>,
   ): Promise<BatchRead> {
-    const screen = (candidate: Candidate, jobId: string) => {
-      const passes = screened.get(candidate.key) ?? this.reader.mayHold(candidate, jobId);
-      screened.set(candidate.key, passes);
-      return passes;
-    };
     const { from, filter, room } = batch;
     const candidates = [...new Set(keys)]
       .map((key) => plan.parse(key))
@@ -140,7 +135,9 @@ export class LockPages {
       if (filter.jobId !== undefined) {
         const { jobId } = filter;
         const span = candidates.slice(index, index + ahead);
-        passes = await Promise.all(span.map(({ candidate }) => screen(candidate, jobId)));
+        passes = await Promise.all(
+          span.map(({ candidate }) => kept(screened, candidate.key, () => this.reader.mayHold(candidate, jobId))),
+        );
         let passed = 0;
         for (end = index; end < index + span.length && passed < wanted; end++) if (passes[end - index]) passed++;
       }
@@ -150,11 +147,7 @@ export class LockPages {
         .filter((_, i) => passes === undefined || i >= passes.length || passes[i])
         .map(({ candidate }) => candidate);
       const described = await Promise.all(
-        chunk.map((candidate) => {
-          const lock = read.get(candidate.key) ?? this.reader.describe(candidate, filter, false);
-          read.set(candidate.key, lock);
-          return lock;
-        }),
+        chunk.map((candidate) => kept(read, candidate.key, () => this.reader.describe(candidate, filter, false))),
       );
       const found = described.filter((lock) => lock !== undefined);
       locks.push(...found);
@@ -170,6 +163,13 @@ export class LockPages {
       firstLeft: candidates[index].order,
     };
   }
+}
+
+/** What `map` holds for `key`, else `make()`, kept there (each lock read or screened once a listing call). */
+function kept<T>(map: Map<string, T>, key: string, make: () => T): T {
+  const value = map.get(key) ?? make();
+  map.set(key, value);
+  return value;
 }
 
 /** A key's place in a page's batch: 48 bits of its sha256 (an integer a cursor holds; ties are never split). */
