@@ -215,7 +215,9 @@ describe('unique-jobs locks', () => {
       cursor = page.json.cursor;
       pages++;
     } while (cursor !== '0' && pages < 10);
-    expect(seen.sort()).toEqual(ids.map((id) => digestOf(app, 'job', { id })).sort());
+    // As with SCAN, a lock may be listed twice where other clients' keys change the batches between pages (the shared
+    // Redis; docs/operations.md "locks list"), never missed.
+    expect([...new Set(seen)].sort()).toEqual(ids.map((id) => digestOf(app, 'job', { id })).sort());
     expect(pages).toBeGreaterThanOrEqual(3);
   });
 
