@@ -10,11 +10,11 @@ import type { LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
 import { stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
-import { PARKED_MARK } from '../locks/lock-marks.js';
 import type { JobDefinition } from '../options/job-definitions.js';
-import { bullKeys, STEPS_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
-import { parseRuntimeLockOwner, runtimeOwnersOf } from '../redis/runtime-lock-owner.js';
+import type { UniqueJobsKeys } from '../redis/keys.js';
+import { parseRuntimeLockOwner } from '../redis/runtime-lock-owner.js';
 import { knownOnSameServer, onSameServer } from '../redis/same-server.js';
+import { SlotParking } from './slot-parking.js';
 import { freeStaleParked } from './stale-parked-slots.js';
 import type { WorkerConnectionRef } from './worker-connection.js';
 
@@ -54,8 +54,8 @@ export class JobRun implements LockRun {
   private runtime: RuntimeLease | undefined;
   /** The run-time lock asked for last (held or not): an acquire of it may have failed without an answer. */
   private asked: RuntimeLease | undefined;
-  /** Whether the digest was computed from the job's data (no enqueue lock fixed it): a step may change it. */
-  private readonly digestFromData: boolean;
+  /** The run-time lock slot between a step job's deliveries. */
+  private readonly parking: SlotParking;
 
   constructor(
     readonly job: Job<unknown, unknown>,
@@ -73,7 +73,7 @@ export class JobRun implements LockRun {
     private readonly signals: readonly AbortSignal[] = [],
   ) {
     this.restarted = isRestart(job);
-    this.digestFromData = lockedBy === undefined;
+    this.parking = new SlotParking(job, definition, digest, lockedBy === undefined, deps.store, deps.keys);
     const lock = lockedBy && definition.enqueueLockOf(lockedBy); // the kind it took, were the options changed since
     this.enqueueLock = lock
       ? new BoundEnqueueLock(
@@ -98,7 +98,7 @@ export class JobRun implements LockRun {
   /** Takes the run-time lock (waiting up to `lockTimeout`); a refusal names the holder's job id. */
   async takeRuntimeLock(): Promise<AcquireResult> {
     const { job, definition, digest, deps } = this;
-    const { owner, former } = this.runtimeOwners();
+    const { owner, former } = this.parking.owners();
     const lease = new RuntimeLease(
       deps.store,
       deps.keys.runtimeLock(digest),
@@ -177,7 +177,7 @@ export class JobRun implements LockRun {
     // Counted in the job: its next deliveries are later steps, even one that takes the slot anew (see parkForRetry).
     // Sent beside the park: read only when a later delivery fails.
     const [, parked] = await Promise.all([
-      this.deps.store.jobs.countIn(this.jobKey(), STEPS_FIELD),
+      this.parking.countStep(),
       stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs).then((ms) =>
         this.park(lease, ms),
       ),
@@ -185,53 +185,11 @@ export class JobRun implements LockRun {
     return parked;
   }
 
-  /**
-   * Parks the slot for the job's next delivery, `leaseMs` from now, under the digest that delivery will compute: a
-   * digest computed from the job's data moves with it when the step stored new data that changes it (`job.updateData`,
-   * BullMQ's step pattern, with lock arguments that read the step). The next delivery, and a guarded `changeDelay` or
-   * `promote`, look for the parked slot there; left under the old digest, it outlived the job and refused a new job of
-   * the data this one started with. Parked there as a take of this owner, not re-entrant: a slot the owner holds there
-   * already is left as it is (the next delivery may have taken it already, the job being due at once: re-taken, its
-   * mark would be replaced and its lease reported lost), and none is parked when that digest is full (the next delivery
-   * then meets its holder), nor kept when the job's next delivery started before it; the old slot is given back.
-   * Resolves whether a slot was parked.
-   */
+  /** Parks the attempt's slot `leaseMs` from now for the job's next delivery (see {@link SlotParking.park}). */
   private async park(lease: RuntimeLease, leaseMs: number): Promise<boolean> {
-    const moved = this.digestMoved();
-    if (moved === undefined) return lease.park(leaseMs);
-    const { deps, definition } = this;
-    const key = deps.keys.runtimeLock(moved);
-    const parked = await deps.store.acquire(
-      key,
-      this.runtimeOwners().owner,
-      leaseMs,
-      definition.options.lockLimit,
-      false,
-      PARKED_MARK,
-    );
-    // A job due at once may have been delivered again before that take, and even completed: a slot parked for a
-    // delivery that started already would outlive the job (no delivery re-enters it). Its starts (BullMQ's `ats`,
-    // counted as a delivery begins) tell: when they moved on, the slot is given back unless that delivery re-entered it
-    // (its take replaced the parked mark). One read more, only for a step that moved its digest.
-    let held = parked.acquired;
-    if (held && (await deps.store.jobs.countOf(this.jobKey(), 'ats')) !== this.job.attemptsStarted) {
-      await deps.store.releaseMarked(key, this.runtimeOwners().owner, PARKED_MARK);
-      held = false;
-    }
-    if (await lease.release()) this.emitUnlocked('runtime', lease.takenAt);
-    return held;
-  }
-
-  /** The digest of the job's current data when it differs from the run's (computed from the data it started with). */
-  private digestMoved(): string | undefined {
-    if (!this.digestFromData) return undefined;
-    let now: string;
-    try {
-      now = this.definition.digestOf(this.job);
-    } catch {
-      return undefined; // lock arguments that cannot be hashed now: the next delivery fails, its slot is kept as it was
-    }
-    return now === this.digest ? undefined : now;
+    const { parked, released } = await this.parking.park(lease, leaseMs);
+    if (released) this.emitUnlocked('runtime', lease.takenAt);
+    return parked;
   }
 
   /**
@@ -247,7 +205,7 @@ export class JobRun implements LockRun {
     if (!lease || this.job.attemptsStarted <= 1) return false;
     // A later step that took the slot anew (the delivery before it crashed mid-step and its lease ended, or the slot
     // parked for it ended first) is still one: the steps its handler moved the job through are counted in the job.
-    if (!lease.resumed && (await this.deps.store.jobs.countOf(this.jobKey(), STEPS_FIELD)) === 0) return false;
+    if (!lease.resumed && !(await this.parking.stepped())) return false;
     const { outcome, delay } = await end();
     if (outcome === 'fails') return false;
     this.runtime = undefined;
@@ -263,31 +221,10 @@ export class JobRun implements LockRun {
     this.asked = undefined;
     // When it was taken is not known (its answer was lost): the held time reported is 0, not a guess.
     if (lease && (await lease.releaseUnanswered())) this.emitUnlocked('runtime', Date.now());
-    if (this.definition.lock.takesRuntimeLock) await this.giveBackParked();
-  }
-
-  /**
-   * BullMQ failed the job for good: a run-time lock slot parked for its next delivery (a step job failed without
-   * resuming: stalled or started too often, a parent failed by its child) is given back, also one an earlier build
-   * parked under its former owner ({@link runtimeOwners}: no delivery took it over). One Redis call, on failures.
-   */
-  private async giveBackParked(): Promise<void> {
-    const { deps, digest } = this;
-    const key = deps.keys.runtimeLock(digest);
-    const { owner, former } = this.runtimeOwners();
-    if (await deps.store.releaseParked(key, owner, former)) {
+    // A slot parked for its next delivery (a step job failed without resuming: stalled or started too often, a parent
+    // failed by its child) is given back too, also one an earlier build parked under its former owner.
+    if (this.definition.lock.takesRuntimeLock && (await this.parking.giveBack()))
       this.emitUnlocked('runtime', Date.now());
-    }
-  }
-
-  /** The job's hash. */
-  private jobKey(): string {
-    return bullKeys.job(this.job.queueQualifiedName, this.job.id!);
-  }
-
-  /** The job's run-time lock owner (its queue and id), and the one earlier builds wrote (an older worker's slot). */
-  private runtimeOwners(): { owner: string; former: string } {
-    return runtimeOwnersOf(this.job, this.definition.options.uniqueAcross.includes('queues'));
   }
 
   /** The worker's connection, when it is known to reach the server the library's keys live on. */
