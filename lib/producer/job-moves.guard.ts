@@ -4,11 +4,10 @@ import type { LoggerLike } from '../common/logger.js';
 import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
-import type { EnqueueLock, RemovableHold } from '../locks/enqueue-lock.js';
+import type { EnqueueLock } from '../locks/enqueue-lock.js';
 import type { SoonerEnd } from '../locks/lock-marks.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
-import { markedDigestIn } from '../locks/job-marker.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys, RESCHEDULES_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { runtimeOwnersOf } from '../redis/runtime-lock-owner.js';
@@ -16,6 +15,8 @@ import { asError } from '../errors/thrown.js';
 import { wholeDelay } from '../common/bullmq-lifecycle.js';
 import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
 import { retimeHandover } from '../idempotency/step-handover.js';
+
+import { RemovalRelease } from './removal-release.js';
 
 type FinishedState = 'failed' | 'completed';
 
@@ -62,6 +63,8 @@ const GUARDED = new WeakSet<object>();
  * would otherwise outlive it until the orphan reaper's pass reaches it (BullMQ deletes a deduplication key itself).
  */
 export class JobMovesGuard {
+  private readonly removal: RemovalRelease;
+
   constructor(
     private readonly definitions: JobDefinitions,
     private readonly client: Redis | Cluster,
@@ -74,7 +77,9 @@ export class JobMovesGuard {
       readonly keys: UniqueJobsKeys;
       readonly idempotencyDefinitions: IdempotencyDefinitions;
     },
-  ) {}
+  ) {
+    this.removal = new RemovalRelease(definitions, client, events, logger);
+  }
 
   /** Installs the guard on a queue's or worker's backend (idempotent). */
   install(owner: MovingOwner): void {
@@ -106,9 +111,9 @@ export class JobMovesGuard {
         // Read before: the job's name and options (its lock's digest) are gone with it, and the hold is released only
         // if it is still the one read: the slot its mark names, renewed or re-taken since by the library's own moves of
         // the job or not (a new job with the same id draws a new mark).
-        const hold = await this.holdOfRemoving(owner, jobId);
+        const hold = await this.removal.holdOf(owner, jobId);
         const removed = await remove(jobId, removeChildren);
-        if (removed === 1 && hold) await this.giveBack(owner, jobId, hold);
+        if (removed === 1 && hold) await this.removal.giveBack(owner, jobId, hold);
         return removed;
       };
     }
@@ -218,47 +223,6 @@ export class JobMovesGuard {
     return definition && locked && lock ? { definition, lock, digest: locked.digest } : undefined;
   }
 
-  /**
-   * The hold of a job about to be removed, if it has one to give back: a job that exists, has not finished (its end gave
-   * its hold back; what is left of it is the reaper's) and holds a slot of its definition's lock. A failed read is
-   * logged and the removal goes on: the slot is then the reaper's.
-   */
-  private async holdOfRemoving(owner: MovingOwner, jobId: string): Promise<RemovingHold | undefined> {
-    // A library connection that is not ready would hold the removal up (ioredis queues the read until it reconnects).
-    if (this.client.status !== 'ready') {
-      this.logger.warn(
-        `Job ${jobId} (queue "${owner.name}") is removed without reading its enqueue lock (the library's Redis connection is ${this.client.status}): the orphan reaper releases it`,
-      );
-      return undefined;
-    }
-    try {
-      const key = bullKeys.job(owner.qualifiedName, jobId);
-      const [name, opts, finishedOn] = await this.client.hmget(key, 'name', 'opts', 'finishedOn');
-      const digest = markedDigestIn(opts);
-      const lock = name === null ? undefined : this.definitions.find(owner.name, name)?.enqueueLockOf('slot-set');
-      if (name === null || finishedOn !== null || !lock || digest === undefined) return undefined;
-      const hold = await lock.holdOf(digest, jobId);
-      return hold && { name, digest, hold };
-    } catch (error) {
-      this.logger.warn(
-        `Job ${jobId} (queue "${owner.name}") is removed without reading its enqueue lock (${describe(error)}): the orphan reaper releases it`,
-      );
-      return undefined;
-    }
-  }
-
-  /** Gives back the hold of a job just removed. A failure is logged, not thrown: the job is removed. */
-  private async giveBack(owner: MovingOwner, jobId: string, { name, digest, hold }: RemovingHold): Promise<void> {
-    try {
-      if (!(await hold.release())) return;
-      this.events.emit({ type: 'unlocked', lock: 'enqueue', queue: owner.name, jobName: name, digest, jobId });
-    } catch (error) {
-      this.logger.warn(
-        `Job ${jobId} (queue "${owner.name}") was removed, but its enqueue lock ${digest} could not be released (${describe(error)}): the orphan reaper releases it`,
-      );
-    }
-  }
-
   /** Whether the job has an enqueue lock of this application's. */
   private guards(job: Job<unknown, unknown>): boolean {
     return this.enabled && this.definitions.find(job.queueName, job.name)?.enqueueLock !== undefined;
@@ -285,13 +249,6 @@ export class JobMovesGuard {
       `Job ${job.id} (queue "${job.queueName}") was retried while job ${admitted.holder ?? '(unknown)'} holds its digest ${digest}: it meets the conflict strategy when it starts`,
     );
   }
-}
-
-/** What a job about to be removed holds: its hold, and what the `unlocked` event names. */
-interface RemovingHold {
-  name: string;
-  digest: string;
-  hold: RemovableHold;
 }
 
 const NO_REPORT = { released: () => undefined, error: () => undefined };
