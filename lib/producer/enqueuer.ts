@@ -12,7 +12,7 @@ import { writingTogether } from '../redis/write-together.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import type { BulkJob, GuardedQueues } from './guarded-queues.js';
 import { readyBulk, type BulkEntry, type BulkRequest } from './bulk-readying.js';
-import { newJobId, runtimeOnlyOpts } from './job-ids.js';
+import { asBullMQReads, newJobId, runtimeOnlyOpts } from './job-ids.js';
 import { reportLocked, takeEnqueueLock } from './take-enqueue-lock.js';
 
 /** What the producer side works with, built by the module. */
@@ -46,7 +46,7 @@ export class Enqueuer {
    * as plain BullMQ takes it from JavaScript callers) are none.
    */
   async enqueue(queue: Queue, name: string, data: unknown, options?: JobsOptions): Promise<ClientResolution> {
-    const opts = options ?? {};
+    const opts = asBullMQReads(options);
     const definition = this.definitionOf(queue, name);
     this.failIfLoginRefused(definition);
     const connected = this.deps.availability.ready(queue);
@@ -86,7 +86,7 @@ export class Enqueuer {
    * this call (not the holder's); read the holder with `queue.getJob(job.id)` when you need it.
    */
   async add(queue: Queue, name: string, data: unknown, options?: JobsOptions): Promise<Job<unknown, unknown>> {
-    const opts = options ?? {};
+    const opts = asBullMQReads(options);
     return this.toJob(queue, { name, data, opts }, await this.enqueue(queue, name, data, opts));
   }
 
@@ -126,13 +126,13 @@ export class Enqueuer {
    */
   private async bulkEnqueue(queue: Queue, jobs: readonly BulkJob[]): Promise<ClientResolution[]> {
     const reported = this.deps.events.observes('locked');
-    const requests = jobs.map((entry): BulkRequest => {
+    const requests = jobs.map((job): BulkRequest => {
+      const entry = { ...job, opts: asBullMQReads(job.opts) };
       const definition = this.definitionOf(queue, entry.name);
-      const opts = entry.opts ?? {};
       return {
         entry,
         definition,
-        digest: definition && digestAtEnqueue(definition, queue, entry.name, entry.data, opts),
+        digest: definition && digestAtEnqueue(definition, queue, entry.name, entry.data, entry.opts),
         reported,
       };
     });

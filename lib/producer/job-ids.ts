@@ -19,6 +19,18 @@ export function newJobId(): string {
 }
 
 /**
+ * A job's options as BullMQ reads them: no options (`undefined`, or `null` from JavaScript callers) are none, and an
+ * empty or `null` `jobId` is no id (BullMQ numbers such a job itself, as if none was given), so the library must not
+ * take it for the caller's id.
+ */
+export function asBullMQReads(opts: JobsOptions | null | undefined): JobsOptions {
+  if (!opts) return {};
+  if (opts.jobId !== '' && opts.jobId !== null) return opts;
+  const { jobId: _none, ...rest } = opts;
+  return rest;
+}
+
+/**
  * Options of a job with a run-time lock only (its digest is computed again in the worker, from the same data). The
  * lock's owner is the job id: unique across queues, the id must not repeat on another queue, as BullMQ's counter ids
  * ("1", "2", …) do, so such a job gets an id of the library's unless the caller chose one. No deduplication: its
