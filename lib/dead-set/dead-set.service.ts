@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
-import { cut } from '../errors/thrown.js';
+import { asError, cut } from '../errors/thrown.js';
 import { TruncatedDeadSetEntryError } from '../errors/truncated-dead-set-entry.error.js';
 import { UniqueJobsError } from '../errors/unique-jobs.error.js';
 import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
@@ -37,9 +37,9 @@ export interface DeadSetLogger {
 
 /**
  * The dead set: rejected duplicates, bounded by entries, age and bytes (oldest dropped first), with list, retry and
- * delete. An entry over `maxEntryBytes` is kept without its payload (see {@link DeadSetEntry}). Retrying takes the
- * entry out atomically and enqueues it again through the same uniqueness rules; if that enqueue fails, the entry is put
- * back.
+ * delete. An entry over `maxEntryBytes` is kept without its payload (see {@link DeadSetEntry}). Retrying claims the
+ * entry atomically and enqueues it again through the same uniqueness rules; if that enqueue fails (or never ends), the
+ * entry is put back.
  */
 export class DeadSetService {
   private readonly maxBytes: number;
@@ -132,30 +132,52 @@ export class DeadSetService {
 
   /**
    * Takes the entry out and enqueues it again (through the uniqueness rules of its queue). Resolves `undefined` when
-   * there is no such entry (or it is older than `maxAge`: it is dropped, not enqueued). When the enqueue fails, the
-   * entry is put back as it was, with the age it had (so it is dropped by `maxAge` when it would have been, and first
-   * among the oldest when `maxSize` or `maxBytes` drops entries added meanwhile) and the error thrown.
+   * there is no such entry (or it is older than `maxAge`: it is dropped, not enqueued; or another retry of it is under
+   * way). The entry is claimed first, not deleted: out of the list, its JSON kept. When the enqueue fails, it is put
+   * back as it was, with the age it had (so it is dropped by `maxAge` when it would have been, and first among the
+   * oldest when `maxSize` or `maxBytes` drops entries added meanwhile) and the enqueue's error thrown; a full Redis
+   * (maxmemory) allows both the claim and the put-back. A claim that is never settled (the process died mid-retry,
+   * or Redis could not be reached to put it back) returns the entry to the dead set {@link RETRY_CLAIM_MS} after it
+   * began, at the next list, count or retry.
    *
    * @throws TruncatedDeadSetEntryError when the entry was stored without its payload; it stays in the dead set.
    */
   async retry(id: string): Promise<EnqueueResult | undefined> {
     const stored = await this.get(id);
     if (stored?.truncated) throw new TruncatedDeadSetEntryError(id, stored.originalBytes, stored.payloadSha256);
-    const taken = await this.takeStored(id);
-    if (!taken) return undefined;
-    const entry = storedEntry(id, taken.json);
-    if (!isRetryable(entry)) {
-      await this.store(entry.id, JSON.stringify(entry)); // cannot happen: ids are never reused
-      throw new TruncatedDeadSetEntryError(id, entry.originalBytes, entry.payloadSha256);
-    }
+    const claimed = (await this.scripts.run('deadSetClaim', this.claimKeys(), [
+      id,
+      this.bounds.maxAge ?? 0,
+      RETRY_CLAIM_MS,
+    ])) as [string, string] | null;
+    if (!claimed) return undefined;
+    const [json, since] = claimed;
+    const entry = storedEntry(id, json);
+    let result: EnqueueResult;
     try {
-      return await this.requeue(entry);
+      if (!isRetryable(entry)) throw new TruncatedDeadSetEntryError(id, entry.originalBytes, entry.payloadSha256);
+      result = await this.requeue(entry);
     } catch (error) {
-      // Put back as it was, as old as it was: its JSON and its score in the index (Redis' clock; `rejectedAt` is the
-      // clock of the process that rejected it). A retry that keeps failing does not keep the entry young.
-      await this.store(id, taken.json, taken.score ?? undefined);
+      // The enqueue's error is thrown; a put-back that fails too leaves the entry to its claim's end.
+      await this.settle(id, since, 'failed').catch(() => undefined);
       throw error;
     }
+    await this.settle(id, since, 'enqueued').catch((error: unknown) =>
+      this.logger.warn(
+        `Dead-set entry ${id} was enqueued again (job ${cut(String(result.status === 'enqueued' ? result.job.id : result.existingJobId), SHOWN)}) but could not be removed from the dead set (${asError(error).message}): it is listed again ${RETRY_CLAIM_MS / 1000} s after its retry began`,
+      ),
+    );
+    return result;
+  }
+
+  /** Ends a retry's claim of an entry: removed once enqueued, else put back as old as it was. */
+  private async settle(id: string, since: string, outcome: 'enqueued' | 'failed'): Promise<void> {
+    await this.scripts.run('deadSetSettle', this.claimKeys(), [id, since, outcome]);
+  }
+
+  private claimKeys(): string[] {
+    const { keys } = this;
+    return [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
   }
 
   /** Stores an entry; `since` when it is put back: the score it had in the index (ms, Redis' clock), which it keeps. */
@@ -176,26 +198,27 @@ export class DeadSetService {
   private async read(offset: number, limit: number): Promise<(number | string)[]> {
     return (await this.scripts.run(
       'deadSetList',
-      [this.keys.deadSetIndex, this.keys.deadSetEntries],
+      [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetClaims],
       [offset, limit, this.bounds.maxAge ?? 0],
     )) as (number | string)[];
   }
 
+  /** Takes an entry out for good (one being retried too). */
   private async take(id: string): Promise<DeadSetEntry | undefined> {
-    const taken = await this.takeStored(id);
-    return taken && storedEntry(id, taken.json);
-  }
-
-  /** Takes an entry out: its stored JSON and its score in the index (`null` when the index had none). */
-  private async takeStored(id: string): Promise<{ json: string; score: string | null } | undefined> {
     const value = (await this.scripts.run(
       'deadSetTake',
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
       [id, this.bounds.maxAge ?? 0],
     )) as [string, string | null] | null;
-    return value === null ? undefined : { json: value[0], score: value[1] };
+    return value === null ? undefined : storedEntry(id, value[0]);
   }
 }
+
+/**
+ * How long a retry's claim of an entry lasts: a retry whose enqueue has not ended by then (its process died) has its
+ * entry listed again.
+ */
+export const RETRY_CLAIM_MS = 60_000;
 
 /** Longest queue, job name or digest a warning shows (UTF-16 code units). */
 const SHOWN = 200;

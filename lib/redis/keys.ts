@@ -169,6 +169,14 @@ export class UniqueJobsKeys {
   get deadSetBytes(): string {
     return `${this.prefix}:{dead}:bytes`;
   }
+
+  /**
+   * Dead set entries being retried (sorted set: `<entry id>|<its score in the index>` → end of the retry's claim, ms):
+   * an entry taken out of the index for a retry, put back should its retry never end.
+   */
+  get deadSetClaims(): string {
+    return `${this.prefix}:{dead}:claims`;
+  }
 }
 
 const DEDUPLICATION_PREFIX = 'uj:';

@@ -23,6 +23,8 @@ export type ScriptName =
   | 'deadSetList'
   | 'deadSetGet'
   | 'deadSetTake'
+  | 'deadSetClaim'
+  | 'deadSetSettle'
   | 'idempotencyClaim'
   | 'idempotencyRenew'
   | 'idempotencySettle'

@@ -1,5 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { TruncatedDeadSetEntryError } from '../../lib/index.js';
+import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
 import { useApps } from '../support/apps.js';
 import { asDuplicate, asEnqueued, dedupHolder } from '../support/locks.js';
 import { Queue } from 'bullmq';
@@ -37,6 +39,28 @@ describe('dead set (client-side reject, until_executed)', () => {
     expect(await app.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
     expect(await keysOf(app)).toHaveLength(1);
     await expect(app.service.deadSet.delete(two.deadSetEntryId!)).resolves.toBe(true);
+    expect(await app.service.deadSet.size()).toBe(0);
+    expect(await scanKeys(redis, `${app.prefix}:{dead}:*`)).toEqual([]);
+  });
+
+  it('a retry that never ends (its process died mid-retry) loses no entry: it is listed again once its claim ends', async () => {
+    const app = await start();
+    const holder = await app.queue.add('job', { id: 'a', n: 0 });
+    const entry = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
+    const id = entry.deadSetEntryId!;
+    const [before] = await app.service.deadSet.list();
+    const keys = new UniqueJobsKeys(app.prefix);
+    const claimKeys = [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
+    // What a retry does first, with a short claim, and then nothing (its process is gone).
+    const claimed = (await new RedisScripts(redis).run('deadSetClaim', claimKeys, [id, 0, 200])) as string[];
+    expect(JSON.parse(claimed[0])).toMatchObject({ id, data: { n: 1 } });
+    expect(await app.service.deadSet.size()).toBe(0); // out of the list while claimed: no second retry takes it
+    await expect(app.service.deadSet.retry(id)).resolves.toBeUndefined();
+    await waitFor('the entry back in the dead set', async () => (await app.service.deadSet.size()) === 1);
+    expect(await app.service.deadSet.list()).toEqual([before]); // as it was, as old as it was
+    expect(await redis.exists(keys.deadSetClaims)).toBe(0);
+    await holder.remove(); // its digest free: the retry enqueues
+    await expect(app.service.deadSet.retry(id)).resolves.toMatchObject({ status: 'enqueued' });
     expect(await app.service.deadSet.size()).toBe(0);
     expect(await scanKeys(redis, `${app.prefix}:{dead}:*`)).toEqual([]);
   });

@@ -131,6 +131,32 @@ describe('Redis at maxmemory (noeviction): replace', () => {
   });
 });
 
+// Session 49's review: a dead-set retry took its entry out, its enqueue was refused by the full Redis, and so was the
+// put-back (a write that grows memory, first in its script): the entry was gone and nothing enqueued. The retry now
+// claims the entry (a deletion first) and puts it back after a deletion too.
+describe('Redis at maxmemory (noeviction): dead-set retry', () => {
+  const { start, onCleanup } = useApps('fulldead');
+
+  it("the retry fails with the enqueue's OOM error; the entry stays as it was, and is retried once there is room", async () => {
+    const app = await start({ paused: true, unique: { lock: 'until_executed', lockArgs: byId, onConflict: 'reject' } });
+    onCleanup(() => full(false).then(() => undefined));
+    const holder = await app.queue.add('price', { id: 'a', n: 1 });
+    const duplicate = await app.service.enqueue(app.queue, 'price', { id: 'a', n: 2 });
+    const id = duplicate.status === 'duplicate' ? duplicate.deadSetEntryId! : '';
+    const before = await app.service.deadSet.list();
+    expect(before.map((entry) => entry.id)).toEqual([id]);
+    await holder.remove(); // its digest free: a retry would enqueue
+    await full(true);
+    await expect(app.service.deadSet.retry(id)).rejects.toThrow('OOM command not allowed');
+    await full(false);
+    expect(await app.service.deadSet.list()).toEqual(before);
+    expect(await app.queue.getWaitingCount()).toBe(0);
+    await expect(app.service.deadSet.retry(id)).resolves.toMatchObject({ status: 'enqueued' });
+    expect(await app.service.deadSet.size()).toBe(0);
+    expect((await app.queue.getJobs(['waiting'])).map((job) => (job.data as { n: number }).n)).toEqual([2]);
+  });
+});
+
 const byN = (a: { n: number }, b: { n: number }) => a.n - b.n;
 
 /** Every lock key of the app's digest `{ id: 'a' }` with what it holds (a deduplication key's job, a slot set's). */

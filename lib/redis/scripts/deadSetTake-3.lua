@@ -14,21 +14,13 @@
   was older than maxAge).
 ]]
 --- @include "includes/nowMs"
+--- @include "includes/deadSetEntries"
 local json = redis.call('HGET', KEYS[2], ARGV[1])
 if json then
   local maxAge = tonumber(ARGV[2])
   local stored = redis.call('ZSCORE', KEYS[1], ARGV[1])
   local score = tonumber(stored)
-  redis.call('HDEL', KEYS[2], ARGV[1])
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  if redis.call('HLEN', KEYS[2]) == 0 then
-    redis.call('DEL', KEYS[3])
-  elseif redis.call('EXISTS', KEYS[3]) == 1 then
-    -- Without a counter there is nothing to correct: the next add counts the hash again.
-    if redis.call('DECRBY', KEYS[3], string.len(json)) < 0 then
-      redis.call('DEL', KEYS[3])
-    end
-  end
+  dropDeadEntry(KEYS[1], KEYS[2], KEYS[3], ARGV[1], json)
   -- As old as the list's bound (it shows entries strictly younger than maxAge).
   if maxAge > 0 and score and score <= nowMs() - maxAge then
     return nil

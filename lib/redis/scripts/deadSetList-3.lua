@@ -1,9 +1,10 @@
 --[[
   Lists dead-set entries, newest first, leaving out those older than maxAge (they are dropped at the next add), and
-  counts the live ones.
+  counts the live ones. First puts back the entries whose retry was claimed and never settled (deadSetClaim).
 
   KEYS[1] index
   KEYS[2] entries
+  KEYS[3] claims of retries
   ARGV[1] offset (an integer >= 0, passed on as given)
   ARGV[2] limit (an integer >= 0, passed on as given; 0: count only). The entries are read in chunks of 1,000, so
           any limit works (Lua's unpack has a bound of a few thousand values).
@@ -13,6 +14,8 @@
   can still be named, and deleted).
 ]]
 --- @include "includes/nowMs"
+--- @include "includes/deadSetEntries"
+returnStaleRetries(KEYS[1], KEYS[2], KEYS[3], nowMs())
 local maxAge = tonumber(ARGV[3])
 local from = '-inf'
 if maxAge > 0 then from = '(' .. (nowMs() - maxAge) end
