@@ -3,9 +3,10 @@
 // enqueue lock cannot be taken for them (docs/how-locks-move.md says what to do instead). And jobs processed without
 // its worker side (by hand, `getNextJob`): what is left of their enqueue locks, and who gives it back.
 import { describe, expect, it } from '@jest/globals';
-import { FlowProducer, type Job } from 'bullmq';
+import { FlowProducer, Job } from 'bullmq';
 import { OrphanReaper } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
+import { captureLogger } from '../support/events.js';
 import { Gates } from '../support/gates.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
@@ -42,6 +43,25 @@ describe('moves that bypass the producer side', () => {
       expect(await keysOf(app)).toEqual([]);
     },
   );
+
+  it("until_executed, BullMQ's Job.create on a guarded queue: no enqueue lock, and the worker's warning names it", async () => {
+    const captured = captureLogger();
+    const app = await start({
+      unique: { lock: 'until_executed', lockArgs: (data: { id: string }) => data.id },
+      paused: true,
+      module: { logger: captured.logger },
+    });
+    const bypassed = await Job.create(app.queue, 'sync', { id: 'u1' });
+    expect(await keysOf(app)).toEqual([]); // no lock: the library never saw the add
+    const guarded = await app.service.enqueue(app.queue, 'sync', { id: 'u1' });
+    expect(guarded.status).toBe('enqueued'); // nothing held the digest
+    app.start();
+    await waitFor('both jobs run', () => app.runs.length === 2);
+    expect(app.runs.map((job) => job.id).sort()).toEqual(
+      [bypassed.id, guarded.status === 'enqueued' && guarded.job.id].sort(),
+    );
+    expect(captured.lines.warn).toEqual([expect.stringContaining("BullMQ's Job.create or Queue#addJob")]);
+  });
 
   it('FlowProducer children of a while_executing queue: two of one digest never run at once', async () => {
     const gates = new Gates().hold('a', 'b');
