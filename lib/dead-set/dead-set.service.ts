@@ -133,12 +133,12 @@ export class DeadSetService {
   /**
    * Takes the entry out and enqueues it again (through the uniqueness rules of its queue). Resolves `undefined` when
    * there is no such entry (or it is older than `maxAge`: it is dropped, not enqueued; or another retry of it is under
-   * way). The entry is claimed first, not deleted: out of the list, its JSON kept. When the enqueue fails, it is put
-   * back as it was, with the age it had (so it is dropped by `maxAge` when it would have been, and first among the
-   * oldest when `maxSize` or `maxBytes` drops entries added meanwhile) and the enqueue's error thrown; a full Redis
-   * (maxmemory) allows both the claim and the put-back. A claim that is never settled (the process died mid-retry,
-   * or Redis could not be reached to put it back) returns the entry to the dead set {@link RETRY_CLAIM_MS} after it
-   * began, at the next list, count or retry.
+   * way). The entry is claimed, not deleted: out of the dead set, kept apart until the enqueue ends. When the enqueue
+   * fails, it is put back as it was, with the age it had (so it is dropped by `maxAge` when it would have been, and
+   * first among the oldest when `maxSize` or `maxBytes` drops entries added meanwhile) and the enqueue's error thrown;
+   * a full Redis (maxmemory) allows both the claim and the put-back. A claim that is never settled (the process died
+   * mid-retry, or Redis could not be reached to put the entry back) returns the entry to the dead set
+   * {@link RETRY_CLAIM_MS} after it began, at the next list, count or retry.
    *
    * @throws TruncatedDeadSetEntryError when the entry was stored without its payload; it stays in the dead set.
    */
@@ -151,18 +151,17 @@ export class DeadSetService {
       RETRY_CLAIM_MS,
     ])) as [string, string] | null;
     if (!claimed) return undefined;
-    const [json, since] = claimed;
-    const entry = storedEntry(id, json);
+    const entry = storedEntry(id, claimed[0]);
     let result: EnqueueResult;
     try {
       if (!isRetryable(entry)) throw new TruncatedDeadSetEntryError(id, entry.originalBytes, entry.payloadSha256);
       result = await this.requeue(entry);
     } catch (error) {
       // The enqueue's error is thrown; a put-back that fails too leaves the entry to its claim's end.
-      await this.settle(id, since, 'failed').catch(() => undefined);
+      await this.settle(id, claimed, 'failed').catch(() => undefined);
       throw error;
     }
-    await this.settle(id, since, 'enqueued').catch((error: unknown) =>
+    await this.settle(id, claimed, 'enqueued').catch((error: unknown) =>
       this.logger.warn(
         `Dead-set entry ${id} was enqueued again (job ${cut(String(result.status === 'enqueued' ? result.job.id : result.existingJobId), SHOWN)}) but could not be removed from the dead set (${asError(error).message}): it is listed again ${RETRY_CLAIM_MS / 1000} s after its retry began`,
       ),
@@ -170,9 +169,13 @@ export class DeadSetService {
     return result;
   }
 
-  /** Ends a retry's claim of an entry: removed once enqueued, else put back as old as it was. */
-  private async settle(id: string, since: string, outcome: 'enqueued' | 'failed'): Promise<void> {
-    await this.scripts.run('deadSetSettle', this.claimKeys(), [id, since, outcome]);
+  /** Ends a retry's claim of an entry: gone once enqueued, else put back as old as it was (through the bounds). */
+  private async settle(id: string, [json, since]: [string, string], outcome: 'enqueued' | 'failed'): Promise<void> {
+    const { maxSize, maxAge } = this.bounds;
+    await this.scripts.run('deadSetSettle', this.claimKeys(), [
+      ...[id, since, json, outcome],
+      ...[maxSize, maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge],
+    ]);
   }
 
   private claimKeys(): string[] {
@@ -180,12 +183,12 @@ export class DeadSetService {
     return [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
   }
 
-  /** Stores an entry; `since` when it is put back: the score it had in the index (ms, Redis' clock), which it keeps. */
-  private async store(id: string, json: string, since?: string): Promise<void> {
+  /** Stores a new entry. */
+  private async store(id: string, json: string): Promise<void> {
     const dropped = await this.scripts.run(
       'deadSetAdd',
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
-      [id, json, this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge, since ?? ''],
+      [id, json, this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge, ''],
     );
     if (dropped === -1) {
       throw new UniqueJobsError(
@@ -198,7 +201,7 @@ export class DeadSetService {
   private async read(offset: number, limit: number): Promise<(number | string)[]> {
     return (await this.scripts.run(
       'deadSetList',
-      [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetClaims],
+      [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetClaims, this.keys.deadSetBytes],
       [offset, limit, this.bounds.maxAge ?? 0],
     )) as (number | string)[];
   }

@@ -54,11 +54,13 @@ describe('dead set (client-side reject, until_executed)', () => {
     // What a retry does first, with a short claim, and then nothing (its process is gone).
     const claimed = (await new RedisScripts(redis).run('deadSetClaim', claimKeys, [id, 0, 200])) as string[];
     expect(JSON.parse(claimed[0])).toMatchObject({ id, data: { n: 1 } });
-    expect(await app.service.deadSet.size()).toBe(0); // out of the list while claimed: no second retry takes it
+    expect(await app.service.deadSet.size()).toBe(0); // out of the dead set while claimed: no second retry takes it
+    expect(await app.service.deadSet.bytes()).toBe(0);
     await expect(app.service.deadSet.retry(id)).resolves.toBeUndefined();
     await waitFor('the entry back in the dead set', async () => (await app.service.deadSet.size()) === 1);
     expect(await app.service.deadSet.list()).toEqual([before]); // as it was, as old as it was
     expect(await redis.exists(keys.deadSetClaims)).toBe(0);
+    for (const key of [keys.deadSetIndex, keys.deadSetEntries]) expect(await redis.pttl(key)).toBeGreaterThan(60_000);
     await holder.remove(); // its digest free: the retry enqueues
     await expect(app.service.deadSet.retry(id)).resolves.toMatchObject({ status: 'enqueued' });
     expect(await app.service.deadSet.size()).toBe(0);

@@ -5,6 +5,7 @@
   KEYS[1] index
   KEYS[2] entries
   KEYS[3] claims of retries
+  KEYS[4] byte counter
   ARGV[1] offset (an integer >= 0, passed on as given)
   ARGV[2] limit (an integer >= 0, passed on as given; 0: count only). The entries are read in chunks of 1,000, so
           any limit works (Lua's unpack has a bound of a few thousand values).
@@ -15,7 +16,7 @@
 ]]
 --- @include "includes/nowMs"
 --- @include "includes/deadSetEntries"
-returnStaleRetries(KEYS[1], KEYS[2], KEYS[3], nowMs())
+returnStaleRetries(KEYS[1], KEYS[2], KEYS[4], KEYS[3], nowMs())
 local maxAge = tonumber(ARGV[3])
 local from = '-inf'
 if maxAge > 0 then from = '(' .. (nowMs() - maxAge) end
