@@ -395,6 +395,13 @@ describe('invalid unique-job options fail the bootstrap', () => {
       'runtimeLockLease',
     ],
     ['rescheduleIn on until_executing', { lock: 'until_executing', rescheduleIn: 100 }, 'rescheduleIn'],
+    ['rescheduleIn beside raise', { lock: 'while_executing', onConflict: 'raise', rescheduleIn: 100 }, 'rescheduleIn'],
+    ['maxReschedules beside log (the default)', { lock: 'while_executing', maxReschedules: 3 }, 'maxReschedules'],
+    [
+      'rescheduleIn beside a worker-side reject',
+      { lock: 'until_and_while_executing', onConflict: { server: 'reject' }, rescheduleIn: 100 },
+      'rescheduleIn',
+    ],
   ])('an option the lock never uses: %s', async (_label, options, option) => {
     const queue = uniqueName('val');
     const error = await invalidOptions({ queues: [queue], providers: [processor('UselessOption', queue, [options])] });

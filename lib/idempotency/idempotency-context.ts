@@ -37,7 +37,8 @@ export function idempotencyOf<Transaction = unknown>(job: object): IdempotencyCo
   const context = byJob.get(job);
   if (!context) {
     throw new UniqueJobsError(
-      'This job is not running under @IdempotencyKey (or its key was missing and onMissingKey is "run"): it has no idempotency context',
+      'This job is not running under @IdempotencyKey (or its key was missing and onMissingKey is "run", or ' +
+        'UniqueJobsModule runs with enabled: false): it has no idempotency context',
     );
   }
   return context as IdempotencyContext<Transaction>;

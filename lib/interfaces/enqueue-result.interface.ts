@@ -26,7 +26,11 @@ export interface EnqueuedResult<DataType = unknown, ResultType = unknown> {
 export interface DuplicateResult {
   /** Tells the two results apart: the job was not added (its conflict strategy handled it). */
   status: 'duplicate';
-  /** Id of the job that holds the lock. */
+  /**
+   * Id of the job that holds the lock; `undefined` when the holder could not be named: it ended (its lock gone) between
+   * refusing this job and the read of its id, or an earlier build's lock names none. The lock may be free now:
+   * enqueue again if the job must run.
+   */
   existingJobId: string | undefined;
   /** The strategy that handled the duplicate. */
   strategy: string;

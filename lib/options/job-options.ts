@@ -62,6 +62,9 @@ export interface ChosenStrategies {
   server?: ConflictStrategy;
 }
 
+/** The built-in worker-side strategies, other than `reschedule`: `rescheduleIn` and `maxReschedules` mean nothing to them. */
+const NEVER_RESCHEDULES: readonly string[] = ['log', 'raise', 'reject'];
+
 /**
  * Checks one set of job options and applies the defaults. Every problem is reported at bootstrap with where the
  * options came from, the option and the valid values.
@@ -124,6 +127,13 @@ export function resolveJobOptions(
         fail(`defaults.${option}`, `${problem} (forRoot's default, taken by this job: set onConflict on it)`)
     : fail;
   const chosen = chooseStrategies(onConflict, lock, strategies, failConflict);
+  // Set on the job beside a built-in worker-side strategy that never reschedules: a mistake (a custom one may read it).
+  const server = chosen.server?.name;
+  for (const option of ['rescheduleIn', 'maxReschedules'] as const) {
+    if (options[option] !== undefined && server !== undefined && NEVER_RESCHEDULES.includes(server)) {
+      fail(option, `has no effect with the worker-side strategy "${server}": it applies to the reschedule strategy`);
+    }
+  }
   return {
     options: { ...merged, onConflict: chosenNames(chosen, merged.onConflict), lock: options.lock, uniqueAcross },
     strategies: chosen,

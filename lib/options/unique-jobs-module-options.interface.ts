@@ -52,7 +52,11 @@ export interface UniqueJobsModuleOptions {
    * `false`: wait as long as it takes (BullMQ's own behaviour). Default `5000`.
    */
   shutdownTimeout?: number | false;
-  /** `false` turns the library off: no locks, no idempotency (jobs pass straight through). Default `true`. */
+  /**
+   * `false` turns the library off: no locks, no idempotency (jobs pass straight through to their handlers, with no
+   * idempotency context: `idempotencyOf(job)` throws and `currentIdempotency()` is `undefined`, so a handler that reads
+   * them, as a transactional one does, fails). Default `true`.
+   */
   enabled?: boolean;
   /**
    * The orphan reaper: releases locks and idempotency claims whose job was removed or finished without releasing them,

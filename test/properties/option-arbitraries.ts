@@ -50,6 +50,14 @@ function uses(lock: LockType, option: JobInteger): boolean {
   return locksWhileRunning;
 }
 
+/** The worker-side strategy `onConflict` gives a lock (the lock's default when unset), if it has that side. */
+function serverStrategy(lock: LockType, onConflict: unknown): string | undefined {
+  if (!LOCKS[lock].conflictSides.includes('server')) return undefined;
+  if (typeof onConflict === 'string') return onConflict;
+  const chosen = (onConflict as { server?: string } | undefined)?.server;
+  return chosen ?? (lock === 'until_and_while_executing' ? 'reschedule' : 'log');
+}
+
 /** A circular object (JSON cannot show it). */
 const circular = (() => {
   const value: Options = { a: 1 };
@@ -171,6 +179,11 @@ export function validJobOptions(definition: boolean): fc.Arbitrary<{ lock: LockT
     return fc.record(fields).map((record) => {
       const options: Options = { lock };
       for (const [key, value] of Object.entries(record)) if (value !== undefined) options[key] = value;
+      // The reschedule strategy's options only beside it (or a custom strategy): a built-in one never reads them.
+      if (['log', 'raise', 'reject'].includes(serverStrategy(lock, options.onConflict) ?? '')) {
+        delete options.rescheduleIn;
+        delete options.maxReschedules;
+      }
       return { lock, options };
     });
   });
