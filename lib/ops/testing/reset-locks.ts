@@ -21,7 +21,8 @@ export async function resetLocks(app: UniqueJobsTestTarget, options: ResetLocksO
   const { client, keys, queues } = internalsOf(app);
   const keep = (key: string) =>
     (options.idempotency === false && parseOwnKey(key)?.suffix === KEY_SUFFIX.idempotency) ||
-    (options.deadSet === false && [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims].includes(key));
+    (options.deadSet === false &&
+      [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims].includes(key));
   const patterns = [
     `${escapeGlob(keys.prefix)}:*`, // every key of the prefix: the locks, the records, the dead set, the reaper's
     ...queues.map(
