@@ -8,6 +8,7 @@ import type { EnqueueResult } from '../interfaces/enqueue-result.interface.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import type { RedisScripts } from '../redis/redis-scripts.js';
 import { DEFAULT_DEAD_SET } from './dead-set-defaults.js';
+import { fitted } from './fitted-entry.js';
 import { storedEntry } from './stored-entry.js';
 import type { DeadSetEntry, NewDeadSetEntry, RetryableDeadSetEntry } from './dead-set-entry.interface.js';
 
@@ -28,6 +29,12 @@ export interface DeadSetBounds {
   maxBytes?: number;
   /** Largest entry JSON kept with its payload (capped at `maxBytes`). Default: no bound. */
   maxEntryBytes?: number;
+  /**
+   * How long a retry's claim of an entry lasts unless renewed (every third of it while the retry's enqueue runs), ms:
+   * the entry of a retry whose process died is back in the dead set that long after the claim's last renewal, at most.
+   * Default 60 000.
+   */
+  retryClaimMs?: number;
 }
 
 /** Where the dead set reports an entry stored without its payload. */
@@ -44,6 +51,7 @@ export interface DeadSetLogger {
 export class DeadSetService {
   private readonly maxBytes: number;
   private readonly maxEntryBytes: number;
+  private readonly claimMs: number;
 
   constructor(
     private readonly client: Redis | Cluster,
@@ -55,6 +63,7 @@ export class DeadSetService {
   ) {
     this.maxBytes = bounds.maxBytes ?? Number.MAX_SAFE_INTEGER;
     this.maxEntryBytes = Math.min(bounds.maxEntryBytes ?? Number.MAX_SAFE_INTEGER, this.maxBytes);
+    this.claimMs = bounds.retryClaimMs ?? RETRY_CLAIM_MS;
   }
 
   /**
@@ -106,11 +115,11 @@ export class DeadSetService {
 
   /** One entry, or `undefined` (as well for an entry older than `maxAge`, which {@link list} leaves out). */
   async get(id: string): Promise<DeadSetEntry | undefined> {
-    const value = (await this.scripts.run(
-      'deadSetGet',
-      [this.keys.deadSetIndex, this.keys.deadSetEntries],
-      [id, this.bounds.maxAge ?? 0],
-    )) as string | null;
+    const value = (await this.scripts.run('deadSetGet', this.setKeys(), [
+      id,
+      this.bounds.maxAge ?? 0,
+      ...this.boundsArgs(),
+    ])) as string | null;
     return value === null ? undefined : storedEntry(id, value);
   }
 
@@ -136,51 +145,64 @@ export class DeadSetService {
    * way). The entry is claimed, not deleted: out of the dead set, kept apart until the enqueue ends. When the enqueue
    * fails, it is put back as it was, with the age it had (so it is dropped by `maxAge` when it would have been, and
    * first among the oldest when `maxSize` or `maxBytes` drops entries added meanwhile) and the enqueue's error thrown;
-   * a full Redis (maxmemory) allows both the claim and the put-back. A claim that is never settled (the process died
-   * mid-retry, or Redis could not be reached to put the entry back) returns the entry to the dead set
-   * {@link RETRY_CLAIM_MS} after it began, at the next list, count or retry.
+   * a full Redis (maxmemory) allows both the claim and the put-back (one that is alone over `maxBytes` now is dropped,
+   * with a warning). The claim is renewed while the enqueue runs; one that is no longer renewed (the process died
+   * mid-retry) or never settled (Redis could not be reached to put the entry back) returns the entry to the dead set
+   * at most `retryClaimMs` (60 s) later, at the next read of the dead set (list, size, get, delete or retry).
    *
    * @throws TruncatedDeadSetEntryError when the entry was stored without its payload; it stays in the dead set.
    */
   async retry(id: string): Promise<EnqueueResult | undefined> {
     const stored = await this.get(id);
     if (stored?.truncated) throw new TruncatedDeadSetEntryError(id, stored.originalBytes, stored.payloadSha256);
-    const claimed = (await this.scripts.run('deadSetClaim', this.claimKeys(), [
-      id,
-      this.bounds.maxAge ?? 0,
-      RETRY_CLAIM_MS,
+    const claim = (await this.scripts.run('deadSetClaim', this.setKeys(), [
+      ...[id, this.claimMs],
+      ...this.boundsArgs(),
     ])) as [string, string] | null;
-    if (!claimed) return undefined;
-    const entry = storedEntry(id, claimed[0]);
+    if (!claim) return undefined;
+    const entry = storedEntry(id, claim[0]);
+    // Renewed while the enqueue runs (it may wait for its queue's Redis up to enqueueTimeout, or for ever).
+    const renewal = setInterval(() => void this.settle(id, claim, 'renew').catch(() => undefined), this.claimMs / 3);
+    renewal.unref();
     let result: EnqueueResult;
     try {
       if (!isRetryable(entry)) throw new TruncatedDeadSetEntryError(id, entry.originalBytes, entry.payloadSha256);
       result = await this.requeue(entry);
     } catch (error) {
+      clearInterval(renewal);
       // The enqueue's error is thrown; a put-back that fails too leaves the entry to its claim's end.
-      await this.settle(id, claimed, 'failed').catch(() => undefined);
+      const putBack = await this.settle(id, claim, 'failed').catch(() => undefined);
+      if (putBack === -1) this.logger.warn(overBound(id, claim[0], this.maxBytes, 'could not be put back'));
       throw error;
     }
-    await this.settle(id, claimed, 'enqueued').catch((error: unknown) =>
+    clearInterval(renewal);
+    await this.settle(id, claim, 'enqueued').catch((error: unknown) =>
       this.logger.warn(
-        `Dead-set entry ${id} was enqueued again (job ${cut(String(result.status === 'enqueued' ? result.job.id : result.existingJobId), SHOWN)}) but could not be removed from the dead set (${asError(error).message}): it is listed again ${RETRY_CLAIM_MS / 1000} s after its retry began`,
+        `Dead-set entry ${id} was enqueued again (${describeResult(result)}) but could not be removed from the dead set ` +
+          `(${asError(error).message}): it is listed again once its claim ends, ${this.claimMs / 1000} s at most`,
       ),
     );
     return result;
   }
 
-  /** Ends a retry's claim of an entry: gone once enqueued, else put back as old as it was (through the bounds). */
-  private async settle(id: string, [json, since]: [string, string], outcome: 'enqueued' | 'failed'): Promise<void> {
-    const { maxSize, maxAge } = this.bounds;
-    await this.scripts.run('deadSetSettle', this.claimKeys(), [
-      ...[id, since, json, outcome],
-      ...[maxSize, maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge],
-    ]);
+  /**
+   * Renews a retry's claim of an entry, or ends it: gone once enqueued, else put back as old as it was (through the
+   * bounds). Resolves 1 when the claim was still held, 0 when not, -1 when a put-back was refused for its size.
+   */
+  private async settle(id: string, [json, since]: [string, string], outcome: 'renew' | 'enqueued' | 'failed') {
+    const args = [id, since, json, outcome, ...this.boundsArgs(), this.claimMs];
+    return (await this.scripts.run('deadSetSettle', this.setKeys(), args)) as number;
   }
 
-  private claimKeys(): string[] {
+  /** The dead set's keys, as every script but deadSetAdd takes them. */
+  private setKeys(): string[] {
     const { keys } = this;
     return [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
+  }
+
+  /** The bounds, as deadSetAdd takes them, for the scripts that put back the claims of retries never settled. */
+  private boundsArgs(): number[] {
+    return [this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge];
   }
 
   /** Stores a new entry. */
@@ -190,92 +212,51 @@ export class DeadSetService {
       [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
       [id, json, this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge, ''],
     );
-    if (dropped === -1) {
-      throw new UniqueJobsError(
-        `Dead-set entry ${id} was not stored: its JSON is ${Buffer.byteLength(json)} bytes, over ` +
-          `deadSet.maxBytes (${this.maxBytes}) on its own; no other entry was dropped for it`,
-      );
-    }
+    if (dropped === -1) throw new UniqueJobsError(overBound(id, json, this.maxBytes, 'was not stored'));
   }
 
   private async read(offset: number, limit: number): Promise<(number | string)[]> {
-    return (await this.scripts.run(
-      'deadSetList',
-      [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetClaims, this.keys.deadSetBytes],
-      [offset, limit, this.bounds.maxAge ?? 0],
-    )) as (number | string)[];
+    return (await this.scripts.run('deadSetList', this.setKeys(), [
+      offset,
+      limit,
+      this.bounds.maxAge ?? 0,
+      ...this.boundsArgs(),
+    ])) as (number | string)[];
   }
 
-  /** Takes an entry out for good (one being retried too). */
+  /** Takes an entry out for good (not one a retry claimed: it is out of the dead set until that retry ends). */
   private async take(id: string): Promise<DeadSetEntry | undefined> {
-    const value = (await this.scripts.run(
-      'deadSetTake',
-      [this.keys.deadSetIndex, this.keys.deadSetEntries, this.keys.deadSetBytes],
-      [id, this.bounds.maxAge ?? 0],
-    )) as [string, string | null] | null;
+    const value = (await this.scripts.run('deadSetTake', this.setKeys(), [
+      id,
+      this.bounds.maxAge ?? 0,
+      ...this.boundsArgs(),
+    ])) as [string, string | null] | null;
     return value === null ? undefined : storedEntry(id, value[0]);
   }
 }
 
+/** Why an entry is not kept: its JSON alone is over `maxBytes`. */
+function overBound(id: string, json: string, maxBytes: number, what: string): string {
+  return (
+    `Dead-set entry ${id} ${what}: its JSON is ${Buffer.byteLength(json)} bytes, over deadSet.maxBytes (${maxBytes}) ` +
+    'on its own; no other entry was dropped for it'
+  );
+}
+
+/** A retry's outcome, for a warning. */
+function describeResult(result: EnqueueResult): string {
+  const jobId = result.status === 'enqueued' ? result.job.id : result.existingJobId;
+  return `${result.status === 'enqueued' ? 'job' : 'a duplicate of job'} ${cut(String(jobId), SHOWN)}`;
+}
+
 /**
- * How long a retry's claim of an entry lasts: a retry whose enqueue has not ended by then (its process died) has its
- * entry listed again.
+ * How long a retry's claim of an entry lasts unless renewed (every third of it while its enqueue runs): the entry of a
+ * retry whose process died is back in the dead set that long after the last renewal, at most.
  */
 export const RETRY_CLAIM_MS = 60_000;
 
 /** Longest queue, job name or digest a warning shows (UTF-16 code units). */
 const SHOWN = 200;
-/** Shortest a string field of an entry is cut to (UTF-16 code units, the `…` included). */
-const MIN_FIELD = 8;
-/** The string fields of an entry that may be cut to fit `maxEntryBytes` (what the library writes is short). */
-const CUTTABLE = ['reason', 'existingJobId', 'jobId', 'jobName', 'queue', 'bullPrefix', 'digest'] as const;
-
-/**
- * The JSON of a truncated entry (no payload), its longest string fields cut (`…` marks a cut) so that it is at most
- * `maxBytes`: each field gets an even share of what the other fields leave, none is cut below {@link MIN_FIELD}
- * characters (so an entry may stay over a bound of a few hundred bytes; the store refuses it if it is over `maxBytes`).
- */
-function fitted(entry: DeadSetEntry, maxBytes: number): string {
-  const json = JSON.stringify(entry);
-  if (Buffer.byteLength(json) <= maxBytes) return json;
-  const fields = CUTTABLE.filter((field) => typeof entry[field] === 'string');
-  const sizes = new Map(fields.map((field) => [field, jsonBytes(entry[field] as string)]));
-  const fixed = Buffer.byteLength(json) - [...sizes.values()].reduce((sum, size) => sum + size, 0);
-  // Water-filling: the smallest fields keep what they have; the others share the rest evenly.
-  let budget = maxBytes - fixed;
-  let left = fields.length;
-  let share = 0;
-  for (const field of [...fields].sort((a, b) => sizes.get(a)! - sizes.get(b)!)) {
-    share = Math.floor(Math.max(0, budget) / left);
-    if (sizes.get(field)! > share) break;
-    budget -= sizes.get(field)!;
-    left -= 1;
-  }
-  const bounded: DeadSetEntry = { ...entry };
-  for (const field of fields) {
-    if (sizes.get(field)! > share) bounded[field] = cutToBytes(entry[field] as string, share);
-  }
-  return JSON.stringify(bounded);
-}
-
-/** Bytes of a string's JSON form, quotes included. */
-function jsonBytes(text: string): number {
-  return Buffer.byteLength(JSON.stringify(text));
-}
-
-/** `text` cut (with `cut`, so ending with `…`) to the longest prefix whose JSON form is at most `max` bytes. */
-function cutToBytes(text: string, max: number): string {
-  let low = MIN_FIELD;
-  let high = text.length - 1;
-  if (jsonBytes(cut(text, low)) > max) return cut(text, low);
-  while (low < high) {
-    const middle = Math.ceil((low + high) / 2);
-    if (jsonBytes(cut(text, middle)) <= max) low = middle;
-    else high = middle - 1;
-  }
-  return cut(text, low);
-}
-
 /** `value` as an `offset` or `limit` of `list`: an integer ≥ 0. */
 function countArgument(name: string, value: unknown): number {
   if (typeof value !== 'number') {

@@ -171,8 +171,8 @@ export class UniqueJobsKeys {
   }
 
   /**
-   * Dead set entries being retried (sorted set: `<entry id>|<its score in the index>` → end of the retry's claim, ms):
-   * an entry taken out of the index for a retry, put back should its retry never end.
+   * Dead set entries being retried (sorted set: `<entry id>|<its score in the index>|<its JSON>` → end of the retry's
+   * claim, ms): an entry taken out of the dead set for a retry, put back should its retry fail or its claim end.
    */
   get deadSetClaims(): string {
     return `${this.prefix}:{dead}:claims`;

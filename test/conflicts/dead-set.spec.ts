@@ -43,22 +43,25 @@ describe('dead set (client-side reject, until_executed)', () => {
     expect(await scanKeys(redis, `${app.prefix}:{dead}:*`)).toEqual([]);
   });
 
-  it('a retry that never ends (its process died mid-retry) loses no entry: it is listed again once its claim ends', async () => {
+  it('a retry that never ends (its process died mid-retry) loses no entry: it is back once its claim ends', async () => {
     const app = await start();
     const holder = await app.queue.add('job', { id: 'a', n: 0 });
     const entry = asDuplicate(await app.service.enqueue(app.queue, 'job', { id: 'a', n: 1 }));
     const id = entry.deadSetEntryId!;
     const [before] = await app.service.deadSet.list();
     const keys = new UniqueJobsKeys(app.prefix);
-    const claimKeys = [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
-    // What a retry does first, with a short claim, and then nothing (its process is gone).
-    const claimed = (await new RedisScripts(redis).run('deadSetClaim', claimKeys, [id, 0, 200])) as string[];
+    const setKeys = [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
+    // What a retry does first, with a short claim, and then nothing (its process is gone, its claim not renewed).
+    const bounds = [10_000, 0, Number.MAX_SAFE_INTEGER, 60_000];
+    const claimed = (await new RedisScripts(redis).run('deadSetClaim', setKeys, [id, 200, ...bounds])) as string[];
     expect(JSON.parse(claimed[0])).toMatchObject({ id, data: { n: 1 } });
     expect(await app.service.deadSet.size()).toBe(0); // out of the dead set while claimed: no second retry takes it
     expect(await app.service.deadSet.bytes()).toBe(0);
     await expect(app.service.deadSet.retry(id)).resolves.toBeUndefined();
-    await waitFor('the entry back in the dead set', async () => (await app.service.deadSet.size()) === 1);
+    // Any read of the dead set puts it back once the claim ended (get here: the CLI's retry and delete read it first).
+    await waitFor('the entry back in the dead set', () => app.service.deadSet.get(id));
     expect(await app.service.deadSet.list()).toEqual([before]); // as it was, as old as it was
+    expect(await app.service.deadSet.bytes()).toBe(Buffer.byteLength(JSON.stringify(before)));
     expect(await redis.exists(keys.deadSetClaims)).toBe(0);
     for (const key of [keys.deadSetIndex, keys.deadSetEntries]) expect(await redis.pttl(key)).toBeGreaterThan(60_000);
     await holder.remove(); // its digest free: the retry enqueues

@@ -4,19 +4,21 @@
 
   KEYS[1] index
   KEYS[2] entries
-  KEYS[3] claims of retries
-  KEYS[4] byte counter
+  KEYS[3] byte counter
+  KEYS[4] claims of retries
   ARGV[1] offset (an integer >= 0, passed on as given)
   ARGV[2] limit (an integer >= 0, passed on as given; 0: count only). The entries are read in chunks of 1,000, so
           any limit works (Lua's unpack has a bound of a few thousand values).
   ARGV[3] maxAge, ms (0: not known to the caller, the CLI: no entry is left out by age)
+  ARGV[4..7] the bounds, as deadSetClaim takes them (for claims put back)
 
   Returns {count, id, entry JSON, id, entry JSON, ...} (the id with each entry: a value that is not an entry's JSON
   can still be named, and deleted).
 ]]
 --- @include "includes/nowMs"
+--- @include "includes/addDeadEntry"
 --- @include "includes/deadSetEntries"
-returnStaleRetries(KEYS[1], KEYS[2], KEYS[4], KEYS[3], nowMs())
+returnStaleRetries(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nowMs(), deadBounds(4))
 local maxAge = tonumber(ARGV[3])
 local from = '-inf'
 if maxAge > 0 then from = '(' .. (nowMs() - maxAge) end

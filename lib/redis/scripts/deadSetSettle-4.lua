@@ -1,9 +1,10 @@
 --[[
-  Ends a retry's claim of a dead-set entry (deadSetClaim). Its enqueue done, the entry is gone (also when the claim's
-  lease ended first and it went back to the dead set: it is taken out again). Its enqueue failed, the entry is put back
-  as old as it was, through the bounds as deadSetAdd puts an entry back (the oldest, it may be the one dropped), unless
-  its lease ended and it went back already. The first write is a deletion (the claim's), so a full Redis allows the
-  put-back (what made the enqueue fail, often).
+  Renews or ends a retry's claim of a dead-set entry (deadSetClaim). Renewed, its lease runs `lease` ms from now (the
+  enqueue is still under way). Its enqueue done, the entry is gone (also when the claim's lease ended first and it
+  went back to the dead set: it is taken out again). Its enqueue failed, the entry is put back as old as it was,
+  through the bounds as deadSetAdd puts an entry back (the oldest, it may be the one dropped), unless its lease ended
+  and it went back already. The first write is a deletion (the claim's), so a full Redis allows the put-back (what
+  made the enqueue fail, often).
 
   KEYS[1] index
   KEYS[2] entries
@@ -12,23 +13,30 @@
   ARGV[1] entry id
   ARGV[2] its score in the index, as the claim returned it
   ARGV[3] its JSON, as the claim returned it
-  ARGV[4] 'enqueued' or 'failed'
-  ARGV[5..8] for a put-back: maxSize, maxAge, maxBytes and the expiry when maxAge is 0, as deadSetAdd takes them
+  ARGV[4] 'renew', 'enqueued' or 'failed'
+  ARGV[5..8] the bounds, as deadSetClaim takes them
+  ARGV[9] for 'renew': the lease, ms
 
-  Returns 1 when the claim was still held, else 0.
+  Returns 1 when the claim was still held, else 0; -1 when a put-back was refused for its size (alone over maxBytes).
 ]]
 --- @include "includes/nowMs"
---- @include "includes/deadSetEntries"
 --- @include "includes/addDeadEntry"
+--- @include "includes/deadSetEntries"
 local index, entries, counter, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local id, since, json = ARGV[1], ARGV[2], ARGV[3]
-local held = redis.call('ZREM', claims, deadClaim(id, since, json))
-if ARGV[4] == 'enqueued' then
+local id, since, json, outcome = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local member = deadClaim(id, since, json)
+if outcome == 'renew' then
+  return redis.call('ZADD', claims, 'XX', 'CH', nowMs() + tonumber(ARGV[9]), member)
+end
+local claimsTtl = redis.call('PTTL', claims)
+local held = redis.call('ZREM', claims, member)
+if outcome == 'enqueued' then
   if held == 0 and redis.call('ZSCORE', index, id) then
     dropDeadEntry(index, entries, counter, id, redis.call('HGET', entries, id) or '')
   end
 elseif held == 1 then
-  addDeadEntry(index, entries, counter, id, json, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]),
-    tonumber(ARGV[8]), since)
+  if putBackDeadEntry(index, entries, counter, id, since, json, deadBounds(5), claimsTtl) == -1 then
+    return -1
+  end
 end
 return held

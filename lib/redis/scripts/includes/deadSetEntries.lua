@@ -18,23 +18,32 @@ local function deadClaim(id, since, json)
   return id .. '|' .. since .. '|' .. json
 end
 
--- Puts back the entries whose retry was claimed and never settled (its process died, or its enqueue outlasted the
--- claim's lease), as old as they were: a retry never loses an entry. The bounds are the next add's to apply. At most
--- 100 a call; each begins with a deletion (the claim's), which a full Redis allows, and so the writes after it.
-local function returnStaleRetries(index, entries, counter, claims, now)
-  -- The claims keep the expiry the entries had when claimed (read before the last claim's deletion deletes the key).
-  local ttl = redis.call('PTTL', claims)
-  if ttl <= 0 then ttl = 86400000 end
+-- The dead set's bounds, as deadSetAdd takes them (maxSize, maxAge, maxBytes, expiry when maxAge is 0), from
+-- ARGV[first] on.
+local function deadBounds(first)
+  return { tonumber(ARGV[first]), tonumber(ARGV[first + 1]), tonumber(ARGV[first + 2]), tonumber(ARGV[first + 3]) }
+end
+
+-- Puts an entry whose retry was claimed back, as old as it was (`since`), through the bounds (addDeadEntry: the
+-- oldest, it may be the one dropped). Called after the claim's deletion, so a full Redis allows it. A dead set with no
+-- key left keeps the expiry the claims had (`claimsTtl`, read before that deletion) unless maxAge sets one. Returns
+-- addDeadEntry's answer (-1: the entry alone is over maxBytes, not put back).
+local function putBackDeadEntry(index, entries, counter, id, since, json, bounds, claimsTtl)
+  local expiry = bounds[4]
+  if claimsTtl > 0 then expiry = claimsTtl end
+  return addDeadEntry(index, entries, counter, id, json, bounds[1], bounds[2], bounds[3], expiry, since)
+end
+
+-- Puts back the entries whose retry was claimed and never settled (its process died, or its claim was not renewed):
+-- a retry never loses an entry. At most 100 a call; each begins with a deletion (the claim's), which a full Redis
+-- allows, and so the writes after it. Called first by every script that reads or takes an entry.
+local function returnStaleRetries(index, entries, counter, claims, now, bounds)
+  local claimsTtl = redis.call('PTTL', claims)
   for _, member in ipairs(redis.call('ZRANGEBYSCORE', claims, '-inf', now, 'LIMIT', 0, 100)) do
     redis.call('ZREM', claims, member)
     local id, since, json = string.match(member, '^([^|]*)|([^|]*)|(.*)$')
     if id and tonumber(since) and redis.call('HEXISTS', entries, id) == 0 then
-      redis.call('HSET', entries, id, json)
-      redis.call('ZADD', index, since, id)
-      if redis.call('EXISTS', counter) == 1 then redis.call('INCRBY', counter, string.len(json)) end
-      for _, key in ipairs({ index, entries, counter }) do
-        if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, ttl) end
-      end
+      putBackDeadEntry(index, entries, counter, id, since, json, bounds, claimsTtl)
     end
   end
 end

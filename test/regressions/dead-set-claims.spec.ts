@@ -1,0 +1,148 @@
+// Session 49's review (helper-155) of the dead-set retry's claim: a claim put back once its lease ended skipped the
+// bounds (the dead set over maxSize and maxBytes, and bytes() 0 with an entry held when it was the only one); a
+// failed retry's put-back refused for its size dropped the entry without a word; and an enqueue that outlasted the
+// claim's lease (enqueueTimeout false or long) let a second retry take the entry beside it.
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { DeadSetService, type DeadSetBounds } from '../../lib/index.js';
+import type { DeadSetRequeue } from '../../lib/dead-set/dead-set.service.js';
+import type { EnqueueResult } from '../../lib/index.js';
+import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
+import { deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { waitFor } from '../support/wait.js';
+
+describe('dead-set retry claims', () => {
+  const redis = redisClient();
+  const prefixes: string[] = [];
+  afterEach(async () => {
+    for (const prefix of prefixes.splice(0)) await deleteKeys(redis, await scanKeys(redis, `${prefix}:*`));
+  });
+  afterAll(async () => {
+    await redis.quit();
+  });
+
+  const refused: DeadSetRequeue = async () => {
+    throw new Error('enqueue refused');
+  };
+  const enqueued: EnqueueResult = { status: 'enqueued', job: { id: 'j1' } as never, digest: `v1:${'ab'.repeat(32)}` };
+
+  function deadSet(
+    bounds: Partial<DeadSetBounds> = {},
+    requeue: DeadSetRequeue = refused,
+    prefix = uniqueName('ujdc'),
+  ) {
+    prefixes.push(prefix);
+    const keys = new UniqueJobsKeys(prefix);
+    const warnings: string[] = [];
+    const set = new DeadSetService(
+      redis,
+      new RedisScripts(redis),
+      keys,
+      { maxSize: 10_000, maxAge: 60_000, ...bounds },
+      requeue,
+      { warn: (message) => void warnings.push(message) },
+    );
+    return { set, keys, warnings, prefix };
+  }
+
+  const entry = {
+    queue: 'payments',
+    jobName: 'settle',
+    data: { id: 'a' },
+    opts: {},
+    digest: `v1:${'ab'.repeat(32)}`,
+    existingJobId: '7',
+    side: 'client' as const,
+    reason: 'Rejected a duplicate',
+  };
+
+  /** A retry's claim of `id` that is never renewed nor settled (its process died), `leaseMs` long. */
+  async function abandonedClaim(keys: UniqueJobsKeys, id: string, leaseMs: number): Promise<void> {
+    const setKeys = [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
+    const bounds = [10_000, 60_000, Number.MAX_SAFE_INTEGER, 60_000];
+    expect(await new RedisScripts(redis).run('deadSetClaim', setKeys, [id, leaseMs, ...bounds])).not.toBeNull();
+  }
+
+  /** Until the abandoned claims are put back (any read of the dead set does it once their lease ended). */
+  async function claimsReturned(set: DeadSetService, keys: UniqueJobsKeys): Promise<void> {
+    await waitFor(
+      'the claims put back',
+      async () => (await set.size()) >= 0 && !(await redis.exists(keys.deadSetClaims)),
+    );
+  }
+
+  it('a claim put back after its lease goes through the bounds: the oldest, it is the one maxSize drops', async () => {
+    const { set, keys } = deadSet({ maxSize: 2 });
+    const oldest = await set.add(entry);
+    const younger = await set.add(entry);
+    await abandonedClaim(keys, oldest, 100);
+    const added = await set.add(entry); // room: the claimed entry is out
+    await claimsReturned(set, keys);
+    expect((await set.list()).map((e) => e.id)).toEqual([added, younger]);
+    const jsons = await redis.hvals(keys.deadSetEntries);
+    expect(jsons).toHaveLength(2);
+    expect(await set.bytes()).toBe(jsons.reduce((sum, json) => sum + Buffer.byteLength(json), 0));
+  });
+
+  it('the only entry, put back after its lease: counted in bytes(), with the expiry maxAge gives', async () => {
+    const { set, keys } = deadSet();
+    const id = await set.add(entry);
+    const json = (await redis.hget(keys.deadSetEntries, id))!;
+    await abandonedClaim(keys, id, 100);
+    expect(await set.bytes()).toBe(0);
+    await claimsReturned(set, keys);
+    expect((await set.list()).map((e) => e.id)).toEqual([id]);
+    expect(await set.bytes()).toBe(Buffer.byteLength(json));
+    for (const key of [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes]) {
+      expect(await redis.pttl(key)).toBeGreaterThan(0);
+    }
+  });
+
+  it('a failed retry whose entry is now over maxBytes on its own says it could not be put back', async () => {
+    const { set: wide, keys, prefix } = deadSet();
+    const id = await wide.add({ ...entry, data: { id: 'a', text: 'x'.repeat(2_000) } });
+    const { set: narrow, warnings } = deadSet({ maxBytes: 1_000 }, refused, prefix); // the bound lowered since
+    await expect(narrow.retry(id)).rejects.toThrow('enqueue refused');
+    expect(warnings).toEqual([
+      expect.stringMatching(new RegExp(`^Dead-set entry ${id} could not be put back: .*1000`)),
+    ]);
+    expect(await narrow.size()).toBe(0);
+    expect(await scanKeys(redis, `${prefix}:{dead}:*`)).toEqual([]);
+    expect(await redis.exists(keys.deadSetClaims)).toBe(0);
+  });
+
+  it('an enqueue that outlasts the claim lease keeps its claim: no second retry takes the entry meanwhile', async () => {
+    let release: (() => void) | undefined;
+    let slowCalls = 0;
+    const {
+      set: slow,
+      keys,
+      prefix,
+    } = deadSet({ retryClaimMs: 300 }, async () => {
+      slowCalls++;
+      await new Promise<void>((resolve) => (release = resolve));
+      return enqueued;
+    });
+    let otherCalls = 0;
+    const { set: other } = deadSet(
+      { retryClaimMs: 300 },
+      async () => {
+        otherCalls++;
+        return enqueued;
+      },
+      prefix,
+    );
+    const id = await slow.add(entry);
+    const retrying = slow.retry(id);
+    await waitFor('the slow retry to start', () => release !== undefined);
+    // Four leases long, the other process keeps asking; the renewed claim refuses it every time.
+    const until = Date.now() + 1_200;
+    while (Date.now() < until) await expect(other.retry(id)).resolves.toBeUndefined();
+    release!();
+    await expect(retrying).resolves.toEqual(enqueued);
+    expect([slowCalls, otherCalls]).toEqual([1, 0]);
+    expect(await other.size()).toBe(0);
+    expect(await scanKeys(redis, `${prefix}:{dead}:*`)).toEqual([]);
+    expect(await redis.exists(keys.deadSetClaims)).toBe(0);
+  });
+});
