@@ -2,59 +2,18 @@
 // bounds (the dead set over maxSize and maxBytes, and bytes() 0 with an entry held when it was the only one); a
 // failed retry's put-back refused for its size dropped the entry without a word; and an enqueue that outlasted the
 // claim's lease (enqueueTimeout false or long) let a second retry take the entry beside it.
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { DeadSetService, type DeadSetBounds } from '../../lib/index.js';
-import type { DeadSetRequeue } from '../../lib/dead-set/dead-set.service.js';
-import type { EnqueueResult } from '../../lib/index.js';
-import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { describe, expect, it } from '@jest/globals';
+import type { DeadSetService, EnqueueResult } from '../../lib/index.js';
+import type { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
-import { deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { refusedRequeue, sampleEntry, useDeadSets } from '../support/dead-sets.js';
+import { scanKeys } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 describe('dead-set retry claims', () => {
-  const redis = redisClient();
-  const prefixes: string[] = [];
-  afterEach(async () => {
-    for (const prefix of prefixes.splice(0)) await deleteKeys(redis, await scanKeys(redis, `${prefix}:*`));
-  });
-  afterAll(async () => {
-    await redis.quit();
-  });
-
-  const refused: DeadSetRequeue = async () => {
-    throw new Error('enqueue refused');
-  };
+  const { redis, warnings, deadSet } = useDeadSets('ujdc');
+  const entry = sampleEntry;
   const enqueued: EnqueueResult = { status: 'enqueued', job: { id: 'j1' } as never, digest: `v1:${'ab'.repeat(32)}` };
-
-  function deadSet(
-    bounds: Partial<DeadSetBounds> = {},
-    requeue: DeadSetRequeue = refused,
-    prefix = uniqueName('ujdc'),
-  ) {
-    prefixes.push(prefix);
-    const keys = new UniqueJobsKeys(prefix);
-    const warnings: string[] = [];
-    const set = new DeadSetService(
-      redis,
-      new RedisScripts(redis),
-      keys,
-      { maxSize: 10_000, maxAge: 60_000, ...bounds },
-      requeue,
-      { warn: (message) => void warnings.push(message) },
-    );
-    return { set, keys, warnings, prefix };
-  }
-
-  const entry = {
-    queue: 'payments',
-    jobName: 'settle',
-    data: { id: 'a' },
-    opts: {},
-    digest: `v1:${'ab'.repeat(32)}`,
-    existingJobId: '7',
-    side: 'client' as const,
-    reason: 'Rejected a duplicate',
-  };
 
   /** A retry's claim of `id` that is never renewed nor settled (its process died), `leaseMs` long. */
   async function abandonedClaim(keys: UniqueJobsKeys, id: string, leaseMs: number): Promise<void> {
@@ -101,7 +60,7 @@ describe('dead-set retry claims', () => {
   it('a failed retry whose entry is now over maxBytes on its own says it could not be put back', async () => {
     const { set: wide, keys, prefix } = deadSet();
     const id = await wide.add({ ...entry, data: { id: 'a', text: 'x'.repeat(2_000) } });
-    const { set: narrow, warnings } = deadSet({ maxBytes: 1_000 }, refused, prefix); // the bound lowered since
+    const { set: narrow } = deadSet({ maxBytes: 1_000 }, refusedRequeue, prefix); // the bound lowered since
     await expect(narrow.retry(id)).rejects.toThrow('enqueue refused');
     expect(warnings).toEqual([
       expect.stringMatching(new RegExp(`^Dead-set entry ${id} could not be put back: .*1000`)),

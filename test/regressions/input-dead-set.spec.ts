@@ -2,49 +2,18 @@
 // the reason that quotes them) is what makes it large is stored cut to maxEntryBytes, never at the expense of the other
 // entries; an entry that alone is over maxBytes is refused (and no id is returned for it); list() validates its
 // offset and limit and serves any limit.
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { DeadSetService, UniqueJobsError, type DeadSetBounds } from '../../lib/index.js';
-import { UniqueJobsKeys } from '../../lib/redis/keys.js';
-import { RedisScripts } from '../../lib/redis/redis-scripts.js';
-import { deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { describe, expect, it } from '@jest/globals';
+import { UniqueJobsError, type DeadSetBounds } from '../../lib/index.js';
+import { sampleEntry, useDeadSets } from '../support/dead-sets.js';
+
+const notExpected = async (): Promise<never> => {
+  throw new Error('not expected');
+};
 
 describe('dead set: hostile metadata and list arguments', () => {
-  const redis = redisClient();
-  const prefixes: string[] = [];
-  const warnings: string[] = [];
-  afterEach(async () => {
-    for (const prefix of prefixes.splice(0)) await deleteKeys(redis, await scanKeys(redis, `${prefix}:*`));
-    warnings.length = 0;
-  });
-  afterAll(async () => {
-    await redis.quit();
-  });
-
-  function deadSet(bounds: Partial<DeadSetBounds> = {}): DeadSetService {
-    const prefix = uniqueName('ujin');
-    prefixes.push(prefix);
-    return new DeadSetService(
-      redis,
-      new RedisScripts(redis),
-      new UniqueJobsKeys(prefix),
-      { maxSize: 10_000, maxAge: 60_000, ...bounds },
-      async () => {
-        throw new Error('not expected');
-      },
-      { warn: (message) => void warnings.push(message) },
-    );
-  }
-
-  const small = {
-    queue: 'payments',
-    jobName: 'settle',
-    data: { id: 'a' },
-    opts: {},
-    digest: `v1:${'ab'.repeat(32)}`,
-    existingJobId: '7',
-    side: 'client' as const,
-    reason: 'Rejected a duplicate',
-  };
+  const { warnings, deadSet: deadSetOf } = useDeadSets('ujin');
+  const deadSet = (bounds: Partial<DeadSetBounds> = {}) => deadSetOf(bounds, notExpected).set;
+  const small = sampleEntry;
 
   it('an entry with 30,000-character metadata is stored within maxEntryBytes; the other entries stay', async () => {
     const set = deadSet({ maxEntryBytes: 10_000, maxBytes: 50_000 });

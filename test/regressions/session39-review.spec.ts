@@ -12,56 +12,14 @@
 //     back as old as it was. An entry added while the retry was on its way (the dead set had room: the entry was out)
 //     then made the put-back evict younger entries in its place, where the entry count bound drops the put-back one
 //     first, as the oldest.
-import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { DeadSetService, type DeadSetBounds } from '../../lib/index.js';
-import type { DeadSetRequeue } from '../../lib/dead-set/dead-set.service.js';
-import { UniqueJobsKeys } from '../../lib/redis/keys.js';
-import { RedisScripts } from '../../lib/redis/redis-scripts.js';
-import { deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
+import { describe, expect, it } from '@jest/globals';
+import type { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { sampleEntry, useDeadSets } from '../support/dead-sets.js';
 import { waitFor } from '../support/wait.js';
 
 describe('session 39 review: a dead-set entry put back after its retry failed', () => {
-  const redis = redisClient();
-  const prefixes: string[] = [];
-  afterEach(async () => {
-    for (const prefix of prefixes.splice(0)) await deleteKeys(redis, await scanKeys(redis, `${prefix}:*`));
-  });
-  afterAll(async () => {
-    await redis.quit();
-  });
-
-  const refused: DeadSetRequeue = async () => {
-    throw new Error('enqueue refused');
-  };
-
-  function deadSet(
-    bounds: Partial<DeadSetBounds> = {},
-    requeue: DeadSetRequeue = refused,
-  ): { set: DeadSetService; keys: UniqueJobsKeys } {
-    const prefix = uniqueName('ujs39');
-    prefixes.push(prefix);
-    const keys = new UniqueJobsKeys(prefix);
-    const set = new DeadSetService(
-      redis,
-      new RedisScripts(redis),
-      keys,
-      { maxSize: 10_000, maxAge: 60_000, ...bounds },
-      requeue,
-      { warn: () => undefined },
-    );
-    return { set, keys };
-  }
-
-  const entry = {
-    queue: 'payments',
-    jobName: 'settle',
-    data: { id: 'a' },
-    opts: {},
-    digest: `v1:${'ab'.repeat(32)}`,
-    existingJobId: '7',
-    side: 'client' as const,
-    reason: 'Rejected a duplicate',
-  };
+  const { redis, deadSet } = useDeadSets('ujs39');
+  const entry = sampleEntry;
 
   /** Redis' clock (ms), which scores the entries. */
   async function serverNow(): Promise<number> {

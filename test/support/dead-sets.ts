@@ -1,0 +1,70 @@
+// Dead sets on their own (DeadSetService without an application), each under a prefix of its own deleted after each
+// test, for the tests of the dead set's scripts and bounds.
+import { afterAll, afterEach } from '@jest/globals';
+import type { Redis } from 'ioredis';
+import { DeadSetService, type DeadSetBounds } from '../../lib/index.js';
+import type { DeadSetRequeue } from '../../lib/dead-set/dead-set.service.js';
+import { UniqueJobsKeys } from '../../lib/redis/keys.js';
+import { RedisScripts } from '../../lib/redis/redis-scripts.js';
+import { deleteKeys, redisClient, scanKeys, uniqueName } from './redis.js';
+
+/** A requeue that always fails, as an enqueue Redis refuses. */
+export const refusedRequeue: DeadSetRequeue = async () => {
+  throw new Error('enqueue refused');
+};
+
+/** A small rejected duplicate (~250 bytes of JSON once stored). */
+export const sampleEntry = {
+  queue: 'payments',
+  jobName: 'settle',
+  data: { id: 'a' },
+  opts: {},
+  digest: `v1:${'ab'.repeat(32)}`,
+  existingJobId: '7',
+  side: 'client' as const,
+  reason: 'Rejected a duplicate',
+};
+
+export interface DeadSets {
+  /** A plain client, quit after the file. */
+  redis: Redis;
+  /** The warnings the dead sets logged in this test. */
+  warnings: string[];
+  /** A dead set (`bounds` over maxSize 10,000 and maxAge 60 s) under a new prefix, or `prefix` (another process's). */
+  deadSet(
+    bounds?: Partial<DeadSetBounds>,
+    requeue?: DeadSetRequeue,
+    prefix?: string,
+  ): { set: DeadSetService; keys: UniqueJobsKeys; prefix: string };
+}
+
+/** Call once, at the top of a `describe`. */
+export function useDeadSets(label: string): DeadSets {
+  const redis = redisClient();
+  const prefixes: string[] = [];
+  const warnings: string[] = [];
+  afterEach(async () => {
+    for (const prefix of prefixes.splice(0)) await deleteKeys(redis, await scanKeys(redis, `${prefix}:*`));
+    warnings.length = 0;
+  });
+  afterAll(async () => {
+    await redis.quit();
+  });
+  return {
+    redis,
+    warnings,
+    deadSet: (bounds = {}, requeue = refusedRequeue, prefix = uniqueName(label)) => {
+      prefixes.push(prefix);
+      const keys = new UniqueJobsKeys(prefix);
+      const set = new DeadSetService(
+        redis,
+        new RedisScripts(redis),
+        keys,
+        { maxSize: 10_000, maxAge: 60_000, ...bounds },
+        requeue,
+        { warn: (message) => void warnings.push(message) },
+      );
+      return { set, keys, prefix };
+    },
+  };
+}
