@@ -26,7 +26,10 @@ local index, entries, counter, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, since, json, outcome = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local member = deadClaim(id, since, json)
 if outcome == 'renew' then
-  return redis.call('ZADD', claims, 'XX', 'CH', nowMs() + tonumber(ARGV[9]), member)
+  local lease = tonumber(ARGV[9])
+  local renewed = redis.call('ZADD', claims, 'XX', 'CH', nowMs() + lease, member)
+  if renewed == 1 and redis.call('PTTL', claims) < lease then redis.call('PEXPIRE', claims, lease) end
+  return renewed
 end
 local claimsTtl = redis.call('PTTL', claims)
 local held = redis.call('ZREM', claims, member)
