@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
 import { asError, cut } from '../errors/thrown.js';
@@ -35,6 +35,15 @@ export interface DeadSetBounds {
    * Default 60 000.
    */
   retryClaimMs?: number;
+}
+
+/** A retry's claim of an entry: the entry as claimed, and the retry's own token. */
+interface Claim {
+  id: string;
+  json: string;
+  /** Its score in the index (Redis' clock), which a put-back keeps. */
+  since: string;
+  token: string;
 }
 
 /** Where the dead set reports an entry stored without its payload. */
@@ -155,14 +164,17 @@ export class DeadSetService {
   async retry(id: string): Promise<EnqueueResult | undefined> {
     const stored = await this.get(id);
     if (stored?.truncated) throw new TruncatedDeadSetEntryError(id, stored.originalBytes, stored.payloadSha256);
-    const claim = (await this.scripts.run('deadSetClaim', this.setKeys(), [
+    const token = randomBytes(9).toString('base64url');
+    const claimed = (await this.scripts.run('deadSetClaim', this.setKeys(), [
       ...[id, this.claimMs],
       ...this.boundsArgs(),
+      token,
     ])) as [string, string] | null;
-    if (!claim) return undefined;
-    const entry = storedEntry(id, claim[0]);
+    if (!claimed) return undefined;
+    const claim: Claim = { id, json: claimed[0], since: claimed[1], token };
+    const entry = storedEntry(id, claim.json);
     // Renewed while the enqueue runs (it may wait for its queue's Redis up to enqueueTimeout, or for ever).
-    const renewal = setInterval(() => void this.settle(id, claim, 'renew').catch(() => undefined), this.claimMs / 3);
+    const renewal = setInterval(() => void this.renew(claim, renewal), this.claimMs / 3);
     renewal.unref();
     let result: EnqueueResult;
     try {
@@ -171,12 +183,12 @@ export class DeadSetService {
     } catch (error) {
       clearInterval(renewal);
       // The enqueue's error is thrown; a put-back that fails too leaves the entry to its claim's end.
-      const putBack = await this.settle(id, claim, 'failed').catch(() => undefined);
-      if (putBack === -1) this.logger.warn(overBound(id, claim[0], this.maxBytes, 'could not be put back'));
+      const putBack = await this.settle(claim, 'failed').catch(() => undefined);
+      if (putBack === -1) this.logger.warn(overBound(id, claim.json, this.maxBytes, 'could not be put back'));
       throw error;
     }
     clearInterval(renewal);
-    await this.settle(id, claim, 'enqueued').catch((error: unknown) =>
+    await this.settle(claim, 'enqueued').catch((error: unknown) =>
       this.logger.warn(
         `Dead-set entry ${id} was enqueued again (${describeResult(result)}) but could not be removed from the dead set ` +
           `(${asError(error).message}): it is listed again once its claim ends, ${this.claimMs / 1000} s at most`,
@@ -185,12 +197,23 @@ export class DeadSetService {
     return result;
   }
 
+  /** Renews a retry's claim; one that lapsed (another retry may take the entry) is said once, and renewed no more. */
+  private async renew(claim: Claim, renewal: NodeJS.Timeout): Promise<void> {
+    const held = await this.settle(claim, 'renew').catch(() => undefined); // a failed renewal is tried again
+    if (held !== 0) return;
+    clearInterval(renewal);
+    this.logger.warn(
+      `Dead-set entry ${claim.id}: its retry's claim lapsed before its enqueue ended (${this.claimMs / 1000} s ` +
+        'without a renewal): the entry is back in the dead set, and another retry of it may enqueue it too',
+    );
+  }
+
   /**
    * Renews a retry's claim of an entry, or ends it: gone once enqueued, else put back as old as it was (through the
    * bounds). Resolves 1 when the claim was still held, 0 when not, -1 when a put-back was refused for its size.
    */
-  private async settle(id: string, [json, since]: [string, string], outcome: 'renew' | 'enqueued' | 'failed') {
-    const args = [id, since, json, outcome, ...this.boundsArgs(), this.claimMs];
+  private async settle({ id, json, since, token }: Claim, outcome: 'renew' | 'enqueued' | 'failed'): Promise<number> {
+    const args = [id, since, json, outcome, ...this.boundsArgs(), this.claimMs, token];
     return (await this.scripts.run('deadSetSettle', this.setKeys(), args)) as number;
   }
 

@@ -53,7 +53,12 @@ describe('dead set (client-side reject, until_executed)', () => {
     const setKeys = [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
     // What a retry does first, with a short claim, and then nothing (its process is gone, its claim not renewed).
     const bounds = [10_000, 0, Number.MAX_SAFE_INTEGER, 60_000];
-    const claimed = (await new RedisScripts(redis).run('deadSetClaim', setKeys, [id, 200, ...bounds])) as string[];
+    const claimed = (await new RedisScripts(redis).run('deadSetClaim', setKeys, [
+      id,
+      200,
+      ...bounds,
+      'gone',
+    ])) as string[];
     expect(JSON.parse(claimed[0])).toMatchObject({ id, data: { n: 1 } });
     expect(await app.service.deadSet.size()).toBe(0); // out of the dead set while claimed: no second retry takes it
     expect(await app.service.deadSet.bytes()).toBe(0);

@@ -15,11 +15,22 @@ describe('dead-set retry claims', () => {
   const entry = sampleEntry;
   const enqueued: EnqueueResult = { status: 'enqueued', job: { id: 'j1' } as never, digest: `v1:${'ab'.repeat(32)}` };
 
-  /** A retry's claim of `id` that is never renewed nor settled (its process died), `leaseMs` long. */
-  async function abandonedClaim(keys: UniqueJobsKeys, id: string, leaseMs: number): Promise<void> {
-    const setKeys = [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
-    const bounds = [10_000, 60_000, Number.MAX_SAFE_INTEGER, 60_000];
-    expect(await new RedisScripts(redis).run('deadSetClaim', setKeys, [id, leaseMs, ...bounds])).not.toBeNull();
+  const bounds = [10_000, 60_000, Number.MAX_SAFE_INTEGER, 60_000];
+  const setKeysOf = (keys: UniqueJobsKeys) => [
+    keys.deadSetIndex,
+    keys.deadSetEntries,
+    keys.deadSetBytes,
+    keys.deadSetClaims,
+  ];
+
+  /**
+   * A retry's claim of `id` that is never renewed nor settled (its process died, or stalled), `leaseMs` long, under
+   * `token`: the entry's JSON and score as claimed.
+   */
+  async function abandonedClaim(keys: UniqueJobsKeys, id: string, leaseMs: number, token = 'gone'): Promise<string[]> {
+    const claimed = await new RedisScripts(redis).run('deadSetClaim', setKeysOf(keys), [id, leaseMs, ...bounds, token]);
+    expect(claimed).not.toBeNull();
+    return claimed as string[];
   }
 
   /** Until the abandoned claims are put back (any read of the dead set does it once their lease ended). */
@@ -103,5 +114,44 @@ describe('dead-set retry claims', () => {
     expect(await other.size()).toBe(0);
     expect(await scanKeys(redis, `${prefix}:{dead}:*`)).toEqual([]);
     expect(await redis.exists(keys.deadSetClaims)).toBe(0);
+  });
+
+  it('a retry whose claim lapsed (stalled) neither ends nor renews the claim another retry took since', async () => {
+    let release: (() => void) | undefined;
+    let bCalls = 0;
+    const {
+      set: b,
+      keys,
+      prefix,
+    } = deadSet({ retryClaimMs: 300 }, async () => {
+      bCalls++;
+      await new Promise<void>((resolve) => (release = resolve));
+      return enqueued;
+    });
+    let cCalls = 0;
+    const { set: c } = deadSet({ retryClaimMs: 300 }, async () => (cCalls++, enqueued), prefix);
+    const id = await b.add(entry);
+    const [json, since] = await abandonedClaim(keys, id, 100, 'stalled'); // retry A, stalled past its lease
+    await waitFor('the lapsed claim back in the dead set', () => b.get(id)); // any read puts it back
+    const retrying = b.retry(id); // retry B claims it, and stays in its enqueue (renewing)
+    await waitFor('retry B in its enqueue', () => release !== undefined);
+    // A wakes and settles as failed, then renews: neither touches B's claim.
+    const settle = (outcome: string) =>
+      new RedisScripts(redis).run('deadSetSettle', setKeysOf(keys), [
+        id,
+        since,
+        json,
+        outcome,
+        ...bounds,
+        300,
+        'stalled',
+      ]);
+    expect(await settle('failed')).toBe(0);
+    expect(await settle('renew')).toBe(0);
+    await expect(c.retry(id)).resolves.toBeUndefined();
+    release!();
+    await expect(retrying).resolves.toEqual(enqueued);
+    expect([bCalls, cCalls]).toEqual([1, 0]);
+    expect(await scanKeys(redis, `${prefix}:{dead}:*`)).toEqual([]);
   });
 });

@@ -8,11 +8,12 @@
   KEYS[1] index
   KEYS[2] entries
   KEYS[3] byte counter
-  KEYS[4] claims (sorted set: `<id>|<score in the index>|<JSON>` -> end of the claim's lease, ms)
+  KEYS[4] claims (sorted set: `<id>|<score in the index>|<token>|<JSON>` -> end of the claim's lease, ms)
   ARGV[1] entry id
   ARGV[2] lease of the claim, ms
   ARGV[3..6] the bounds: maxSize, maxAge (0: not known to the caller, the CLI: no entry is too old), maxBytes, and the
              expiry when maxAge is 0, as deadSetAdd takes them (for claims put back)
+  ARGV[7] the claiming retry's token (random, no `|`)
 
   Returns the entry JSON and its score in the index (the time it was added by Redis' clock, which a retry that fails
   puts it back with), or nil when there is no such entry in the index (none, claimed by another retry, or older than
@@ -38,6 +39,6 @@ if bounds[2] > 0 and tonumber(stored) <= now - bounds[2] then
   return nil
 end
 local lease = tonumber(ARGV[2])
-redis.call('ZADD', claims, now + lease, deadClaim(id, stored, json))
+redis.call('ZADD', claims, now + lease, deadClaim(id, stored, ARGV[7], json))
 redis.call('PEXPIRE', claims, math.max(ttl, redis.call('PTTL', claims), lease))
 return { json, stored }

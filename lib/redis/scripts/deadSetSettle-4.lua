@@ -1,6 +1,7 @@
 --[[
-  Renews or ends a retry's claim of a dead-set entry (deadSetClaim). Renewed, its lease runs `lease` ms from now (the
-  enqueue is still under way). Its enqueue done, the entry is gone (also when the claim's lease ended first and it
+  Renews or ends a retry's claim of a dead-set entry (deadSetClaim), named by the retry's token: a claim that lapsed
+  and was taken by another retry is not this one's. Renewed, its lease runs `lease` ms from now (the enqueue is still
+  under way). Its enqueue done, the entry is gone (also when the claim's lease ended first and it
   went back to the dead set: it is taken out again). Its enqueue failed, the entry is put back as old as it was,
   through the bounds as deadSetAdd puts an entry back (the oldest, it may be the one dropped), unless its lease ended
   and it went back already. The first write is a deletion (the claim's), so a full Redis allows the put-back (what
@@ -16,6 +17,7 @@
   ARGV[4] 'renew', 'enqueued' or 'failed'
   ARGV[5..8] the bounds, as deadSetClaim takes them
   ARGV[9] for 'renew': the lease, ms
+  ARGV[10] the claiming retry's token
 
   Returns 1 when the claim was still held, else 0; -1 when a put-back was refused for its size (alone over maxBytes).
 ]]
@@ -24,12 +26,15 @@
 --- @include "includes/deadSetEntries"
 local index, entries, counter, claims = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, since, json, outcome = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local member = deadClaim(id, since, json)
+local member = deadClaim(id, since, ARGV[10], json)
 if outcome == 'renew' then
+  -- Taken out and written again: a deletion first, which a full Redis allows (a renewal refused there would let the
+  -- claim lapse while the enqueue runs, and another retry take the entry).
+  if redis.call('ZREM', claims, member) == 0 then return 0 end
   local lease = tonumber(ARGV[9])
-  local renewed = redis.call('ZADD', claims, 'XX', 'CH', nowMs() + lease, member)
-  if renewed == 1 and redis.call('PTTL', claims) < lease then redis.call('PEXPIRE', claims, lease) end
-  return renewed
+  redis.call('ZADD', claims, nowMs() + lease, member)
+  if redis.call('PTTL', claims) < lease then redis.call('PEXPIRE', claims, lease) end
+  return 1
 end
 local claimsTtl = redis.call('PTTL', claims)
 local held = redis.call('ZREM', claims, member)

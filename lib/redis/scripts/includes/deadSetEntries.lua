@@ -13,9 +13,10 @@ local function dropDeadEntry(index, entries, counter, id, json)
   end
 end
 
--- A retry's claim of an entry (deadSetClaim): its member in the claims, `<id>|<score in the index>|<JSON>`.
-local function deadClaim(id, since, json)
-  return id .. '|' .. since .. '|' .. json
+-- A retry's claim of an entry (deadSetClaim): its member in the claims, `<id>|<score in the index>|<token>|<JSON>`,
+-- the token the claiming retry's own (random), so that a retry whose claim lapsed never renews or ends another's.
+local function deadClaim(id, since, token, json)
+  return id .. '|' .. since .. '|' .. token .. '|' .. json
 end
 
 -- The dead set's bounds, as deadSetAdd takes them (maxSize, maxAge, maxBytes, expiry when maxAge is 0), from
@@ -41,9 +42,11 @@ local function returnStaleRetries(index, entries, counter, claims, now, bounds)
   local claimsTtl = redis.call('PTTL', claims)
   for _, member in ipairs(redis.call('ZRANGEBYSCORE', claims, '-inf', now, 'LIMIT', 0, 100)) do
     redis.call('ZREM', claims, member)
-    local id, since, json = string.match(member, '^([^|]*)|([^|]*)|(.*)$')
+    local id, since, json = string.match(member, '^([^|]*)|([^|]*)|[^|]*|(.*)$')
     if id and tonumber(since) and redis.call('HEXISTS', entries, id) == 0 then
-      putBackDeadEntry(index, entries, counter, id, since, json, bounds, claimsTtl)
+      if putBackDeadEntry(index, entries, counter, id, since, json, bounds, claimsTtl) == -1 then
+        redis.log(redis.LOG_WARNING, 'unique-jobs: dead-set entry ' .. id .. ' dropped: alone over maxBytes')
+      end
     end
   end
 end
