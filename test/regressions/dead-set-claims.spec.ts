@@ -3,17 +3,16 @@
 // failed retry's put-back refused for its size dropped the entry without a word; and an enqueue that outlasted the
 // claim's lease (enqueueTimeout false or long) let a second retry take the entry beside it.
 import { describe, expect, it } from '@jest/globals';
-import type { DeadSetService, EnqueueResult } from '../../lib/index.js';
+import type { DeadSetService } from '../../lib/index.js';
 import type { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
-import { refusedRequeue, sampleEntry, useDeadSets } from '../support/dead-sets.js';
+import { CountedRequeues, enqueuedResult, refusedRequeue, sampleEntry, useDeadSets } from '../support/dead-sets.js';
 import { scanKeys } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 describe('dead-set retry claims', () => {
   const { redis, warnings, deadSet } = useDeadSets('ujdc');
   const entry = sampleEntry;
-  const enqueued: EnqueueResult = { status: 'enqueued', job: { id: 'j1' } as never, digest: `v1:${'ab'.repeat(32)}` };
 
   const bounds = [10_000, 60_000, Number.MAX_SAFE_INTEGER, 60_000];
   const setKeysOf = (keys: UniqueJobsKeys) => [
@@ -82,59 +81,32 @@ describe('dead-set retry claims', () => {
   });
 
   it('an enqueue that outlasts the claim lease keeps its claim: no second retry takes the entry meanwhile', async () => {
-    let release: (() => void) | undefined;
-    let slowCalls = 0;
-    const {
-      set: slow,
-      keys,
-      prefix,
-    } = deadSet({ retryClaimMs: 300 }, async () => {
-      slowCalls++;
-      await new Promise<void>((resolve) => (release = resolve));
-      return enqueued;
-    });
-    let otherCalls = 0;
-    const { set: other } = deadSet(
-      { retryClaimMs: 300 },
-      async () => {
-        otherCalls++;
-        return enqueued;
-      },
-      prefix,
-    );
+    const requeues = new CountedRequeues();
+    const { set: slow, keys, prefix } = deadSet({ retryClaimMs: 300 }, requeues.slow);
+    const { set: other } = deadSet({ retryClaimMs: 300 }, requeues.fast, prefix);
     const id = await slow.add(entry);
     const retrying = slow.retry(id);
-    await waitFor('the slow retry to start', () => release !== undefined);
+    await waitFor('the slow retry to start', () => requeues.waiting);
     // Four leases long, the other process keeps asking; the renewed claim refuses it every time.
     const until = Date.now() + 1_200;
     while (Date.now() < until) await expect(other.retry(id)).resolves.toBeUndefined();
-    release!();
-    await expect(retrying).resolves.toEqual(enqueued);
-    expect([slowCalls, otherCalls]).toEqual([1, 0]);
+    requeues.release();
+    await expect(retrying).resolves.toEqual(enqueuedResult);
+    expect([requeues.slowCalls, requeues.fastCalls]).toEqual([1, 0]);
     expect(await other.size()).toBe(0);
     expect(await scanKeys(redis, `${prefix}:{dead}:*`)).toEqual([]);
     expect(await redis.exists(keys.deadSetClaims)).toBe(0);
   });
 
   it('a retry whose claim lapsed (stalled) neither ends nor renews the claim another retry took since', async () => {
-    let release: (() => void) | undefined;
-    let bCalls = 0;
-    const {
-      set: b,
-      keys,
-      prefix,
-    } = deadSet({ retryClaimMs: 300 }, async () => {
-      bCalls++;
-      await new Promise<void>((resolve) => (release = resolve));
-      return enqueued;
-    });
-    let cCalls = 0;
-    const { set: c } = deadSet({ retryClaimMs: 300 }, async () => (cCalls++, enqueued), prefix);
+    const requeues = new CountedRequeues();
+    const { set: b, keys, prefix } = deadSet({ retryClaimMs: 300 }, requeues.slow);
+    const { set: c } = deadSet({ retryClaimMs: 300 }, requeues.fast, prefix);
     const id = await b.add(entry);
     const [json, since] = await abandonedClaim(keys, id, 100, 'stalled'); // retry A, stalled past its lease
     await waitFor('the lapsed claim back in the dead set', () => b.get(id)); // any read puts it back
     const retrying = b.retry(id); // retry B claims it, and stays in its enqueue (renewing)
-    await waitFor('retry B in its enqueue', () => release !== undefined);
+    await waitFor('retry B in its enqueue', () => requeues.waiting);
     // A wakes and settles as failed, then renews: neither touches B's claim.
     const settle = (outcome: string) =>
       new RedisScripts(redis).run('deadSetSettle', setKeysOf(keys), [
@@ -149,9 +121,9 @@ describe('dead-set retry claims', () => {
     expect(await settle('failed')).toBe(0);
     expect(await settle('renew')).toBe(0);
     await expect(c.retry(id)).resolves.toBeUndefined();
-    release!();
-    await expect(retrying).resolves.toEqual(enqueued);
-    expect([bCalls, cCalls]).toEqual([1, 0]);
+    requeues.release();
+    await expect(retrying).resolves.toEqual(enqueuedResult);
+    expect([requeues.slowCalls, requeues.fastCalls]).toEqual([1, 0]);
     expect(await scanKeys(redis, `${prefix}:{dead}:*`)).toEqual([]);
   });
 });

@@ -7,7 +7,7 @@
 // refused there, with Redis' own "OOM command not allowed" error, and nothing half-written.)
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
-import type { EnqueueResult, IdempotencyJob } from '../../lib/index.js';
+import type { IdempotencyJob } from '../../lib/index.js';
 import { useApps } from '../support/apps.js';
 import { deferred } from '../support/deferred.js';
 import { captureLogger, EventLog } from '../support/events.js';
@@ -25,7 +25,7 @@ import {
   runtimeOwner,
 } from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
-import { sampleEntry, useDeadSets } from '../support/dead-sets.js';
+import { CountedRequeues, enqueuedResult, sampleEntry, useDeadSets } from '../support/dead-sets.js';
 import { waitFor } from '../support/wait.js';
 
 // maxmemory is a server setting: this file gets a server of its own.
@@ -162,21 +162,14 @@ describe('Redis at maxmemory (noeviction): dead-set retry', () => {
 // lapsed under a slow enqueue and a second retry took the entry: both enqueued it. It now begins with a deletion.
 describe("Redis at maxmemory (noeviction): a dead-set retry's claim", () => {
   const { deadSet } = useDeadSets('fullclaim');
-  const enqueued: EnqueueResult = { status: 'enqueued', job: { id: 'j1' } as never, digest: sampleEntry.digest };
 
   it('is renewed while Redis is full: no second retry takes the entry beside a slow enqueue', async () => {
-    let release: (() => void) | undefined;
-    let slowCalls = 0;
-    const { set: slow, prefix } = deadSet({ retryClaimMs: 300 }, async () => {
-      slowCalls++;
-      await new Promise<void>((resolve) => (release = resolve));
-      return enqueued;
-    });
-    let otherCalls = 0;
-    const { set: other } = deadSet({ retryClaimMs: 300 }, async () => (otherCalls++, enqueued), prefix);
+    const requeues = new CountedRequeues();
+    const { set: slow, prefix } = deadSet({ retryClaimMs: 300 }, requeues.slow);
+    const { set: other } = deadSet({ retryClaimMs: 300 }, requeues.fast, prefix);
     const id = await slow.add(sampleEntry);
     const retrying = slow.retry(id);
-    await waitFor('the slow retry in its enqueue', () => release !== undefined);
+    await waitFor('the slow retry in its enqueue', () => requeues.waiting);
     await full(true);
     try {
       const until = Date.now() + 1_200; // four leases
@@ -184,9 +177,9 @@ describe("Redis at maxmemory (noeviction): a dead-set retry's claim", () => {
     } finally {
       await full(false);
     }
-    release!();
-    await expect(retrying).resolves.toEqual(enqueued);
-    expect([slowCalls, otherCalls]).toEqual([1, 0]);
+    requeues.release();
+    await expect(retrying).resolves.toEqual(enqueuedResult);
+    expect([requeues.slowCalls, requeues.fastCalls]).toEqual([1, 0]);
   });
 });
 

@@ -2,7 +2,7 @@
 // test, for the tests of the dead set's scripts and bounds.
 import { afterAll, afterEach } from '@jest/globals';
 import type { Redis } from 'ioredis';
-import { DeadSetService, type DeadSetBounds } from '../../lib/index.js';
+import { DeadSetService, type DeadSetBounds, type EnqueueResult } from '../../lib/index.js';
 import type { DeadSetRequeue } from '../../lib/dead-set/dead-set.service.js';
 import { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
@@ -24,6 +24,42 @@ export const sampleEntry = {
   side: 'client' as const,
   reason: 'Rejected a duplicate',
 };
+
+/** What a requeue answers when it enqueued the entry (a job `j1`). */
+export const enqueuedResult: EnqueueResult = {
+  status: 'enqueued',
+  job: { id: 'j1' } as never,
+  digest: sampleEntry.digest,
+};
+
+/** Requeues that count their calls: `slow` ones wait in the enqueue until {@link release}d, the others answer at once. */
+export class CountedRequeues {
+  slowCalls = 0;
+  fastCalls = 0;
+  private released: (() => void) | undefined;
+
+  /** A requeue that waits until released (an enqueue waiting for its Redis). */
+  readonly slow: DeadSetRequeue = async () => {
+    this.slowCalls++;
+    await new Promise<void>((resolve) => (this.released = resolve));
+    return enqueuedResult;
+  };
+
+  /** A requeue that enqueues at once. */
+  readonly fast: DeadSetRequeue = async () => {
+    this.fastCalls++;
+    return enqueuedResult;
+  };
+
+  /** Whether a slow requeue is waiting. */
+  get waiting(): boolean {
+    return this.released !== undefined;
+  }
+
+  release(): void {
+    this.released?.();
+  }
+}
 
 export interface DeadSets {
   /** A plain client, quit after the file. */
