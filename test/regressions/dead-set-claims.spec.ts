@@ -126,4 +126,28 @@ describe('dead-set retry claims', () => {
     expect([requeues.slowCalls, requeues.fastCalls]).toEqual([1, 0]);
     expect(await scanKeys(redis, `${prefix}:{dead}:*`)).toEqual([]);
   });
+
+  it("a failed retry of the only entry, from a process that does not know maxAge (the CLI), keeps the set's expiry", async () => {
+    let fail: ((error: Error) => void) | undefined;
+    const { set: app, keys, prefix } = deadSet();
+    const id = await app.add(entry);
+    const before = await redis.pttl(keys.deadSetEntries);
+    const { set: cli } = deadSet(
+      { maxAge: undefined, retryClaimMs: 300 },
+      () => new Promise((_, reject) => (fail = reject)),
+      prefix,
+    );
+    const retrying = cli.retry(id);
+    await waitFor('the retry in its enqueue', () => fail !== undefined);
+    // Renewed (every 100 ms): the claims key keeps the expiry it took from the set.
+    const [member] = await redis.zrange(keys.deadSetClaims, 0, 0);
+    const first = await redis.zscore(keys.deadSetClaims, member);
+    await waitFor('a renewal', async () => (await redis.zscore(keys.deadSetClaims, member)) !== first);
+    fail!(new Error('enqueue refused'));
+    await expect(retrying).rejects.toThrow('enqueue refused');
+    expect((await cli.list()).map((e) => e.id)).toEqual([id]);
+    for (const key of [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes]) {
+      expect(await redis.pttl(key)).toBeGreaterThan(before - 10_000);
+    }
+  });
 });

@@ -30,10 +30,12 @@ local member = deadClaim(id, since, ARGV[10], json)
 if outcome == 'renew' then
   -- Taken out and written again: a deletion first, which a full Redis allows (a renewal refused there would let the
   -- claim lapse while the enqueue runs, and another retry take the entry).
+  -- The claims key keeps its expiry (the dead set's, which a put-back may need), at least a lease.
+  local ttl = redis.call('PTTL', claims)
   if redis.call('ZREM', claims, member) == 0 then return 0 end
   local lease = tonumber(ARGV[9])
   redis.call('ZADD', claims, nowMs() + lease, member)
-  if redis.call('PTTL', claims) < lease then redis.call('PEXPIRE', claims, lease) end
+  redis.call('PEXPIRE', claims, math.max(ttl, lease))
   return 1
 end
 local claimsTtl = redis.call('PTTL', claims)
