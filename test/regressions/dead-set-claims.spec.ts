@@ -140,7 +140,7 @@ describe('dead-set retry claims', () => {
     const retrying = cli.retry(id);
     await waitFor('the retry in its enqueue', () => fail !== undefined);
     // Renewed (every 100 ms): the claims key keeps the expiry it took from the set.
-    const [member] = await redis.zrange(keys.deadSetClaims, 0, 0);
+    const [member] = await redis.zrange(keys.deadSetClaims, '0', '0');
     const first = await redis.zscore(keys.deadSetClaims, member);
     await waitFor('a renewal', async () => (await redis.zscore(keys.deadSetClaims, member)) !== first);
     fail!(new Error('enqueue refused'));
