@@ -86,7 +86,7 @@ export class Enqueuer {
    * this call (not the holder's); read the holder with `queue.getJob(job.id)` when you need it.
    */
   async add(queue: Queue, name: string, data: unknown, options?: JobsOptions): Promise<Job<unknown, unknown>> {
-    const opts = asBullMQReads(options);
+    const opts = options ?? {}; // read as BullMQ reads it by `enqueue`
     return this.toJob(queue, { name, data, opts }, await this.enqueue(queue, name, data, opts));
   }
 

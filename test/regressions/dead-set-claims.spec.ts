@@ -6,12 +6,12 @@ import { describe, expect, it } from '@jest/globals';
 import type { DeadSetService } from '../../lib/index.js';
 import type { UniqueJobsKeys } from '../../lib/redis/keys.js';
 import { RedisScripts } from '../../lib/redis/redis-scripts.js';
-import { CountedRequeues, enqueuedResult, refusedRequeue, sampleEntry, useDeadSets } from '../support/dead-sets.js';
+import { enqueuedResult, expectNeverTaken, refusedRequeue, sampleEntry, useDeadSets } from '../support/dead-sets.js';
 import { scanKeys } from '../support/redis.js';
 import { waitFor } from '../support/wait.js';
 
 describe('dead-set retry claims', () => {
-  const { redis, warnings, deadSet } = useDeadSets('ujdc');
+  const { redis, warnings, deadSet, racing } = useDeadSets('ujdc');
   const entry = sampleEntry;
 
   const bounds = [10_000, 60_000, Number.MAX_SAFE_INTEGER, 60_000];
@@ -81,15 +81,11 @@ describe('dead-set retry claims', () => {
   });
 
   it('an enqueue that outlasts the claim lease keeps its claim: no second retry takes the entry meanwhile', async () => {
-    const requeues = new CountedRequeues();
-    const { set: slow, keys, prefix } = deadSet({ retryClaimMs: 300 }, requeues.slow);
-    const { set: other } = deadSet({ retryClaimMs: 300 }, requeues.fast, prefix);
+    const { requeues, slow, other, keys, prefix } = racing();
     const id = await slow.add(entry);
     const retrying = slow.retry(id);
     await waitFor('the slow retry to start', () => requeues.waiting);
-    // Four leases long, the other process keeps asking; the renewed claim refuses it every time.
-    const until = Date.now() + 1_200;
-    while (Date.now() < until) await expect(other.retry(id)).resolves.toBeUndefined();
+    await expectNeverTaken(other, id, 1_200); // four leases: the renewed claim refuses the other process every time
     requeues.release();
     await expect(retrying).resolves.toEqual(enqueuedResult);
     expect([requeues.slowCalls, requeues.fastCalls]).toEqual([1, 0]);
@@ -99,9 +95,7 @@ describe('dead-set retry claims', () => {
   });
 
   it('a retry whose claim lapsed (stalled) neither ends nor renews the claim another retry took since', async () => {
-    const requeues = new CountedRequeues();
-    const { set: b, keys, prefix } = deadSet({ retryClaimMs: 300 }, requeues.slow);
-    const { set: c } = deadSet({ retryClaimMs: 300 }, requeues.fast, prefix);
+    const { requeues, slow: b, other: c, keys, prefix } = racing();
     const id = await b.add(entry);
     const [json, since] = await abandonedClaim(keys, id, 100, 'stalled'); // retry A, stalled past its lease
     await waitFor('the lapsed claim back in the dead set', () => b.get(id)); // any read puts it back

@@ -25,7 +25,7 @@ import {
   runtimeOwner,
 } from '../support/locks.js';
 import { ownRedisForFile } from '../support/own-redis.js';
-import { CountedRequeues, enqueuedResult, sampleEntry, useDeadSets } from '../support/dead-sets.js';
+import { enqueuedResult, expectNeverTaken, sampleEntry, useDeadSets } from '../support/dead-sets.js';
 import { waitFor } from '../support/wait.js';
 
 // maxmemory is a server setting: this file gets a server of its own.
@@ -161,19 +161,16 @@ describe('Redis at maxmemory (noeviction): dead-set retry', () => {
 // Session 49's second review (helper-156): the claim's renewal began with a ZADD, which a full Redis refuses; the claim
 // lapsed under a slow enqueue and a second retry took the entry: both enqueued it. It now begins with a deletion.
 describe("Redis at maxmemory (noeviction): a dead-set retry's claim", () => {
-  const { deadSet } = useDeadSets('fullclaim');
+  const { racing } = useDeadSets('fullclaim');
 
   it('is renewed while Redis is full: no second retry takes the entry beside a slow enqueue', async () => {
-    const requeues = new CountedRequeues();
-    const { set: slow, prefix } = deadSet({ retryClaimMs: 300 }, requeues.slow);
-    const { set: other } = deadSet({ retryClaimMs: 300 }, requeues.fast, prefix);
+    const { requeues, slow, other } = racing();
     const id = await slow.add(sampleEntry);
     const retrying = slow.retry(id);
     await waitFor('the slow retry in its enqueue', () => requeues.waiting);
     await full(true);
     try {
-      const until = Date.now() + 1_200; // four leases
-      while (Date.now() < until) await expect(other.retry(id)).resolves.toBeUndefined();
+      await expectNeverTaken(other, id, 1_200); // four leases
     } finally {
       await full(false);
     }

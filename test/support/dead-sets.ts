@@ -1,6 +1,6 @@
 // Dead sets on their own (DeadSetService without an application), each under a prefix of its own deleted after each
 // test, for the tests of the dead set's scripts and bounds.
-import { afterAll, afterEach } from '@jest/globals';
+import { afterAll, afterEach, expect } from '@jest/globals';
 import type { Redis } from 'ioredis';
 import { DeadSetService, type DeadSetBounds, type EnqueueResult } from '../../lib/index.js';
 import type { DeadSetRequeue } from '../../lib/dead-set/dead-set.service.js';
@@ -72,6 +72,23 @@ export interface DeadSets {
     requeue?: DeadSetRequeue,
     prefix?: string,
   ): { set: DeadSetService; keys: UniqueJobsKeys; prefix: string };
+  /**
+   * Two processes on one dead set (claims of `retryClaimMs` 300 ms): `slow`, whose retries wait in their enqueue until
+   * `requeues.release()`, and `other`, whose retries enqueue at once.
+   */
+  racing(): {
+    requeues: CountedRequeues;
+    slow: DeadSetService;
+    other: DeadSetService;
+    keys: UniqueJobsKeys;
+    prefix: string;
+  };
+}
+
+/** Asks `set` to retry `id` again and again for `ms`: the entry is claimed elsewhere, so every answer is `undefined`. */
+export async function expectNeverTaken(set: DeadSetService, id: string, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) await expect(set.retry(id)).resolves.toBeUndefined();
 }
 
 /** Call once, at the top of a `describe`. */
@@ -86,21 +103,28 @@ export function useDeadSets(label: string): DeadSets {
   afterAll(async () => {
     await redis.quit();
   });
+  const deadSet: DeadSets['deadSet'] = (bounds = {}, requeue = refusedRequeue, prefix = uniqueName(label)) => {
+    prefixes.push(prefix);
+    const keys = new UniqueJobsKeys(prefix);
+    const set = new DeadSetService(
+      redis,
+      new RedisScripts(redis),
+      keys,
+      { maxSize: 10_000, maxAge: 60_000, ...bounds },
+      requeue,
+      { warn: (message) => void warnings.push(message) },
+    );
+    return { set, keys, prefix };
+  };
   return {
     redis,
     warnings,
-    deadSet: (bounds = {}, requeue = refusedRequeue, prefix = uniqueName(label)) => {
-      prefixes.push(prefix);
-      const keys = new UniqueJobsKeys(prefix);
-      const set = new DeadSetService(
-        redis,
-        new RedisScripts(redis),
-        keys,
-        { maxSize: 10_000, maxAge: 60_000, ...bounds },
-        requeue,
-        { warn: (message) => void warnings.push(message) },
-      );
-      return { set, keys, prefix };
+    deadSet,
+    racing: () => {
+      const requeues = new CountedRequeues();
+      const { set: slow, keys, prefix } = deadSet({ retryClaimMs: 300 }, requeues.slow);
+      const { set: other } = deadSet({ retryClaimMs: 300 }, requeues.fast, prefix);
+      return { requeues, slow, other, keys, prefix };
     },
   };
 }
