@@ -173,6 +173,18 @@ describe('UniqueJobsModule wiring', () => {
     },
   );
 
+  it('fails the bootstrap of a bare `imports: [UniqueJobsModule]` (no options), alone or in a feature module beside forRoot, naming forRoot', async () => {
+    const message =
+      'Invalid unique job options in the application: "UniqueJobsModule" is imported without options (the bare class): import UniqueJobsModule.forRoot({ … }) or forRootAsync({ … }) once, in the root module';
+    await expect(Test.createTestingModule({ imports: [UniqueJobsModule] }).compile()).rejects.toThrow(message);
+    @Module({ imports: [UniqueJobsModule] })
+    class FeatureModule {}
+    const beside = Test.createTestingModule({
+      imports: [UniqueJobsModule.forRoot({ logger: false, prefix: newPrefix('ujbare') }), FeatureModule],
+    }).compile();
+    await expect(beside).rejects.toThrow(message);
+  });
+
   it('fails the bootstrap when forRoot is imported twice (one would guard nothing)', async () => {
     const [a, b] = [newQueueName('twice-a'), newQueueName('twice-b')];
     const prefix = newPrefix('ujtwice');

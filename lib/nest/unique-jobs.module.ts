@@ -88,6 +88,19 @@ interface LockStorage {
 @Module({
   imports: [DiscoveryModule],
   providers: [
+    // The options of the bare class (`imports: [UniqueJobsModule]`): forRoot and forRootAsync provide this token in
+    // their dynamic module, whose providers Nest registers after these (the later one of a token wins), so this factory
+    // runs only for an import without options, and fails it with a message that names the fix.
+    {
+      provide: UNIQUE_JOBS_MODULE_OPTIONS,
+      useFactory: (): never => {
+        throw new InvalidUniqueJobOptionsError(
+          'the application',
+          'UniqueJobsModule',
+          'is imported without options (the bare class): import UniqueJobsModule.forRoot({ … }) or forRootAsync({ … }) once, in the root module; it is global, so feature modules inject UniqueJobsService without importing it',
+        );
+      },
+    },
     {
       provide: UNIQUE_JOBS_REDIS,
       useFactory: (options: UniqueJobsModuleOptions, bullConfig?: { connection?: unknown }): RedisHandle => {
