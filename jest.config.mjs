@@ -14,6 +14,8 @@ export default {
   },
   testMatch: ['<rootDir>/test/**/*.spec.ts'],
   testTimeout: 30000,
+  // On a clean clone (CI), the suites known to be longest start first (scripts/test-sequencer.mjs).
+  testSequencer: '<rootDir>/scripts/test-sequencer.mjs',
   // Twice the cores (at most 8): a test spends most of its time waiting on Redis, PostgreSQL or a child process, not on
   // its own CPU. On this 2-core machine the single-Redis phase took 508 s with 2 workers and 385 s with 4, every test
   // passing both ways (session 43); the tests must hold on a loaded machine anyway, and this load is part of proving it.
