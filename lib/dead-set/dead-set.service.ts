@@ -1,5 +1,4 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
 import { asError, cut } from '../errors/thrown.js';
 import { TruncatedDeadSetEntryError } from '../errors/truncated-dead-set-entry.error.js';
@@ -46,7 +45,10 @@ interface Claim {
   token: string;
 }
 
-/** Where the dead set reports an entry stored without its payload. */
+/**
+ * Where the dead set warns: an entry stored without its payload, a retry whose claim lapsed, an entry a failed retry
+ * could not put back (the module's logger in an application; standard error in the CLI).
+ */
 export interface DeadSetLogger {
   warn(message: string): void;
 }
@@ -68,7 +70,7 @@ export class DeadSetService {
     private readonly keys: UniqueJobsKeys,
     private readonly bounds: DeadSetBounds,
     private readonly requeue: DeadSetRequeue,
-    private readonly logger: DeadSetLogger = new Logger('UniqueJobs'),
+    private readonly logger: DeadSetLogger,
   ) {
     this.maxBytes = bounds.maxBytes ?? Number.MAX_SAFE_INTEGER;
     this.maxEntryBytes = Math.min(bounds.maxEntryBytes ?? Number.MAX_SAFE_INTEGER, this.maxBytes);

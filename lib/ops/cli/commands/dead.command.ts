@@ -51,6 +51,8 @@ async function deadSetOf(
     new UniqueJobsKeys(context.prefix),
     { maxSize: Number.MAX_SAFE_INTEGER, maxAge: undefined },
     requeue,
+    // On standard error: standard output carries the command's answer (JSON with --json).
+    { warn: (message) => context.io.err(`warning: ${clean(message)}`) },
   );
 }
 
