@@ -60,7 +60,8 @@ export interface UniqueJobsModuleOptions {
   enabled?: boolean;
   /**
    * The orphan reaper: releases locks and idempotency claims whose job was removed or finished without releasing them,
-   * and prunes the SQL stores. Runs every minute by default, in one process of the fleet at a time.
+   * and prunes the SQL stores. Runs every minute by default, in one process of the fleet at a time (the pruning of
+   * the SQL stores in every process that has them).
    */
   reaper?: ReaperOptions;
   /**

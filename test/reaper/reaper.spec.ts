@@ -380,6 +380,50 @@ describe('the orphan reaper', () => {
     }
   });
 
+  // Review (helper-158): the SQL stores were pruned by the leader alone, which may be a process without them (the table
+  // then grew without bound), and within the scan's time budget (one batch a run once the scan had spent it).
+  it('prunes the SQL stores in every process that has them, leader or not, past the scan time budget', async () => {
+    const database = new Database(':memory:');
+    const store = new SqliteIdempotencyStore({ database });
+    await store.migrate();
+    const insert = database.prepare(
+      `INSERT INTO unique_jobs_idempotency (scope, key, state, attempts, created_at, expires_at, updated_at)
+       VALUES ('s', ?, 'completed', 1, 0, ?, 0)`,
+    );
+    const expire = (from: number) => {
+      for (let i = from; i < from + 25; i++) insert.run(`old-${i}`, Date.now() - 1000);
+    };
+    const rows = () => (database.prepare('SELECT count(*) AS n FROM unique_jobs_idempotency').get() as { n: number }).n;
+    const prefix = uniqueName('ujprunelead');
+    // The leader: a process without the SQL store (an API process).
+    const leader = new OrphanReaper({ client: redis, prefix, options: { batchSize: 10 } });
+    const tuning = { batchSize: 10, timeBudget: 1 }; // the scan's budget is spent before the prune
+    const other = new OrphanReaper({ client: redis, prefix, stores: () => [store], options: tuning });
+    const alone = new OrphanReaper({
+      client: redis,
+      prefix: uniqueName('ujprunealone'),
+      stores: () => [store],
+      options: tuning,
+    });
+    try {
+      expect((await leader.run()).leader).toBe(true);
+      expire(0);
+      const report = await other.run();
+      expect(report.leader).toBe(false);
+      expect(report.reaped.sqlRecords).toBe(25);
+      expect(rows()).toBe(0);
+      expire(100);
+      const led = await alone.run();
+      expect(led.leader).toBe(true);
+      expect(led.reaped.sqlRecords).toBe(25);
+      expect(rows()).toBe(0);
+    } finally {
+      await leader.resign();
+      await alone.resign();
+      database.close();
+    }
+  });
+
   it('keeps the general-path lock of a waiting job in a queue under a BullMQ prefix this application does not use', async () => {
     const prefix = uniqueName('ujforeign'); // the library prefix two applications share
     // A hash-tagged prefix, so the same test runs on a Redis Cluster.

@@ -19,7 +19,7 @@ export interface OrphanReaperDeps {
   prefix: string;
   /** Queues the application knows, asked at the start of each pass. */
   queues?: () => readonly ReaperQueue[];
-  /** Idempotency stores whose `prune` each run calls. */
+  /** Idempotency stores whose `prune` each run calls (in every process, leader or not). */
   stores?: () => readonly IdempotencyStore[];
   /** Tuning (see {@link ReaperOptions}). */
   options?: Omit<ReaperOptions, 'interval'>;
@@ -37,6 +37,9 @@ export interface OrphanReaperDeps {
 const MAX_ITEMS = 1000;
 /** A dry run starts a new pass when the last dry run is older than this: it would not know queues created since. */
 const DRY_PASS_IDLE_MS = 60_000;
+
+/** How long one run may prune the SQL stores (ms): at the default interval, half of every minute at most. */
+const PRUNE_BUDGET_MS = 30_000;
 
 /** Default `grace`: far above the time between a general-path lock and its add (one round trip). */
 const DEFAULT_GRACE = 15_000;
@@ -117,6 +120,10 @@ export class OrphanReaper {
     // A dry run changes nothing: it needs no leadership (an application whose reaper is on keeps it while it runs).
     if (!dryRun && !(await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1)).acquired) {
       report.leader = false;
+      // The SQL stores are pruned by every process that has them, leader or not: the leader (one per library prefix)
+      // may be a process without them (an API process, a worker of other queues). Concurrent prunes skip each other's
+      // rows (PostgreSQL: SKIP LOCKED).
+      report.reaped.sqlRecords = await this.prune();
       report.durationMs = performance.now() - startedAt;
       return report;
     }
@@ -165,7 +172,7 @@ export class OrphanReaper {
         return report;
       }
     }
-    if (!dryRun) report.reaped.sqlRecords = await this.prune(deadline);
+    if (!dryRun) report.reaped.sqlRecords = await this.prune();
     if (!dryRun) await this.locks.acquire(this.keys.reaperLeader, this.token, leaderTtl, 1);
     report.durationMs = performance.now() - startedAt;
     return report;
@@ -199,8 +206,14 @@ export class OrphanReaper {
     return () => server + (performance.now() - sentAt);
   }
 
-  /** Prunes the SQL stores in batches until they have nothing more or the time budget (`deadline`, monotonic) ends. */
-  private async prune(deadline: number): Promise<number> {
+  /**
+   * Prunes the SQL stores in batches of `batchSize` until they have nothing more to prune, for at most
+   * {@link PRUNE_BUDGET_MS} a run (the next run goes on), and no further once the reaper is stopping. A budget of its
+   * own, not the scan's `timeBudget`: a run that spent that on Redis would prune one batch, fewer rows a minute than a
+   * busy application's keys expire, and the table would grow without bound.
+   */
+  private async prune(): Promise<number> {
+    const deadline = performance.now() + PRUNE_BUDGET_MS;
     let total = 0;
     for (const store of new Set(this.deps.stores?.() ?? [])) {
       if (!store.prune) continue;
@@ -208,7 +221,7 @@ export class OrphanReaper {
       do {
         deleted = await store.prune(this.batchSize);
         total += deleted;
-      } while (deleted === this.batchSize && performance.now() < deadline);
+      } while (deleted === this.batchSize && performance.now() < deadline && !this.stopping.signal.aborted);
     }
     return total;
   }
