@@ -16,7 +16,8 @@ import {
   type EffectiveIdempotencyOptions,
   type IdempotencyStores,
 } from './idempotency-options.js';
-import { asError } from '../errors/thrown.js';
+import { asError, cut } from '../errors/thrown.js';
+import { UnserializableLockArgsError } from '../errors/unserializable-lock-args.error.js';
 import { InvalidUniqueJobOptionsError } from '../errors/invalid-unique-job-options.error.js';
 
 /** How long the bootstrap waits for a store's `verify()`. */
@@ -178,8 +179,14 @@ function fingerprintOf(selection: unknown, job: IdempotencyJob): string {
   try {
     json = canonicalJson(selection);
   } catch (error) {
+    // Named as the fingerprint's data, not as lock arguments (the canonical hash's own error); the path of a value
+    // nested a thousand levels deep cut short.
+    const why =
+      error instanceof UnserializableLockArgsError
+        ? `the data it is taken from cannot be hashed canonically at ${cut(error.path, 200)}: ${error.reason}`
+        : asError(error).message;
     throw new UnrecoverableUniqueJobsError(
-      `The idempotency fingerprint of job ${job.id ?? '(no id)'} (queue "${job.queueName}") cannot be computed: ${(error as Error).message}`,
+      `The idempotency fingerprint of job ${job.id ?? '(no id)'} (queue "${job.queueName}") cannot be computed: ${why} (the job's data, or the fields its \`fingerprint\` option names; \`fingerprint: false\` turns the check off)`,
     );
   }
   return `v1:${hash('sha256', json, 'base64url')}`;
