@@ -115,7 +115,9 @@ export interface IdempotencyStore<Transaction = unknown> {
 
   /**
    * Deletes a key's record whatever its state (operations and tests). `true` when a record was deleted (a store may
-   * count one that is no longer live but not purged yet).
+   * count one that is no longer live but not purged yet). A live claim is deleted too: never delete an `in_progress`
+   * record whose handler may still run (its lease not ended, or a step job parked between steps), or the next delivery
+   * of the key runs beside it, or from its first step.
    */
   delete(scope: string, key: string): Promise<boolean>;
 
