@@ -11,13 +11,21 @@ import { randomInt } from 'node:crypto';
 export type SoonerEnd = 'never' | { readonly leaseRead: string } | { readonly addedAt: number };
 
 /**
- * A new take's mark: a fraction k/1024 (0 < k < 1023) its lease expiry carries, kept by its renewals, so that two takes
+ * A new take's mark: a fraction k/1024 (0 < k < 1022) its lease expiry carries, kept by its renewals, so that two takes
  * of one owner (a job and its copy recovered after a stall) are told apart whatever answers were lost. Two takes draw
- * the same mark once in 1,022.
+ * the same mark once in 1,021.
  */
 export function takeMark(): string {
-  return String(randomInt(1, 1023) / 1024);
+  return String(randomInt(1, 1022) / 1024);
 }
+
+/**
+ * The mark of a run-time lock slot whose handler runs on after its worker began closing (`RuntimeLease.closeOff`): no
+ * take draws it, and a take of the same owner does not re-enter it. A forced `worker.close(true)` stops BullMQ's
+ * renewals of the job's lock while the handler goes on, so another worker recovers the job as stalled: that copy waits
+ * for this handler's end instead of running beside it.
+ */
+export const CLOSED_MARK = String(1022 / 1024);
 
 /**
  * The mark of a run-time lock slot parked for a step job's next delivery (`RuntimeLease.park`): no take draws it, so the

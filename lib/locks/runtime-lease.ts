@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { LeaseKeeper } from './lease-keeper.js';
-import { PARKED_MARK, takeMark } from './lock-marks.js';
+import { CLOSED_MARK, PARKED_MARK, takeMark } from './lock-marks.js';
 import type { AcquireResult, LockStore, ParkedSlot } from './lock-store.js';
 
 /** The options of a run-time lock. */
@@ -30,8 +30,10 @@ export class RuntimeLease {
   private unanswered = false;
   /** Whether the take re-entered the slot the job's last step parked (this delivery resumes a step job). */
   resumed = false;
-  /** This take's mark (see `takeMark`): what its renewals and release name. */
-  private readonly mark = takeMark();
+  /** This take's mark (see `takeMark`): what its renewals and release name; {@link CLOSED_MARK} once closed off. */
+  private mark = takeMark();
+  /** The re-mark of {@link closeOff}, while it is on its way. */
+  private closing: Promise<boolean> | undefined;
 
   constructor(
     private readonly store: LockStore,
@@ -95,12 +97,7 @@ export class RuntimeLease {
       if (held.acquired) {
         this.takenAt = Date.now();
         if (held.resumed) this.resumed = true;
-        this.keeper = new LeaseKeeper(
-          () => this.store.renewMarked(this.key, this.owner, runtimeLockLease, this.mark),
-          runtimeLockLease,
-          this.report,
-          sentAt,
-        );
+        this.keeper = new LeaseKeeper(() => this.renewOnce(runtimeLockLease), runtimeLockLease, this.report, sentAt);
         return held;
       }
       if (held.parked && !staleAsked && this.report.freeStale) {
@@ -131,6 +128,30 @@ export class RuntimeLease {
     return this.takeBy(deadline, signals);
   }
 
+  /** One renewal under the slot's mark; asked again under the new one when a {@link closeOff} changed it meanwhile. */
+  private async renewOnce(leaseMs: number): Promise<boolean> {
+    const mark = this.mark;
+    const renewed = await this.store.renewMarked(this.key, this.owner, leaseMs, mark);
+    return renewed || (this.mark !== mark && this.store.renewMarked(this.key, this.owner, leaseMs, this.mark));
+  }
+
+  /**
+   * Marks the held slot {@link CLOSED_MARK}: its worker began closing while the handler runs on (a forced close stops
+   * BullMQ's renewals of the job's lock, and another worker may recover the job meanwhile), so a take of the same owner
+   * waits for this handler's end instead of re-entering. Renewals and the release go on under the new mark. Resolves
+   * whether the slot was still held.
+   */
+  closeOff(): Promise<boolean> {
+    if (!this.keeper || this.closing) return this.closing ?? Promise.resolve(false);
+    const { runtimeLockLease } = this.settings;
+    const from = this.mark;
+    this.closing = this.store.renewMarked(this.key, this.owner, runtimeLockLease, from, CLOSED_MARK).then((held) => {
+      if (held) this.mark = CLOSED_MARK;
+      return held;
+    });
+    return this.closing;
+  }
+
   /**
    * Gives back a slot an acquire without an answer may have taken, once BullMQ failed the job for good (no delivery of
    * it runs any more): a later job of the digest would meet it until its lease ended. Resolves whether one was held.
@@ -152,7 +173,8 @@ export class RuntimeLease {
     keeper.stop();
     if (keeper.expired) keeper.reportLost();
     // Marked parked: no handler renews it, and the orphan reaper releases it once the job is gone or finished.
-    return this.store.renewMarked(this.key, this.owner, leaseMs, this.mark, PARKED_MARK);
+    const parked = () => this.store.renewMarked(this.key, this.owner, leaseMs, this.mark, PARKED_MARK);
+    return this.closing ? this.closing.catch(() => false).then(parked) : parked();
   }
 
   /**
@@ -166,6 +188,10 @@ export class RuntimeLease {
     if (!keeper) return Promise.resolve(false);
     keeper.stop();
     if (keeper.expired) keeper.reportLost();
+    // Closed off: given back under the mark the re-mark left, on the library's connection (the worker's is closing).
+    if (this.closing) {
+      return this.closing.catch(() => false).then(() => this.store.releaseMarked(this.key, this.owner, this.mark));
+    }
     return this.store.releaseMarked(this.key, this.owner, this.mark, inOrderOn);
   }
 }

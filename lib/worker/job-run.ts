@@ -162,6 +162,21 @@ export class JobRun implements LockRun {
   }
 
   /**
+   * The worker began closing while the handler runs: the run-time lock, if held, is closed off
+   * ({@link RuntimeLease.closeOff}), so that a copy of the job another worker recovers (a forced close stops BullMQ's
+   * renewals of the job's lock) waits for this handler's end instead of re-entering the lock beside it. A failure is
+   * reported, not thrown.
+   */
+  closeOffRuntimeLock(): void {
+    this.runtime?.closeOff().catch((error: unknown) => this.deps.reportError(this.job, this.digest, error));
+  }
+
+  /** Whether the run holds a run-time lock now. */
+  get holdsRuntimeLock(): boolean {
+    return this.runtime !== undefined;
+  }
+
+  /**
    * A step of a step job: the handler moved its job and ended the attempt with `step` (an error name `isStepMove`
    * accepts). The run-time lock stays the job's while it waits (`stepParkedMs`; waiting for children,
    * {@link PARKED_FOR_CHILDREN_MS}), so a duplicate started meanwhile meets it (the job is still executing, between two

@@ -12,7 +12,7 @@ import { lockedAs } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
-import { closingSignal, isAbortError, putBack, signalsOf } from './worker-closing.js';
+import { closingSignal, isAbortError, onClosing, putBack, signalsOf } from './worker-closing.js';
 import { workerConnectionRef, type WorkerConnectionRef } from './worker-connection.js';
 import { UnlockedArrivals } from './unlocked-arrivals.js';
 import { UnmatchedNames } from './unmatched-names.js';
@@ -162,6 +162,7 @@ export class JobRunner {
     annotate({ digest });
     const run = new JobRun(job, definition, digest, locked?.by, this.deps, connection, signalsOf(signal, closing));
     this.runs.set(job, run);
+    let closed: (() => void) | undefined;
     try {
       const admitted = await definition.lock.start(run).catch((error: unknown) => {
         if (!closing?.aborted || !isAbortError(error)) throw error;
@@ -169,6 +170,7 @@ export class JobRunner {
       });
       if (!admitted.acquired) return await this.conflicted(run, token, admitted.holder);
       let value: unknown;
+      if (run.holdsRuntimeLock) closed = onClosing(closing, () => run.closeOffRuntimeLock());
       try {
         value = await next(job, token, signal);
       } catch (error) {
@@ -188,6 +190,7 @@ export class JobRunner {
       await this.quietly(job, digest, () => definition.lock.succeeded(run));
       return value;
     } finally {
+      closed?.();
       await run.giveBackRuntimeLock();
     }
   }

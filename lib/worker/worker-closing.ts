@@ -22,6 +22,32 @@ export function closingSignal(worker: Worker | undefined): AbortSignal | undefin
   return controller.signal;
 }
 
+/** The callbacks {@link onClosing} keeps for each closing signal, with one listener a signal. */
+const closingCallbacks = new WeakMap<AbortSignal, Set<() => void>>();
+
+/**
+ * Calls `callback` once `closing` (a worker's {@link closingSignal}) is aborted (at once when it is already), unless
+ * the function it returns was called first. One listener a signal however many jobs run: one listener a job would pass
+ * Node's limit of 10 and warn.
+ */
+export function onClosing(closing: AbortSignal | undefined, callback: () => void): () => void {
+  if (!closing) return () => undefined;
+  if (closing.aborted) {
+    callback();
+    return () => undefined;
+  }
+  let callbacks = closingCallbacks.get(closing);
+  if (!callbacks) {
+    const all = new Set<() => void>();
+    callbacks = all;
+    closingCallbacks.set(closing, all);
+    closing.addEventListener('abort', () => all.forEach((each) => each()), { once: true });
+  }
+  const own = callbacks;
+  own.add(callback);
+  return () => void own.delete(callback);
+}
+
 /** The signals given (the job's own, its worker's closing one). */
 export function signalsOf(...signals: (AbortSignal | undefined)[]): AbortSignal[] {
   return signals.filter((signal): signal is AbortSignal => signal !== undefined);
