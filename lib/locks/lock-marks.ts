@@ -20,10 +20,10 @@ export function takeMark(): string {
 }
 
 /**
- * The mark of a run-time lock slot whose handler runs on after its worker began closing (`RuntimeLease.closeOff`): no
- * take draws it, and a take of the same owner does not re-enter it. A forced `worker.close(true)` stops BullMQ's
- * renewals of the job's lock while the handler goes on, so another worker recovers the job as stalled: that copy waits
- * for this handler's end instead of running beside it.
+ * The mark of a run-time lock slot whose handler runs on after its worker closed with force (`RuntimeLease.closeOff`):
+ * no take draws it, and a take of the same owner does not re-enter it. `worker.close(true)` stops BullMQ's renewals of
+ * the job's lock while the handler goes on, so another worker recovers the job as stalled: that copy waits for this
+ * handler's end instead of running beside it. (A graceful close waits for its handlers, renewing their job locks.)
  */
 export const CLOSED_MARK = String(1022 / 1024);
 

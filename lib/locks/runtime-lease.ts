@@ -128,6 +128,11 @@ export class RuntimeLease {
     return this.takeBy(deadline, signals);
   }
 
+  /** Whether {@link closeOff} was asked. */
+  get closedOff(): boolean {
+    return this.closing !== undefined;
+  }
+
   /** One renewal under the slot's mark; asked again under the new one when a {@link closeOff} changed it meanwhile. */
   private async renewOnce(leaseMs: number): Promise<boolean> {
     const mark = this.mark;
@@ -136,9 +141,9 @@ export class RuntimeLease {
   }
 
   /**
-   * Marks the held slot {@link CLOSED_MARK}: its worker began closing while the handler runs on (a forced close stops
-   * BullMQ's renewals of the job's lock, and another worker may recover the job meanwhile), so a take of the same owner
-   * waits for this handler's end instead of re-entering. Renewals and the release go on under the new mark. Resolves
+   * Marks the held slot {@link CLOSED_MARK}: its worker closed with force while the handler runs on (BullMQ no longer
+   * renews the job's lock, and another worker may recover the job), so a take of the same owner waits for this
+   * handler's end instead of re-entering. Renewals and the release go on under the new mark. Resolves
    * whether the slot was still held.
    */
   closeOff(): Promise<boolean> {

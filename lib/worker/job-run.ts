@@ -153,7 +153,8 @@ export class JobRun implements LockRun {
     const lease = this.runtime;
     if (!lease) return;
     this.runtime = undefined;
-    const inOrderOn = this.inOrderOn();
+    // Closed off (its worker closing): given back on the library's connection, and waited for.
+    const inOrderOn = lease.closedOff ? undefined : this.inOrderOn();
     const released = lease.release(inOrderOn).then(
       (wasHeld) => wasHeld && this.emitUnlocked('runtime', lease.takenAt),
       (error: unknown) => this.deps.reportError(this.job, this.digest, error),
@@ -162,10 +163,9 @@ export class JobRun implements LockRun {
   }
 
   /**
-   * The worker began closing while the handler runs: the run-time lock, if held, is closed off
-   * ({@link RuntimeLease.closeOff}), so that a copy of the job another worker recovers (a forced close stops BullMQ's
-   * renewals of the job's lock) waits for this handler's end instead of re-entering the lock beside it. A failure is
-   * reported, not thrown.
+   * The worker closed with force while the handler runs (BullMQ no longer renews the job's lock, and another worker may
+   * recover the job): the run-time lock, if held, is closed off ({@link RuntimeLease.closeOff}), so that the recovered
+   * copy waits for this handler's end instead of re-entering the lock beside it. A failure is reported, not thrown.
    */
   closeOffRuntimeLock(): void {
     this.runtime?.closeOff().catch((error: unknown) => this.deps.reportError(this.job, this.digest, error));

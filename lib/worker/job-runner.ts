@@ -12,7 +12,7 @@ import { lockedAs } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
-import { closingSignal, isAbortError, onClosing, putBack, signalsOf } from './worker-closing.js';
+import { closingSignal, isAbortError, onForcedClose, putBack, signalsOf } from './worker-closing.js';
 import { workerConnectionRef, type WorkerConnectionRef } from './worker-connection.js';
 import { UnlockedArrivals } from './unlocked-arrivals.js';
 import { UnmatchedNames } from './unmatched-names.js';
@@ -170,7 +170,7 @@ export class JobRunner {
       });
       if (!admitted.acquired) return await this.conflicted(run, token, admitted.holder);
       let value: unknown;
-      if (run.holdsRuntimeLock) closed = onClosing(closing, () => run.closeOffRuntimeLock());
+      if (run.holdsRuntimeLock) closed = onForcedClose(closing, () => run.closeOffRuntimeLock());
       try {
         value = await next(job, token, signal);
       } catch (error) {

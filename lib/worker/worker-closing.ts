@@ -22,26 +22,23 @@ export function closingSignal(worker: Worker | undefined): AbortSignal | undefin
   return controller.signal;
 }
 
-/** The callbacks {@link onClosing} keeps for each closing signal, with one listener a signal. */
-const closingCallbacks = new WeakMap<AbortSignal, Set<() => void>>();
+/** The callbacks {@link onForcedClose} keeps for each worker, with one `closed` listener a worker. */
+const closedCallbacks = new WeakMap<Worker, Set<() => void>>();
 
 /**
- * Calls `callback` once `closing` (a worker's {@link closingSignal}) is aborted (at once when it is already), unless
- * the function it returns was called first. One listener a signal however many jobs run: one listener a job would pass
- * Node's limit of 10 and warn.
+ * Calls `callback` if the worker of `closing` (its {@link closingSignal}) closes while the caller still runs, that is
+ * until the function it returns is called: a forced `close(true)`, since a graceful close waits for the worker's jobs
+ * before BullMQ emits `closed`. One listener a worker however many jobs run (one a job would pass Node's limit of 10).
  */
-export function onClosing(closing: AbortSignal | undefined, callback: () => void): () => void {
-  if (!closing) return () => undefined;
-  if (closing.aborted) {
-    callback();
-    return () => undefined;
-  }
-  let callbacks = closingCallbacks.get(closing);
+export function onForcedClose(closing: AbortSignal | undefined, callback: () => void): () => void {
+  const worker = closing && workers.get(closing);
+  if (!worker) return () => undefined;
+  let callbacks = closedCallbacks.get(worker);
   if (!callbacks) {
     const all = new Set<() => void>();
     callbacks = all;
-    closingCallbacks.set(closing, all);
-    closing.addEventListener('abort', () => all.forEach((each) => each()), { once: true });
+    closedCallbacks.set(worker, all);
+    worker.once('closed', () => all.forEach((each) => each()));
   }
   const own = callbacks;
   own.add(callback);

@@ -1,8 +1,8 @@
 // Review (helper-157): `worker.close(true)` while a handler runs. BullMQ stops renewing the job's lock while the handler
 // goes on, so another worker recovers the job as stalled; the recovered copy (the same job id, so the same run-time lock
-// owner) re-entered the run-time lock at once and ran beside the first run. Now the worker's closing closes the held
-// lock off (its slot marked 1022/1024): the copy is refused as a duplicate of a running job (its strategy: `log`) while
-// the first run goes on, and nothing is left once that run ends.
+// owner) re-entered the run-time lock at once and ran beside the first run. Now a worker that closed under a running
+// handler closes its lock off (its slot marked 1022/1024): the copy meets a running job's lock (its strategy: `log`
+// completes it, `reschedule` runs it after), and nothing is left once the first run ends.
 import { describe, expect, it } from '@jest/globals';
 import type { Job } from 'bullmq';
 import { performance } from 'node:perf_hooks';

@@ -8,7 +8,7 @@
   ARGV[2] lease, ms
   ARGV[3] limit (holders admitted)
   ARGV[4] '1': re-entrant (an owner that holds a slot takes it again: a retried or recovered job; but a run-time slot
-          marked 1022/1024, whose handler runs on after its worker began closing); '0': an owner that holds a slot is
+          marked 1022/1024, whose handler runs on after its worker closed with force); '0': an owner that holds a slot is
           answered as the holder (a new job reusing the id of one that still holds its lock)
   ARGV[5] optional: this take's mark, a fraction k/1024 (0 < k < 1024) added to the lease expiry. Renewals keep it, so
           a renewal or release that names it changes the slot only while no other take of the same owner (a job
@@ -59,7 +59,7 @@ if not own and ARGV[6] and ARGV[6] ~= '' and ARGV[4] == '1' then
   end
 end
 -- Not re-entered: a new job reusing the id of one that holds its lock ('0'), or a run-time slot whose handler runs on
--- after its worker began closing (its mark, 1022/1024: the copy BullMQ recovers from that worker waits for its end).
+-- after its worker closed with force (its mark, 1022/1024: the copy BullMQ recovers from that worker waits for its end).
 if own and (ARGV[4] == '0' or (mark > 0 and not enqueueSlot and math.fmod(tonumber(own), 1) == 1022 / 1024)) then
   return {0, owner, tonumber(own) - now}
 end
