@@ -356,7 +356,8 @@ describe('the orphan reaper', () => {
     }
   });
 
-  it('prunes the SQL stores it is given and counts the rows', async () => {
+  /** An SQLite store in memory, and a way to insert settled records that expire at `expiresAt`. */
+  async function sqliteRecords() {
     const database = new Database(':memory:');
     const store = new SqliteIdempotencyStore({ database });
     await store.migrate();
@@ -364,8 +365,13 @@ describe('the orphan reaper', () => {
       `INSERT INTO unique_jobs_idempotency (scope, key, state, attempts, created_at, expires_at, updated_at)
        VALUES ('s', ?, 'completed', 1, 0, ?, 0)`,
     );
-    for (let i = 0; i < 25; i++) insert.run(`old-${i}`, Date.now() - 1000);
-    insert.run('live', Date.now() + 60_000);
+    return { database, store, insert: (key: string, expiresAt: number) => void insert.run(key, expiresAt) };
+  }
+
+  it('prunes the SQL stores it is given and counts the rows', async () => {
+    const { database, store, insert } = await sqliteRecords();
+    for (let i = 0; i < 25; i++) insert(`old-${i}`, Date.now() - 1000);
+    insert('live', Date.now() + 60_000);
     const prefix = uniqueName('ujprune');
     const reaper = new OrphanReaper({ client: redis, prefix, stores: () => [store], options: { batchSize: 10 } });
     try {
@@ -383,15 +389,9 @@ describe('the orphan reaper', () => {
   // Review (helper-158): the SQL stores were pruned by the leader alone, which may be a process without them (the table
   // then grew without bound), and within the scan's time budget (one batch a run once the scan had spent it).
   it('prunes the SQL stores in every process that has them, leader or not, past the scan time budget', async () => {
-    const database = new Database(':memory:');
-    const store = new SqliteIdempotencyStore({ database });
-    await store.migrate();
-    const insert = database.prepare(
-      `INSERT INTO unique_jobs_idempotency (scope, key, state, attempts, created_at, expires_at, updated_at)
-       VALUES ('s', ?, 'completed', 1, 0, ?, 0)`,
-    );
+    const { database, store, insert } = await sqliteRecords();
     const expire = (from: number) => {
-      for (let i = from; i < from + 25; i++) insert.run(`old-${i}`, Date.now() - 1000);
+      for (let i = from; i < from + 25; i++) insert(`old-${i}`, Date.now() - 1000);
     };
     const rows = () => (database.prepare('SELECT count(*) AS n FROM unique_jobs_idempotency').get() as { n: number }).n;
     const prefix = uniqueName('ujprunelead');
