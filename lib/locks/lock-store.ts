@@ -17,6 +17,11 @@ export type AcquireResult =
       retryAfter: number;
       /** A run-time lock's slots parked for a step job's next delivery (at most 10): member and lease as stored. */
       parked?: ParkedSlot[];
+      /**
+       * The run-time slot refusing the take is the job's own, closed off under a handler whose worker closed with force
+       * (`RuntimeLease.closeOff`): not a conflict, the job waits for that run to end (`retryAfter`: its lease's end).
+       */
+      closedOff?: boolean;
     };
 
 /** A lock slot parked for a step job's next delivery: its member and its lease (score) as Redis stores it. */

@@ -8,7 +8,8 @@ import { UniqueJobsWorkerGuard } from './worker.guard.js';
 import type { UniqueJobsModuleOptions } from '../options/unique-jobs-module-options.interface.js';
 import { UNIQUE_JOBS_IDEMPOTENCY, UNIQUE_JOBS_REDIS } from './unique-jobs.constants.js';
 import { UNIQUE_JOBS_MODULE_OPTIONS } from './unique-jobs.module-definition.js';
-import { DEFAULT_PREFIX } from '../options/defaults.js';
+import { DEFAULT_PREFIX, DEFAULT_SHUTDOWN_TIMEOUT } from '../options/defaults.js';
+import { within } from '../common/within.js';
 import { LEAST_SAFE_GRACE } from '../options/reaper-options.js';
 import { OrphanReaper } from '../ops/reaper/orphan-reaper.js';
 import type { ReapReport } from '../ops/reaper/reap-report.interface.js';
@@ -88,7 +89,10 @@ export class UniqueJobsReaper implements OnApplicationBootstrap {
     this.stopped = true;
     clearTimeout(this.timer);
     this.reaper.interrupt(); // a run waiting out its grace ends now, releasing nothing
-    await this.queue;
+    // A run held up by a statement that does not answer (a SQL store's prune behind a table lock, a database out of
+    // reach) is waited for `shutdownTimeout` at most, then left: the application closes its pools under it.
+    const { shutdownTimeout = DEFAULT_SHUTDOWN_TIMEOUT } = this.options;
+    await (shutdownTimeout === false ? this.queue.catch(() => undefined) : within(this.queue, shutdownTimeout));
     await this.reaper.resign().catch(() => undefined);
   }
 

@@ -135,7 +135,10 @@ export class JobRun implements LockRun {
       },
     );
     if (!held.acquired) {
-      return { ...held, holder: held.holder === undefined ? undefined : parseRuntimeLockOwner(held.holder).jobId };
+      // Its own slot refuses it only when closed off under an earlier run of this job (see AcquireResult.closedOff).
+      const closedOff = held.holder === owner || held.holder === former;
+      const holder = held.holder === undefined ? undefined : parseRuntimeLockOwner(held.holder).jobId;
+      return { ...held, holder, ...(closedOff ? { closedOff } : {}) };
     }
     this.runtime = lease;
     // Built only when someone listens (`emit` drops it otherwise).

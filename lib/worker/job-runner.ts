@@ -12,7 +12,7 @@ import { lockedAs } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
-import { closingSignal, isAbortError, onForcedClose, putBack, signalsOf } from './worker-closing.js';
+import { closingSignal, isAbortError, onForcedClose, putBack, signalsOf, waitForOwnRun } from './worker-closing.js';
 import { workerConnectionRef, type WorkerConnectionRef } from './worker-connection.js';
 import { UnlockedArrivals } from './unlocked-arrivals.js';
 import { UnmatchedNames } from './unmatched-names.js';
@@ -163,11 +163,13 @@ export class JobRunner {
     const run = new JobRun(job, definition, digest, locked?.by, this.deps, connection, signalsOf(signal, closing));
     this.runs.set(job, run);
     let closed: (() => void) | undefined;
+    const moved = () => (this.followsDelays(run) ? this.delayed(run) : undefined);
     try {
       const admitted = await definition.lock.start(run).catch((error: unknown) => {
         if (!closing?.aborted || !isAbortError(error)) throw error;
-        return putBack(job, token, error, closing, () => (this.followsDelays(run) ? this.delayed(run) : undefined));
+        return putBack(job, token, error, closing, moved);
       });
+      if (!admitted.acquired && admitted.closedOff) return await waitForOwnRun(job, token, admitted, closing, moved);
       if (!admitted.acquired) return await this.conflicted(run, token, admitted.holder);
       let value: unknown;
       if (run.holdsRuntimeLock) closed = onForcedClose(closing, () => run.closeOffRuntimeLock());

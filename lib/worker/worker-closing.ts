@@ -19,27 +19,32 @@ export function closingSignal(worker: Worker | undefined): AbortSignal | undefin
   const abort = () => controller.abort(new Error(`Worker of queue "${worker.name}" is closing`));
   if (worker.closing !== undefined) abort();
   else worker.once('closing', abort);
+  worker.once('closed', () => {
+    closedWorkers.add(worker);
+    closedCallbacks.get(worker)?.forEach((each) => each());
+  });
   return controller.signal;
 }
 
-/** The callbacks {@link onForcedClose} keeps for each worker, with one `closed` listener a worker. */
+/** The callbacks {@link onForcedClose} keeps for each worker (called by the one `closed` listener of its signal). */
 const closedCallbacks = new WeakMap<Worker, Set<() => void>>();
+/** Workers BullMQ has closed, since their {@link closingSignal} was made. */
+const closedWorkers = new WeakSet<Worker>();
 
 /**
  * Calls `callback` if the worker of `closing` (its {@link closingSignal}) closes while the caller still runs, that is
- * until the function it returns is called: a forced `close(true)`, since a graceful close waits for the worker's jobs
- * before BullMQ emits `closed`. One listener a worker however many jobs run (one a job would pass Node's limit of 10).
+ * until the function it returns is called (at once when it has closed already): a forced `close(true)`, since a
+ * graceful close waits for the worker's jobs before BullMQ emits `closed`.
  */
 export function onForcedClose(closing: AbortSignal | undefined, callback: () => void): () => void {
   const worker = closing && workers.get(closing);
   if (!worker) return () => undefined;
-  let callbacks = closedCallbacks.get(worker);
-  if (!callbacks) {
-    const all = new Set<() => void>();
-    callbacks = all;
-    closedCallbacks.set(worker, all);
-    worker.once('closed', () => all.forEach((each) => each()));
+  if (closedWorkers.has(worker)) {
+    callback();
+    return () => undefined;
   }
+  let callbacks = closedCallbacks.get(worker);
+  if (!callbacks) closedCallbacks.set(worker, (callbacks = new Set()));
   const own = callbacks;
   own.add(callback);
   return () => void own.delete(callback);
@@ -56,13 +61,31 @@ export function isAbortError(error: unknown): boolean {
 }
 
 /**
+ * The job's own earlier run holds its run-time lock, closed off under it when its worker closed with force (BullMQ
+ * recovered the job while that handler runs on; `AcquireResult.closedOff`): not a duplicate, so no strategy. The job
+ * goes back to delayed as {@link putBack} moves it, its attempts untouched, due when that lease ends (`retryAfter`;
+ * renewed while the handler runs, else it ends): it runs after the earlier run, never completed in its place.
+ */
+export function waitForOwnRun(
+  job: Job<unknown, unknown>,
+  token: string | undefined,
+  held: { retryAfter: number },
+  closing: AbortSignal | undefined,
+  moved: () => Promise<void> | undefined,
+): Promise<never> {
+  const error = new Error(`Job ${job.id} waits for its own earlier run, whose worker closed under it`);
+  return putBack(job, token, error, closing, moved, Math.max(held.retryAfter, 0) + 10);
+}
+
+/**
  * The worker started closing while the job waited for its run-time lock: nothing ran, so the job goes back to delayed
  * (due at once, its attempts untouched, as `reschedule` moves it) with the enqueue lock it holds, for a worker that
  * stays; `moved` runs once it moved. A forced close (`close(true)`) closes the worker's connection under the move: it is
  * made again through a connection of its own, with the worker's connection options (the job's lock still holds the
  * worker's token), else the job would come back only as stalled, and fail for good when it had stalled before (BullMQ's
  * `maxStalledCount`) although its handler never ran. Without a token, or when neither move lands, `error` is thrown as
- * it is (the job then comes back as stalled).
+ * it is (the job then comes back as stalled). `dueInMs`: due that much later instead (a job waiting for its own earlier
+ * run's closed-off run-time lock, see `AcquireResult.closedOff`).
  */
 export async function putBack(
   job: Job<unknown, unknown>,
@@ -70,15 +93,16 @@ export async function putBack(
   error: unknown,
   closing: AbortSignal | undefined,
   moved: () => Promise<void> | undefined,
+  dueInMs = 0,
 ): Promise<never> {
   if (token === undefined) throw error;
   try {
-    await job.moveToDelayed(Date.now(), token);
+    await job.moveToDelayed(Date.now() + dueInMs, token);
   } catch {
     const worker = closing && workers.get(closing);
     if (!worker) throw error;
     try {
-      await moveElsewhere(job, token, worker);
+      await moveElsewhere(job, token, worker, dueInMs);
     } catch {
       throw error;
     }
@@ -92,7 +116,12 @@ export async function putBack(
  * queue leaves the queue's meta alone (`skipMetasUpdate`: a Queue writes its own, defaults included, over the
  * application's, such as its events stream's length).
  */
-async function moveElsewhere(job: Job<unknown, unknown>, token: string, worker: Worker): Promise<void> {
+async function moveElsewhere(
+  job: Job<unknown, unknown>,
+  token: string,
+  worker: Worker,
+  dueInMs: number,
+): Promise<void> {
   const { connection, prefix } = worker.opts;
   const queue = new Queue(job.queueName, {
     connection,
@@ -102,7 +131,7 @@ async function moveElsewhere(job: Job<unknown, unknown>, token: string, worker: 
   try {
     const fresh = await Job.fromId(queue, job.id!);
     if (!fresh) throw new Error(`Job ${job.id} is gone`);
-    await fresh.moveToDelayed(Date.now(), token);
+    await fresh.moveToDelayed(Date.now() + dueInMs, token);
   } finally {
     await queue.close();
   }
