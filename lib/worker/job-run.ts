@@ -136,7 +136,7 @@ export class JobRun implements LockRun {
     );
     if (!held.acquired) {
       // Its own slot refuses it only when closed off under an earlier run of this job (see AcquireResult.closedOff).
-      const closedOff = held.holder === owner || held.holder === former;
+      const closedOff = held.holder === owner;
       const holder = held.holder === undefined ? undefined : parseRuntimeLockOwner(held.holder).jobId;
       return { ...held, holder, ...(closedOff ? { closedOff } : {}) };
     }

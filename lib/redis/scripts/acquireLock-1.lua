@@ -52,16 +52,18 @@ if limit > 0 and redis.call('EXISTS', key) == 0 then
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local own = redis.call('ZSCORE', key, owner)
+-- Not re-entered: a new job reusing the id of one that holds its lock ('0'), or a run-time slot whose handler runs on
+-- after its worker closed with force (its mark, 1022/1024: the copy BullMQ recovers from that worker waits for its end).
+-- Asked of the owner's own member only, before an earlier build's member is taken over (those builds wrote no such
+-- mark on purpose).
+if own and (ARGV[4] == '0' or (mark > 0 and not enqueueSlot and math.fmod(tonumber(own), 1) == 1022 / 1024)) then
+  return {0, owner, tonumber(own) - now}
+end
 if not own and ARGV[6] and ARGV[6] ~= '' and ARGV[4] == '1' then
   own = redis.call('ZSCORE', key, ARGV[6])
   if own then
     redis.call('ZREM', key, ARGV[6])
   end
-end
--- Not re-entered: a new job reusing the id of one that holds its lock ('0'), or a run-time slot whose handler runs on
--- after its worker closed with force (its mark, 1022/1024: the copy BullMQ recovers from that worker waits for its end).
-if own and (ARGV[4] == '0' or (mark > 0 and not enqueueSlot and math.fmod(tonumber(own), 1) == 1022 / 1024)) then
-  return {0, owner, tonumber(own) - now}
 end
 if own or redis.call('ZCARD', key) < limit then
   local fraction = mark
