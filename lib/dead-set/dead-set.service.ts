@@ -126,11 +126,7 @@ export class DeadSetService {
 
   /** One entry, or `undefined` (as well for an entry older than `maxAge`, which {@link list} leaves out). */
   async get(id: string): Promise<DeadSetEntry | undefined> {
-    const value = (await this.scripts.run('deadSetGet', this.setKeys(), [
-      id,
-      this.bounds.maxAge ?? 0,
-      ...this.boundsArgs(),
-    ])) as string | null;
+    const value = (await this.scripts.run('deadSetGet', this.setKeys(), [id, ...this.boundsArgs()])) as string | null;
     return value === null ? undefined : storedEntry(id, value);
   }
 
@@ -225,7 +221,10 @@ export class DeadSetService {
     return [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims];
   }
 
-  /** The bounds, as deadSetAdd takes them, for the scripts that put back the claims of retries never settled. */
+  /**
+   * The bounds, as deadSetAdd takes them, for the scripts that put back the claims of retries never settled (and whose
+   * maxAge, 0 when unknown, also bounds what get, list and take read).
+   */
   private boundsArgs(): number[] {
     return [this.bounds.maxSize, this.bounds.maxAge ?? 0, this.maxBytes, DEFAULT_DEAD_SET.maxAge];
   }
@@ -241,21 +240,15 @@ export class DeadSetService {
   }
 
   private async read(offset: number, limit: number): Promise<(number | string)[]> {
-    return (await this.scripts.run('deadSetList', this.setKeys(), [
-      offset,
-      limit,
-      this.bounds.maxAge ?? 0,
-      ...this.boundsArgs(),
-    ])) as (number | string)[];
+    return (await this.scripts.run('deadSetList', this.setKeys(), [offset, limit, ...this.boundsArgs()])) as (
+      number | string
+    )[];
   }
 
   /** Takes an entry out for good (not one a retry claimed: it is out of the dead set until that retry ends). */
   private async take(id: string): Promise<DeadSetEntry | undefined> {
-    const value = (await this.scripts.run('deadSetTake', this.setKeys(), [
-      id,
-      this.bounds.maxAge ?? 0,
-      ...this.boundsArgs(),
-    ])) as [string, string | null] | null;
+    const value = (await this.scripts.run('deadSetTake', this.setKeys(), [id, ...this.boundsArgs()])) as
+      [string, string | null] | null;
     return value === null ? undefined : storedEntry(id, value[0]);
   }
 }

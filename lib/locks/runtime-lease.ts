@@ -178,8 +178,7 @@ export class RuntimeLease {
     keeper.stop();
     if (keeper.expired) keeper.reportLost();
     // Marked parked: no handler renews it, and the orphan reaper releases it once the job is gone or finished.
-    const parked = () => this.store.renewMarked(this.key, this.owner, leaseMs, this.mark, PARKED_MARK);
-    return this.closing ? this.closing.catch(() => false).then(parked) : parked();
+    return this.afterCloseOff(() => this.store.renewMarked(this.key, this.owner, leaseMs, this.mark, PARKED_MARK));
   }
 
   /**
@@ -193,11 +192,13 @@ export class RuntimeLease {
     if (!keeper) return Promise.resolve(false);
     keeper.stop();
     if (keeper.expired) keeper.reportLost();
-    // Closed off: given back under the mark the re-mark left, on the library's connection (the worker's is closing).
-    if (this.closing) {
-      return this.closing.catch(() => false).then(() => this.store.releaseMarked(this.key, this.owner, this.mark));
-    }
-    return this.store.releaseMarked(this.key, this.owner, this.mark, inOrderOn);
+    // Closed off: on the library's connection (the caller sends no `inOrderOn`: the worker's is closing).
+    return this.afterCloseOff(() => this.store.releaseMarked(this.key, this.owner, this.mark, inOrderOn));
+  }
+
+  /** `step` at once, or, when {@link closeOff} was asked, once its re-mark has landed (under the mark it left). */
+  private afterCloseOff<T>(step: () => Promise<T>): Promise<T> {
+    return this.closing ? this.closing.catch(() => false).then(step) : step();
   }
 }
 

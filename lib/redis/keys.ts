@@ -171,8 +171,9 @@ export class UniqueJobsKeys {
   }
 
   /**
-   * Dead set entries being retried (sorted set: `<entry id>|<its score in the index>|<its JSON>` → end of the retry's
-   * claim, ms): an entry taken out of the dead set for a retry, put back should its retry fail or its claim end.
+   * Dead set entries being retried (sorted set: `<entry id>|<its score in the index>|<retry token>|<its JSON>` → end
+   * of the retry's claim, ms): an entry taken out of the dead set for a retry, put back should its retry fail or its
+   * claim end.
    */
   get deadSetClaims(): string {
     return `${this.prefix}:{dead}:claims`;

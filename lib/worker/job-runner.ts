@@ -163,13 +163,14 @@ export class JobRunner {
     const run = new JobRun(job, definition, digest, locked?.by, this.deps, connection, signalsOf(signal, closing));
     this.runs.set(job, run);
     let closed: (() => void) | undefined;
-    const moved = () => (this.followsDelays(run) ? this.delayed(run) : undefined);
     try {
       const admitted = await definition.lock.start(run).catch((error: unknown) => {
         if (!closing?.aborted || !isAbortError(error)) throw error;
-        return putBack(job, token, error, closing, moved);
+        return putBack(job, token, error, closing, () => this.delayed(run));
       });
-      if (!admitted.acquired && admitted.closedOff) return await waitForOwnRun(job, token, admitted, closing, moved);
+      if (!admitted.acquired && admitted.closedOff) {
+        return await waitForOwnRun(job, token, admitted, closing, () => this.delayed(run));
+      }
       if (!admitted.acquired) return await this.conflicted(run, token, admitted.holder);
       let value: unknown;
       if (run.holdsRuntimeLock) closed = onForcedClose(closing, () => run.closeOffRuntimeLock());
@@ -182,7 +183,7 @@ export class JobRunner {
         const attempt = { endsJob: async () => (await outcomeOf()) === 'fails' };
         let retry: AcquireResult = ADMITTED;
         await this.quietly(job, digest, async () => void (retry = await definition.lock.attemptFailed(run, attempt)));
-        if (isDelayedError(error) && this.followsDelays(run)) await this.delayed(run); // the handler moved it
+        if (isDelayedError(error)) await this.delayed(run); // the handler moved it
         if (run.stepped) await this.quietly(job, digest, async () => void (await run.parkRuntimeLock(stepOf(error))));
         else if (retry.acquired) await this.quietly(job, digest, async () => void (await run.parkForRetry(endOf)));
         // Only a retry BullMQ is about to make can be refused; a job its handler moved already is where it goes.
@@ -216,7 +217,7 @@ export class JobRunner {
       );
     } catch (error) {
       if (!isDelayedError(error)) await ended(async () => (await attemptOutcome(job, error)) === 'fails');
-      else if (this.followsDelays(run)) await this.delayed(run); // rescheduled
+      else await this.delayed(run); // rescheduled
       throw error;
     }
     await ended();
@@ -257,9 +258,10 @@ export class JobRunner {
   /**
    * BullMQ moved the job to delayed after an attempt (a retry's backoff, the handler's `DelayedError`, a `reschedule`):
    * the enqueue lock it holds lasts its `lockTtl` past the new run time (`job.delay`, which BullMQ set with the move),
-   * else it could end while the job waits and let a duplicate in.
+   * else it could end while the job waits and let a duplicate in (when it {@link followsDelays}).
    */
   private async delayed(run: JobRun): Promise<void> {
+    if (!this.followsDelays(run)) return;
     const { job, digest } = run;
     await this.quietly(job, digest, () => run.enqueueLock!.retime(Math.max(0, job.delay)));
   }

@@ -9,8 +9,8 @@
   ARGV[1] offset (an integer >= 0, passed on as given)
   ARGV[2] limit (an integer >= 0, passed on as given; 0: count only). The entries are read in chunks of 1,000, so
           any limit works (Lua's unpack has a bound of a few thousand values).
-  ARGV[3] maxAge, ms (0: not known to the caller, the CLI: no entry is left out by age)
-  ARGV[4..7] the bounds, as deadSetClaim takes them (for claims put back)
+  ARGV[3..6] the bounds, as deadSetClaim takes them (for claims put back); maxAge (0: not known to the caller, the CLI:
+             no entry is left out by age) also decides which entries are listed
 
   Returns {count, id, entry JSON, id, entry JSON, ...} (the id with each entry: a value that is not an entry's JSON
   can still be named, and deleted).
@@ -18,8 +18,9 @@
 --- @include "includes/nowMs"
 --- @include "includes/addDeadEntry"
 --- @include "includes/deadSetEntries"
-returnStaleRetries(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nowMs(), deadBounds(4))
-local maxAge = tonumber(ARGV[3])
+local bounds = deadBounds(3)
+returnStaleRetries(KEYS[1], KEYS[2], KEYS[3], KEYS[4], nowMs(), bounds)
+local maxAge = bounds[2]
 local from = '-inf'
 if maxAge > 0 then from = '(' .. (nowMs() - maxAge) end
 local count = redis.call('ZCOUNT', KEYS[1], from, '+inf')
