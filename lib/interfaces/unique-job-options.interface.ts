@@ -69,7 +69,10 @@ export interface UniqueJobDefaults {
   lockTimeout: number;
   /** How many holders a lock admits (N queued jobs, or N concurrent runs). Default `1`. */
   lockLimit: number;
-  /** Lease of a run-time lock in ms, renewed every third of it while the handler runs. Default `30000`. */
+  /**
+   * Lease of a run-time lock in ms, renewed every third of it while the handler runs. Default `30000`. Between two
+   * steps of a step job the lock is parked for a day past the job's run time instead (this lease when longer).
+   */
   runtimeLockLease: number;
   /** `reschedule`: how far back into delayed a conflicting job is moved, in ms. Default `5000`. */
   rescheduleIn: number;

@@ -5,7 +5,7 @@ import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { EnqueueLock } from '../locks/enqueue-lock.js';
-import type { SoonerEnd } from '../locks/lock-marks.js';
+import { parkedLeaseMs, type SoonerEnd } from '../locks/lock-marks.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
@@ -191,7 +191,7 @@ export class JobMovesGuard {
   }
 
   /**
-   * A parked run-time lock (a step job between two steps) lasts `runtimeLockLease` past the job's new run time, as
+   * A parked run-time lock (a step job between two steps) lasts `parkedLeaseMs` past the job's new run time, as
    * parking it made it last past the old one: else a duplicate could start once the old one passed, and the job, due
    * later, would meet it. Only a slot still marked parked is renewed (one Redis call, on a queue whose job has one), also
    * one an earlier build parked under the job's former owner (`legacyRuntimeLockOwner`: the job's next delivery takes
@@ -209,7 +209,7 @@ export class JobMovesGuard {
     const { store, keys } = this.parked;
     const key = keys.runtimeLock(digest);
     const { owner, former } = runtimeOwnersOf(job, definition.options.uniqueAcross.includes('queues'));
-    const leaseMs = definition.options.runtimeLockLease + wholeDelay(runInMs);
+    const leaseMs = parkedLeaseMs(definition.options.runtimeLockLease) + wholeDelay(runInMs);
     await store.renewParked(key, owner, former, leaseMs);
   }
 

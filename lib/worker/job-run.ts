@@ -6,6 +6,7 @@ import type { OperationTracer } from '../common/operation-tracer.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { LockRun } from '../locks/lock.js';
+import { parkedLeaseMs } from '../locks/lock-marks.js';
 import type { LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
@@ -30,13 +31,6 @@ export interface JobRunDeps {
   /** Reports a bookkeeping failure that must not change the job's outcome. */
   reportError(job: Job<unknown, unknown>, digest: string, error: unknown): void;
 }
-
-/**
- * How long a run-time lock stays the job's while it waits for its children between two steps: a day. Children take what
- * they take; a parent removed or failed meanwhile (`failParentOnFailure`) has its lock released by the orphan reaper
- * (a parked slot carries `PARKED_MARK`; its job is checked).
- */
-const PARKED_FOR_CHILDREN_MS = 24 * 60 * 60 * 1000;
 
 /**
  * One job under its lock, from its start to BullMQ's record of its end: what a lock type's hooks act on (its enqueue
@@ -181,24 +175,22 @@ export class JobRun implements LockRun {
 
   /**
    * A step of a step job: the handler moved its job and ended the attempt with `step` (an error name `isStepMove`
-   * accepts). The run-time lock stays the job's while it waits (`stepParkedMs`; waiting for children,
-   * {@link PARKED_FOR_CHILDREN_MS}), so a duplicate started meanwhile meets it (the job is still executing, between two
-   * steps) and the job's next delivery re-enters it. Resolves whether it was still held (else that delivery takes it
-   * anew).
+   * accepts). The run-time lock stays the job's while it waits (`stepParkedMs`, with `parkedLeaseMs` for its lease: a
+   * day past its run time, or while it waits for its children), so a duplicate started meanwhile meets it (the job is
+   * still executing, between two steps) and the job's next delivery re-enters it. Resolves whether it was still held
+   * (else that delivery takes it anew).
    */
   async parkRuntimeLock(step: string): Promise<boolean> {
     const lease = this.runtime;
     this.runtime = undefined;
     if (!lease) return false;
-    const { runtimeLockLease } = this.definition.options;
+    const parkedLease = parkedLeaseMs(this.definition.options.runtimeLockLease);
     const recoveryMs = this.stepped?.recoveryMs ?? stallRecoveryMs(undefined);
     // Counted in the job: its next deliveries are later steps, even one that takes the slot anew (see parkForRetry).
     // Sent beside the park: read only when a later delivery fails.
     const [, parked] = await Promise.all([
       this.parking.countStep(),
-      stepParkedMs(this.job, step, runtimeLockLease, PARKED_FOR_CHILDREN_MS, recoveryMs).then((ms) =>
-        this.park(lease, ms),
-      ),
+      stepParkedMs(this.job, step, parkedLease, parkedLease, recoveryMs).then((ms) => this.park(lease, ms)),
     ]);
     return parked;
   }
@@ -213,7 +205,7 @@ export class JobRun implements LockRun {
   /**
    * A later step of a step job (its attempt re-entered the slot a step parked) failed, and BullMQ retries it or puts it
    * back (a rate limit; `end`: BullMQ's answer, asked only then): the job is still between its steps, so its run-time
-   * lock stays its own until it is due again plus a lease, as its idempotency claim does (step-handover.ts), and a
+   * lock stays its own until it is due again plus `parkedLeaseMs`, as its idempotency claim does (step-handover.ts), and a
    * duplicate started meanwhile meets it. Resolves whether it was parked.
    */
   async parkForRetry(end: () => Promise<{ outcome: string; delay: number }>): Promise<boolean> {
@@ -227,7 +219,7 @@ export class JobRun implements LockRun {
     const { outcome, delay } = await end();
     if (outcome === 'fails') return false;
     this.runtime = undefined;
-    return this.park(lease, wholeDelay(delay) + this.definition.options.runtimeLockLease);
+    return this.park(lease, wholeDelay(delay) + parkedLeaseMs(this.definition.options.runtimeLockLease));
   }
 
   /**
