@@ -72,11 +72,27 @@ export function isStepMove(error: unknown): error is { name: string } {
   return typeof error === 'object' && error !== null && STEP_MOVES.has(String((error as { name?: unknown }).name));
 }
 
+/** A day: see {@link parkedLeaseMs}. */
+const PARKED_GRACE_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * The lease of what a step job holds between two steps (a run-time lock slot parked for its next delivery, an
+ * idempotency claim handed over to it), past the job's next run time: a day, or `lease` (the holder's own: the lock's
+ * `runtimeLockLease`, the key's `lease`) when longer. A paused queue, workers down for a deploy or a backlog may hold
+ * the job back long past its due time; what it holds must not end before it comes back, or a duplicate delivered first
+ * would start at step 1. Held for a job removed or finished without its next delivery, it does not wait that long
+ * where the job can be checked: a take of the lock that meets the slot gives it back (a holder of the taker's queue),
+ * and the orphan reaper's pass releases slots and Redis records.
+ */
+export function parkedLeaseMs(lease: number): number {
+  return Math.max(lease, PARKED_GRACE_MS);
+}
+
 /**
  * How long what a step job holds stays held while the job waits for its next delivery, after the step `step` (an error
  * name {@link isStepMove} accepts): a delayed step until the job is due (`job.delay`, which BullMQ's `moveToDelayed`
- * set) plus `lease` (the time a busy queue may take to deliver it); a job waiting for its children `forChildren`
- * (children take what they take); a job moved back to wait, `lease`.
+ * set) plus `lease` ({@link parkedLeaseMs}: the time a paused or busy queue may take to deliver it); a job waiting
+ * for its children `forChildren` (children take what they take), `lease` when longer; a job moved back to wait, `lease`.
  */
 export function parkedMs(job: Job<unknown, unknown>, step: string, lease: number, forChildren: number): number {
   if (step === 'WaitingChildrenError') return Math.max(forChildren, lease);

@@ -41,7 +41,10 @@ export type FingerprintField<DataType> = unknown extends DataType ? string : key
 export interface IdempotencyDefaults {
   /** How long a completed (or kept failed) record is kept, in ms: the deduplication window. Default 24 h. */
   ttl: number;
-  /** Lease of an in-progress claim in ms, renewed every third of it while the handler runs. Default `30000`. */
+  /**
+   * Lease of an in-progress claim in ms, renewed every third of it while the handler runs. Default `30000`. Between two
+   * steps of a step job the claim is handed over for a day past the job's run time instead (this lease when longer).
+   */
   lease: number;
   /**
    * Another delivery of the key is running: `'delay'` (default) moves this job back to delayed until that claim's lease

@@ -1,6 +1,13 @@
 import { hash } from 'node:crypto';
 import type { Job } from 'bullmq';
-import { attemptEnd, isStepMove, stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
+import {
+  attemptEnd,
+  isStepMove,
+  parkedLeaseMs,
+  stallRecoveryMs,
+  stepParkedMs,
+  wholeDelay,
+} from '../common/bullmq-lifecycle.js';
 import { describeThrown } from '../errors/thrown.js';
 import { bullKeys } from '../redis/keys.js';
 import type { Attempt } from './attempt.js';
@@ -21,9 +28,9 @@ export function resumeOwnerOf(jobKey: string, createdAt: number): string {
 
 /**
  * The job's run time moved (`job.changeDelay`, `job.promote` through a guarded queue or worker): a claim its last step
- * handed over to its next delivery lasts a `lease` past the new run time, as the handover made it last past the old
- * one (else a duplicate delivered in between would claim the key and run from the first step). The store changes only
- * a record this job's resume token owns (its compare-and-set). One store call, for jobs with an idempotency key.
+ * handed over to its next delivery lasts `parkedLeaseMs` past the new run time, as the handover made it last past the
+ * old one (else a duplicate delivered in between would claim the key and run from the first step). The store changes
+ * only a record this job's resume token owns (its compare-and-set). One store call, for jobs with an idempotency key.
  */
 export async function retimeHandover(
   definition: ResolvedIdempotency,
@@ -37,7 +44,7 @@ export async function retimeHandover(
   if ('missing' in keyed) return false;
   const owner = resumeOwnerOf(bullKeys.job(job.queueQualifiedName, job.id!), job.timestamp);
   const ref = { scope: definition.scopeOf(job), key: keyed.key, owner };
-  return store.handOver!(ref, { owner, leaseMs: options.lease + wholeDelay(runInMs) });
+  return store.handOver!(ref, { owner, leaseMs: parkedLeaseMs(options.lease) + wholeDelay(runInMs) });
 }
 
 /** Whether a record's owner is a resume token: the record is parked between two steps of its job, no handler runs. */
@@ -48,9 +55,9 @@ export function isHandedOver(owner: string | undefined): boolean {
 /** The handover of `attempt`'s claim after the step `step` (an error name `isStepMove` accepts). */
 async function handoverOf(attempt: Attempt, step: string, resumeOwner: string): Promise<IdempotencyHandover> {
   const { lease, ttl } = attempt.definition.options;
-  // Waiting for its children: the key's retention (on Redis the orphan reaper releases the record early once the job is
-  // gone or finished).
-  const leaseMs = await stepParkedMs(attempt.job, step, lease, ttl, stallRecoveryMs(attempt.worker));
+  // A day past its run time (parkedLeaseMs); waiting for its children, the key's retention when longer (on Redis the
+  // orphan reaper releases the record early once the job is gone or finished).
+  const leaseMs = await stepParkedMs(attempt.job, step, parkedLeaseMs(lease), ttl, stallRecoveryMs(attempt.worker));
   return { owner: resumeOwner, leaseMs };
 }
 
@@ -81,7 +88,7 @@ export async function handOverStep(
       const end = await attemptEnd(attempt.job, error);
       if (end.outcome === 'fails') return false;
       step = describeThrown(error).name;
-      handover = { owner: resumeOwner, leaseMs: end.delay + options.lease };
+      handover = { owner: resumeOwner, leaseMs: end.delay + parkedLeaseMs(options.lease) };
     }
     if (await store.handOver(attempt.ref, handover)) {
       attempt.report.emit({ type: 'idempotencyHandedOver', step, leaseMs: handover.leaseMs });

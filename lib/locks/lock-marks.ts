@@ -33,20 +33,6 @@ export const CLOSED_MARK = String(1022 / 1024);
  */
 export const PARKED_MARK = String(1023 / 1024);
 
-/** A day: see {@link parkedLeaseMs}. */
-const PARKED_GRACE_MS = 24 * 60 * 60 * 1000;
-
-/**
- * How long a run-time lock slot parked for a step job's next delivery (`PARKED_MARK`) stays held past the job's next
- * run time: a day, or `runtimeLockLease` when longer. A paused queue, workers down for a deploy or a backlog may hold
- * the job back long past its due time; its slot must not end before the job comes back for it, or a duplicate delivered
- * first would start at step 1. A slot whose job is gone or finished does not wait that long: the next take of its lock
- * that meets it gives it back (a holder of the taker's queue), and so does the orphan reaper's pass (any queue).
- */
-export function parkedLeaseMs(runtimeLockLease: number): number {
-  return Math.max(runtimeLockLease, PARKED_GRACE_MS);
-}
-
 /** Whether a lock slot's score (its lease expiry) carries {@link PARKED_MARK}. */
 export function isParkedScore(score: number): boolean {
   return score % 1 === 1023 / 1024;

@@ -5,14 +5,14 @@ import { DuplicateJobError } from '../errors/duplicate-job.error.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { EnqueueLock } from '../locks/enqueue-lock.js';
-import { parkedLeaseMs, type SoonerEnd } from '../locks/lock-marks.js';
+import type { SoonerEnd } from '../locks/lock-marks.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { bullKeys, RESCHEDULES_FIELD, type UniqueJobsKeys } from '../redis/keys.js';
 import { runtimeOwnersOf } from '../redis/runtime-lock-owner.js';
 import { asError } from '../errors/thrown.js';
-import { wholeDelay } from '../common/bullmq-lifecycle.js';
+import { parkedLeaseMs, wholeDelay } from '../common/bullmq-lifecycle.js';
 import type { IdempotencyDefinitions } from '../idempotency/idempotency-definitions.js';
 import { retimeHandover } from '../idempotency/step-handover.js';
 
@@ -165,7 +165,7 @@ export class JobMovesGuard {
   /**
    * The run time of a job moved to `runInMs` from now: its lock's TTL follows (when its queue has unique jobs), and so
    * do the run-time lock and the idempotency claim a step job parked for its next delivery (kept until it is due plus a
-   * lease). The lock's hold ends sooner only as read `before` the move, for the very job read then.
+   * day: `parkedLeaseMs`). The lock's hold ends sooner only as read `before` the move, for the very job read then.
    */
   private async retime(owner: MovingOwner, jobId: string, runInMs: number, before?: BeforeMove): Promise<void> {
     const unique = this.enabled && this.definitions.hasQueue(owner.name);

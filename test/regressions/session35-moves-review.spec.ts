@@ -45,8 +45,8 @@ describe.each(['while_executing', 'until_and_while_executing'] as const)(
       const first = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('step') });
       await waitForParked(redis, running, runtimeOwner(app, first.id!));
       const parkedUntil = Number(await redis.zscore(running, runtimeOwner(app, first.id!)));
-      await (await app.queue.getJob(first.id!))!.changeDelay(60_000);
       const movedAt = Date.now();
+      await (await app.queue.getJob(first.id!))!.changeDelay(60_000);
       // A day (parkedLeaseMs) past the new run time: later than the end the parked lock had before the move.
       const movedUntil = Number(await redis.zscore(running, runtimeOwner(app, first.id!)));
       expect(movedUntil).toBeGreaterThanOrEqual(movedAt + 60_000 + DAY_MS);
