@@ -8,7 +8,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'lib');
-const IMPORT = /^\s*(?:import|export)\b[^'"]*?from\s+'(\.[^']+)'/gm;
+const IMPORT = /^\s*(?:import|export)\b[^'"]*?from\s+['"](\.[^'"]+)['"]/gm;
 
 function* files(dir) {
   for (const name of readdirSync(dir)) {
@@ -78,7 +78,7 @@ for (const unit of edges.keys()) if (!state.has(unit)) visit(unit);
  */
 function loadedChain(entry, banned) {
   const VALUE_IMPORT =
-    /^\s*(?:import|export)\s+(?!type\b)[^'"]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/gm;
+    /^\s*(?:import|export)\s+(?!type\b)[^'"]*?from\s+['"]([^'"]+)['"]|^\s*import\s+['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
   const seen = new Map([[entry, { by: undefined, lazy: false }]]); // file -> who imported it first, after a dynamic hop
   const queue = [entry];
   const chain = (file) => (file ? [...chain(seen.get(file).by), relative(root, file)] : []);
