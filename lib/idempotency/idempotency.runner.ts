@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { IdempotencyConnectionLostError } from '../errors/idempotency-connection-lost.error.js';
@@ -10,16 +9,15 @@ import { LeaseKeeper } from '../locks/lease-keeper.js';
 import { AttemptContext } from './idempotency-context.js';
 import { completedBy, keyOf, storedResult } from './attempt-values.js';
 import type { WaitingDuplicates, WorkerLike } from './waiting-duplicates.js';
-import { bullKeys } from '../redis/keys.js';
-import { recordIdOf } from './stored-key.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import { claimThenTransaction } from './claim-then-transaction.js';
 import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
-import { AttemptReport, type Attempt } from './attempt.js';
+import type { Attempt } from './attempt.js';
+import { startAttempt } from './attempt-start.js';
 import { answerHeldKey } from './held-key.js';
 import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { afterFailure, keepFailure, releaseUnanswered } from './attempt-failure.js';
-import { handOverStep, resumeOwnerOf, TransactionStep } from './step-handover.js';
+import { handOverStep, TransactionStep } from './step-handover.js';
 import type {
   IdempotencyCompletion,
   IdempotencyTransactionalClaim,
@@ -82,52 +80,12 @@ export class IdempotencyRunner {
       );
       return next(job, token, signal);
     }
-    const { store, options } = definition;
-    const { key } = keyed;
-    const scope = definition.scopeOf(job);
-    const owner = randomUUID();
-    // Object literals, not spreads: this runs once per job, and a spread copies through a slower path (CPU profile of
-    // the worker bench: the spreads here were ~8 µs a job).
-    const attempt: Attempt = {
-      job,
-      token,
-      signal,
-      definition,
-      ref: { scope, key, owner },
-      recordId: recordIdOf(scope, key),
-      worker,
-      report: new AttemptReport(this.deps.events, this.deps.logger, {
-        queue: job.queueName,
-        jobName: job.name,
-        jobId: job.id!,
-        scope,
-        key,
-        store: definition.storeName,
-      }),
-    };
-    const fingerprint = definition.fingerprintOf(job);
-    const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
-    // Where a step of the job hands its claim over to (a store that can hand over: see step-handover.ts).
-    const resumeOwner =
-      store.handOver && (!options.transactional || store.handsOverInTransaction) && Number.isFinite(job.timestamp)
-        ? resumeOwnerOf(jobKey, job.timestamp)
-        : undefined;
-    const request = {
-      scope,
-      key,
-      owner,
-      leaseMs: options.lease,
-      fingerprint,
-      jobId: job.id,
-      jobKey,
-      jobCreatedAt: job.timestamp,
-      ttlMs: options.ttl,
-      resumeOwner,
-    };
-    if (options.transactional) return this.runInTransaction(attempt, request, next);
+    const { attempt, request } = startAttempt(definition, keyed.key, job, token, signal, worker, this.deps);
+    const { owner, fingerprint, resumeOwner } = request;
+    if (definition.options.transactional) return this.runInTransaction(attempt, request, next);
     let fresh: FreshClaim;
     try {
-      fresh = await claimFresh(store, request); // an answer read late is confirmed before the handler starts
+      fresh = await claimFresh(definition.store, request); // an answer read late is confirmed before the handler starts
     } catch (error) {
       releaseUnanswered(attempt);
       throw error;

@@ -6,6 +6,7 @@ import { nextReadyOrEnd } from './client-ready.js';
 import { describeConnection, isClient, isUnreachable } from './connections.js';
 import { LoginWatch } from './login-watch.js';
 import { ReadyWaits } from './ready-waits.js';
+import { ServerOutages } from './server-outages.js';
 import { releaseAtShutdown } from './shutdown-release.js';
 
 type Client = Redis | Cluster;
@@ -30,8 +31,8 @@ export class RedisAvailability {
   private readonly firstConnection = new WeakMap<object, Promise<Client | undefined>>();
   private readonly nextReady = new WeakMap<Client, Promise<'ready' | 'end'>>();
   private readonly endpoints = new WeakMap<object, string>();
-  /** Servers out of reach now: since when. */
-  private readonly outages = new Map<string, number>();
+  /** The outages of the servers: since when, logged as they start and end. */
+  private readonly outages: ServerOutages;
   private readonly lastErrors = new Map<string, string>();
   /** Per client, its last error since it was last ready, and whether it was a network one ("unreachable"). */
   private readonly clientErrors = new WeakMap<Client, { text: string; unreachable: boolean }>();
@@ -50,9 +51,6 @@ export class RedisAvailability {
    */
   private readonly nonBlocking = new WeakSet<Client>();
   private readonly blocking = new WeakSet<Client>();
-  /** Per server, how many outages have ended; per client, that count at its last `ready`. */
-  private readonly epochs = new Map<string, number>();
-  private readonly readyIn = new WeakMap<Client, number>();
   /** Enqueues waiting for a connection (its first, or its next `ready`). */
   private readonly waits = new ReadyWaits<'ready' | 'end'>();
   private letGo = false;
@@ -65,7 +63,10 @@ export class RedisAvailability {
     readonly enqueueTimeout: number | false,
     /** How long the same error (other than "unreachable") of one server is not logged again (ms). */
     private readonly repeatAfterMs = 60_000,
-  ) {}
+  ) {
+    const changed = (endpoint: string) => void this.lastOther.delete(endpoint); // other errors are logged anew
+    this.outages = new ServerOutages(this.known, logger, enqueueTimeout, changed);
+  }
 
   /** Follows the connections of a queue, worker, `QueueEvents` or `FlowProducer` (idempotent). */
   watch(owner: ConnectionOwner): void {
@@ -98,7 +99,7 @@ export class RedisAvailability {
       this.clients.set(owner, client);
       this.follow(client, endpoint, false);
       this.noteRole(client, backend?.connection);
-      this.reachable(endpoint);
+      this.outages.reachable(endpoint);
     });
   }
 
@@ -165,8 +166,8 @@ export class RedisAvailability {
     client.on('ready', () => {
       this.clientErrors.delete(client);
       this.lastOther.delete(endpoint);
-      this.reachable(endpoint);
-      this.readyIn.set(client, this.epochs.get(endpoint) ?? 0);
+      this.outages.reachable(endpoint);
+      this.outages.ready(client, endpoint);
     });
     // A closed client (a temporary queue's, quit) is not held: the map follows the live ones only. One connected anew
     // (BullMQ does, after a stuck blocking read or a lost cluster) is followed from its first attempt, so that the
@@ -205,7 +206,7 @@ export class RedisAvailability {
         // under way, whatever the other connections of the server do.
         const main = client ?? this.mainClients.get(owner);
         const own = main && this.clientErrors.get(main);
-        const elsewhere = (own?.unreachable ?? true) && this.answersElsewhere(endpoint);
+        const elsewhere = (own?.unreachable ?? true) && this.outages.answersElsewhere(endpoint);
         reject(new RedisUnavailableError(endpoint, timeout, own?.text ?? this.lastErrors.get(endpoint), elsewhere));
       }, timeout);
     });
@@ -217,7 +218,7 @@ export class RedisAvailability {
    * does not wait for Redis forever (see {@link releaseAtShutdown}).
    */
   closeUnreachableAfter(timeoutMs: number | false, handlersRunning: () => boolean = () => false): void {
-    const outageSince = (endpoint: string) => this.outages.get(endpoint);
+    const outageSince = (endpoint: string) => this.outages.sinceOf(endpoint);
     const probeable = (client: Client) => this.nonBlocking.has(client) && !this.blocking.has(client);
     const silence = { probeable, handlersRunning };
     releaseAtShutdown(this.known, outageSince, silence, this.logger, timeoutMs, () => (this.letGo = true));
@@ -265,34 +266,7 @@ export class RedisAvailability {
       return;
     }
     this.lastErrors.set(endpoint, text);
-    if (this.outages.has(endpoint) || source === 'noted') return;
-    if (source && (this.readyIn.get(source) ?? 0) < (this.epochs.get(endpoint) ?? 0) && this.anyReady(endpoint)) return;
-    this.outages.set(endpoint, Date.now());
-    this.lastOther.delete(endpoint);
-    const wait = this.enqueueTimeout === false ? 'wait for it' : `fail after ${this.enqueueTimeout} ms`;
-    this.logger.error(
-      `Redis ${endpoint} is unreachable (${text}): enqueues through the library ${wait}, workers wait for it; logged once until it is back`,
-    );
-  }
-
-  /** Whether `endpoint` answers: no outage of it under way, and another known client of it is ready now. */
-  private answersElsewhere(endpoint: string): boolean {
-    return !this.outages.has(endpoint) && this.anyReady(endpoint);
-  }
-
-  /** Whether a known client of `endpoint` is ready now. */
-  private anyReady(endpoint: string): boolean {
-    for (const [client, at] of this.known) if (at === endpoint && client.status === 'ready') return true;
-    return false;
-  }
-
-  private reachable(endpoint: string): void {
-    const since = this.outages.get(endpoint);
-    if (since === undefined) return;
-    this.outages.delete(endpoint);
-    this.lastOther.delete(endpoint);
-    this.epochs.set(endpoint, (this.epochs.get(endpoint) ?? 0) + 1);
-    this.logger.log(`Redis ${endpoint} is reachable again, after ${Date.now() - since} ms`);
+    if (source !== 'noted') this.outages.unreachable(endpoint, text, source);
   }
 }
 

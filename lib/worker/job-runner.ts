@@ -1,9 +1,9 @@
-import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
+import { DelayedError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { attemptEnd, attemptOutcome, isStepMove, stallRecoveryMs } from '../common/bullmq-lifecycle.js';
 import type { AnnotateOperation } from '../interfaces/job-instrumentation.interface.js';
 import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js';
-import { describeThrown, rethrowNullish } from '../errors/thrown.js';
+import { rethrowNullish } from '../errors/thrown.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
 import { ADMITTED, type JobEnd } from '../locks/lock.js';
@@ -12,6 +12,7 @@ import { lockedAs } from '../locks/locked-digest.js';
 import type { JobDefinition, JobDefinitions } from '../options/job-definitions.js';
 import { JobRun, type JobRunDeps } from './job-run.js';
 import { postponeIfLoginRefused } from './refused-login.js';
+import { superseded } from './superseded-retry.js';
 import { closingSignal, isAbortError, onForcedClose, putBack, signalsOf, waitForOwnRun } from './worker-closing.js';
 import { workerConnectionRef, type WorkerConnectionRef } from './worker-connection.js';
 import { UnlockedArrivals } from './unlocked-arrivals.js';
@@ -187,7 +188,7 @@ export class JobRunner {
         if (run.stepped) await this.quietly(job, digest, async () => void (await run.parkRuntimeLock(stepOf(error))));
         else if (retry.acquired) await this.quietly(job, digest, async () => void (await run.parkForRetry(endOf)));
         // Only a retry BullMQ is about to make can be refused; a job its handler moved already is where it goes.
-        if (!retry.acquired && (await outcomeOf()) === 'retries') throw this.superseded(run, error, retry.holder);
+        if (!retry.acquired && (await outcomeOf()) === 'retries') throw superseded(run, error, retry.holder, this.deps);
         throw error;
       }
       await this.quietly(job, digest, () => definition.lock.succeeded(run));
@@ -222,28 +223,6 @@ export class JobRunner {
     }
     await ended();
     return value;
-  }
-
-  /**
-   * A failed attempt whose retry would wait beside `holder`, a job of the digest enqueued while it ran: it is not
-   * retried (the error makes BullMQ fail it for good), and `holder` does the work. Reported as a duplicate.
-   */
-  private superseded(run: JobRun, error: unknown, holder: string | undefined): UnrecoverableError {
-    const { job, digest } = run;
-    const reason = describeThrown(error).message;
-    this.deps.events.emit({
-      type: 'duplicate',
-      side: 'server',
-      strategy: 'superseded',
-      queue: job.queueName,
-      jobName: job.name,
-      digest,
-      jobId: job.id,
-      existingJobId: holder,
-    });
-    return new UnrecoverableError(
-      `${reason} — not retried: job ${holder ?? '(unknown)'} of the same digest ${digest} was enqueued while this attempt ran and holds its lock; it runs instead`,
-    );
   }
 
   /**

@@ -1,13 +1,7 @@
 import { ABANDONED_CLAIM_MS, type SqlTableName } from './sql-records.js';
-import { indexOf, postgresMigration } from './postgres-migration.js';
-import {
-  CLAIM_LOCK_TIMEOUT_MS,
-  command,
-  query,
-  RECORD_TABLE_COLUMNS,
-  LATER_STEP_PREFIX,
-  type SqlDialect,
-} from './sql-dialect.js';
+import { postgresMigration } from './postgres-migration.js';
+import { postgresTableChecks } from './postgres-table-checks.js';
+import { CLAIM_LOCK_TIMEOUT_MS, command, query, LATER_STEP_PREFIX, type SqlDialect } from './sql-dialect.js';
 
 /** The columns of a record as `toIdempotencyRecord` reads them, times in ms since the epoch. */
 const RECORD_COLUMNS = `scope, key, state, owner, job_id, fingerprint, result, error, attempts,
@@ -185,26 +179,7 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
   // SKIP LOCKED does not wait: a row that exists but is skipped is held by a transaction.
   const rowLocked = `SELECT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2)
     AND NOT EXISTS (SELECT 1 FROM ${t} WHERE scope = $1 AND key = $2 FOR UPDATE SKIP LOCKED) AS locked`;
-  const probe = `SELECT ${RECORD_TABLE_COLUMNS} FROM ${t} LIMIT 0`;
-  // Only planned (EXPLAIN): nothing written, no trigger fired, and a read-only standby or transaction answers it too.
-  const probeKey = `EXPLAIN INSERT INTO ${t} (scope, key) VALUES ('', '') ON CONFLICT (scope, key) DO NOTHING`;
-  // (A generated column has `atthasdef` too; `attidentity` is PostgreSQL 10's, `attgenerated` 12's: not read.) A NOT
-  // NULL column is not required when an enabled BEFORE INSERT row trigger may fill it (tgtype bits: row 1, before 2,
-  // insert 4).
-  const relation = `to_regclass('${t.replace(/'/g, "''")}')`;
-  const filledByTrigger = `EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = ${relation} AND NOT tgisinternal
-      AND tgenabled <> 'D' AND tgtype & 7 = 7)`;
-  // A domain without constraints of its own (no NOT NULL, no CHECK) is checked as its base type; one with constraints
-  // as itself (refused: a CHECK may refuse what the store writes).
-  const plainDomain = `typtype = 'd' AND NOT typnotnull
-      AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE contypid = pg_type.oid)`;
-  const columnTypes = `SELECT attname AS name, CASE WHEN ${plainDomain} THEN format_type(typbasetype, typtypmod)
-      ELSE format_type(atttypid, atttypmod) END AS type,
-      attnotnull AND NOT atthasdef AND attidentity = '' AND NOT ${filledByTrigger} AS required
-    FROM pg_attribute JOIN pg_type ON pg_type.oid = atttypid
-    WHERE attrelid = ${relation} AND attnum > 0 AND NOT attisdropped`;
-  const regclass = (name: string) => `to_regclass('${name.replace(/'/g, "''")}') IS NOT NULL`;
-  const migrated = `SELECT ${regclass(t)} AND ${regclass(indexOf(table))} AS done`;
+  const checks = postgresTableChecks(table);
   const ownedParams = (ref: { scope: string; key: string; owner: string }) => [ref.scope, ref.key, ref.owner];
   return {
     name: 'postgres',
@@ -274,10 +249,10 @@ export function postgresDialect(table: SqlTableName): SqlDialect {
     transactionState: (_ref, tx) => query(transactionState, [tx]),
     delete: (scope, key) => query(remove, [scope, key]),
     prune: (limit) => command(prune, [limit]),
-    probe: () => [query(probe, []), query(probeKey, [])],
-    columnTypes: () => query(columnTypes, []),
+    probe: checks.probe,
+    columnTypes: checks.columnTypes,
     migration: () => postgresMigration(table),
-    migrated: () => query(migrated, []),
+    migrated: checks.migrated,
     migrationLock: () =>
       query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`nestjs-unique-jobs:migrate:${table.quoted}`]),
   };

@@ -12,21 +12,9 @@ import type {
   TransactionClaim,
 } from '../idempotency-store.interface.js';
 import { claimThenTransaction } from '../claim-then-transaction.js';
-import {
-  claimInTransaction,
-  claimsInTransaction,
-  lostTo,
-  resumableBy,
-  RolledBackClaims,
-} from './claim-in-transaction.js';
-import {
-  CLAIM_ATTEMPTS,
-  DEFAULT_IDEMPOTENCY_TABLE,
-  claimRaceError,
-  parseTableName,
-  toIdempotencyRecord,
-  type SqlRecordRow,
-} from './sql-records.js';
+import { claimInTransaction, claimsInTransaction, RolledBackClaims } from './claim-in-transaction.js';
+import { claimOutsideTransaction } from './claim-outside-transaction.js';
+import { DEFAULT_IDEMPOTENCY_TABLE, parseTableName, toIdempotencyRecord, type SqlRecordRow } from './sql-records.js';
 import type { SqlIdempotencyAdapter, SqlResult, SqlStatement } from './sql-adapter.interface.js';
 import { affected, type SqlDialect } from './sql-dialect.js';
 import { runLocked } from './locked-transaction.js';
@@ -35,7 +23,7 @@ import { againOnCut, CUT_ATTEMPTS } from './network-error.js';
 import { verifyFailure } from './verify-failure.js';
 import { wrongColumnTypes, wrongColumnTypesError } from './column-types.js';
 import { SerialQueue } from './serial-queue.js';
-import { lockedRecord, truthy, uncommittedHolder } from './claim-locks.js';
+import { truthy } from './claim-locks.js';
 import { sqliteDialect } from './sqlite-dialect.js';
 
 /** Options of {@link SqlIdempotencyStore}. */
@@ -151,45 +139,8 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
 
   /** @inheritDoc */
   async claim(request: IdempotencyClaim): Promise<IdempotencyClaimResult> {
-    const { scope, key } = request;
     return this.exclusive(
-      async () => {
-        for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-          let claimed: SqlResult;
-          try {
-            claimed = await this.adapter.execute(this.sql.claim(request));
-          } catch (error) {
-            // A claim inside another transaction holds the key (its row not committed, its advisory lock taken): in
-            // progress, whatever the committed row says; the holder wakes the waiting delivery when it settles.
-            const uncommitted = await uncommittedHolder(this.adapter, this.sql, request, error);
-            if (uncommitted) return uncommitted;
-            if (!(await lockedRecord(this.adapter, this.sql, scope, key, error))) throw error;
-            // A transaction holds the record (a holder of SQLite's transactional mode, whose lease is not renewed
-            // while its lock holds): in progress; the holder wakes the waiting delivery when it settles.
-            const held = (await this.adapter.execute(this.sql.current(scope, key))).rows[0];
-            if (!held || resumableBy(held, request)) continue;
-            const record = toIdempotencyRecord(held as unknown as SqlRecordRow);
-            const expiresInMs = Number(held.expires_in_ms);
-            if (record.state !== 'in_progress' && expiresInMs <= 0) continue;
-            // A lease that ended under a live lock (no renewal in transactional mode): look again within a second,
-            // in case the holder died and its transaction has not been rolled back yet.
-            const again = expiresInMs > 0 ? expiresInMs : Math.min(request.leaseMs, LOCKED_RETRY_MS);
-            return { claimed: false, record, expiresInMs: again };
-          }
-          const row = claimed.rows[0];
-          if (row) {
-            const takeover = truthy(row.takeover);
-            if (truthy(row.resumed)) return { claimed: true, takeover, resumed: true };
-            return truthy(row.later_step) ? { claimed: true, takeover, laterStep: true } : { claimed: true, takeover };
-          }
-          const blocking = await this.adapter.execute(this.sql.blocking(request));
-          const current = blocking.rows[0];
-          if (current && resumableBy(current, request)) continue; // handed over to this job meanwhile: claim again
-          if (current) return lostTo(current);
-          // The record that stopped the claim expired or was deleted before it could be read: claim again.
-        }
-        throw claimRaceError(this.constructor.name, scope, key);
-      },
+      () => claimOutsideTransaction(this.adapter, this.sql, request, this.constructor.name),
       false,
       (result) => result.claimed,
     );
@@ -302,6 +253,3 @@ export class SqlIdempotencyStore<Transaction = unknown> implements IdempotencySt
     return this.queue ? this.queue.run(operation, urgent, pauseAfter) : operation();
   }
 }
-
-/** When a claim that met a locked record whose lease ended looks again, at the latest. */
-const LOCKED_RETRY_MS = 1_000;
