@@ -6,7 +6,7 @@ import { bullKeys } from '../redis/keys.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyTransactionalClaim } from './idempotency-store.interface.js';
-import { resumeOwnerOf } from './step-handover.js';
+import { resumeOwnerFor } from './step-handover.js';
 import { recordIdOf } from './stored-key.js';
 import type { WorkerLike } from './waiting-duplicates.js';
 
@@ -23,7 +23,7 @@ export function startAttempt(
   worker: WorkerLike | undefined,
   deps: { events: UniqueJobsEvents; logger: LoggerLike },
 ): { attempt: Attempt; request: IdempotencyTransactionalClaim } {
-  const { store, options } = definition;
+  const { options } = definition;
   const scope = definition.scopeOf(job);
   const owner = randomUUID();
   // Object literals, not spreads: this runs once per job, and a spread copies through a slower path (CPU profile of
@@ -48,10 +48,7 @@ export function startAttempt(
   const fingerprint = definition.fingerprintOf(job);
   const jobKey = bullKeys.job(job.queueQualifiedName, job.id!);
   // Where a step of the job hands its claim over to (a store that can hand over: see step-handover.ts).
-  const resumeOwner =
-    store.handOver && (!options.transactional || store.handsOverInTransaction) && Number.isFinite(job.timestamp)
-      ? resumeOwnerOf(jobKey, job.timestamp)
-      : undefined;
+  const resumeOwner = resumeOwnerFor(definition, job, jobKey);
   const request = {
     scope,
     key,

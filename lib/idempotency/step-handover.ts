@@ -10,10 +10,13 @@ import {
 } from '../common/bullmq-lifecycle.js';
 import { describeThrown } from '../errors/thrown.js';
 import { bullKeys } from '../redis/keys.js';
-import type { Attempt } from './attempt.js';
+import { AttemptReport, type Attempt } from './attempt.js';
 import { keyOf } from './attempt-values.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyCompletion, IdempotencyHandover } from './idempotency-store.interface.js';
+import type { IdempotencyRecordRef } from './idempotency-records.interface.js';
+import type { LoggerLike } from '../common/logger.js';
+import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 
 /** The prefix of a resume token: an owner no attempt has (theirs are UUIDs), so operators can tell a parked record. */
 const RESUME_PREFIX = 'step:';
@@ -37,14 +40,63 @@ export async function retimeHandover(
   job: Job<unknown, unknown>,
   runInMs: number,
 ): Promise<boolean> {
+  const ref = handedOverRef(definition, job);
+  if (!ref) return false;
+  const leaseMs = parkedLeaseMs(definition.options.lease) + wholeDelay(runInMs);
+  return definition.store.handOver!(ref, { owner: ref.owner, leaseMs });
+}
+
+/**
+ * BullMQ failed `job` for good (its worker's `failed` event): a claim a step of it handed over to its next delivery
+ * (the record its resume token owns) has no delivery to come. Released, or kept failed with BullMQ's reason
+ * (`onFailure: 'keep'`), as when a later step fails for good. It matters for a job BullMQ failed without calling the
+ * processor (stalled too often, started more than `maxStartedAttempts`): no attempt settles its record, which would hold
+ * the key for its parked lease (a day; on a SQL store nothing else frees it). One store call, a compare-and-set on the
+ * resume token (nothing changes once an attempt took the record), for a job with an idempotency key on a store that
+ * hands over. Never throws (a failure is reported).
+ */
+export async function settleFailedHandover(
+  definition: ResolvedIdempotency,
+  job: Job<unknown, unknown>,
+  deps: { events: UniqueJobsEvents; logger: LoggerLike },
+): Promise<void> {
+  const ref = handedOverRef(definition, job);
+  if (!ref) return;
+  const { store, options, storeName } = definition;
+  const ids = { queue: job.queueName, jobName: job.name, jobId: job.id!, scope: ref.scope, key: ref.key };
+  const report = new AttemptReport(deps.events, deps.logger, { ...ids, store: storeName });
+  try {
+    if (options.onFailure === 'keep') {
+      const error = JSON.stringify(describeThrown({ name: 'Error', message: job.failedReason }));
+      if (await store.fail(ref, { error, ttlMs: options.ttl })) report.emit({ type: 'idempotencyFailureKept' });
+    } else if (await store.release(ref)) {
+      report.emit({ type: 'idempotencyReleased' });
+    }
+  } catch (error) {
+    report.error(error);
+  }
+}
+
+/**
+ * The token a step of `job` hands its claim over to (see {@link resumeOwnerOf}), when its store can hand over in this
+ * mode; `jobKey`: the job's Redis key, when the caller has it.
+ */
+export function resumeOwnerFor(
+  definition: ResolvedIdempotency,
+  job: Job<unknown, unknown>,
+  jobKey = bullKeys.job(job.queueQualifiedName, job.id!),
+): string | undefined {
   const { store, options } = definition;
   const handsOver = store.handOver && (!options.transactional || store.handsOverInTransaction);
-  if (!handsOver || !Number.isFinite(job.timestamp)) return false;
-  const keyed = keyOf(definition, job);
-  if ('missing' in keyed) return false;
-  const owner = resumeOwnerOf(bullKeys.job(job.queueQualifiedName, job.id!), job.timestamp);
-  const ref = { scope: definition.scopeOf(job), key: keyed.key, owner };
-  return store.handOver!(ref, { owner, leaseMs: parkedLeaseMs(options.lease) + wholeDelay(runInMs) });
+  return handsOver && Number.isFinite(job.timestamp) ? resumeOwnerOf(jobKey, job.timestamp) : undefined;
+}
+
+/** The record `job`'s steps hand over (owned by its resume token), if its store hands over and it has a key. */
+function handedOverRef(definition: ResolvedIdempotency, job: Job<unknown, unknown>): IdempotencyRecordRef | undefined {
+  const owner = resumeOwnerFor(definition, job);
+  const keyed = owner === undefined ? undefined : keyOf(definition, job);
+  if (!keyed || 'missing' in keyed) return undefined;
+  return { scope: definition.scopeOf(job), key: keyed.key, owner: owner! };
 }
 
 /** Whether a record's owner is a resume token: the record is parked between two steps of its job, no handler runs. */

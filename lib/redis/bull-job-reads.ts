@@ -1,6 +1,6 @@
 import type { RedisScripts } from './redis-scripts.js';
-import { bullKeys } from './keys.js';
-import { readJobStanding, standingOf, type JobStanding } from './job-standing.js';
+import { bullKeys, STEPS_FIELD } from './keys.js';
+import { parkerStandingOf, readJobStanding, standingOf, type JobStanding } from './job-standing.js';
 
 /**
  * What BullMQ did with a job, read from Redis as BullMQ wrote it: the job's hash (its standing, options and the counts
@@ -46,6 +46,17 @@ export class BullJobReads {
   /** Where a job stands by its hash (see `standingOf`). */
   standing(jobKey: string): Promise<JobStanding> {
     return readJobStanding(this.scripts.client, jobKey);
+  }
+
+  /** Where the job a parked run-time lock slot names stands (see `parkerStandingOf`): one HMGET of its hash. */
+  async parkerStanding(jobKey: string): Promise<JobStanding | 'another'> {
+    const [timestamp, finishedOn, steps] = await this.scripts.client.hmget(
+      jobKey,
+      'timestamp',
+      'finishedOn',
+      STEPS_FIELD,
+    );
+    return parkerStandingOf(timestamp, finishedOn, steps);
   }
 
   /** Whether a job's hash exists. */

@@ -93,3 +93,6 @@ export function runtimeOwnersOf(
     former: legacyRuntimeLockOwner(jobId, acrossQueues ? job.queueQualifiedName : undefined),
   };
 }
+
+/** Why a parked slot whose owner's id now names a job that did not park it is released (`reaped` event's reason). */
+export const PARKER_REPLACED = 'its job id now names a job that did not park it';

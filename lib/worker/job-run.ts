@@ -6,12 +6,13 @@ import type { OperationTracer } from '../common/operation-tracer.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { BoundEnqueueLock } from '../locks/bound-enqueue-lock.js';
 import type { LockRun } from '../locks/lock.js';
-import type { LockedBy } from '../locks/locked-digest.js';
+import { lockedAs, type LockedBy } from '../locks/locked-digest.js';
 import type { AcquireResult, LockStore } from '../locks/lock-store.js';
 import { RuntimeLease } from '../locks/runtime-lease.js';
 import { parkedLeaseMs, stallRecoveryMs, stepParkedMs, wholeDelay } from '../common/bullmq-lifecycle.js';
 import type { JobDefinition } from '../options/job-definitions.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
+import { QueueRegistry } from '../redis/queue-registry.js';
 import { parseRuntimeLockOwner } from '../redis/runtime-lock-owner.js';
 import { knownOnSameServer, onSameServer } from '../redis/same-server.js';
 import { SlotParking } from './slot-parking.js';
@@ -108,8 +109,14 @@ export class JobRun implements LockRun {
         // A look-up or give-back that fails (a job's hash out of reach) is reported, not thrown: the refusal stands
         // unless another stale slot was given back.
         freeStale: (parked) =>
-          freeStaleParked(deps.store, deps.events, job, deps.keys.runtimeLock(digest), parked, (error) =>
-            deps.reportError(job, digest, error),
+          freeStaleParked(
+            deps.store,
+            deps.events,
+            job,
+            deps.keys.runtimeLock(digest),
+            parked,
+            (error) => deps.reportError(job, digest, error),
+            () => QueueRegistry.read(deps.client, deps.keys),
           ),
       },
       former,
@@ -165,6 +172,22 @@ export class JobRun implements LockRun {
    */
   closeOffRuntimeLock(): void {
     this.runtime?.closeOff().catch((error: unknown) => this.deps.reportError(this.job, this.digest, error));
+  }
+
+  /**
+   * The run of a job BullMQ failed without calling the processor (stalled or started too often), rebuilt for its end:
+   * it still holds its enqueue lock, and a run-time slot its last step parked (without an enqueue lock, under the digest
+   * of its data). `undefined`: it holds neither (or its lock arguments cannot be hashed: it took nothing).
+   */
+  static ofUnprocessed(job: Job<unknown, unknown>, definition: JobDefinition, deps: JobRunDeps): JobRun | undefined {
+    const locked = lockedAs(job);
+    if (locked) return new JobRun(job, definition, locked.digest, locked.by, deps);
+    if (!definition.lock.takesRuntimeLock) return undefined;
+    try {
+      return new JobRun(job, definition, definition.digestOf(job), undefined, deps);
+    } catch {
+      return undefined;
+    }
   }
 
   /** Whether the run holds a run-time lock now. */

@@ -6,6 +6,7 @@ import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js'
 import { rethrowNullish } from '../errors/thrown.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
+import { settleFailedHandover } from '../idempotency/step-handover.js';
 import { ADMITTED, type JobEnd } from '../locks/lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
@@ -120,18 +121,21 @@ export class JobRunner {
     return result;
   }
 
-  /** BullMQ recorded a job completed, or failed for good (the worker's events): the lock type's `finished` hook. */
+  /**
+   * BullMQ recorded a job completed, or failed for good (the worker's events): the lock type's `finished` hook, and a
+   * failed job's handed-over idempotency claim settled.
+   */
   async finished(job: Job<unknown, unknown>, end: JobEnd): Promise<void> {
+    // A claim a step handed over to the job's next delivery, which will not come (see settleFailedHandover).
+    const { enabled, idempotencyDefinitions } = this.deps;
+    const keyed = enabled && end === 'failed' ? idempotencyDefinitions.find(job.queueName, job.name) : undefined;
+    if (keyed) await settleFailedHandover(keyed, job, this.deps);
     const definition = this.definitionOf(job);
     if (!definition) return;
     let run = this.runs.get(job);
     this.runs.delete(job);
-    if (!run) {
-      // A job BullMQ failed without calling the processor (stalled or started too often): it still holds its lock.
-      const locked = lockedAs(job);
-      if (!locked) return;
-      run = new JobRun(job, definition, locked.digest, locked.by, this.deps);
-    }
+    run ??= JobRun.ofUnprocessed(job, definition, this.deps); // failed without calling the processor
+    if (!run) return;
     const current = run;
     await this.quietly(job, run.digest, () => definition.lock.finished(current, end));
     if (end === 'failed') await this.quietly(job, run.digest, () => current.giveBackUnanswered());

@@ -2,17 +2,25 @@ import type { Job } from 'bullmq';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { LockStore, ParkedSlot } from '../locks/lock-store.js';
 import { bullKeys } from '../redis/keys.js';
-import { parseRuntimeLockOwner, queueTag } from '../redis/runtime-lock-owner.js';
+import {
+  parseRuntimeLockOwner,
+  PARKER_REPLACED,
+  queueTag,
+  type RuntimeLockOwner,
+} from '../redis/runtime-lock-owner.js';
 
 /**
  * Gives back the slots of a run-time lock (`key`) parked for a step job's next delivery whose job will not come back
- * for them: finished (a parent failed by its child while it waited for its children, `failParentOnFailure`) or gone (a
- * parked job removed without the library). `job`'s take met them: without this it would have met a holder that never
- * runs again, and ended through its strategy (`log`: not run at all), until the orphan reaper's next pass released
- * the slot. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left alone),
- * with a `reaped` event as the reaper gives. Only holders of `job`'s own queue: another queue's are the reaper's. The
- * holders' jobs are read together (one round trip); asked only on a refusal that names parked slots. Resolves whether
- * one was given back; never rejects (a read or give-back that fails goes to `failed`).
+ * for them: finished (a parent failed by its child while it waited for its children, `failParentOnFailure`), gone (a
+ * parked job removed without the library), or its id given to another job since (see `parkerStandingOf`). `job`'s
+ * take met them: without this it would have met a holder that never runs again, and ended through its strategy (`log`:
+ * not run at all) until the orphan reaper's next pass released the slot, a parked slot lasting a day past its job's
+ * run time. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left alone),
+ * with a `reaped` event as the reaper gives. A holder's job is looked up in the queue its owner names: `job`'s own, or
+ * another queue (a lock across queues) found by its tag among the queues the library's processes record (`registered`,
+ * read only when such a holder is met; one it does not name is left to the reaper). The holders' jobs are read together
+ * (one round trip); asked only on a refusal that names parked slots. Resolves whether one was given back; never rejects
+ * (a read or give-back that fails goes to `failed`).
  */
 export async function freeStaleParked(
   store: LockStore,
@@ -22,22 +30,44 @@ export async function freeStaleParked(
   parked: readonly ParkedSlot[],
   /** A read or give-back that failed: the others go on (a slot freed lets the take through). */
   failed: (error: unknown) => void,
+  /** The qualified names of the queues the library's processes record (`QueueRegistry.read`). */
+  registered: () => Promise<readonly string[]>,
 ): Promise<boolean> {
-  const queue = job.queueQualifiedName;
-  const tag = queueTag(queue);
-  const holders = parked
-    .map((slot) => ({ ...slot, owner: parseRuntimeLockOwner(slot.member) }))
-    .filter(({ owner }) => (owner.queueTag === tag || owner.queue === queue) && owner.jobId !== job.id);
+  const own = job.queueQualifiedName;
+  const tag = queueTag(own);
+  let names: Promise<readonly string[]> | undefined;
+  const queueOf = async (owner: RuntimeLockOwner): Promise<string | undefined> => {
+    if (owner.queue !== undefined) return owner.queue; // an earlier build's owner of a lock across queues
+    if (owner.queueTag === undefined) return undefined; // an earlier build's bare id: any queue, the reaper's
+    if (owner.queueTag === tag) return own;
+    names ??= registered().catch((error: unknown) => {
+      failed(error);
+      return [];
+    });
+    const found = (await names).filter((name) => queueTag(name) === owner.queueTag);
+    return found.length === 1 ? found[0] : undefined;
+  };
+  const located = await Promise.all(
+    parked.map(async (slot) => {
+      const owner = parseRuntimeLockOwner(slot.member);
+      return { ...slot, owner, queue: await queueOf(owner) };
+    }),
+  );
+  const holders = located.filter(
+    (holder): holder is typeof holder & { queue: string } =>
+      holder.queue !== undefined && !(holder.queue === own && holder.owner.jobId === job.id),
+  );
   // Their jobs read together (sent in one tick: one round trip), then each stale one given back.
   const standings = await Promise.allSettled(
-    holders.map(({ owner }) => store.jobs.standing(bullKeys.job(queue, owner.jobId))),
+    holders.map(({ owner, queue }) => store.jobs.parkerStanding(bullKeys.job(queue, owner.jobId))),
   );
   const freed = await Promise.allSettled(
     holders.map(async ({ member, lease, owner }, i) => {
       const read = standings[i];
       if (read.status === 'rejected') throw read.reason;
       if (read.value === 'live' || !(await store.releaseLease(key, member, lease))) return false;
-      events.emit({ type: 'reaped', key, kind: 'runtimeLease', jobId: owner.jobId, reason: `job ${read.value}` });
+      const reason = read.value === 'another' ? PARKER_REPLACED : `job ${read.value}`;
+      events.emit({ type: 'reaped', key, kind: 'runtimeLease', jobId: owner.jobId, reason });
       return true;
     }),
   );

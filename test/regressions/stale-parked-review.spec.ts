@@ -7,6 +7,7 @@ import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { PARKED_MARK } from '../../lib/locks/lock-marks.js';
 import { UNIQUE_JOBS_REDIS } from '../../lib/nest/unique-jobs.constants.js';
+import { STEPS_FIELD } from '../../lib/redis/keys.js';
 import { legacyRuntimeLockOwner, queueTag } from '../../lib/redis/runtime-lock-owner.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
@@ -46,8 +47,10 @@ async function parkMember(redis: Redis, key: string, member: string): Promise<st
   return member;
 }
 
-/** A slot parked for a job id of the app's queue. */
-function parkFor(redis: Redis, key: string, app: TestApp, jobId: string): Promise<string> {
+/** A slot parked for a job id of the app's queue; its job, when there, counts a step (as the library's park writes). */
+async function parkFor(redis: Redis, key: string, app: TestApp, jobId: string): Promise<string> {
+  const jobKey = `${app.queue.qualifiedName}:${jobId}`;
+  if ((await redis.exists(jobKey)) === 1) await redis.hincrby(jobKey, STEPS_FIELD, 1);
   return parkMember(redis, key, runtimeOwner(app, jobId));
 }
 

@@ -15,7 +15,7 @@ import { waitFor } from '../support/wait.js';
 describe('a new job meeting a parked run-time slot whose job will not come back', () => {
   const { redis, start, keysOf, onCleanup } = useApps('stale-park');
 
-  it('a parent failed by its child: the next parent of the digest runs, the stale slot is given back', async () => {
+  it('a parent failed by its child: its parked slot is given back at its failure, the next parent of the digest runs', async () => {
     const ref: { app?: TestApp } = {};
     const ran: string[] = [];
     const app = (ref.app = await start({
@@ -45,13 +45,14 @@ describe('a new job meeting a parked run-time slot whose job will not come back'
     const running = runningKey(app.prefix, digestOf(app, 'sync', { id: 'a' }));
     const first = await app.queue.add('sync', { id: 'a', fails: true }, { jobId: uniqueName('parent') });
     await expect(app.finished(first)).rejects.toThrow();
-    await waitForParked(redis, running, runtimeOwner(app, first.id!)); // parked for a day, its job failed
+    // Its worker's `failed` event (BullMQ failed it for good, without calling the processor): the slot parked for a
+    // day is given back then (session 51; before, the next take met it and gave it back, as for a parked job removed
+    // without the library, below).
+    await waitFor('the parked slot given back', async () => (await owners(redis, running)).length === 0);
     const next = await app.queue.add('sync', { id: 'a' }, { jobId: uniqueName('next') });
     await expect(app.finished(next)).resolves.toBe('parent done');
     expect(ran).toEqual([first.id, next.id]);
-    expect(events.of('reaped')).toEqual([
-      expect.objectContaining({ kind: 'runtimeLease', key: running, jobId: first.id, reason: 'job finished' }),
-    ]);
+    expect(events.of('reaped')).toEqual([]);
     expect(await owners(redis, running)).toEqual([]);
     expect(await keysOf(app)).toEqual([]);
   }, 30_000);

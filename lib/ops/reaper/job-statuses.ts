@@ -1,26 +1,39 @@
 import type { Cluster, Redis } from 'ioredis';
 import { markedDigestIn } from '../../locks/job-marker.js';
-import { standingOf, type JobStanding } from '../../redis/job-standing.js';
-import { bullKeys } from '../../redis/keys.js';
+import { parkerStandingOf, standingOf, type JobStanding } from '../../redis/job-standing.js';
+import { bullKeys, STEPS_FIELD } from '../../redis/keys.js';
 import type { ReaperPass } from './reaper-pass.js';
 
 /** Where a lock owner's job stands, as the reaper reads it from BullMQ's job hash. */
 export type JobStatus = JobStanding | 'another';
 
+/** What a job must be, besides live, to be a lock owner's: see {@link jobStatus}. */
+export interface OwnerCheck {
+  /** A slot-set lock's digest: a job whose marker names another digest is `'another'`. */
+  readonly digest?: string;
+  /** The creation time an idempotency record names: a job created at another time is `'gone'`. */
+  readonly createdAt?: string;
+  /** A parked run-time slot's owner: a live job whose hash counts no step is `'another'` (`parkerStandingOf`). */
+  readonly parked?: boolean;
+}
+
 /**
- * A BullMQ job's status from its hash (`standingOf`). With `digest`
- * (a slot-set lock's), a job whose marker names another digest is `'another'`: its id was reused by a job that does
- * not own this lock. With `createdAt` (the creation time an idempotency record names), a job created at another time
- * is `'gone'`: the record's job was removed and its custom id given to a later job.
+ * A BullMQ job's status from its hash (`standingOf`), as the owner `check` describes it: with a digest (a slot-set
+ * lock's), a job whose marker names another digest is `'another'`: its id was reused by a job that does not own this
+ * lock; with a creation time (an idempotency record's), a job created at another time is `'gone'`: the record's job
+ * was removed and its custom id given to a later job; for a parked run-time slot, a job that parked no step is
+ * `'another'` (its id given to a job that did not park the slot).
  */
-export async function jobStatus(
-  client: Redis | Cluster,
-  jobKey: string,
-  digest?: string,
-  createdAt?: string,
-): Promise<JobStatus> {
-  const [timestamp, finishedOn, opts] = await client.hmget(jobKey, 'timestamp', 'finishedOn', 'opts');
-  const standing = standingOf(timestamp, finishedOn);
+export async function jobStatus(client: Redis | Cluster, jobKey: string, check: OwnerCheck = {}): Promise<JobStatus> {
+  const { digest, createdAt, parked } = check;
+  const [timestamp, finishedOn, opts, steps] = await client.hmget(
+    jobKey,
+    'timestamp',
+    'finishedOn',
+    'opts',
+    STEPS_FIELD,
+  );
+  const standing = parked ? parkerStandingOf(timestamp, finishedOn, steps) : standingOf(timestamp, finishedOn);
   if (standing === 'gone' || (createdAt !== undefined && Number(timestamp) !== Number(createdAt))) return 'gone';
   if (digest !== undefined && markedDigestIn(opts) !== digest) return 'another';
   return standing;
@@ -38,11 +51,11 @@ export async function ownerStatuses(
   client: Redis | Cluster,
   pass: ReaperPass,
   jobId: string,
-  digest: string | undefined,
+  check: OwnerCheck,
   queues?: readonly string[],
 ): Promise<JobStatus[]> {
   const names = queues ?? (await pass.queueNames());
-  const answers = await Promise.allSettled(names.map((queue) => jobStatus(client, bullKeys.job(queue, jobId), digest)));
+  const answers = await Promise.allSettled(names.map((queue) => jobStatus(client, bullKeys.job(queue, jobId), check)));
   const refused = (answer: PromiseSettledResult<JobStatus>) =>
     answer.status === 'rejected' && String((answer.reason as Error | undefined)?.message).startsWith('NOPERM');
   const vouched = answers.some(refused) ? await pass.vouchedNames() : 'all';

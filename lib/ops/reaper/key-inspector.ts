@@ -3,7 +3,7 @@ import { isHandedOver } from '../../idempotency/step-handover.js';
 import { isParkedScore } from '../../locks/lock-marks.js';
 import type { LockStore } from '../../locks/lock-store.js';
 import { KEY_SUFFIX, parseOwnKey, type UniqueJobsKeys } from '../../redis/keys.js';
-import { parseRuntimeLockOwner } from '../../redis/runtime-lock-owner.js';
+import { parseRuntimeLockOwner, PARKER_REPLACED } from '../../redis/runtime-lock-owner.js';
 import type { RedisScripts } from '../../redis/redis-scripts.js';
 import { jobStatus, ownerStatuses } from './job-statuses.js';
 import type { ReapedItem } from './reap-report.interface.js';
@@ -89,17 +89,25 @@ export class ReaperKeyInspector {
       if (runtime && !isParkedScore(Number(score))) continue;
       const parsed = runtime ? parseRuntimeLockOwner(owner) : { jobId: owner };
       const { jobId } = parsed;
-      // A run-time lock's job is not marked with its digest (no enqueue lock): its job's status alone decides, in the
-      // queue its owner names (a bare id, written by an earlier build, in every queue).
+      // A run-time lock's job is not marked with its digest (no enqueue lock): its job's status decides, in the queue
+      // its owner names (a bare id, written by an earlier build, in every queue), and whether it parked a step.
       const digest = runtime ? undefined : parseOwnKey(key)?.tag;
       const statusesOf = async () =>
-        ownerStatuses(this.client, pass, jobId, digest, runtime ? await pass.queuesNamedBy(parsed) : undefined);
+        ownerStatuses(
+          this.client,
+          pass,
+          jobId,
+          { digest, parked: runtime },
+          runtime ? await pass.queuesNamedBy(parsed) : undefined,
+        );
       const statuses = await statusesOf();
       if (statuses.includes('live')) continue;
       const reason = statuses.includes('finished')
         ? 'job finished'
         : statuses.includes('another')
-          ? 'its job id now names a job of another digest'
+          ? runtime
+            ? PARKER_REPLACED
+            : 'its job id now names a job of another digest'
           : 'job gone';
       suspects.push({
         item: { key, kind, jobId, reason },
@@ -131,7 +139,7 @@ export class ReaperKeyInspector {
     const parked = isHandedOver(owner ?? undefined);
     if (state !== 'in_progress' || !owner || !jobKey || (!parked && Number(until) > serverNow())) return;
     // The job the record names, created when it says: a later job given its custom id is not it.
-    const statusNow = () => jobStatus(this.client, jobKey, undefined, jobAt ?? undefined);
+    const statusNow = () => jobStatus(this.client, jobKey, { createdAt: jobAt ?? undefined });
     const status = await statusNow();
     if (status === 'live') return;
     suspects.push({
