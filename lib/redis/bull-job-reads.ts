@@ -1,5 +1,5 @@
 import type { RedisScripts } from './redis-scripts.js';
-import { bullKeys, STEPS_FIELD } from './keys.js';
+import { bullKeys, PARKED_FIELD, STEPS_FIELD } from './keys.js';
 import { parkerStandingOf, readJobStanding, standingOf, type JobStanding } from './job-standing.js';
 
 /**
@@ -48,15 +48,28 @@ export class BullJobReads {
     return readJobStanding(this.scripts.client, jobKey);
   }
 
-  /** Where the job a parked run-time lock slot names stands (see `parkerStandingOf`): one HMGET of its hash. */
-  async parkerStanding(jobKey: string): Promise<JobStanding | 'another'> {
-    const [timestamp, finishedOn, steps] = await this.scripts.client.hmget(
+  /**
+   * Where the job a run-time lock slot parked under `digest` names stands (see `parkerStandingOf`): one HMGET of its
+   * hash.
+   */
+  async parkerStanding(jobKey: string, digest: string): Promise<JobStanding | 'another'> {
+    const [timestamp, finishedOn, steps, parkedIn] = await this.scripts.client.hmget(
       jobKey,
       'timestamp',
       'finishedOn',
       STEPS_FIELD,
+      PARKED_FIELD,
     );
-    return parkerStandingOf(timestamp, finishedOn, steps);
+    return parkerStandingOf({ timestamp, finishedOn, steps, parkedIn }, digest);
+  }
+
+  /**
+   * Names in a job's hash the digest of the run-time lock slot its step is about to park (`PARKED_FIELD`), counting the
+   * step (`STEPS_FIELD`) when `countStep`, only while the job exists; resolves whether it does.
+   */
+  async markParked(jobKey: string, digest: string, countStep: boolean): Promise<boolean> {
+    const args = [PARKED_FIELD, digest, countStep ? STEPS_FIELD : ''];
+    return Number(await this.scripts.run('markParked', [jobKey], args)) === 1;
   }
 
   /** Whether a job's hash exists. */

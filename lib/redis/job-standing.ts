@@ -13,18 +13,20 @@ export function standingOf(timestamp: string | null, finishedOn: string | null):
 }
 
 /**
- * Where the job a parked run-time lock slot names stands (its owner is the job's queue and id): as {@link standingOf},
- * and `'another'` for a live job whose hash counts no step (`steps`: the library's `STEPS_FIELD`, which every park
- * writes before it parks the slot): its id was given to a job that did not park the slot (the parker removed and its
- * custom id added again: BullMQ's remove-and-add to reschedule a job).
+ * Where the job a run-time lock slot parked under `digest` names stands (its owner is the job's queue and id): as
+ * {@link standingOf}, and `'another'` for a live job that did not park it: its id given to a new job after the parker
+ * was removed (BullMQ's remove-and-add to reschedule a job). Every park first names its digest in the job's hash
+ * (`parkedIn`: the library's `PARKED_FIELD`); a hash that names none but counts steps (`steps`: `STEPS_FIELD`) was parked
+ * by a build before that field, and is taken for the parker.
  */
 export function parkerStandingOf(
-  timestamp: string | null,
-  finishedOn: string | null,
-  steps: string | null,
+  fields: { timestamp: string | null; finishedOn: string | null; steps: string | null; parkedIn: string | null },
+  digest: string,
 ): JobStanding | 'another' {
-  const standing = standingOf(timestamp, finishedOn);
-  return standing === 'live' && steps === null ? 'another' : standing;
+  const standing = standingOf(fields.timestamp, fields.finishedOn);
+  if (standing !== 'live') return standing;
+  const parker = fields.parkedIn !== null ? fields.parkedIn === digest : fields.steps !== null;
+  return parker ? 'live' : 'another';
 }
 
 /** Reads a job's standing (one HMGET of its hash, `jobKey` from `bullKeys.job`). */

@@ -201,6 +201,13 @@ export const RESCHEDULES_FIELD = 'ujReschedules';
  */
 export const STEPS_FIELD = 'ujSteps';
 
+/**
+ * The field of a job's hash naming the digest of the run-time lock slot its last step parked (written before the slot
+ * is parked): a slot parked under another digest is not this job's, whose id was given to it after the parker was
+ * removed (see `parkerStandingOf`).
+ */
+export const PARKED_FIELD = 'ujParked';
+
 /** BullMQ's key prefix when a queue sets none. */
 export const DEFAULT_QUEUE_PREFIX = 'bull';
 

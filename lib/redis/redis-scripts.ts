@@ -36,7 +36,8 @@ export type ScriptName =
   | 'reapDeduplication'
   | 'reapIdempotencyClaim'
   | 'registerQueue'
-  | 'countInJob';
+  | 'countInJob'
+  | 'markParked';
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const INCLUDE = /^--- @include "([\w/]+)"$/gm;

@@ -113,7 +113,7 @@ export class JobRun implements LockRun {
             deps.store,
             deps.events,
             job,
-            deps.keys.runtimeLock(digest),
+            { key: deps.keys.runtimeLock(digest), digest },
             parked,
             (error) => deps.reportError(job, digest, error),
             () => QueueRegistry.read(deps.client, deps.keys),
@@ -208,18 +208,15 @@ export class JobRun implements LockRun {
     if (!lease) return false;
     const parkedLease = parkedLeaseMs(this.definition.options.runtimeLockLease);
     const recoveryMs = this.stepped?.recoveryMs ?? stallRecoveryMs(undefined);
-    // Counted in the job: its next deliveries are later steps, even one that takes the slot anew (see parkForRetry).
-    // Sent beside the park: read only when a later delivery fails.
-    const [, parked] = await Promise.all([
-      this.parking.countStep(),
-      stepParkedMs(this.job, step, parkedLease, parkedLease, recoveryMs).then((ms) => this.park(lease, ms)),
-    ]);
-    return parked;
+    const ms = await stepParkedMs(this.job, step, parkedLease, parkedLease, recoveryMs);
+    // The step counted in the job: its next deliveries are later steps, even one that takes the slot anew (see
+    // parkForRetry).
+    return this.park(lease, ms, true);
   }
 
   /** Parks the attempt's slot `leaseMs` from now for the job's next delivery (see {@link SlotParking.park}). */
-  private async park(lease: RuntimeLease, leaseMs: number): Promise<boolean> {
-    const { parked, released } = await this.parking.park(lease, leaseMs);
+  private async park(lease: RuntimeLease, leaseMs: number, countStep = false): Promise<boolean> {
+    const { parked, released } = await this.parking.park(lease, leaseMs, countStep);
     if (released) this.emitUnlocked('runtime', lease.takenAt);
     return parked;
   }

@@ -15,7 +15,8 @@ export interface Parked {
 /**
  * The run-time lock slot of a step job between its deliveries (one {@link JobRun}'s): parked for the job's next delivery
  * under the digest that delivery will compute, and given back once BullMQ failed the job for good. The steps the
- * handler moved the job through are counted in its hash (`STEPS_FIELD`).
+ * handler moved the job through are counted in its hash (`STEPS_FIELD`), beside the digest parked under
+ * (`PARKED_FIELD`).
  */
 export class SlotParking {
   constructor(
@@ -37,10 +38,21 @@ export class SlotParking {
    * already is left as it is (the next delivery may have taken it already, the job being due at once: re-taken, its
    * mark would be replaced and its lease reported lost), and none is parked when that digest is full (the next delivery
    * then meets its holder), nor kept when the job's next delivery started before it; the old slot is given back
-   * (`released`: it was still the attempt's).
+   * (`released`: it was still the attempt's). The job's hash first names the digest parked under (and counts the step,
+   * `countStep`): a take or the reaper meeting the slot tells its parker from a later job given its id (see
+   * `parkerStandingOf`). A job gone meanwhile parks nothing, and a mark that fails parks nothing either (it throws,
+   * the slot given back: a slot its parker cannot be told by would be taken for another job's).
    */
-  async park(lease: RuntimeLease, leaseMs: number): Promise<Parked> {
+  async park(lease: RuntimeLease, leaseMs: number, countStep: boolean): Promise<Parked> {
     const moved = this.digestMoved();
+    let marked: boolean;
+    try {
+      marked = await this.store.jobs.markParked(this.jobKey(), moved ?? this.digest, countStep);
+    } catch (error) {
+      await lease.release();
+      throw error;
+    }
+    if (!marked) return { parked: false, released: await lease.release() };
     if (moved === undefined) return { parked: await lease.park(leaseMs), released: false };
     const { store, keys, definition } = this;
     const key = keys.runtimeLock(moved);
@@ -58,12 +70,7 @@ export class SlotParking {
     return { parked, released: await lease.release() };
   }
 
-  /** Counts a step the handler moved the job through (its next deliveries are later steps). */
-  async countStep(): Promise<void> {
-    await this.store.jobs.countIn(this.jobKey(), STEPS_FIELD);
-  }
-
-  /** Whether the handler moved the job through a step before (counted by {@link countStep}). */
+  /** Whether the handler moved the job through a step before (counted as each step parks: `markParked`). */
   async stepped(): Promise<boolean> {
     return (await this.store.jobs.countOf(this.jobKey(), STEPS_FIELD)) > 0;
   }

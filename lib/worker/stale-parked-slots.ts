@@ -10,7 +10,7 @@ import {
 } from '../redis/runtime-lock-owner.js';
 
 /**
- * Gives back the slots of a run-time lock (`key`) parked for a step job's next delivery whose job will not come back
+ * Gives back the slots of a run-time lock (`key`, of `digest`) parked for a step job's next delivery whose job will not come back
  * for them: finished (a parent failed by its child while it waited for its children, `failParentOnFailure`), gone (a
  * parked job removed without the library), or its id given to another job since (see `parkerStandingOf`). `job`'s
  * take met them: without this it would have met a holder that never runs again, and ended through its strategy (`log`:
@@ -26,7 +26,8 @@ export async function freeStaleParked(
   store: LockStore,
   events: UniqueJobsEvents,
   job: Job<unknown, unknown>,
-  key: string,
+  /** The lock's key and digest. */
+  { key, digest }: { key: string; digest: string },
   parked: readonly ParkedSlot[],
   /** A read or give-back that failed: the others go on (a slot freed lets the take through). */
   failed: (error: unknown) => void,
@@ -59,7 +60,7 @@ export async function freeStaleParked(
   );
   // Their jobs read together (sent in one tick: one round trip), then each stale one given back.
   const standings = await Promise.allSettled(
-    holders.map(({ owner, queue }) => store.jobs.parkerStanding(bullKeys.job(queue, owner.jobId))),
+    holders.map(({ owner, queue }) => store.jobs.parkerStanding(bullKeys.job(queue, owner.jobId), digest)),
   );
   const freed = await Promise.allSettled(
     holders.map(async ({ member, lease, owner }, i) => {

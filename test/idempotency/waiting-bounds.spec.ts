@@ -136,5 +136,5 @@ describe('WaitingDuplicates: what it remembers is bounded', () => {
     for (const recordId of held) waiting.settled(recordId);
     expect(total()).toBe(base);
     await job.remove();
-  });
+  }, 90_000); // 101,000 messages, and a promotion awaited up to 60 s, on a loaded machine
 });

@@ -155,10 +155,20 @@ describe('session 34: parked run-time lock of a parent failed by its child (whil
     await waitForParked(redis, running, runtimeOwner(app, job.id!));
     expect(await owners(redis, running)).toEqual([job.id]);
     const reaper = app.moduleRef.get(UniqueJobsReaper);
-    expect((await reaper.run()).reaped.runtimeLeases).toBe(0);
+    // Whole passes: a run ends on its time budget when other clients' keys fill the shared Redis, and the next run
+    // goes on from there (it would not come back to a key the pass already met).
+    const wholePass = async () => {
+      let reaped = 0;
+      for (;;) {
+        const report = await reaper.run();
+        reaped += report.reaped.runtimeLeases;
+        if (report.complete) return reaped;
+      }
+    };
+    expect(await wholePass()).toBe(0);
     expect(await owners(redis, running)).toEqual([job.id]);
     await job.remove();
-    expect((await reaper.run()).reaped.runtimeLeases).toBe(1);
+    expect(await wholePass()).toBe(1);
     expect(await owners(redis, running)).toEqual([]);
   }, 30_000);
 

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { markedDigestIn } from '../../locks/job-marker.js';
 import { parkerStandingOf, standingOf, type JobStanding } from '../../redis/job-standing.js';
-import { bullKeys, STEPS_FIELD } from '../../redis/keys.js';
+import { bullKeys, PARKED_FIELD, STEPS_FIELD } from '../../redis/keys.js';
 import type { ReaperPass } from './reaper-pass.js';
 
 /** Where a lock owner's job stands, as the reaper reads it from BullMQ's job hash. */
@@ -13,27 +13,25 @@ export interface OwnerCheck {
   readonly digest?: string;
   /** The creation time an idempotency record names: a job created at another time is `'gone'`. */
   readonly createdAt?: string;
-  /** A parked run-time slot's owner: a live job whose hash counts no step is `'another'` (`parkerStandingOf`). */
-  readonly parked?: boolean;
+  /** A run-time slot's digest, parked: a live job that did not park it is `'another'` (`parkerStandingOf`). */
+  readonly parkedIn?: string;
 }
 
 /**
  * A BullMQ job's status from its hash (`standingOf`), as the owner `check` describes it: with a digest (a slot-set
  * lock's), a job whose marker names another digest is `'another'`: its id was reused by a job that does not own this
  * lock; with a creation time (an idempotency record's), a job created at another time is `'gone'`: the record's job
- * was removed and its custom id given to a later job; for a parked run-time slot, a job that parked no step is
- * `'another'` (its id given to a job that did not park the slot).
+ * was removed and its custom id given to a later job; for a parked run-time slot, a job that did not park it is
+ * `'another'` (its id given to a new job after the parker was removed).
  */
 export async function jobStatus(client: Redis | Cluster, jobKey: string, check: OwnerCheck = {}): Promise<JobStatus> {
-  const { digest, createdAt, parked } = check;
-  const [timestamp, finishedOn, opts, steps] = await client.hmget(
-    jobKey,
-    'timestamp',
-    'finishedOn',
-    'opts',
-    STEPS_FIELD,
-  );
-  const standing = parked ? parkerStandingOf(timestamp, finishedOn, steps) : standingOf(timestamp, finishedOn);
+  const { digest, createdAt, parkedIn } = check;
+  const fields = ['timestamp', 'finishedOn', 'opts', STEPS_FIELD, PARKED_FIELD] as const;
+  const [timestamp, finishedOn, opts, steps, parked] = await client.hmget(jobKey, ...fields);
+  const standing =
+    parkedIn === undefined
+      ? standingOf(timestamp, finishedOn)
+      : parkerStandingOf({ timestamp, finishedOn, steps, parkedIn: parked }, parkedIn);
   if (standing === 'gone' || (createdAt !== undefined && Number(timestamp) !== Number(createdAt))) return 'gone';
   if (digest !== undefined && markedDigestIn(opts) !== digest) return 'another';
   return standing;

@@ -97,7 +97,7 @@ export class ReaperKeyInspector {
           this.client,
           pass,
           jobId,
-          { digest, parked: runtime },
+          { digest, parkedIn: runtime ? parseOwnKey(key)?.tag : undefined },
           runtime ? await pass.queuesNamedBy(parsed) : undefined,
         );
       const statuses = await statusesOf();
