@@ -91,8 +91,8 @@ export function parkedLeaseMs(lease: number): number {
 /**
  * How long what a step job holds stays held while the job waits for its next delivery, after the step `step` (an error
  * name {@link isStepMove} accepts): a delayed step until the job is due (`job.delay`, which BullMQ's `moveToDelayed`
- * set) plus `lease` ({@link parkedLeaseMs}: the time a paused or busy queue may take to deliver it); a job waiting
- * for its children `forChildren` (children take what they take), `lease` when longer; a job moved back to wait, `lease`.
+ * set) plus `lease` ({@link parkedLeaseMs}: the time a paused or busy queue may take to deliver it); a job waiting for
+ * its children `forChildren` (children take what they take), `lease` when longer; a job moved back to wait, `lease`.
  */
 export function parkedMs(job: Job<unknown, unknown>, step: string, lease: number, forChildren: number): number {
   if (step === 'WaitingChildrenError') return Math.max(forChildren, lease);

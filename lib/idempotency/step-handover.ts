@@ -50,9 +50,9 @@ export async function retimeHandover(
  * BullMQ failed `job` for good (its worker's `failed` event): a claim a step of it handed over to its next delivery
  * (the record its resume token owns) has no delivery to come. Released, or kept failed with BullMQ's reason
  * (`onFailure: 'keep'`), as when a later step fails for good. It matters for a job BullMQ failed without calling the
- * processor (stalled too often, started more than `maxStartedAttempts`): no attempt settles its record, which would hold
- * the key for its parked lease (a day; on a SQL store nothing else frees it). One store call, a compare-and-set on the
- * resume token (nothing changes once an attempt took the record), for a job with an idempotency key on a store that
+ * processor (stalled too often, started more than `maxStartedAttempts`): no attempt settles its record, which would
+ * hold the key for its parked lease (a day; on a SQL store nothing else frees it). One store call, a compare-and-set on
+ * the resume token (nothing changes once an attempt took the record), for a job with an idempotency key on a store that
  * hands over. Never throws (a failure is reported).
  */
 export async function settleFailedHandover(

@@ -16,8 +16,8 @@ export function standingOf(timestamp: string | null, finishedOn: string | null):
  * Where the job a run-time lock slot parked under `digest` names stands (its owner is the job's queue and id): as
  * {@link standingOf}, and `'another'` for a live job that did not park it: its id given to a new job after the parker
  * was removed (BullMQ's remove-and-add to reschedule a job). Every park first names its digest in the job's hash
- * (`parkedIn`: the library's `PARKED_FIELD`); a hash that names none but counts steps (`steps`: `STEPS_FIELD`) was parked
- * by a build before that field, and is taken for the parker.
+ * (`parkedIn`: the library's `PARKED_FIELD`); a hash that names none but counts steps (`steps`: `STEPS_FIELD`) was
+ * parked by a build before that field, and is taken for the parker.
  */
 export function parkerStandingOf(
   fields: { timestamp: string | null; finishedOn: string | null; steps: string | null; parkedIn: string | null },

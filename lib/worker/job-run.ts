@@ -176,8 +176,8 @@ export class JobRun implements LockRun {
 
   /**
    * The run of a job BullMQ failed without calling the processor (stalled or started too often), rebuilt for its end:
-   * it still holds its enqueue lock, and a run-time slot its last step parked (without an enqueue lock, under the digest
-   * of its data). `undefined`: it holds neither (or its lock arguments cannot be hashed: it took nothing).
+   * it still holds its enqueue lock, and a run-time slot its last step parked (without an enqueue lock, under the
+   * digest of its data). `undefined`: it holds neither (or its lock arguments cannot be hashed: it took nothing).
    */
   static ofUnprocessed(job: Job<unknown, unknown>, definition: JobDefinition, deps: JobRunDeps): JobRun | undefined {
     const locked = lockedAs(job);
@@ -224,8 +224,8 @@ export class JobRun implements LockRun {
   /**
    * A later step of a step job (its attempt re-entered the slot a step parked) failed, and BullMQ retries it or puts it
    * back (a rate limit; `end`: BullMQ's answer, asked only then): the job is still between its steps, so its run-time
-   * lock stays its own until it is due again plus `parkedLeaseMs`, as its idempotency claim does (step-handover.ts), and a
-   * duplicate started meanwhile meets it. Resolves whether it was parked.
+   * lock stays its own until it is due again plus `parkedLeaseMs`, as its idempotency claim does (step-handover.ts),
+   * and a duplicate started meanwhile meets it. Resolves whether it was parked.
    */
   async parkForRetry(end: () => Promise<{ outcome: string; delay: number }>): Promise<boolean> {
     const lease = this.runtime;

@@ -10,17 +10,17 @@ import {
 } from '../redis/runtime-lock-owner.js';
 
 /**
- * Gives back the slots of a run-time lock (`key`, of `digest`) parked for a step job's next delivery whose job will not come back
- * for them: finished (a parent failed by its child while it waited for its children, `failParentOnFailure`), gone (a
- * parked job removed without the library), or its id given to another job since (see `parkerStandingOf`). `job`'s
- * take met them: without this it would have met a holder that never runs again, and ended through its strategy (`log`:
- * not run at all) until the orphan reaper's next pass released the slot, a parked slot lasting a day past its job's
- * run time. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left alone),
- * with a `reaped` event as the reaper gives. A holder's job is looked up in the queue its owner names: `job`'s own, or
- * another queue (a lock across queues) found by its tag among the queues the library's processes record (`registered`,
- * read only when such a holder is met; one it does not name is left to the reaper). The holders' jobs are read together
- * (one round trip); asked only on a refusal that names parked slots. Resolves whether one was given back; never rejects
- * (a read or give-back that fails goes to `failed`).
+ * Gives back the slots of a run-time lock (`key`, of `digest`) parked for a step job's next delivery whose job will not
+ * come back for them: finished (a parent failed by its child while it waited for its children, `failParentOnFailure`),
+ * gone (a parked job removed without the library), or its id given to another job since (see `parkerStandingOf`).
+ * `job`'s take met them: without this it would have met a holder that never runs again, and ended through its strategy
+ * (`log`: not run at all) until the orphan reaper's next pass released the slot, a parked slot lasting a day past its
+ * job's run time. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left
+ * alone), with a `reaped` event as the reaper gives. A holder's job is looked up in the queue its owner names: `job`'s
+ * own, or another queue (a lock across queues) found by its tag among the queues the library's processes record
+ * (`registered`, read only when such a holder is met; one it does not name is left to the reaper). The holders' jobs
+ * are read together (one round trip); asked only on a refusal that names parked slots. Resolves whether one was given
+ * back; never rejects (a read or give-back that fails goes to `failed`).
  */
 export async function freeStaleParked(
   store: LockStore,
