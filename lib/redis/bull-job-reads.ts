@@ -65,10 +65,11 @@ export class BullJobReads {
 
   /**
    * Names in a job's hash the digest of the run-time lock slot its step is about to park (`PARKED_FIELD`), counting the
-   * step (`STEPS_FIELD`) when `countStep`, only while the job exists; resolves whether it does.
+   * step (`STEPS_FIELD`) when `countStep`, only while the job exists and its starts (BullMQ's `ats`) are still
+   * `starts`, the parking delivery's; resolves whether it did.
    */
-  async markParked(jobKey: string, digest: string, countStep: boolean): Promise<boolean> {
-    const args = [PARKED_FIELD, digest, countStep ? STEPS_FIELD : ''];
+  async markParked(jobKey: string, digest: string, countStep: boolean, starts: number): Promise<boolean> {
+    const args = [PARKED_FIELD, digest, countStep ? STEPS_FIELD : '', 'ats', String(starts)];
     return Number(await this.scripts.run('markParked', [jobKey], args)) === 1;
   }
 

@@ -40,14 +40,16 @@ export class SlotParking {
    * then meets its holder), nor kept when the job's next delivery started before it; the old slot is given back
    * (`released`: it was still the attempt's). The job's hash first names the digest parked under (and counts the step,
    * `countStep`): a take or the reaper meeting the slot tells its parker from a later job given its id (see
-   * `parkerStandingOf`). A job gone meanwhile parks nothing, and a mark that fails parks nothing either (it throws,
-   * the slot given back: a slot its parker cannot be told by would be taken for another job's).
+   * `parkerStandingOf`). A job gone meanwhile parks nothing, nor does a delivery whose job started again since (due at
+   * once: that delivery's own park names its digest), and a mark that fails parks nothing either (it throws, the slot
+   * given back: a slot its parker cannot be told by would be taken for another job's).
    */
   async park(lease: RuntimeLease, leaseMs: number, countStep: boolean): Promise<Parked> {
     const moved = this.digestMoved();
+    const parkedIn = moved ?? this.digest;
     let marked: boolean;
     try {
-      marked = await this.store.jobs.markParked(this.jobKey(), moved ?? this.digest, countStep);
+      marked = await this.store.jobs.markParked(this.jobKey(), parkedIn, countStep, this.job.attemptsStarted);
     } catch (error) {
       await lease.release();
       throw error;

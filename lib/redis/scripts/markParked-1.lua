@@ -8,10 +8,13 @@
   ARGV[1] the field naming the parked slot's digest (`ujParked`)
   ARGV[2] the digest
   ARGV[3] the field counting the job's steps (`ujSteps`), or '' to count none
+  ARGV[4] BullMQ's field counting the job's starts (`ats`)
+  ARGV[5] the starts the parking delivery read: a later delivery started since (the job was due at once) may have
+          parked already, and its mark must stand
 
-  Returns 1, or 0 when the job is gone.
+  Returns 1, or 0 when the job is gone or a later delivery started.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], ARGV[4]) ~= ARGV[5] then
   return 0
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
