@@ -1,6 +1,6 @@
 import type { RedisScripts } from './redis-scripts.js';
 import { bullKeys, PARKED_FIELD, STEPS_FIELD } from './keys.js';
-import { parkerStandingOf, readJobStanding, standingOf, type JobStanding } from './job-standing.js';
+import { readJobStanding, readParkerStanding, standingOf, type JobStanding } from './job-standing.js';
 
 /**
  * What BullMQ did with a job, read from Redis as BullMQ wrote it: the job's hash (its standing, options and the counts
@@ -48,19 +48,9 @@ export class BullJobReads {
     return readJobStanding(this.scripts.client, jobKey);
   }
 
-  /**
-   * Where the job a run-time lock slot parked under `digest` names stands (see `parkerStandingOf`): one HMGET of its
-   * hash.
-   */
-  async parkerStanding(jobKey: string, digest: string): Promise<JobStanding | 'another'> {
-    const [timestamp, finishedOn, steps, parkedIn] = await this.scripts.client.hmget(
-      jobKey,
-      'timestamp',
-      'finishedOn',
-      STEPS_FIELD,
-      PARKED_FIELD,
-    );
-    return parkerStandingOf({ timestamp, finishedOn, steps, parkedIn }, digest);
+  /** Where the job a run-time lock slot parked under `digest` names stands (see `readParkerStanding`). */
+  parkerStanding(jobKey: string, digest: string): Promise<JobStanding | 'another'> {
+    return readParkerStanding(this.scripts.client, jobKey, digest);
   }
 
   /**

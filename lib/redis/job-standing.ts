@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { PARKED_FIELD, STEPS_FIELD } from './keys.js';
 
 /** Where a BullMQ job stands, as its hash says: `'gone'` (no hash), `'finished'` (completed or failed), else `'live'`. */
 export type JobStanding = 'live' | 'finished' | 'gone';
@@ -12,25 +13,33 @@ export function standingOf(timestamp: string | null, finishedOn: string | null):
   return timestamp === null ? 'gone' : finishedOn === null ? 'live' : 'finished';
 }
 
-/**
- * Where the job a run-time lock slot parked under `digest` names stands (its owner is the job's queue and id): as
- * {@link standingOf}, and `'another'` for a live job that did not park it: its id given to a new job after the parker
- * was removed (BullMQ's remove-and-add to reschedule a job). Every park first names its digest in the job's hash
- * (`parkedIn`: the library's `PARKED_FIELD`); a hash that names none but counts steps (`steps`: `STEPS_FIELD`) was
- * parked by a build before that field, and is taken for the parker.
- */
-export function parkerStandingOf(
-  fields: { timestamp: string | null; finishedOn: string | null; steps: string | null; parkedIn: string | null },
-  digest: string,
-): JobStanding | 'another' {
-  const standing = standingOf(fields.timestamp, fields.finishedOn);
-  if (standing !== 'live') return standing;
-  const parker = fields.parkedIn !== null ? fields.parkedIn === digest : fields.steps !== null;
-  return parker ? 'live' : 'another';
-}
-
 /** Reads a job's standing (one HMGET of its hash, `jobKey` from `bullKeys.job`). */
 export async function readJobStanding(client: Redis | Cluster, jobKey: string): Promise<JobStanding> {
   const [timestamp, finishedOn] = await client.hmget(jobKey, 'timestamp', 'finishedOn');
   return standingOf(timestamp, finishedOn);
+}
+
+/**
+ * Reads where the job a run-time lock slot parked under `digest` names stands (its owner is the job's queue and id;
+ * one HMGET of its hash): as {@link standingOf}, and `'another'` for a live job that did not park it, its id given to a
+ * new job after the parker was removed (BullMQ's remove-and-add to reschedule a job). Every park first names its digest
+ * in the job's hash (`PARKED_FIELD`); a hash that names none but counts steps (`STEPS_FIELD`) was parked by a build
+ * before that field, and is taken for the parker. The one reading of the rule (the take's stale check, the reaper).
+ */
+export async function readParkerStanding(
+  client: Redis | Cluster,
+  jobKey: string,
+  digest: string,
+): Promise<JobStanding | 'another'> {
+  const [timestamp, finishedOn, steps, parkedIn] = await client.hmget(
+    jobKey,
+    'timestamp',
+    'finishedOn',
+    STEPS_FIELD,
+    PARKED_FIELD,
+  );
+  const standing = standingOf(timestamp, finishedOn);
+  if (standing !== 'live') return standing;
+  const parker = parkedIn !== null ? parkedIn === digest : steps !== null;
+  return parker ? 'live' : 'another';
 }

@@ -204,7 +204,7 @@ export const STEPS_FIELD = 'ujSteps';
 /**
  * The field of a job's hash naming the digest of the run-time lock slot its last step parked (written before the slot
  * is parked): a slot parked under another digest is not this job's, whose id was given to it after the parker was
- * removed (see `parkerStandingOf`).
+ * removed (see `readParkerStanding`).
  */
 export const PARKED_FIELD = 'ujParked';
 

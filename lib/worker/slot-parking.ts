@@ -40,7 +40,7 @@ export class SlotParking {
    * then meets its holder), nor kept when the job's next delivery started before it; the old slot is given back
    * (`released`: it was still the attempt's). The job's hash first names the digest parked under (and counts the step,
    * `countStep`): a take or the reaper meeting the slot tells its parker from a later job given its id (see
-   * `parkerStandingOf`). A job gone meanwhile parks nothing, nor does a delivery whose job started again since (due at
+   * `readParkerStanding`). A job gone meanwhile parks nothing, nor does a delivery whose job started again since (due at
    * once: that delivery's own park names its digest), and a mark that fails parks nothing either (it throws, the slot
    * given back: a slot its parker cannot be told by would be taken for another job's).
    */

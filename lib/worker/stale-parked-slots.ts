@@ -12,7 +12,7 @@ import {
 /**
  * Gives back the slots of a run-time lock (`key`, of `digest`) parked for a step job's next delivery whose job will not
  * come back for them: finished (a parent failed by its child while it waited for its children, `failParentOnFailure`),
- * gone (a parked job removed without the library), or its id given to another job since (see `parkerStandingOf`).
+ * gone (a parked job removed without the library), or its id given to another job since (see `readParkerStanding`).
  * `job`'s take met them: without this it would have met a holder that never runs again, and ended through its strategy
  * (`log`: not run at all) until the orphan reaper's next pass released the slot, a parked slot lasting a day past its
  * job's run time. Each is given back compare-and-set on the lease the take read (a slot re-taken meanwhile is left

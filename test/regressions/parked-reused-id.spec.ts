@@ -2,7 +2,7 @@
 // removed without the library, and its custom id given to a new job (BullMQ's usual way to reschedule a job: remove
 // and add with the same jobId), left a slot whose owner looked live to the stale-parked check and to the reaper: the
 // digest was refused (`log`: not run) for a day past the removed job's run time. Both now take a live job whose hash
-// counts no step (`STEPS_FIELD`, written by every park) for another job than the parker (parkerStandingOf).
+// counts no step (`STEPS_FIELD`, written by every park) for another job than the parker (readParkerStanding).
 import { describe, expect, it } from '@jest/globals';
 import { DelayedError, Queue, type Job } from 'bullmq';
 import type { TestApp } from '../support/app.js';

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { markedDigestIn } from '../../locks/job-marker.js';
-import { parkerStandingOf, standingOf, type JobStanding } from '../../redis/job-standing.js';
-import { bullKeys, PARKED_FIELD, STEPS_FIELD } from '../../redis/keys.js';
+import { readParkerStanding, standingOf, type JobStanding } from '../../redis/job-standing.js';
+import { bullKeys } from '../../redis/keys.js';
 import type { ReaperPass } from './reaper-pass.js';
 
 /** Where a lock owner's job stands, as the reaper reads it from BullMQ's job hash. */
@@ -13,7 +13,10 @@ export interface OwnerCheck {
   readonly digest?: string;
   /** The creation time an idempotency record names: a job created at another time is `'gone'`. */
   readonly createdAt?: string;
-  /** A run-time slot's digest, parked: a live job that did not park it is `'another'` (`parkerStandingOf`). */
+  /**
+   * A parked run-time slot's digest (neither of the others then applies): a live job that did not park it is
+   * `'another'` (`readParkerStanding`).
+   */
   readonly parkedIn?: string;
 }
 
@@ -26,12 +29,9 @@ export interface OwnerCheck {
  */
 export async function jobStatus(client: Redis | Cluster, jobKey: string, check: OwnerCheck = {}): Promise<JobStatus> {
   const { digest, createdAt, parkedIn } = check;
-  const fields = ['timestamp', 'finishedOn', 'opts', STEPS_FIELD, PARKED_FIELD] as const;
-  const [timestamp, finishedOn, opts, steps, parked] = await client.hmget(jobKey, ...fields);
-  const standing =
-    parkedIn === undefined
-      ? standingOf(timestamp, finishedOn)
-      : parkerStandingOf({ timestamp, finishedOn, steps, parkedIn: parked }, parkedIn);
+  if (parkedIn !== undefined) return readParkerStanding(client, jobKey, parkedIn);
+  const [timestamp, finishedOn, opts] = await client.hmget(jobKey, 'timestamp', 'finishedOn', 'opts');
+  const standing = standingOf(timestamp, finishedOn);
   if (standing === 'gone' || (createdAt !== undefined && Number(timestamp) !== Number(createdAt))) return 'gone';
   if (digest !== undefined && markedDigestIn(opts) !== digest) return 'another';
   return standing;

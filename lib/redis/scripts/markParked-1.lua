@@ -1,7 +1,7 @@
 --[[
   Marks a job's hash with the digest of the run-time lock slot its step is about to park (and counts the step, when
   asked), only while the job exists: a take or the orphan reaper that meets the parked slot tells its parker from a later
-  job given the same id (see `parkerStandingOf`). A job removed under its worker must not come back as a hash holding
+  job given the same id (see `readParkerStanding`). A job removed under its worker must not come back as a hash holding
   only these fields.
 
   KEYS[1] the job's hash (`<queue prefix>:<queue>:<job id>`)
