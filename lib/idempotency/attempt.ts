@@ -46,6 +46,11 @@ export class AttemptReport {
     if (this.events.observes(event.type)) this.events.emit({ ...this.ids, ...event });
   }
 
+  /** The report of another job of the same key (the holder this attempt settled for). */
+  of(jobId: string): AttemptReport {
+    return new AttemptReport(this.events, this.logger, { ...this.ids, jobId });
+  }
+
   /** The attempt lost its claim: `what` says how, and what may follow. */
   leaseLost(what: string): void {
     const { scope, key, jobId } = this.ids;

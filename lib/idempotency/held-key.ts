@@ -2,9 +2,11 @@ import { DelayedError } from 'bullmq';
 import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
 import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
 import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.error.js';
+import type { BullJobReads } from '../redis/bull-job-reads.js';
 import type { Attempt } from './attempt.js';
 import type { IdempotencyClaimLost } from './idempotency-store.interface.js';
 import type { WaitingDuplicates } from './waiting-duplicates.js';
+import { settleStaleHandover } from './stale-handover.js';
 import { isHandedOver } from './step-handover.js';
 
 /** Slack added to a holder's remaining lease before a waiting duplicate is tried again (clocks differ slightly). */
@@ -22,11 +24,26 @@ export async function answerHeldKey(
   attempt: Attempt,
   claim: IdempotencyClaimLost,
   fingerprint: string | undefined,
-  waiting: WaitingDuplicates | undefined,
+  deps: {
+    /** Wakes this delivery when the holder settles the key (else it looks again when the holder's lease could end). */
+    waiting?: WaitingDuplicates;
+    /** Reads the job a record parked between two steps names (see `settleStaleHandover`). */
+    jobs?: BullJobReads;
+  },
 ): Promise<unknown> {
+  const { waiting, jobs } = deps;
   const { record, expiresInMs } = claim;
   const { scope, key } = attempt.ref;
   const { report } = attempt;
+  // Parked for a step job that will not come back for it: settled as its job's end would have, then this delivery is
+  // tried again at once (it claims the key, or replays the failure kept).
+  const settled =
+    record.state === 'in_progress' &&
+    jobs !== undefined &&
+    (await settleStaleHandover(attempt, record, jobs).catch((error: unknown) => {
+      report.error(error);
+      return false;
+    }));
   const ownJob = expiresInMs > 0 && claim.ownJob === true;
   // A store that cannot tell (no `ownJob` answer: the SQL stores keep a job's id, not its queue) and a claim in progress
   // by a job of this id: perhaps this very job, delivered again after its handler moved it between two steps and
@@ -39,6 +56,7 @@ export async function answerHeldKey(
     record.jobId !== undefined &&
     record.jobId === attempt.job.id;
   if (
+    !settled &&
     fingerprint !== undefined &&
     record.fingerprint !== undefined &&
     fingerprint !== record.fingerprint &&
@@ -59,14 +77,18 @@ export async function answerHeldKey(
   }
   const { job, token, definition } = attempt;
   const holderJobId = record.jobId;
-  if (definition.options.onInProgress === 'fail') {
+  if (definition.options.onInProgress === 'fail' && !settled) {
     report.emit({ type: 'idempotencyInProgress', action: 'failed', holderJobId, retryInMs: expiresInMs });
     throw new IdempotencyInProgressError(scope, key, holderJobId, expiresInMs);
   }
   // Back to delayed until the holder settles the record (it promotes this job then), or at the latest until its lease
   // could have ended (a holder that died); BullMQ does not count this as an attempt. A record parked between two steps
   // of its job has no holder running to wake this delivery, and may stay a long time: it looks again within a lease.
-  const bound = isHandedOver(record.owner) ? Math.min(expiresInMs, definition.options.lease) : expiresInMs;
+  const bound = settled
+    ? 0
+    : isHandedOver(record.owner)
+      ? Math.min(expiresInMs, definition.options.lease)
+      : expiresInMs;
   const retryInMs = bound + DELAY_MARGIN_MS;
   const stillHeld =
     claim.stillHeld ??

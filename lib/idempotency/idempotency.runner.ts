@@ -14,6 +14,7 @@ import { claimThenTransaction } from './claim-then-transaction.js';
 import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
 import type { Attempt } from './attempt.js';
 import { startAttempt } from './attempt-start.js';
+import type { BullJobReads } from '../redis/bull-job-reads.js';
 import { answerHeldKey } from './held-key.js';
 import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { afterFailure, keepFailure, releaseUnanswered } from './attempt-failure.js';
@@ -39,6 +40,8 @@ export class IdempotencyRunner {
       logger: LoggerLike;
       /** Wakes the deliveries waiting for a key when its holder settles it (else they wait for the holder's lease). */
       waiting?: WaitingDuplicates;
+      /** Reads BullMQ's jobs (a record parked for a step job whose job is gone is settled: see `settleStaleHandover`). */
+      jobs?: BullJobReads;
     },
   ) {}
 
@@ -94,7 +97,7 @@ export class IdempotencyRunner {
     const { claim, sentAt } = fresh;
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
-    if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
+    if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps);
     if (claim.claimed && (claim.resumed || claim.laterStep)) attempt.resumed = true;
     // A resumed step is no takeover: nobody died mid-run (the store counts it as one; the event and context do not).
     const context = this.claimed(attempt, claim.claimed ? claim.takeover && !claim.resumed : claim.record.attempts > 1);
@@ -252,7 +255,7 @@ export class IdempotencyRunner {
     }
     if (!outcome.claimed) {
       this.answered(attempt);
-      return answerHeldKey(attempt, outcome, request.fingerprint, this.deps.waiting);
+      return answerHeldKey(attempt, outcome, request.fingerprint, this.deps);
     }
     step.rethrow(done); // a step of a step job: committed with the record handed over
     attempt.report.emit({ type: 'idempotencyCompleted' });

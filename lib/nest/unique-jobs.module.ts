@@ -182,6 +182,7 @@ interface LockStorage {
             events,
             logger,
             waiting: new WaitingDuplicates(redis.client, locks.keys, logger),
+            jobs: locks.store.jobs,
           }),
           strategies,
           client: redis.client,

@@ -43,6 +43,22 @@ export class BullJobReads {
     return 'unread';
   }
 
+  /**
+   * Where a job stands by its hash (see `standingOf`), with what BullMQ recorded of it: its creation time (`timestamp`,
+   * what tells it from a later job given its id) and why it failed (`failedReason`), when it exists.
+   */
+  async record(jobKey: string): Promise<{ standing: JobStanding; createdAt?: number; failedReason?: string }> {
+    const [timestamp, finishedOn, failedReason] = await this.scripts.client.hmget(
+      jobKey,
+      'timestamp',
+      'finishedOn',
+      'failedReason',
+    );
+    const standing = standingOf(timestamp, finishedOn);
+    if (standing === 'gone') return { standing };
+    return { standing, createdAt: parseInt(timestamp!, 10), ...(failedReason === null ? {} : { failedReason }) };
+  }
+
   /** Where a job stands by its hash (see `standingOf`). */
   standing(jobKey: string): Promise<JobStanding> {
     return readJobStanding(this.scripts.client, jobKey);

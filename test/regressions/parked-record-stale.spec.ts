@@ -1,0 +1,108 @@
+// A step job under @IdempotencyKey hands its claim over to its next delivery for a day past its run time (session 51).
+// Removed without the library in between (a dashboard, a plain BullMQ client, remove-and-add to reschedule), or failed
+// for good while no worker of the library heard of it, nothing settled that record on a SQL store (the orphan reaper
+// frees Redis records only, and runs on an interval): every other delivery of the key waited, looking again every
+// `lease`, for that day. Session 52: a delivery that meets such a record, under the queue's own scope, reads the job
+// it names and settles the record as that job's end would have (released; kept failed with `onFailure: 'keep'`), then
+// is tried again at once.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Queue, Worker, type Job } from 'bullmq';
+import type { TestApp } from '../support/app.js';
+import { useApps } from '../support/apps.js';
+import { EventLog } from '../support/events.js';
+import { bullOptions } from '../support/redis.js';
+import { stepHandler, type StepData } from '../support/step-handler.js';
+import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
+
+const HOUR_MS = 60 * 60 * 1000;
+
+describe.each(['redis', 'sqlite', 'postgres'] as const)(
+  'a record handed over to a step job that will not come back for it (%s store)',
+  (kind) => {
+    const { start, onCleanup } = useApps(`parked-stale-${kind}`);
+    let sql: StepStore | undefined;
+    beforeAll(async () => {
+      if (kind !== 'redis') sql = await stepStore(kind);
+    });
+    afterAll(async () => sql?.close());
+
+    /** An app whose step jobs park for an hour between their steps, its reaper off (only a claim frees a record). */
+    async function parkingApp(ran: string[], extra: object = {}): Promise<{ app: TestApp; plain: Queue }> {
+      const app = await start({
+        module: { reaper: { interval: false }, ...(sql ? { idempotency: { stores: { sql: sql.store } } } : {}) },
+        // Payloads not compared: the duplicates are plain jobs of the step job's key.
+        idempotency: { key: byKey, lease: 200, fingerprint: false, ...(sql ? { store: 'sql' } : {}), ...extra },
+        handler: async (job: Job<StepData & { steps?: boolean }>) => {
+          if (job.data.steps) return stepHandler(ran, { delayMs: HOUR_MS })(job);
+          ran.push(`${job.id}:fresh`);
+          return 'fresh';
+        },
+      });
+      const plain = new Queue(app.queue.name, bullOptions());
+      onCleanup(() => plain.close());
+      return { app, plain };
+    }
+
+    it('whose job was removed without the library: a duplicate releases it and runs', async () => {
+      const ran: string[] = [];
+      const { app, plain } = await parkingApp(ran);
+      const events = new EventLog(app);
+      const first = await app.queue.add('charge', { key: 'k', steps: true });
+      await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+      await (await plain.getJob(first.id!))!.remove();
+      const duplicate = await app.queue.add('charge', { key: 'k' });
+      await expect(app.finished(duplicate)).resolves.toBe('fresh');
+      await events.next((e) => e.type === 'idempotencyReleased' && e.jobId === first.id);
+      expect(ran).toEqual([`${first.id}:1`, `${duplicate.id}:fresh`]);
+    }, 30_000);
+
+    it('whose job id was given to a new job (remove and add): the new job releases it and runs', async () => {
+      const ran: string[] = [];
+      const { app, plain } = await parkingApp(ran);
+      const events = new EventLog(app);
+      const first = await app.queue.add('charge', { key: 'k', steps: true }, { jobId: `step-${kind}` });
+      await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+      await (await plain.getJob(first.id!))!.remove();
+      const again = await app.queue.add('charge', { key: 'k' }, { jobId: first.id });
+      await expect(app.finished(again)).resolves.toBe('fresh');
+      expect(ran).toEqual([`${first.id}:1`, `${first.id}:fresh`]);
+    }, 30_000);
+
+    it('whose job a worker without the library failed for good: kept failed (onFailure keep), replayed', async () => {
+      const ran: string[] = [];
+      const { app, plain } = await parkingApp(ran, { onFailure: 'keep' });
+      const events = new EventLog(app);
+      const first = await app.queue.add('charge', { key: 'k', steps: true });
+      await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+      // The library's worker is away; a plain BullMQ worker takes the parked job and fails it for good.
+      await app.worker!.pause();
+      await (await plain.getJob(first.id!))!.promote();
+      const stranger = new Worker(app.queue.name, null, { ...bullOptions(), autorun: false });
+      onCleanup(() => stranger.close());
+      const taken = await stranger.getNextJob('stranger');
+      expect(taken.id).toBe(first.id);
+      await taken.moveToFailed(new Error('disk full'), 'stranger', true);
+      expect(await (await plain.getJob(first.id!))!.getState()).toBe('failed');
+      await app.worker!.resume();
+      const duplicate = await app.queue.add('charge', { key: 'k' });
+      await expect(app.finished(duplicate)).rejects.toThrow(/disk full/);
+      await events.next((e) => e.type === 'idempotencyFailureKept' && e.jobId === first.id);
+      expect(ran).toEqual([`${first.id}:1`]);
+    }, 30_000);
+
+    it('whose job is still parked: a duplicate waits', async () => {
+      const ran: string[] = [];
+      const { app } = await parkingApp(ran);
+      const events = new EventLog(app);
+      const first = await app.queue.add('charge', { key: 'k', steps: true });
+      await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+      const duplicate = await app.queue.add('charge', { key: 'k' });
+      // It looks again every lease (200 ms): twice in progress, still nothing released.
+      const looks = () => events.of('idempotencyInProgress').filter((e) => e.jobId === duplicate.id).length;
+      await events.next(() => looks() >= 2);
+      expect(events.of('idempotencyReleased')).toEqual([]);
+      expect(await (await app.queue.getJob(first.id!))!.getState()).toBe('delayed');
+      expect(ran).toEqual([`${first.id}:1`]);
+    }, 30_000);
+  },
+);
