@@ -3,6 +3,7 @@ import type { Job } from 'bullmq';
 import type { LoggerLike } from '../common/logger.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import { bullKeys } from '../redis/keys.js';
+import type { ParkedRecordMarks } from '../redis/parked-record-marks.js';
 import { AttemptReport, type Attempt } from './attempt.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyTransactionalClaim } from './idempotency-store.interface.js';
@@ -21,7 +22,7 @@ export function startAttempt(
   token: string | undefined,
   signal: AbortSignal | undefined,
   worker: WorkerLike | undefined,
-  deps: { events: UniqueJobsEvents; logger: LoggerLike },
+  deps: { events: UniqueJobsEvents; logger: LoggerLike; parkedRecords?: ParkedRecordMarks },
 ): { attempt: Attempt; request: IdempotencyTransactionalClaim } {
   const { options } = definition;
   const scope = definition.scopeOf(job);
@@ -36,6 +37,7 @@ export function startAttempt(
     ref: { scope, key, owner },
     recordId: recordIdOf(scope, key),
     worker,
+    marks: deps.parkedRecords,
     report: new AttemptReport(deps.events, deps.logger, {
       queue: job.queueName,
       jobName: job.name,

@@ -5,6 +5,7 @@ import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { ResolvedIdempotency } from './idempotency-definitions.js';
 import type { IdempotencyRecordRef } from './idempotency-store.interface.js';
 import type { WorkerLike } from './waiting-duplicates.js';
+import type { ParkedRecordMarks } from '../redis/parked-record-marks.js';
 import { asError } from '../errors/thrown.js';
 
 /** What every event and message of one attempt names. */
@@ -28,6 +29,8 @@ export interface Attempt {
   recordId: string;
   /** The worker running the job (what promotes the deliveries waiting for its key). */
   worker: WorkerLike | undefined;
+  /** Where the step jobs records are parked for live (see `ParkedRecordMarks`), when the library keeps them. */
+  marks: ParkedRecordMarks | undefined;
   /** Says what happened to the attempt: events and log lines naming it. */
   report: AttemptReport;
   /** The claim continues a later step of a step job (resumed a handover, or took a crashed later step over). */

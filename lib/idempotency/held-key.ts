@@ -2,7 +2,6 @@ import { DelayedError } from 'bullmq';
 import { IdempotencyInProgressError } from '../errors/idempotency-in-progress.error.js';
 import { IdempotencyKeyFailedError } from '../errors/idempotency-key-failed.error.js';
 import { IdempotencyKeyMismatchError } from '../errors/idempotency-key-mismatch.error.js';
-import type { BullJobReads } from '../redis/bull-job-reads.js';
 import type { Attempt } from './attempt.js';
 import type { IdempotencyClaimLost } from './idempotency-store.interface.js';
 import type { WaitingDuplicates } from './waiting-duplicates.js';
@@ -27,11 +26,9 @@ export async function answerHeldKey(
   deps: {
     /** Wakes this delivery when the holder settles the key (else it looks again when the holder's lease could end). */
     waiting?: WaitingDuplicates;
-    /** Reads the job a record parked between two steps names (see `settleStaleHandover`). */
-    jobs?: BullJobReads;
   },
 ): Promise<unknown> {
-  const { waiting, jobs } = deps;
+  const { waiting } = deps;
   const { record, expiresInMs } = claim;
   const { scope, key } = attempt.ref;
   const { report } = attempt;
@@ -39,8 +36,7 @@ export async function answerHeldKey(
   // tried again at once (it claims the key, or replays the failure kept).
   const settled =
     record.state === 'in_progress' &&
-    jobs !== undefined &&
-    (await settleStaleHandover(attempt, record, jobs).catch((error: unknown) => {
+    (await settleStaleHandover(attempt, record).catch((error: unknown) => {
       report.error(error);
       return false;
     }));

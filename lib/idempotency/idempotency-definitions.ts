@@ -35,8 +35,6 @@ export interface ResolvedIdempotency extends JobNameScoped {
   readonly storeName: string;
   /** The scope of a job's key as stored (normalised like a key: `normalizeIdempotencyScope`). */
   scopeOf(job: IdempotencyJob): string;
-  /** Whether the scope is the queue's own (no `scope` declared): a record of the scope belongs to a job of the queue. */
-  readonly queueScoped: boolean;
   /** The key as stored (long keys hashed), or what the key function returned instead of a key. */
   keyOf(job: IdempotencyJob): { key: string } | { missing: string };
   /** The payload fingerprint, or `undefined` when payloads are not compared. */
@@ -111,7 +109,6 @@ export class IdempotencyDefinitions {
       store,
       storeName,
       scopeOf: (job) => normalizeIdempotencyScope(declared.scope ?? defaultIdempotencyScope(job)),
-      queueScoped: declared.scope === undefined,
       keyOf: (job) => normalizeKey(declared.key(job)),
       fingerprintOf: (job) => (pick ? fingerprintOf(pick(job.data), job) : undefined),
     };

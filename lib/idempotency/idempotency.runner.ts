@@ -14,11 +14,11 @@ import { claimThenTransaction } from './claim-then-transaction.js';
 import { claimFresh, heldBy, type FreshClaim } from './fresh-claim.js';
 import type { Attempt } from './attempt.js';
 import { startAttempt } from './attempt-start.js';
-import type { BullJobReads } from '../redis/bull-job-reads.js';
+import type { ParkedRecordMarks } from '../redis/parked-record-marks.js';
 import { answerHeldKey } from './held-key.js';
 import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { afterFailure, keepFailure, releaseUnanswered } from './attempt-failure.js';
-import { handOverStep, TransactionStep } from './step-handover.js';
+import { handOverStep, resumedStep, TransactionStep } from './step-handover.js';
 import type {
   IdempotencyCompletion,
   IdempotencyTransactionalClaim,
@@ -40,8 +40,8 @@ export class IdempotencyRunner {
       logger: LoggerLike;
       /** Wakes the deliveries waiting for a key when its holder settles it (else they wait for the holder's lease). */
       waiting?: WaitingDuplicates;
-      /** Reads BullMQ's jobs (a record parked for a step job whose job is gone is settled: see `settleStaleHandover`). */
-      jobs?: BullJobReads;
+      /** Where the step jobs records are parked for live (a record whose job is gone is settled: `settleStaleHandover`). */
+      parkedRecords?: ParkedRecordMarks;
     },
   ) {}
 
@@ -98,7 +98,7 @@ export class IdempotencyRunner {
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
     if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps);
-    if (claim.claimed && (claim.resumed || claim.laterStep)) attempt.resumed = true;
+    if (claim.claimed && (claim.resumed || claim.laterStep)) resumedStep(attempt, resumeOwner);
     // A resumed step is no takeover: nobody died mid-run (the store counts it as one; the event and context do not).
     const context = this.claimed(attempt, claim.claimed ? claim.takeover && !claim.resumed : claim.record.attempts > 1);
     return context.run(job, () => this.runThenComplete(attempt, next, connection, sentAt, resumeOwner));
@@ -210,7 +210,7 @@ export class IdempotencyRunner {
       // A claim not committed before the work leaves nothing behind when its worker dies: that the job's delivery
       // before this one stalled (BullMQ's own count) is what says an earlier attempt may have run part of the handler.
       if (!context) won((claim.takeover && !claim.resumed) || (claim.uncommitted === true && job.stalledCounter > 0));
-      if (claim.resumed || claim.laterStep) attempt.resumed = true;
+      if (claim.resumed || claim.laterStep) resumedStep(attempt, request.resumeOwner);
       context!.transaction = transaction;
       return step.run(() => context!.run(job, () => next(job, token, signal)));
     };

@@ -1,54 +1,29 @@
-import { describeThrown } from '../errors/thrown.js';
-import type { BullJobReads } from '../redis/bull-job-reads.js';
-import { bullKeys } from '../redis/keys.js';
 import type { Attempt } from './attempt.js';
 import type { IdempotencyRecord } from './idempotency-records.interface.js';
-import { isHandedOver, resumeOwnerOf } from './step-handover.js';
-
-/** Why a handed-over record's job will not come back for it. */
-type StaleParker = 'gone' | 'finished' | 'another';
+import { isHandedOver, resumeOwnerOf, settleParked } from './step-handover.js';
 
 /**
  * A delivery met `record` in progress, parked between two steps of its job (owned by the job's resume token: no
- * handler runs), and its key's scope is its queue's own (the default `'<queue>:<job name>'`): the parked job, if any,
- * is the job of the record's id in this queue. When that job will not come back for the record (removed without the
- * library, its id given to a job created since, or finished: failed for good and its worker's `failed` event never
- * settled the record), the record is settled as that event would have: kept failed with BullMQ's reason when the key
- * keeps failures (`onFailure: 'keep'`) and the job failed, else released. Without this a SQL store's parked record held
- * the key until its parked lease ended, a day past the job's run time (the orphan reaper frees Redis records only).
- * Resolves whether it was settled (a compare-and-set on the resume token: a record resumed or settled meanwhile is left
- * alone). One HMGET of the job's hash, only for such a record; a record of an explicit scope is left (its job may live in
- * any queue sharing the scope). Rejects when the read or the store call fails.
+ * handler runs). When the job will not come back for it (removed without the library, its id given to a job created
+ * since, or finished: failed for good and its worker's `failed` event never settled the record), the record is settled
+ * as that event would have: kept failed with BullMQ's reason when the key keeps failures (`onFailure: 'keep'`) and
+ * BullMQ holds the job failed, else released. Without this a SQL store's parked record held the key until its parked
+ * lease ended, a day past the job's run time (the orphan reaper frees Redis records only). The job is read where the
+ * record's mark says it lives (`ParkedRecordMarks`, written by the step that parked it): a record this Redis holds no
+ * mark of (parked by a deployment on another Redis sharing the SQL store, or by a build before the marks) is left to
+ * its lease. Resolves whether it was settled (a compare-and-set on the resume token: a record resumed or settled
+ * meanwhile is left alone). Two reads (the mark, then the job), only for a parked record; rejects when one fails.
  */
-export async function settleStaleHandover(
-  attempt: Attempt,
-  record: IdempotencyRecord,
-  jobs: BullJobReads,
-): Promise<boolean> {
-  const { definition, job } = attempt;
-  const { owner, jobId } = record;
-  if (!definition.queueScoped || owner === undefined || jobId === undefined || !isHandedOver(owner)) return false;
-  const jobKey = bullKeys.job(job.queueQualifiedName, jobId);
-  const { standing, createdAt, failedReason } = await jobs.record(jobKey);
-  const stale: StaleParker | undefined =
-    standing === 'gone'
-      ? 'gone'
-      : resumeOwnerOf(jobKey, createdAt!) !== owner
-        ? 'another'
-        : standing === 'finished'
-          ? 'finished'
-          : undefined;
-  if (stale === undefined) return false;
-  const { store, options } = definition;
-  const ref = { ...attempt.ref, owner };
-  const report = attempt.report.of(jobId);
-  if (stale === 'finished' && failedReason !== undefined && options.onFailure === 'keep') {
-    const error = JSON.stringify(describeThrown({ name: 'Error', message: failedReason }));
-    if (!(await store.fail(ref, { error, ttlMs: options.ttl }))) return false;
-    report.emit({ type: 'idempotencyFailureKept' });
-    return true;
-  }
-  if (!(await store.release(ref))) return false;
-  report.emit({ type: 'idempotencyReleased' });
-  return true;
+export async function settleStaleHandover(attempt: Attempt, record: IdempotencyRecord): Promise<boolean> {
+  const { marks, definition } = attempt;
+  const { owner } = record;
+  if (!marks || owner === undefined || !isHandedOver(owner)) return false;
+  const parker = await marks.parkerOf(owner);
+  if (!parker) return false;
+  // Its job, unless gone or its id given to a later job (another creation time, another token).
+  const its = parker.standing !== 'gone' && resumeOwnerOf(parker.jobKey, parker.createdAt!) === owner;
+  if (its && parker.standing === 'live') return false;
+  const failed = its && parker.failedReason !== undefined ? { failedReason: parker.failedReason } : undefined;
+  const report = attempt.report.of(parker.jobId);
+  return settleParked(definition, { ...attempt.ref, owner }, failed, report, marks);
 }

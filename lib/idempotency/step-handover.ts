@@ -17,6 +17,7 @@ import type { IdempotencyCompletion, IdempotencyHandover } from './idempotency-s
 import type { IdempotencyRecordRef } from './idempotency-records.interface.js';
 import type { LoggerLike } from '../common/logger.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
+import type { ParkedRecordMarks } from '../redis/parked-record-marks.js';
 
 /** The prefix of a resume token: an owner no attempt has (theirs are UUIDs), so operators can tell a parked record. */
 const RESUME_PREFIX = 'step:';
@@ -39,11 +40,14 @@ export async function retimeHandover(
   definition: ResolvedIdempotency,
   job: Job<unknown, unknown>,
   runInMs: number,
+  marks: ParkedRecordMarks | undefined,
 ): Promise<boolean> {
   const ref = handedOverRef(definition, job);
   if (!ref) return false;
   const leaseMs = parkedLeaseMs(definition.options.lease) + wholeDelay(runInMs);
-  return definition.store.handOver!(ref, { owner: ref.owner, leaseMs });
+  if (!(await definition.store.handOver!(ref, { owner: ref.owner, leaseMs }))) return false;
+  await marks?.mark(ref.owner, job.queueQualifiedName, job.id!, leaseMs);
+  return true;
 }
 
 /**
@@ -58,23 +62,67 @@ export async function retimeHandover(
 export async function settleFailedHandover(
   definition: ResolvedIdempotency,
   job: Job<unknown, unknown>,
-  deps: { events: UniqueJobsEvents; logger: LoggerLike },
+  deps: { events: UniqueJobsEvents; logger: LoggerLike; parkedRecords?: ParkedRecordMarks },
 ): Promise<void> {
   const ref = handedOverRef(definition, job);
   if (!ref) return;
-  const { store, options, storeName } = definition;
   const ids = { queue: job.queueName, jobName: job.name, jobId: job.id!, scope: ref.scope, key: ref.key };
-  const report = new AttemptReport(deps.events, deps.logger, { ...ids, store: storeName });
+  const report = new AttemptReport(deps.events, deps.logger, { ...ids, store: definition.storeName });
   try {
-    if (options.onFailure === 'keep') {
-      const error = JSON.stringify(describeThrown({ name: 'Error', message: job.failedReason }));
-      if (await store.fail(ref, { error, ttlMs: options.ttl })) report.emit({ type: 'idempotencyFailureKept' });
-    } else if (await store.release(ref)) {
-      report.emit({ type: 'idempotencyReleased' });
-    }
+    await settleParked(definition, ref, { failedReason: job.failedReason }, report, deps.parkedRecords);
   } catch (error) {
     report.error(error);
   }
+}
+
+/**
+ * Settles a record parked for a job that ended without an attempt settling it (`ref.owner`: its resume token): kept
+ * failed with BullMQ's reason when the key keeps failures (`onFailure: 'keep'`) and the job failed (`failed` given),
+ * else released; reported on `report` (`idempotencyFailureKept`, `idempotencyReleased`), its parked mark removed. One
+ * store call, a compare-and-set on the resume token: resolves whether it changed the record. Rejects when the store
+ * call fails (a mark left behind lapses with the record's lease).
+ */
+export async function settleParked(
+  definition: ResolvedIdempotency,
+  ref: IdempotencyRecordRef,
+  failed: { failedReason: string | undefined } | undefined,
+  report: AttemptReport,
+  marks: ParkedRecordMarks | undefined,
+): Promise<boolean> {
+  const { store, options } = definition;
+  let settled: boolean;
+  if (failed && options.onFailure === 'keep') {
+    const error = JSON.stringify(describeThrown({ name: 'Error', message: failed.failedReason }));
+    settled = await store.fail(ref, { error, ttlMs: options.ttl });
+    if (settled) report.emit({ type: 'idempotencyFailureKept' });
+  } else {
+    settled = await store.release(ref);
+    if (settled) report.emit({ type: 'idempotencyReleased' });
+  }
+  if (settled) marks?.unmark(ref.owner).catch((error: unknown) => report.error(error));
+  return settled;
+}
+
+/**
+ * The claim of `attempt` resumed its job's record (a later step of a step job): no longer parked, its mark goes (not
+ * waited for; sent before any later park's mark, on the same connection).
+ */
+export function resumedStep(attempt: Attempt, resumeOwner: string | undefined): void {
+  attempt.resumed = true;
+  if (resumeOwner !== undefined)
+    attempt.marks?.unmark(resumeOwner).catch((error: unknown) => attempt.report.error(error));
+}
+
+/**
+ * Marks where `attempt`'s job lives before its record is handed over to it (`ParkedRecordMarks`), for as long as the
+ * handover lasts. A mark that fails is reported, and the handover goes on: a delivery meeting the record then waits for
+ * its lease, as for a record parked by another deployment.
+ */
+async function markParked(attempt: Attempt, handover: IdempotencyHandover): Promise<void> {
+  const { marks, job, report } = attempt;
+  await marks?.mark(handover.owner, job.queueQualifiedName, job.id!, handover.leaseMs).catch((error: unknown) => {
+    report.error(error);
+  });
 }
 
 /**
@@ -110,7 +158,9 @@ async function handoverOf(attempt: Attempt, step: string, resumeOwner: string): 
   // A day past its run time (parkedLeaseMs); waiting for its children, the key's retention when longer (on Redis the
   // orphan reaper releases the record early once the job is gone or finished).
   const leaseMs = await stepParkedMs(attempt.job, step, parkedLeaseMs(lease), ttl, stallRecoveryMs(attempt.worker));
-  return { owner: resumeOwner, leaseMs };
+  const handover = { owner: resumeOwner, leaseMs };
+  await markParked(attempt, handover);
+  return handover;
 }
 
 /**
@@ -141,6 +191,7 @@ export async function handOverStep(
       if (end.outcome === 'fails') return false;
       step = describeThrown(error).name;
       handover = { owner: resumeOwner, leaseMs: end.delay + parkedLeaseMs(options.lease) };
+      await markParked(attempt, handover);
     }
     if (await store.handOver(attempt.ref, handover)) {
       attempt.report.emit({ type: 'idempotencyHandedOver', step, leaseMs: handover.leaseMs });

@@ -1,3 +1,4 @@
+import type { ParkedRecordMarks } from '../redis/parked-record-marks.js';
 import type { FlowProducer, Job, JobsOptions, Queue, QueueEvents, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
@@ -38,6 +39,8 @@ export interface JobInterceptorDeps {
   scripts: RedisScripts;
   store: LockStore;
   keys: UniqueJobsKeys;
+  /** Where the step jobs idempotency records are parked for live (see `ParkedRecordMarks`). */
+  parkedRecords?: ParkedRecordMarks;
   events: UniqueJobsEvents;
   logger: LoggerLike;
   enabled: boolean;

@@ -1,3 +1,4 @@
+import { ParkedRecordMarks } from '../redis/parked-record-marks.js';
 import {
   Inject,
   Module,
@@ -174,7 +175,9 @@ interface LockStorage {
         idempotencyDefinitions: IdempotencyDefinitions,
       ) => {
         const logger = loggerOf(options.logger);
+        const parkedRecords = new ParkedRecordMarks(redis.client, locks.keys, locks.store.jobs);
         return new JobInterceptor({
+          parkedRecords,
           ...locks,
           definitions,
           idempotencyDefinitions,
@@ -182,7 +185,7 @@ interface LockStorage {
             events,
             logger,
             waiting: new WaitingDuplicates(redis.client, locks.keys, logger),
-            jobs: locks.store.jobs,
+            parkedRecords,
           }),
           strategies,
           client: redis.client,

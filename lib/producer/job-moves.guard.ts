@@ -1,3 +1,4 @@
+import type { ParkedRecordMarks } from '../redis/parked-record-marks.js';
 import { Job, type MinimalQueue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { LoggerLike } from '../common/logger.js';
@@ -76,6 +77,7 @@ export class JobMovesGuard {
       readonly store: LockStore;
       readonly keys: UniqueJobsKeys;
       readonly idempotencyDefinitions: IdempotencyDefinitions;
+      readonly parkedRecords?: ParkedRecordMarks;
     },
   ) {
     this.removal = new RemovalRelease(definitions, client, events, logger);
@@ -182,7 +184,7 @@ export class JobMovesGuard {
     // Best effort: BullMQ moved the job already, and this store (maybe SQL, out of reach) is asked for any job of the
     // queue, stepping or not. A handover left as it was keeps its old end.
     try {
-      await retimeHandover(idempotency, job, runInMs);
+      await retimeHandover(idempotency, job, runInMs, this.parked.parkedRecords);
     } catch (error) {
       this.logger.warn(
         `Job ${jobId} (queue "${owner.name}") was moved, but its idempotency handover (if it parked one between two steps) could not follow its new run time (${describe(error)}): it keeps its old end`,

@@ -2,6 +2,18 @@ import type { RedisScripts } from './redis-scripts.js';
 import { bullKeys, PARKED_FIELD, STEPS_FIELD } from './keys.js';
 import { readJobStanding, readParkerStanding, standingOf, type JobStanding } from './job-standing.js';
 
+/** A job as {@link BullJobReads.record} read it. */
+export interface JobRecord {
+  /** Its id, and its Redis key. */
+  jobId: string;
+  jobKey: string;
+  standing: JobStanding;
+  /** Its creation time (BullMQ's `timestamp`), unless gone. */
+  createdAt?: number;
+  /** Why BullMQ failed it, when it is in its queue's `failed` set. */
+  failedReason?: string;
+}
+
 /**
  * What BullMQ did with a job, read from Redis as BullMQ wrote it: the job's hash (its standing, options and the counts
  * the library keeps there), its lock, and its queue's event stream. The library decides from these, never from a
@@ -45,18 +57,30 @@ export class BullJobReads {
 
   /**
    * Where a job stands by its hash (see `standingOf`), with what BullMQ recorded of it: its creation time (`timestamp`,
-   * what tells it from a later job given its id) and why it failed (`failedReason`), when it exists.
+   * what tells it from a later job given its id) and, when BullMQ holds it failed (in its queue's `failed` set: a
+   * completed job keeps the `failedReason` of an earlier attempt it retried), why. One transaction (the job's hash and
+   * its queue's set share a slot on a Cluster, as BullMQ requires).
    */
-  async record(jobKey: string): Promise<{ standing: JobStanding; createdAt?: number; failedReason?: string }> {
-    const [timestamp, finishedOn, failedReason] = await this.scripts.client.hmget(
-      jobKey,
-      'timestamp',
-      'finishedOn',
-      'failedReason',
-    );
+  async record(qualifiedName: string, jobId: string): Promise<JobRecord> {
+    const jobKey = bullKeys.job(qualifiedName, jobId);
+    const answers = await this.scripts.client
+      .multi()
+      .hmget(jobKey, 'timestamp', 'finishedOn', 'failedReason')
+      .zscore(bullKeys.queueKey(qualifiedName, 'failed'), jobId)
+      .exec();
+    if (!answers) throw new Error(`The read of job ${jobKey} was discarded`);
+    for (const [error] of answers) if (error) throw error;
+    const [timestamp, finishedOn, failedReason] = answers[0][1] as (string | null)[];
     const standing = standingOf(timestamp, finishedOn);
-    if (standing === 'gone') return { standing };
-    return { standing, createdAt: parseInt(timestamp!, 10), ...(failedReason === null ? {} : { failedReason }) };
+    if (standing === 'gone') return { jobId, jobKey, standing };
+    const failed = answers[1][1] !== null;
+    return {
+      jobId,
+      jobKey,
+      standing,
+      createdAt: parseInt(timestamp!, 10),
+      ...(failed ? { failedReason: failedReason ?? '' } : {}),
+    };
   }
 
   /** Where a job stands by its hash (see `standingOf`). */

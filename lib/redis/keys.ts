@@ -19,6 +19,8 @@ export const KEY_SUFFIX = {
   removed: 'removed',
   /** Never written: `replace` asks Redis whether it takes writes with `SET … XX` on it (see `writeProbe`). */
   probe: 'probe',
+  /** Where the job an idempotency record is parked for (between two of its steps) lives (see `parkedRecord`). */
+  parked: 'parked',
 } as const;
 
 /**
@@ -112,6 +114,17 @@ export class UniqueJobsKeys {
   removalReport(qualifiedName: string, jobId: string, timestamp: number): string {
     const tag = hash('sha256', JSON.stringify([qualifiedName, jobId, timestamp]), 'base64url');
     return `${this.prefix}:{${tag}}:${KEY_SUFFIX.removed}`;
+  }
+
+  /**
+   * Where the step job an idempotency record (of any store) is handed over to lives, kept while the record is parked:
+   * one key per resume token (`resumeOwner`, hashed), written by the library's processes on this Redis only, so that a
+   * delivery meeting the record can tell a job of its own deployment (gone, finished or replaced since) from one it
+   * cannot see (another deployment sharing a SQL store).
+   */
+  parkedRecord(resumeOwner: string): string {
+    const tag = hash('sha256', resumeOwner, 'base64url');
+    return `${this.prefix}:{${tag}}:${KEY_SUFFIX.parked}`;
   }
 
   /**

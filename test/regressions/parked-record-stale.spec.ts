@@ -2,15 +2,16 @@
 // Removed without the library in between (a dashboard, a plain BullMQ client, remove-and-add to reschedule), or failed
 // for good while no worker of the library heard of it, nothing settled that record on a SQL store (the orphan reaper
 // frees Redis records only, and runs on an interval): every other delivery of the key waited, looking again every
-// `lease`, for that day. Session 52: a delivery that meets such a record, under the queue's own scope, reads the job
-// it names and settles the record as that job's end would have (released; kept failed with `onFailure: 'keep'`), then
-// is tried again at once.
+// `lease`, for that day. Session 52: a delivery that meets such a record reads the job it was parked for, where the
+// step's mark in the library's Redis says it lives, and settles the record as that job's end would have (released;
+// kept failed with `onFailure: 'keep'`), then is tried again at once. A record this Redis holds no mark of (another
+// deployment sharing the SQL store) is left to its lease.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Queue, Worker, type Job } from 'bullmq';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
 import { EventLog } from '../support/events.js';
-import { bullOptions } from '../support/redis.js';
+import { bullOptions, uniqueName } from '../support/redis.js';
 import { stepHandler, type StepData } from '../support/step-handler.js';
 import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
 
@@ -106,3 +107,59 @@ describe.each(['redis', 'sqlite', 'postgres'] as const)(
     }, 30_000);
   },
 );
+
+describe('a record handed over under a scope shared by two queues (sqlite store)', () => {
+  const { start, onCleanup } = useApps('parked-stale-shared');
+  let sql: StepStore;
+  beforeAll(async () => {
+    sql = await stepStore('sqlite');
+  });
+  afterAll(async () => sql?.close());
+
+  /** An app of its own queue, under the scope `shared`, its module prefix `prefix` (one per deployment). */
+  async function sharingApp(ran: string[], prefix: string): Promise<TestApp> {
+    return start({
+      module: { prefix, reaper: { interval: false }, idempotency: { stores: { sql: sql.store } } },
+      idempotency: { key: byKey, lease: 200, fingerprint: false, store: 'sql', scope: 'shared' },
+      handler: async (job: Job<StepData & { steps?: boolean }>) => {
+        if (job.data.steps) return stepHandler(ran, { delayMs: HOUR_MS })(job);
+        ran.push(`${job.queueName}:${job.id}:fresh`);
+        return 'fresh';
+      },
+    });
+  }
+
+  /** Parks a step job of `app` under `key` (one per test: the store is the file's), then removes it without the library. */
+  async function parkThenRemove(app: TestApp, key: string): Promise<string> {
+    const events = new EventLog(app);
+    const first = await app.queue.add('charge', { key, steps: true });
+    await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+    const plain = new Queue(app.queue.name, bullOptions());
+    onCleanup(() => plain.close());
+    await (await plain.getJob(first.id!))!.remove();
+    return first.id!;
+  }
+
+  it('one deployment (one module prefix): a duplicate in the other queue settles it and runs', async () => {
+    const ran: string[] = [];
+    const a = await sharingApp(ran, uniqueName('ujt-one'));
+    const b = await sharingApp(ran, a.prefix);
+    const first = await parkThenRemove(a, 'one');
+    const duplicate = await b.queue.add('charge', { key: 'one' });
+    await expect(b.finished(duplicate)).resolves.toBe('fresh');
+    expect(ran).toEqual([`${first}:1`, `${b.queue.name}:${duplicate.id}:fresh`]);
+  }, 30_000);
+
+  it('a deployment that cannot see the job (another module prefix, as another Redis): a duplicate waits', async () => {
+    const ran: string[] = [];
+    const a = await sharingApp(ran, uniqueName('ujt-here'));
+    const b = await sharingApp(ran, uniqueName('ujt-there'));
+    const events = new EventLog(b);
+    const first = await parkThenRemove(a, 'two');
+    const duplicate = await b.queue.add('charge', { key: 'two' });
+    const looks = () => events.of('idempotencyInProgress').filter((e) => e.jobId === duplicate.id).length;
+    await events.next(() => looks() >= 2);
+    expect(events.of('idempotencyReleased')).toEqual([]);
+    expect(ran).toEqual([`${first}:1`]);
+  }, 30_000);
+});

@@ -1,0 +1,50 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { BullJobReads, JobRecord } from './bull-job-reads.js';
+import type { UniqueJobsKeys } from './keys.js';
+
+/**
+ * Where the step job an idempotency record is parked for lives ({@link UniqueJobsKeys.parkedRecord}): written by the
+ * library's processes when a step hands its record over, removed when the job's next delivery resumes it, kept at most
+ * as long as the record's parked lease. A record keeps its job's id, not its queue (a SQL store), and a SQL store may
+ * serve deployments on other Redis servers: a delivery meeting a parked record reads its job only through this mark,
+ * so a job it cannot see is never taken for gone.
+ */
+export class ParkedRecordMarks {
+  constructor(
+    private readonly client: Redis | Cluster,
+    private readonly keys: UniqueJobsKeys,
+    private readonly jobs: BullJobReads,
+  ) {}
+
+  /** Marks the record `resumeOwner` owns as parked for the job `jobId` of queue `qualifiedName`, for `ttlMs`. */
+  async mark(resumeOwner: string, qualifiedName: string, jobId: string, ttlMs: number): Promise<void> {
+    const ttl = Math.max(1, Math.ceil(ttlMs));
+    await this.client.set(this.keys.parkedRecord(resumeOwner), JSON.stringify([qualifiedName, jobId]), 'PX', ttl);
+  }
+
+  /** Removes the mark (the record was resumed or settled). */
+  async unmark(resumeOwner: string): Promise<void> {
+    await this.client.del(this.keys.parkedRecord(resumeOwner));
+  }
+
+  /**
+   * The job a record `resumeOwner` owns is parked for, as BullMQ holds it now (one read of the mark, then one of the
+   * job); `undefined` when this Redis holds no mark of it (parked by another deployment, by a build before the marks,
+   * or its mark lapsed).
+   */
+  async parkerOf(resumeOwner: string): Promise<JobRecord | undefined> {
+    const text = await this.client.get(this.keys.parkedRecord(resumeOwner));
+    const mark = text === null ? undefined : parseMark(text);
+    return mark && this.jobs.record(mark[0], mark[1]);
+  }
+}
+
+function parseMark(text: string): [string, string] | undefined {
+  try {
+    const value = JSON.parse(text) as unknown;
+    const valid = Array.isArray(value) && value.length === 2 && value.every((part) => typeof part === 'string');
+    return valid ? (value as [string, string]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
