@@ -49,9 +49,9 @@ export class AttemptReport {
     if (this.events.observes(event.type)) this.events.emit({ ...this.ids, ...event });
   }
 
-  /** The report of another job of the same key (the holder this attempt settled for). */
-  of(jobId: string): AttemptReport {
-    return new AttemptReport(this.events, this.logger, { ...this.ids, jobId });
+  /** The report of another job of the same key (the holder this attempt settled for, maybe of another queue). */
+  of(job: { queue: string; jobName: string; jobId: string }): AttemptReport {
+    return new AttemptReport(this.events, this.logger, { ...this.ids, ...job });
   }
 
   /** The attempt lost its claim: `what` says how, and what may follow. */
@@ -74,11 +74,16 @@ export class AttemptReport {
     );
   }
 
-  /** The store failed under the attempt. */
-  error(error: unknown): void {
+  /** The store failed under the attempt (`what`: what failed instead, e.g. the library's Redis). */
+  error(error: unknown, what = `Idempotency store "${this.ids.store}"`): void {
     const err = asError(error);
-    const { queue, jobName, jobId, scope, key, store } = this.ids;
-    this.logger.error(`Idempotency store "${store}" failed for job ${jobId} (key "${key}"): ${err.message}`);
+    const { queue, jobName, jobId, scope, key } = this.ids;
+    this.logger.error(`${what} failed for job ${jobId} (key "${key}"): ${err.message}`);
     this.events.emit({ type: 'error', queue, jobName, jobId, scope, key, error: err });
+  }
+
+  /** The library's Redis failed to write or remove the mark of a record parked for a step job (`ParkedRecordMarks`). */
+  markError(error: unknown): void {
+    this.error(error, "The parked record's mark in the library's Redis");
   }
 }

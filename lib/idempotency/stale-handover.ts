@@ -24,6 +24,7 @@ export async function settleStaleHandover(attempt: Attempt, record: IdempotencyR
   const its = parker.standing !== 'gone' && resumeOwnerOf(parker.jobKey, parker.createdAt!) === owner;
   if (its && parker.standing === 'live') return false;
   const failed = its && parker.failedReason !== undefined ? { failedReason: parker.failedReason } : undefined;
-  const report = attempt.report.of(parker.jobId);
+  const { queue, jobName, jobId } = parker.mark;
+  const report = attempt.report.of({ queue, jobName, jobId });
   return settleParked(definition, { ...attempt.ref, owner }, failed, report, marks);
 }

@@ -17,7 +17,7 @@ import type { IdempotencyCompletion, IdempotencyHandover } from './idempotency-s
 import type { IdempotencyRecordRef } from './idempotency-records.interface.js';
 import type { LoggerLike } from '../common/logger.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
-import type { ParkedRecordMarks } from '../redis/parked-record-marks.js';
+import type { ParkedJob, ParkedRecordMarks } from '../redis/parked-record-marks.js';
 
 /** The prefix of a resume token: an owner no attempt has (theirs are UUIDs), so operators can tell a parked record. */
 const RESUME_PREFIX = 'step:';
@@ -46,7 +46,7 @@ export async function retimeHandover(
   if (!ref) return false;
   const leaseMs = parkedLeaseMs(definition.options.lease) + wholeDelay(runInMs);
   if (!(await definition.store.handOver!(ref, { owner: ref.owner, leaseMs }))) return false;
-  await marks?.mark(ref.owner, job.queueQualifiedName, job.id!, leaseMs);
+  await marks?.mark(ref.owner, parkedJobOf(job), leaseMs);
   return true;
 }
 
@@ -99,7 +99,7 @@ export async function settleParked(
     settled = await store.release(ref);
     if (settled) report.emit({ type: 'idempotencyReleased' });
   }
-  if (settled) marks?.unmark(ref.owner).catch((error: unknown) => report.error(error));
+  if (settled) marks?.unmark(ref.owner).catch((error: unknown) => report.markError(error));
   return settled;
 }
 
@@ -110,19 +110,28 @@ export async function settleParked(
 export function resumedStep(attempt: Attempt, resumeOwner: string | undefined): void {
   attempt.resumed = true;
   if (resumeOwner !== undefined)
-    attempt.marks?.unmark(resumeOwner).catch((error: unknown) => attempt.report.error(error));
+    attempt.marks?.unmark(resumeOwner).catch((error: unknown) => attempt.report.markError(error));
 }
 
 /**
  * Marks where `attempt`'s job lives before its record is handed over to it (`ParkedRecordMarks`), for as long as the
- * handover lasts. A mark that fails is reported, and the handover goes on: a delivery meeting the record then waits for
- * its lease, as for a record parked by another deployment.
+ * handover lasts: sent, not waited for (sent before the handover, and before any later unmark of this process, on the
+ * same connection). The handover never waits for the library's Redis: a SQL store's handover needed none, and a claim
+ * whose handover is held past its lease (no longer renewed: the handler ended) is taken over by a duplicate, which runs
+ * the handler from its first step. A mark that fails, or lands after the job's next delivery removed it (another
+ * process), names the token's own job still (harmless; it lapses with the lease); a record without one waits for its
+ * lease, as one parked by another deployment.
  */
-async function markParked(attempt: Attempt, handover: IdempotencyHandover): Promise<void> {
+function markParked(attempt: Attempt, handover: IdempotencyHandover): void {
   const { marks, job, report } = attempt;
-  await marks?.mark(handover.owner, job.queueQualifiedName, job.id!, handover.leaseMs).catch((error: unknown) => {
-    report.error(error);
+  marks?.mark(handover.owner, parkedJobOf(job), handover.leaseMs).catch((error: unknown) => {
+    report.markError(error);
   });
+}
+
+/** What a parked mark names of `job`: where it lives, and what the events of its settling name. */
+function parkedJobOf(job: Job<unknown, unknown>): ParkedJob {
+  return { qualifiedName: job.queueQualifiedName, jobId: job.id!, queue: job.queueName, jobName: job.name };
 }
 
 /**
@@ -159,7 +168,7 @@ async function handoverOf(attempt: Attempt, step: string, resumeOwner: string): 
   // orphan reaper releases the record early once the job is gone or finished).
   const leaseMs = await stepParkedMs(attempt.job, step, parkedLeaseMs(lease), ttl, stallRecoveryMs(attempt.worker));
   const handover = { owner: resumeOwner, leaseMs };
-  await markParked(attempt, handover);
+  markParked(attempt, handover);
   return handover;
 }
 
@@ -191,7 +200,7 @@ export async function handOverStep(
       if (end.outcome === 'fails') return false;
       step = describeThrown(error).name;
       handover = { owner: resumeOwner, leaseMs: end.delay + parkedLeaseMs(options.lease) };
-      await markParked(attempt, handover);
+      markParked(attempt, handover);
     }
     if (await store.handOver(attempt.ref, handover)) {
       attempt.report.emit({ type: 'idempotencyHandedOver', step, leaseMs: handover.leaseMs });

@@ -145,7 +145,12 @@ export class ReaperKeyInspector {
     suspects.push({
       item: { key, kind: 'idempotencyClaim', jobId: jobId ?? undefined, reason: `job ${status}` },
       statuses: async () => [await statusNow()],
-      release: async () => (await this.scripts.run('reapIdempotencyClaim', [key], [owner, parked ? 1 : 0])) === 1,
+      release: async () => {
+        const released = (await this.scripts.run('reapIdempotencyClaim', [key], [owner, parked ? 1 : 0])) === 1;
+        // A parked record's mark (where its job lived) goes with it.
+        if (released && parked) await this.client.del(this.keys.parkedRecord(owner));
+        return released;
+      },
     });
   }
 }

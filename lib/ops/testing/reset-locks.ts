@@ -4,7 +4,10 @@ import { internalsOf, type UniqueJobsTestTarget } from './testing-target.js';
 
 /** What {@link resetLocks} deletes besides the locks. */
 export interface ResetLocksOptions {
-  /** Also delete the Redis store's idempotency records (`<prefix>:{…}:idempotency`). Default `true`. */
+  /**
+   * Also delete the idempotency records of the Redis store (`<prefix>:{…}:idempotency`) and the marks of records parked
+   * for step jobs (`<prefix>:{…}:parked`, any store). Default `true`.
+   */
   idempotency?: boolean;
   /** Also empty the dead set. Default `true`. */
   deadSet?: boolean;
@@ -20,7 +23,9 @@ export interface ResetLocksOptions {
 export async function resetLocks(app: UniqueJobsTestTarget, options: ResetLocksOptions = {}): Promise<number> {
   const { client, keys, queues } = internalsOf(app);
   const keep = (key: string) =>
-    (options.idempotency === false && parseOwnKey(key)?.suffix === KEY_SUFFIX.idempotency) ||
+    // Records, and the marks of those parked for step jobs (where their jobs live).
+    (options.idempotency === false &&
+      ([KEY_SUFFIX.idempotency, KEY_SUFFIX.parked] as string[]).includes(parseOwnKey(key)?.suffix ?? '')) ||
     (options.deadSet === false &&
       [keys.deadSetIndex, keys.deadSetEntries, keys.deadSetBytes, keys.deadSetClaims].includes(key));
   const patterns = [
