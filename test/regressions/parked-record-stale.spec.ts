@@ -7,15 +7,13 @@
 // kept failed with `onFailure: 'keep'`), then is tried again at once. A record this Redis holds no mark of (another
 // deployment sharing the SQL store) is left to its lease.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Queue, Worker, type Job } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
+import { parkThenRemove, parkingOptions } from '../support/parking-app.js';
 import { EventLog } from '../support/events.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
-import { stepHandler, type StepData } from '../support/step-handler.js';
-import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
-
-const HOUR_MS = 60 * 60 * 1000;
+import { stepStore, type StepStore } from '../support/step-stores.js';
 
 describe.each(['redis', 'sqlite', 'postgres'] as const)(
   'a record handed over to a step job that will not come back for it (%s store)',
@@ -29,16 +27,7 @@ describe.each(['redis', 'sqlite', 'postgres'] as const)(
 
     /** An app whose step jobs park for an hour between their steps, its reaper off (only a claim frees a record). */
     async function parkingApp(ran: string[], extra: object = {}): Promise<{ app: TestApp; plain: Queue }> {
-      const app = await start({
-        module: { reaper: { interval: false }, ...(sql ? { idempotency: { stores: { sql: sql.store } } } : {}) },
-        // Payloads not compared: the duplicates are plain jobs of the step job's key.
-        idempotency: { key: byKey, lease: 200, fingerprint: false, ...(sql ? { store: 'sql' } : {}), ...extra },
-        handler: async (job: Job<StepData & { steps?: boolean }>) => {
-          if (job.data.steps) return stepHandler(ran, { delayMs: HOUR_MS })(job);
-          ran.push(`${job.id}:fresh`);
-          return 'fresh';
-        },
-      });
+      const app = await start(parkingOptions(sql, ran, { idempotency: extra }));
       const plain = new Queue(app.queue.name, bullOptions());
       onCleanup(() => plain.close());
       return { app, plain };
@@ -109,7 +98,7 @@ describe.each(['redis', 'sqlite', 'postgres'] as const)(
 );
 
 describe('a record handed over under a scope shared by two queues (sqlite store)', () => {
-  const { start, onCleanup } = useApps('parked-stale-shared');
+  const { start } = useApps('parked-stale-shared');
   let sql: StepStore;
   beforeAll(async () => {
     sql = await stepStore('sqlite');
@@ -118,26 +107,8 @@ describe('a record handed over under a scope shared by two queues (sqlite store)
 
   /** An app of its own queue, under the scope `shared`, its module prefix `prefix` (one per deployment). */
   async function sharingApp(ran: string[], prefix: string): Promise<TestApp> {
-    return start({
-      module: { prefix, reaper: { interval: false }, idempotency: { stores: { sql: sql.store } } },
-      idempotency: { key: byKey, lease: 200, fingerprint: false, store: 'sql', scope: 'shared' },
-      handler: async (job: Job<StepData & { steps?: boolean }>) => {
-        if (job.data.steps) return stepHandler(ran, { delayMs: HOUR_MS })(job);
-        ran.push(`${job.queueName}:${job.id}:fresh`);
-        return 'fresh';
-      },
-    });
-  }
-
-  /** Parks a step job of `app` under `key` (one per test: the store is the file's), then removes it without the library. */
-  async function parkThenRemove(app: TestApp, key: string): Promise<string> {
-    const events = new EventLog(app);
-    const first = await app.queue.add('charge', { key, steps: true });
-    await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
-    const plain = new Queue(app.queue.name, bullOptions());
-    onCleanup(() => plain.close());
-    await (await plain.getJob(first.id!))!.remove();
-    return first.id!;
+    const options = { module: { prefix }, idempotency: { scope: 'shared' }, handler: { queueInRun: true } };
+    return start(parkingOptions(sql, ran, options));
   }
 
   it('one deployment (one module prefix): a duplicate in the other queue settles it and runs', async () => {
@@ -145,8 +116,13 @@ describe('a record handed over under a scope shared by two queues (sqlite store)
     const a = await sharingApp(ran, uniqueName('ujt-one'));
     const b = await sharingApp(ran, a.prefix);
     const first = await parkThenRemove(a, 'one');
-    const duplicate = await b.queue.add('charge', { key: 'one' });
+    const events = new EventLog(b);
+    const duplicate = await b.queue.add('pay', { key: 'one' });
     await expect(b.finished(duplicate)).resolves.toBe('fresh');
+    // Named as the parked job (its queue and name, from its mark), not as the delivery that settled it (review
+    // helper-165: 5817fd2 named b's queue with a's job id).
+    const released = await events.next((e) => e.type === 'idempotencyReleased');
+    expect(released).toEqual(expect.objectContaining({ queue: a.queue.name, jobName: 'charge', jobId: first }));
     expect(ran).toEqual([`${first}:1`, `${b.queue.name}:${duplicate.id}:fresh`]);
   }, 30_000);
 

@@ -12,15 +12,13 @@
 // Fixed by reading the job where the step's mark (ParkedRecordMarks) says it lives (B, C) and taking a finished job for
 // failed only when it is in its queue's `failed` set (A).
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Queue, Worker, type Job } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
+import { parkingOptions } from '../support/parking-app.js';
 import { EventLog } from '../support/events.js';
 import { bullOptions, deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
-import { stepHandler, type StepData } from '../support/step-handler.js';
-import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
-
-const HOUR_MS = 60 * 60 * 1000;
+import { stepStore, type StepStore } from '../support/step-stores.js';
 
 type Kind = 'redis' | 'sqlite' | 'postgres';
 
@@ -39,20 +37,8 @@ function parkingSuite(kind: Kind, label: string) {
     app: { queue?: string; queueOptions?: object; prefix?: string } = {},
   ): Promise<{ app: TestApp; plain: Queue }> {
     const { prefix, ...queue } = app;
-    const started = await start({
-      ...queue,
-      module: {
-        reaper: { interval: false },
-        ...(prefix ? { prefix } : {}),
-        ...(sql ? { idempotency: { stores: { sql: sql.store } } } : {}),
-      },
-      idempotency: { key: byKey, lease: 200, fingerprint: false, ...(sql ? { store: 'sql' } : {}), ...extra },
-      handler: async (job: Job<StepData & { steps?: boolean }>) => {
-        if (job.data.steps) return stepHandler(ran, { delayMs: HOUR_MS })(job);
-        ran.push(`${job.id}:fresh`);
-        return 'fresh';
-      },
-    });
+    const module = prefix ? { prefix } : {};
+    const started = await start({ ...queue, ...parkingOptions(sql, ran, { idempotency: extra, module }) });
     const plain = new Queue(started.queue.name, bullOptions());
     onCleanup(() => plain.close());
     return { app: started, plain };

@@ -4,15 +4,13 @@
 // duplicates meeting one stale record at once on a worker of concurrency 3 (one releases it, one runs, the others
 // replay its result).
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Queue, type Job } from 'bullmq';
+import { Queue } from 'bullmq';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
+import { parkingOptions } from '../support/parking-app.js';
 import { EventLog } from '../support/events.js';
 import { bullOptions } from '../support/redis.js';
-import { stepHandler, type StepData } from '../support/step-handler.js';
-import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
-
-const HOUR_MS = 60 * 60 * 1000;
+import { stepStore, type StepStore } from '../support/step-stores.js';
 
 describe.each(['sqlite', 'postgres'] as const)('rv52: a stale parked record (%s store)', (kind) => {
   const { start, onCleanup } = useApps(`rv52s-${kind}`);
@@ -27,16 +25,7 @@ describe.each(['sqlite', 'postgres'] as const)('rv52: a stale parked record (%s 
     extra: object,
     worker: object = {},
   ): Promise<{ app: TestApp; plain: Queue }> {
-    const app = await start({
-      module: { reaper: { interval: false }, idempotency: { stores: { sql: sql.store } } },
-      idempotency: { key: byKey, lease: 200, fingerprint: false, store: 'sql', ...extra },
-      worker,
-      handler: async (job: Job<StepData & { steps?: boolean }>) => {
-        if (job.data.steps) return stepHandler(ran, { delayMs: HOUR_MS })(job);
-        ran.push(`${job.id}:fresh`);
-        return 'fresh';
-      },
-    });
+    const app = await start({ ...parkingOptions(sql, ran, { idempotency: extra }), worker });
     const plain = new Queue(app.queue.name, bullOptions());
     onCleanup(() => plain.close());
     return { app, plain };

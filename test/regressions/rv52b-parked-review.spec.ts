@@ -1,7 +1,8 @@
 // Review helper rv52b of 5817fd2 (parked records' marks), beside the mark's wait (rv52b-mark-wait):
 // - Fails at 5817fd2: a delivery settling the record of a parked job of another queue (a scope shared by queues)
 //   reported idempotencyReleased / idempotencyFailureKept with the parked job's id but its own queue and job name (the
-//   mark named the parked job's queue by its qualified name only): the mark now names its queue and job name too.
+//   mark named the parked job's queue by its qualified name only): the mark now names its queue and job name too
+//   (asserted in parked-record-stale.spec.ts, "one deployment").
 // - Sound, kept as tests: no mark left once step jobs complete (a later step retried too) or a duplicate settled a
 //   removed job's record; a refused mark write parks the step all the same; a failing mark read leaves the record.
 import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
@@ -9,84 +10,29 @@ import { Queue, type Job } from 'bullmq';
 import { UniqueJobsReaper } from '../../lib/index.js';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
+import { HOUR_MS, parkThenRemove, parkingOptions } from '../support/parking-app.js';
 import { EventLog } from '../support/events.js';
-import { bullOptions, scanKeys, uniqueName } from '../support/redis.js';
-import { stepHandler, type StepData } from '../support/step-handler.js';
-import { byKey, stepStore, type StepStore } from '../support/step-stores.js';
+import { bullOptions, scanKeys } from '../support/redis.js';
+import type { StepData } from '../support/step-handler.js';
+import { stepStore, type StepStore } from '../support/step-stores.js';
 import { waitFor } from '../support/wait.js';
 import { ParkedRecordMarks } from '../../lib/redis/parked-record-marks.js';
 
-const HOUR_MS = 60 * 60 * 1000;
-
-describe('rv52b: the settle of a record parked by a job of another queue (sqlite store, shared scope)', () => {
-  const { start, onCleanup } = useApps('rv52b-shared');
-  let sql: StepStore;
-  beforeAll(async () => {
-    sql = await stepStore('sqlite');
-  });
-  afterAll(async () => sql?.close());
-
-  async function sharingApp(ran: string[], prefix: string): Promise<TestApp> {
-    return start({
-      module: { prefix, reaper: { interval: false }, idempotency: { stores: { sql: sql.store } } },
-      idempotency: { key: byKey, lease: 200, fingerprint: false, store: 'sql', scope: 'shared' },
-      handler: async (job: Job<StepData & { steps?: boolean }>) => {
-        if (job.data.steps) return stepHandler(ran, { delayMs: HOUR_MS })(job);
-        ran.push(`${job.queueName}:${job.id}:fresh`);
-        return 'fresh';
-      },
-    });
-  }
-
-  it("names the parked job's queue in its idempotencyReleased event, not the delivering job's", async () => {
-    const ran: string[] = [];
-    const a = await sharingApp(ran, uniqueName('ujt-rv52b'));
-    const b = await sharingApp(ran, a.prefix);
-    const aEvents = new EventLog(a);
-    const bEvents = new EventLog(b);
-    const first = await a.queue.add('charge', { key: 'named', steps: true });
-    await aEvents.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
-    const plain = new Queue(a.queue.name, bullOptions());
-    onCleanup(() => plain.close());
-    await (await plain.getJob(first.id!))!.remove();
-    const duplicate = await b.queue.add('pay', { key: 'named' });
-    await expect(b.finished(duplicate)).resolves.toBe('fresh');
-    const released = (await bEvents.next((e) => e.type === 'idempotencyReleased')) as { queue: string; jobId: string };
-    expect(released.jobId).toBe(first.id);
-    // 5817fd2: queue b (the delivering job's), with a's job id: a job b never had.
-    expect(released.queue).toBe(a.queue.name);
-  }, 30_000);
-});
-
 describe.each(['redis', 'sqlite'] as const)('rv52b: marks a step job leaves behind (%s store)', (kind) => {
-  const { start, onCleanup, redis } = useApps(`rv52b-left-${kind}`);
+  const { start, redis } = useApps(`rv52b-left-${kind}`);
   let sql: StepStore | undefined;
   beforeAll(async () => {
     if (kind !== 'redis') sql = await stepStore(kind);
   });
   afterAll(async () => sql?.close());
 
-  async function app(ran: string[], delayMs: number, extra: object = {}, grace?: number): Promise<TestApp> {
-    return start({
-      module: {
-        reaper: { interval: false, ...(grace === undefined ? {} : { grace }) },
-        ...(sql ? { idempotency: { stores: { sql: sql.store } } } : {}),
-      },
-      idempotency: { key: byKey, lease: 200, fingerprint: false, ...(sql ? { store: 'sql' } : {}), ...extra },
-      handler: async (job: Job<StepData & { steps?: boolean; fail?: number }>) => {
-        if (job.data.steps) {
-          return stepHandler(ran, {
-            delayMs,
-            next: async (j) => {
-              if (j.attemptsMade < ((j.data as { fail?: number }).fail ?? 0)) throw new Error('flaky');
-              return 'done';
-            },
-          })(job);
-        }
-        ran.push(`${job.id}:fresh`);
-        return 'fresh';
-      },
-    });
+  async function app(ran: string[], delayMs: number, grace?: number): Promise<TestApp> {
+    const next = async (j: Job<StepData>) => {
+      if (j.attemptsMade < ((j.data as { fail?: number }).fail ?? 0)) throw new Error('flaky');
+      return 'done';
+    };
+    const reaper = { interval: false, ...(grace === undefined ? {} : { grace }) };
+    return start(parkingOptions(sql, ran, { module: { reaper }, handler: { delayMs, next } }));
   }
   const marks = (prefix: string) => scanKeys(redis, `${prefix}:*:parked`);
 
@@ -104,13 +50,8 @@ describe.each(['redis', 'sqlite'] as const)('rv52b: marks a step job leaves behi
   it('none once a duplicate settled the record of a removed step job', async () => {
     const ran: string[] = [];
     const started = await app(ran, HOUR_MS);
-    const events = new EventLog(started);
-    const first = await started.queue.add('charge', { key: 'k', steps: true });
-    await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
-    expect(await marks(started.prefix)).toHaveLength(1);
-    const plain = new Queue(started.queue.name, bullOptions());
-    onCleanup(() => plain.close());
-    await (await plain.getJob(first.id!))!.remove();
+    await parkThenRemove(started, 'k');
+    expect(await marks(started.prefix)).toHaveLength(1); // a removal without the library leaves it
     const duplicate = await started.queue.add('charge', { key: 'k' });
     await expect(started.finished(duplicate)).resolves.toBe('fresh');
     await waitFor('the unmark', async () => (await marks(started.prefix)).length === 0, 3_000);
@@ -119,14 +60,9 @@ describe.each(['redis', 'sqlite'] as const)('rv52b: marks a step job leaves behi
   if (kind === 'redis') {
     it('none once the orphan reaper released the record of a removed step job', async () => {
       const ran: string[] = [];
-      const started = await app(ran, HOUR_MS, {}, 0);
-      const events = new EventLog(started);
-      const first = await started.queue.add('charge', { key: 'k', steps: true });
-      await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+      const started = await app(ran, HOUR_MS, 0);
+      await parkThenRemove(started, 'k');
       expect(await marks(started.prefix)).toHaveLength(1);
-      const plain = new Queue(started.queue.name, bullOptions());
-      onCleanup(() => plain.close());
-      await (await plain.getJob(first.id!))!.remove();
       const report = await started.moduleRef.get(UniqueJobsReaper).run();
       expect(report.reaped.idempotencyClaims).toBe(1);
       expect(await marks(started.prefix)).toEqual([]);
@@ -146,15 +82,7 @@ describe('rv52b: the library Redis failing the marks (sqlite store)', () => {
   });
 
   async function app(ran: string[], delayMs: number): Promise<TestApp> {
-    return start({
-      module: { reaper: { interval: false }, idempotency: { stores: { sql: sql.store } } },
-      idempotency: { key: byKey, lease: 200, fingerprint: false, store: 'sql' },
-      handler: async (job: Job<StepData & { steps?: boolean }>) => {
-        if (job.data.steps) return stepHandler(ran, { delayMs })(job);
-        ran.push(`${job.id}:fresh`);
-        return 'fresh';
-      },
-    });
+    return start(parkingOptions(sql, ran, { handler: { delayMs } }));
   }
 
   it('a refused mark write: the step still parks and the job runs its next step', async () => {
