@@ -29,7 +29,7 @@ export interface Attempt {
   recordId: string;
   /** The worker running the job (what promotes the deliveries waiting for its key). */
   worker: WorkerLike | undefined;
-  /** Where the step jobs records are parked for live (see `ParkedRecordMarks`), when the library keeps them. */
+  /** Where step jobs whose records are parked live (see `ParkedRecordMarks`), when the library keeps them. */
   marks: ParkedRecordMarks | undefined;
   /** Says what happened to the attempt: events and log lines naming it. */
   report: AttemptReport;

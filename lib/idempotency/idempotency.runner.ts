@@ -40,7 +40,7 @@ export class IdempotencyRunner {
       logger: LoggerLike;
       /** Wakes the deliveries waiting for a key when its holder settles it (else they wait for the holder's lease). */
       waiting?: WaitingDuplicates;
-      /** Where the step jobs records are parked for live (a record whose job is gone is settled: `settleStaleHandover`). */
+      /** Where step jobs whose records are parked live (a record whose job is gone is settled: `settleStaleHandover`). */
       parkedRecords?: ParkedRecordMarks;
     },
   ) {}

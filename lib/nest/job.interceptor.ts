@@ -39,7 +39,7 @@ export interface JobInterceptorDeps {
   scripts: RedisScripts;
   store: LockStore;
   keys: UniqueJobsKeys;
-  /** Where the step jobs idempotency records are parked for live (see `ParkedRecordMarks`). */
+  /** Where step jobs whose idempotency records are parked live (see `ParkedRecordMarks`). */
   parkedRecords?: ParkedRecordMarks;
   events: UniqueJobsEvents;
   logger: LoggerLike;
