@@ -23,12 +23,8 @@ export async function answerHeldKey(
   attempt: Attempt,
   claim: IdempotencyClaimLost,
   fingerprint: string | undefined,
-  deps: {
-    /** Wakes this delivery when the holder settles the key (else it looks again when the holder's lease could end). */
-    waiting?: WaitingDuplicates;
-  },
+  waiting: WaitingDuplicates | undefined,
 ): Promise<unknown> {
-  const { waiting } = deps;
   const { record, expiresInMs } = claim;
   const { scope, key } = attempt.ref;
   const { report } = attempt;

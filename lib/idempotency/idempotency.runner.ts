@@ -97,7 +97,7 @@ export class IdempotencyRunner {
     const { claim, sentAt } = fresh;
     // Owner tokens are per attempt, so a live record of this token is this attempt's own claim, applied once already:
     // the client sent it again after its connection dropped (ioredis resends unanswered commands). It holds the key.
-    if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps);
+    if (!claim.claimed && !heldBy(claim, owner)) return answerHeldKey(attempt, claim, fingerprint, this.deps.waiting);
     if (claim.claimed && (claim.resumed || claim.laterStep)) resumedStep(attempt, resumeOwner);
     // A resumed step is no takeover: nobody died mid-run (the store counts it as one; the event and context do not).
     const context = this.claimed(attempt, claim.claimed ? claim.takeover && !claim.resumed : claim.record.attempts > 1);
@@ -255,7 +255,7 @@ export class IdempotencyRunner {
     }
     if (!outcome.claimed) {
       this.answered(attempt);
-      return answerHeldKey(attempt, outcome, request.fingerprint, this.deps);
+      return answerHeldKey(attempt, outcome, request.fingerprint, this.deps.waiting);
     }
     step.rethrow(done); // a step of a step job: committed with the record handed over
     attempt.report.emit({ type: 'idempotencyCompleted' });

@@ -7,10 +7,10 @@
 // kept failed with `onFailure: 'keep'`), then is tried again at once. A record this Redis holds no mark of (another
 // deployment sharing the SQL store) is left to its lease.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Queue, Worker } from 'bullmq';
+import { Queue } from 'bullmq';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
-import { parkThenRemove, parkingOptions } from '../support/parking-app.js';
+import { parkedJobElsewhere, parkThenRemove, parkingOptions } from '../support/parking-app.js';
 import { EventLog } from '../support/events.js';
 import { bullOptions, uniqueName } from '../support/redis.js';
 import { stepStore, type StepStore } from '../support/step-stores.js';
@@ -65,9 +65,7 @@ describe.each(['redis', 'sqlite', 'postgres'] as const)(
       const first = await app.queue.add('charge', { key: 'k', steps: true });
       await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
       // The library's worker is away; a plain BullMQ worker takes the parked job and fails it for good.
-      await app.worker!.pause();
-      await (await plain.getJob(first.id!))!.promote();
-      const stranger = new Worker(app.queue.name, null, { ...bullOptions(), autorun: false });
+      const stranger = await parkedJobElsewhere(app, first.id!);
       onCleanup(() => stranger.close());
       const taken = await stranger.getNextJob('stranger');
       expect(taken.id).toBe(first.id);

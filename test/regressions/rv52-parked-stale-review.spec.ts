@@ -12,10 +12,10 @@
 // Fixed by reading the job where the step's mark (ParkedRecordMarks) says it lives (B, C) and taking a finished job for
 // failed only when it is in its queue's `failed` set (A).
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Queue, Worker } from 'bullmq';
+import { Queue } from 'bullmq';
 import type { TestApp } from '../support/app.js';
 import { useApps } from '../support/apps.js';
-import { parkingOptions } from '../support/parking-app.js';
+import { parkedJobElsewhere, parkingOptions } from '../support/parking-app.js';
 import { EventLog } from '../support/events.js';
 import { bullOptions, deleteKeys, redisClient, scanKeys, uniqueName } from '../support/redis.js';
 import { stepStore, type StepStore } from '../support/step-stores.js';
@@ -55,9 +55,7 @@ describe.each(['redis', 'sqlite', 'postgres'] as const)('rv52 A: a parked job co
     const events = new EventLog(app);
     const first = await app.queue.add('charge', { key: 'k', steps: true }, { attempts: 3 });
     await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
-    await app.worker!.pause();
-    await (await plain.getJob(first.id!))!.promote();
-    const stranger = new Worker(app.queue.name, null, { ...bullOptions(), autorun: false });
+    const stranger = await parkedJobElsewhere(app, first.id!);
     onCleanup(() => stranger.close());
     // Its step 2 fails once (retried at once: attempts left), then succeeds: BullMQ completed it.
     const taken = await stranger.getNextJob('stranger');

@@ -1,6 +1,6 @@
 // The apps of the parked-record suites (a step job's idempotency record handed over between its steps, and what
 // settles it when the job will not come back): their handler and options.
-import { Queue, type Job } from 'bullmq';
+import { Queue, Worker, type Job } from 'bullmq';
 import type { TestApp, TestAppOptions } from './app.js';
 import { EventLog } from './events.js';
 import { bullOptions } from './redis.js';
@@ -67,4 +67,19 @@ export async function parkThenRemove(app: TestApp, key: string): Promise<string>
     await plain.close();
   }
   return job.id!;
+}
+
+/**
+ * Hands the parked step job `jobId` of `app` to a plain BullMQ worker, without the library: the app's worker paused, the
+ * job promoted. Resolves that worker (`autorun: false`: take the job with `getNextJob`); close it after the test.
+ */
+export async function parkedJobElsewhere(app: TestApp, jobId: string): Promise<Worker> {
+  await app.worker!.pause();
+  const plain = new Queue(app.queue.name, bullOptions());
+  try {
+    await (await plain.getJob(jobId))!.promote();
+  } finally {
+    await plain.close();
+  }
+  return new Worker(app.queue.name, null, { ...bullOptions(), autorun: false });
 }
