@@ -36,6 +36,7 @@ export async function answerHeldKey(
       report.error(error);
       return false;
     }));
+  if (settled) waiting?.parkedSettled(attempt.recordId); // the deliveries that met it parked before this one
   const ownJob = expiresInMs > 0 && claim.ownJob === true;
   // A store that cannot tell (no `ownJob` answer: the SQL stores keep a job's id, not its queue) and a claim in progress
   // by a job of this id: perhaps this very job, delivered again after its handler moved it between two steps and

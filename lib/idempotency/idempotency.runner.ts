@@ -18,7 +18,7 @@ import type { ParkedRecordMarks } from '../redis/parked-record-marks.js';
 import { answerHeldKey } from './held-key.js';
 import { IdempotencyTransactionEndedError } from '../errors/idempotency-transaction-ended.error.js';
 import { afterFailure, keepFailure, releaseUnanswered } from './attempt-failure.js';
-import { handOverStep, resumedStep, TransactionStep } from './step-handover.js';
+import { handOverStep, resumedStep, settleFailedHandover, TransactionStep } from './step-handover.js';
 import type {
   IdempotencyCompletion,
   IdempotencyTransactionalClaim,
@@ -53,6 +53,14 @@ export class IdempotencyRunner {
   /** Stops listening for waiting deliveries (module shutdown). */
   close(): Promise<void> {
     return this.deps.waiting?.close() ?? Promise.resolve();
+  }
+
+  /**
+   * BullMQ failed `job` for good (its worker's `failed` event): a record a step of it parked for its next delivery is
+   * settled (see {@link settleFailedHandover}), and the deliveries waiting for it woken. Never throws.
+   */
+  failedForGood(definition: ResolvedIdempotency, job: Job<unknown, unknown>): Promise<void> {
+    return settleFailedHandover(definition, job, this.deps);
   }
 
   /** Runs `next` (the handler, or the rest of the interceptor chain) for `job` at most once per key. */

@@ -18,6 +18,8 @@ import type { IdempotencyRecordRef } from './idempotency-records.interface.js';
 import type { LoggerLike } from '../common/logger.js';
 import type { UniqueJobsEvents } from '../events/unique-jobs.events.js';
 import type { ParkedJob, ParkedRecordMarks } from '../redis/parked-record-marks.js';
+import { recordIdOf } from './stored-key.js';
+import type { WaitingDuplicates } from './waiting-duplicates.js';
 
 /** The prefix of a resume token: an owner no attempt has (theirs are UUIDs), so operators can tell a parked record. */
 const RESUME_PREFIX = 'step:';
@@ -62,14 +64,22 @@ export async function retimeHandover(
 export async function settleFailedHandover(
   definition: ResolvedIdempotency,
   job: Job<unknown, unknown>,
-  deps: { events: UniqueJobsEvents; logger: LoggerLike; parkedRecords?: ParkedRecordMarks },
+  deps: {
+    events: UniqueJobsEvents;
+    logger: LoggerLike;
+    parkedRecords?: ParkedRecordMarks;
+    waiting?: WaitingDuplicates;
+  },
 ): Promise<void> {
   const ref = handedOverRef(definition, job);
   if (!ref) return;
   const ids = { queue: job.queueName, jobName: job.name, jobId: job.id!, scope: ref.scope, key: ref.key };
   const report = new AttemptReport(deps.events, deps.logger, { ...ids, store: definition.storeName });
   try {
-    await settleParked(definition, ref, { failedReason: job.failedReason }, report, deps.parkedRecords);
+    const failed = { failedReason: job.failedReason };
+    if (await settleParked(definition, ref, failed, report, deps.parkedRecords)) {
+      deps.waiting?.parkedSettled(recordIdOf(ref.scope, ref.key)); // the deliveries that met it parked
+    }
   } catch (error) {
     report.error(error);
   }

@@ -54,9 +54,9 @@ export class WaitersChannel {
     }
   }
 
-  /** Tells the deliveries of other queues that a key settled, without waiting; a refusal is said. */
-  announceSettled(message: object): void {
-    this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify(message)).catch((error: unknown) => {
+  /** Tells the deliveries of other queues that the key of `recordId` settled, without waiting; a refusal is said. */
+  announceSettled(recordId: string): void {
+    this.client.publish(this.keys.idempotencyWaitersChannel, settledMessage(recordId)).catch((error: unknown) => {
       this.logger.warn(
         `Deliveries of another queue waiting for an idempotency key will wait for the holder's lease: could not announce it settled (${this.describe(error)})`,
       );
@@ -138,6 +138,12 @@ export interface Announcement extends Waiter {
 /** What the holder of a key publishes when it settles a key that deliveries of another queue wait for. */
 export interface SettledMessage {
   settled: string;
+}
+
+/** The message that tells every process the key of `recordId` settled (they wake the deliveries they delayed for it). */
+export function settledMessage(recordId: string): string {
+  const message: SettledMessage = { settled: recordId };
+  return JSON.stringify(message);
 }
 
 /**

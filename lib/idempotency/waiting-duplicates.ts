@@ -4,14 +4,7 @@ import type { LoggerLike } from '../common/logger.js';
 import { RecentEntries } from '../common/recent-entries.js';
 import type { UniqueJobsKeys } from '../redis/keys.js';
 import { promote, promoteAll } from './promote-delayed.js';
-import {
-  ownerTag,
-  parseWaitingMessage,
-  WaitersChannel,
-  type Announcement,
-  type SettledMessage,
-  type Waiter,
-} from './waiters-channel.js';
+import { ownerTag, parseWaitingMessage, WaitersChannel, type Announcement, type Waiter } from './waiters-channel.js';
 
 /** A delivery of this process delayed while it waits, and the worker that promotes it. */
 interface DelayedJob {
@@ -161,8 +154,18 @@ export class WaitingDuplicates {
     // than that); it waited a whole lease after the job completed.
     const finalStep = how.resumedFrom !== undefined && !how.handedOver;
     if (!elsewhere && !finalStep) return;
-    const message: SettledMessage = { settled: recordId };
-    this.channel.announceSettled(message);
+    this.channel.announceSettled(recordId);
+  }
+
+  /**
+   * A record parked between two steps of its job (held by no process: its job's resume token owns it) was settled for
+   * a job that will not come back for it: every process wakes the deliveries it delayed for it now, rather than when
+   * they look again (within a lease). A delivery that looked before and is delayed after this finds the record settled
+   * and promotes itself ({@link delay}).
+   */
+  parkedSettled(recordId: string): void {
+    this.wake(recordId);
+    this.channel.announceSettled(recordId);
   }
 
   /**
@@ -277,7 +280,7 @@ export class WaitingDuplicates {
       // Announced just after this process settled the key: woken now (it claims again, and waits again if another
       // holder took the key meanwhile). A delivery of another queue is woken by its own process.
       if (entry.queue === justSettled.queue.qualifiedName) void promote(justSettled.queue, entry.jobId);
-      else this.channel.announceSettled({ settled: waiter.recordId });
+      else this.channel.announceSettled(waiter.recordId);
       return;
     }
     for (const early of this.pending.dropOlder(now, PENDING_MS)) this.forgetAll(early.waiters);

@@ -6,7 +6,6 @@ import type { ConflictTools } from '../conflicts/conflict-strategy.interface.js'
 import { rethrowNullish } from '../errors/thrown.js';
 import type { IdempotencyDefinitions, ResolvedIdempotency } from '../idempotency/idempotency-definitions.js';
 import type { IdempotencyRunner } from '../idempotency/idempotency.runner.js';
-import { settleFailedHandover } from '../idempotency/step-handover.js';
 import { ADMITTED, type JobEnd } from '../locks/lock.js';
 import type { AcquireResult } from '../locks/lock-store.js';
 import { lockedAs } from '../locks/locked-digest.js';
@@ -126,10 +125,10 @@ export class JobRunner {
    * failed job's handed-over idempotency claim settled.
    */
   async finished(job: Job<unknown, unknown>, end: JobEnd): Promise<void> {
-    // A claim a step handed over to the job's next delivery, which will not come (see settleFailedHandover).
+    // A claim a step handed over to the job's next delivery, which will not come (IdempotencyRunner.failedForGood).
     const { enabled, idempotencyDefinitions } = this.deps;
     const keyed = enabled && end === 'failed' ? idempotencyDefinitions.find(job.queueName, job.name) : undefined;
-    if (keyed) await settleFailedHandover(keyed, job, this.deps);
+    if (keyed) await this.deps.idempotency.failedForGood(keyed, job);
     const definition = this.definitionOf(job);
     if (!definition) return;
     let run = this.runs.get(job);

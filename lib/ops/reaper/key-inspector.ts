@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { isHandedOver } from '../../idempotency/step-handover.js';
+import { settledMessage } from '../../idempotency/waiters-channel.js';
 import { isParkedScore } from '../../locks/lock-marks.js';
 import type { LockStore } from '../../locks/lock-store.js';
 import { KEY_SUFFIX, parseOwnKey, type UniqueJobsKeys } from '../../redis/keys.js';
@@ -147,8 +148,14 @@ export class ReaperKeyInspector {
       statuses: async () => [await statusNow()],
       release: async () => {
         const released = (await this.scripts.run('reapIdempotencyClaim', [key], [owner, parked ? 1 : 0])) === 1;
-        // A parked record's mark (where its job lived) goes with it.
-        if (released && parked) await this.client.del(this.keys.parkedRecord(owner));
+        // A parked record's mark (where its job lived) goes with it, and the deliveries that met it parked (they look
+        // again within a lease) are woken.
+        if (released && parked) {
+          await this.client.del(this.keys.parkedRecord(owner));
+          const recordId = parseOwnKey(key)?.tag;
+          if (recordId !== undefined)
+            await this.client.publish(this.keys.idempotencyWaitersChannel, settledMessage(recordId));
+        }
         return released;
       },
     });
