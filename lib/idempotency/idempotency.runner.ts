@@ -98,6 +98,8 @@ export class IdempotencyRunner {
     try {
       fresh = await claimFresh(definition.store, request); // an answer read late is confirmed before the handler starts
     } catch (error) {
+      // No longer waiting either: a settle of the key must not promote it out of the backoff of its retry.
+      this.answered(attempt);
       releaseUnanswered(attempt);
       throw error;
     }
@@ -236,7 +238,8 @@ export class IdempotencyRunner {
       if (!context) {
         // The claim itself failed, or what came between it and the work (a transaction that did not open). A claim
         // made inside the transaction rolled back with it; one made before it (a claim, then a transaction) may be
-        // held, its answer lost or the transaction refused.
+        // held, its answer lost or the transaction refused. No longer waiting for the key (see plain mode).
+        this.answered(attempt);
         releaseUnanswered(attempt);
         throw error;
       }

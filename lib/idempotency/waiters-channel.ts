@@ -45,22 +45,33 @@ export class WaitersChannel {
     try {
       await this.client.publish(this.keys.idempotencyWaitersChannel, JSON.stringify(message));
     } catch (error) {
-      const now = Date.now();
-      if (now < this.unannouncedWarnedAt + RESUBSCRIBE_MAX_MS) return;
-      this.unannouncedWarnedAt = now;
+      if (!this.warnUnannounced()) return;
       this.logger.warn(
         `Deliveries waiting for an idempotency key in progress wait for the holder's lease: could not announce them to the holder (${this.describe(error)}; not repeated for a minute)`,
       );
     }
   }
 
-  /** Tells the deliveries of other queues that the key of `recordId` settled, without waiting; a refusal is said. */
+  /**
+   * Tells the deliveries of other queues that the key of `recordId` settled, without waiting; a refusal is said at most
+   * once a minute (with those of {@link announce}: every settle of a step job's final step, or of a parked record, sends
+   * one).
+   */
   announceSettled(recordId: string): void {
     this.client.publish(this.keys.idempotencyWaitersChannel, settledMessage(recordId)).catch((error: unknown) => {
+      if (!this.warnUnannounced()) return;
       this.logger.warn(
-        `Deliveries of another queue waiting for an idempotency key will wait for the holder's lease: could not announce it settled (${this.describe(error)})`,
+        `Deliveries waiting for an idempotency key in other processes or queues will wait for the holder's lease: could not announce it settled (${this.describe(error)}; not repeated for a minute)`,
       );
     });
+  }
+
+  /** Whether an announcement that could not be sent is said now (not if one was in the last minute). */
+  private warnUnannounced(): boolean {
+    const now = Date.now();
+    if (now < this.unannouncedWarnedAt + RESUBSCRIBE_MAX_MS) return false;
+    this.unannouncedWarnedAt = now;
+    return true;
   }
 
   /** Stops listening (module shutdown). */

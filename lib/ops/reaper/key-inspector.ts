@@ -153,8 +153,12 @@ export class ReaperKeyInspector {
         if (released && parked) {
           await this.client.del(this.keys.parkedRecord(owner));
           const recordId = parseOwnKey(key)?.tag;
+          // Best effort, as every announcement on the channel: refused (a Redis user without it), they look again
+          // within a lease, and the release it follows still counts.
           if (recordId !== undefined)
-            await this.client.publish(this.keys.idempotencyWaitersChannel, settledMessage(recordId));
+            await this.client
+              .publish(this.keys.idempotencyWaitersChannel, settledMessage(recordId))
+              .catch(() => undefined);
         }
         return released;
       },
