@@ -176,7 +176,11 @@ export interface IdempotencyRecord {
   state: IdempotencyState;
   /** Owner token of the claim that wrote it. */
   owner: string | undefined;
-  /** The job that claimed it. */
+  /**
+   * The job that claimed it, stored exactly as claimed ({@link IdempotencyClaim.jobId}): a delivery that meets the
+   * record in progress compares it with its own job's id when the store gives no `ownJob` answer (see
+   * {@link IdempotencyClaimLost}), and waits rather than failing as a mismatch when they are equal.
+   */
   jobId: string | undefined;
   /** Fingerprint of the payload that claimed it; `undefined` when payloads are not compared. */
   fingerprint: string | undefined;
