@@ -42,13 +42,7 @@ describe.each(['redis', 'sqlite'] as const)('deliveries waiting for a parked rec
   it('by a later delivery that found its job removed: the one waiting runs at once too', async () => {
     const ran: string[] = [];
     const app = await parkingApp(ran);
-    const events = new EventLog(app);
-    const first = await app.queue.add('charge', { key: 'k', steps: true });
-    await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
-    const waiting = await waitingDuplicate(app, events, 'k');
-    const plain = new Queue(app.queue.name, bullOptions());
-    onCleanup(() => plain.close());
-    await (await plain.getJob(first.id!))!.remove();
+    const { first, waiting } = await waitingThenRemoved(app, onCleanup);
     await outliveAnnouncement();
     const later = await app.queue.add('charge', { key: 'k' });
     await expect(app.finished(later)).resolves.toBe('fresh');
@@ -82,13 +76,7 @@ describe.each(['redis', 'sqlite'] as const)('deliveries waiting for a parked rec
     it('by the orphan reaper (its job removed): the one waiting runs', async () => {
       const ran: string[] = [];
       const app = await parkingApp(ran, {}, { grace: 0 });
-      const events = new EventLog(app);
-      const first = await app.queue.add('charge', { key: 'k', steps: true });
-      await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
-      const waiting = await waitingDuplicate(app, events, 'k');
-      const plain = new Queue(app.queue.name, bullOptions());
-      onCleanup(() => plain.close());
-      await (await plain.getJob(first.id!))!.remove();
+      const { first, waiting } = await waitingThenRemoved(app, onCleanup);
       const report = await app.moduleRef.get(UniqueJobsReaper).run();
       expect(report.reaped.idempotencyClaims).toBe(1);
       await expect(app.finished(waiting)).resolves.toBe('fresh');
@@ -112,13 +100,7 @@ describe('a delivery another module delayed, waiting for a parked record settled
     const a = await start(options({}));
     const b = await start({ ...options({ prefix: a.prefix }), queue: a.queue.name });
     await b.worker!.pause();
-    const events = new EventLog(a);
-    const first = await a.queue.add('charge', { key: 'k', steps: true });
-    await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
-    const waiting = await waitingDuplicate(a, events, 'k');
-    const plain = new Queue(a.queue.name, bullOptions());
-    onCleanup(() => plain.close());
-    await (await plain.getJob(first.id!))!.remove();
+    const { first, waiting } = await waitingThenRemoved(a, onCleanup);
     await a.worker!.pause();
     await b.worker!.resume();
     await outliveAnnouncement();
@@ -148,6 +130,25 @@ function expectOneRan(ran: string[], first: Job, duplicates: Job[]): void {
   expect(ran).toHaveLength(2);
   expect(ran[0]).toBe(`${first.id}:1`);
   expect(duplicates.map((job) => `${job.id}:fresh`)).toContain(ran[1]);
+}
+
+/**
+ * On `app`: a step job of key `k` parks its record, a duplicate meets it and waits (`waitingDuplicate`), then the step
+ * job is removed with a plain BullMQ client, without the library.
+ */
+async function waitingThenRemoved(
+  app: TestApp,
+  onCleanup: (cleanup: () => Promise<void>) => void,
+): Promise<{ first: Job; waiting: Job }> {
+  const events = new EventLog(app);
+  const first = await app.queue.add('charge', { key: 'k', steps: true });
+  await events.next((e) => e.type === 'idempotencyHandedOver' && e.jobId === first.id);
+  const waiting = await waitingDuplicate(app, events, 'k');
+  const plain = new Queue(app.queue.name, bullOptions());
+  onCleanup(() => plain.close());
+  await (await plain.getJob(first.id!))!.remove();
+  events.stop();
+  return { first, waiting };
 }
 
 /** Adds a duplicate of key `key` to `app` and resolves it once it met the parked record and waits (delayed). */
