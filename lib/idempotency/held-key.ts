@@ -32,11 +32,10 @@ export async function answerHeldKey(
   // tried again at once (it claims the key, or replays the failure kept).
   const settled =
     record.state === 'in_progress' &&
-    (await settleStaleHandover(attempt, record).catch((error: unknown) => {
+    (await settleStaleHandover(attempt, record, waiting).catch((error: unknown) => {
       report.error(error);
       return false;
     }));
-  if (settled) waiting?.parkedSettled(attempt.recordId); // the deliveries that met it parked before this one
   const ownJob = expiresInMs > 0 && claim.ownJob === true;
   // A store that cannot tell (no `ownJob` answer: the SQL stores keep a job's id, not its queue) and a claim in progress
   // by a job of this id: perhaps this very job, delivered again after its handler moved it between two steps and

@@ -1,6 +1,7 @@
 import type { Attempt } from './attempt.js';
 import type { IdempotencyRecord } from './idempotency-records.interface.js';
 import { isHandedOver, resumeOwnerOf, settleParked } from './step-handover.js';
+import type { WaitingDuplicates } from './waiting-duplicates.js';
 
 /**
  * A delivery met `record` in progress, parked between two steps of its job (owned by the job's resume token: no
@@ -12,9 +13,14 @@ import { isHandedOver, resumeOwnerOf, settleParked } from './step-handover.js';
  * record's mark says it lives (`ParkedRecordMarks`, written by the step that parked it): a record this Redis holds no
  * mark of (parked by a deployment on another Redis sharing the SQL store, or by a build before the marks) is left to
  * its lease. Resolves whether it was settled (a compare-and-set on the resume token: a record resumed or settled
- * meanwhile is left alone). Two reads (the mark, then the job), only for a parked record; rejects when one fails.
+ * meanwhile is left alone); once settled, the deliveries of the key `waiting` meanwhile are woken (see
+ * `settleParked`). Two reads (the mark, then the job), only for a parked record; rejects when one fails.
  */
-export async function settleStaleHandover(attempt: Attempt, record: IdempotencyRecord): Promise<boolean> {
+export async function settleStaleHandover(
+  attempt: Attempt,
+  record: IdempotencyRecord,
+  waiting: WaitingDuplicates | undefined,
+): Promise<boolean> {
   const { marks, definition } = attempt;
   const { owner } = record;
   if (!marks || owner === undefined || !isHandedOver(owner)) return false;
@@ -26,5 +32,5 @@ export async function settleStaleHandover(attempt: Attempt, record: IdempotencyR
   const failed = its && parker.failedReason !== undefined ? { failedReason: parker.failedReason } : undefined;
   const { queue, jobName, jobId } = parker.mark;
   const report = attempt.report.of({ queue, jobName, jobId });
-  return settleParked(definition, { ...attempt.ref, owner }, failed, report, marks);
+  return settleParked(definition, { ...attempt.ref, owner }, failed, report, { marks, waiting });
 }

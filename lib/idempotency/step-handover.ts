@@ -77,9 +77,7 @@ export async function settleFailedHandover(
   const report = new AttemptReport(deps.events, deps.logger, { ...ids, store: definition.storeName });
   try {
     const failed = { failedReason: job.failedReason };
-    if (await settleParked(definition, ref, failed, report, deps.parkedRecords)) {
-      deps.waiting?.parkedSettled(recordIdOf(ref.scope, ref.key)); // the deliveries that met it parked
-    }
+    await settleParked(definition, ref, failed, report, { marks: deps.parkedRecords, waiting: deps.waiting });
   } catch (error) {
     report.error(error);
   }
@@ -88,7 +86,8 @@ export async function settleFailedHandover(
 /**
  * Settles a record parked for a job that ended without an attempt settling it (`ref.owner`: its resume token): kept
  * failed with BullMQ's reason when the key keeps failures (`onFailure: 'keep'`) and the job failed (`failed` given),
- * else released; reported on `report` (`idempotencyFailureKept`, `idempotencyReleased`), its parked mark removed. One
+ * else released; reported on `report` (`idempotencyFailureKept`, `idempotencyReleased`). Once settled, its parked mark
+ * is removed and the deliveries that met it parked, in any process, are woken (`WaitingDuplicates.parkedSettled`). One
  * store call, a compare-and-set on the resume token: resolves whether it changed the record. Rejects when the store
  * call fails (a mark left behind lapses with the record's lease).
  */
@@ -97,7 +96,7 @@ export async function settleParked(
   ref: IdempotencyRecordRef,
   failed: { failedReason: string | undefined } | undefined,
   report: AttemptReport,
-  marks: ParkedRecordMarks | undefined,
+  after: { marks: ParkedRecordMarks | undefined; waiting: WaitingDuplicates | undefined },
 ): Promise<boolean> {
   const { store, options } = definition;
   let settled: boolean;
@@ -109,8 +108,10 @@ export async function settleParked(
     settled = await store.release(ref);
     if (settled) report.emit({ type: 'idempotencyReleased' });
   }
-  if (settled) marks?.unmark(ref.owner).catch((error: unknown) => report.markError(error));
-  return settled;
+  if (!settled) return false;
+  after.marks?.unmark(ref.owner).catch((error: unknown) => report.markError(error));
+  after.waiting?.parkedSettled(recordIdOf(ref.scope, ref.key));
+  return true;
 }
 
 /**
